@@ -1,0 +1,18 @@
+# dpl_add_plugin(<target> SOURCES ... [LIBRARIES ...])
+# Builds a plugin shared library into the build tree's plugin folder and installs it into the
+# install's plugin folder. Used by every in-tree backend and model.
+function(dpl_add_plugin target)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES" ${ARGN})
+  add_library(${target} MODULE ${ARG_SOURCES})
+  target_link_libraries(${target} PRIVATE dpl::sdk ${ARG_LIBRARIES})
+  target_compile_options(${target} PRIVATE ${DPL_WARNING_FLAGS})
+  set_target_properties(${target} PROPERTIES
+    PREFIX "lib"
+    LIBRARY_OUTPUT_DIRECTORY "${DPL_BUILD_PLUGIN_DIR}"
+    CXX_VISIBILITY_PRESET hidden
+    C_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON)
+  # A plugin must not leave undefined symbols for the host to satisfy.
+  target_link_options(${target} PRIVATE "LINKER:--no-undefined")
+  install(TARGETS ${target} LIBRARY DESTINATION "${DPL_INSTALL_PLUGIN_DIR}")
+endfunction()

@@ -1,0 +1,58 @@
+// launcher: the dpl host program. Dispatches to the listing of plugins, the launcher role (store,
+// rendezvous, spawning and supervising workers) or the worker role. Every error is printed as
+// one clear line and turns into a non-zero exit; no exception escapes.
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+#include "cli/options.hpp"
+#include "common/log.hpp"
+#include "dpl/dpl.h"
+#include "plugin_host/plugin_host.hpp"
+#include "supervision/launch.hpp"
+
+namespace {
+
+int Fail(const dpl::Status& status) {
+  dpl::log::Error(status.message());
+  return 1;
+}
+
+int Run(int argc, const char* const* argv) {
+  auto options = dpl::cli::ParseCommandLine(argc, argv);
+  if (!options.ok()) return Fail(options.status());
+  switch (options->command) {
+    case dpl::cli::Command::kHelp:
+      std::cout << dpl::cli::HelpText();
+      return 0;
+    case dpl::cli::Command::kVersion:
+      std::cout << "dpl launcher " << DPL_SDK_VERSION_STRING << " (backend ABI v"
+                << dpl::plugin_host::kBackendAbiMax << ", model ABI v"
+                << dpl::plugin_host::kModelAbiMax << ")\n";
+      return 0;
+    case dpl::cli::Command::kPlugins: {
+      auto discovery = dpl::plugin_host::DiscoverPlugins(options->plugin_dirs);
+      if (!discovery.ok()) return Fail(discovery.status());
+      std::cout << dpl::plugin_host::FormatPluginList(*discovery);
+      return 0;
+    }
+    case dpl::cli::Command::kWorker:
+      return dpl::supervision::RunWorker(*options);
+    case dpl::cli::Command::kTrain:
+    case dpl::cli::Command::kSelftest:
+      return dpl::supervision::RunLauncher(*options);
+  }
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    return Fail(dpl::Status::Error(std::string("unexpected internal error: ") + e.what()));
+  } catch (...) {
+    return Fail(dpl::Status::Error("unexpected internal error"));
+  }
+}

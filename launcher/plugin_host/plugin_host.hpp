@@ -1,0 +1,69 @@
+// The plugin host: finds plugin shared libraries on the search path, checks that each really is a
+// dpl plugin of an ABI version this launcher supports, and hands out their C tables. Boost.DLL
+// does the loading; no C++ type crosses into a plugin.
+//
+// Search path, in order: every --plugin-dir, then DPL_PLUGIN_PATH (colon-separated), then the
+// install's plugin folder (<prefix>/lib/dpl/plugins, found relative to the launcher binary), then
+// the build tree's plugin folder when the launcher runs from a build tree.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+#include "dpl/backend.h"
+#include "dpl/model.h"
+
+namespace dpl::plugin_host {
+
+// The ABI versions this host understands, per kind.
+inline constexpr uint32_t kBackendAbiMin = 1, kBackendAbiMax = 1;
+inline constexpr uint32_t kModelAbiMin = 1, kModelAbiMax = 1;
+
+// One loaded plugin library. Keeps the library mapped while alive; tables point into it.
+struct LoadedPlugin {
+  std::string path;
+  dpl_plugin_kind kind;
+  uint32_t abi_version;
+  std::string name;
+  std::string version;
+  std::string description;
+  const dpl_backend_plugin_v1* backend = nullptr;  // set when kind == BACKEND
+  const dpl_model_plugin_v1* model = nullptr;      // set when kind == MODEL
+  std::shared_ptr<void> library;                   // opaque owner of the mapped library
+};
+
+// A file on the search path that is not a usable plugin, with the exact reason.
+struct RefusedPlugin {
+  std::string path;
+  std::string reason;
+};
+
+struct Discovery {
+  std::vector<LoadedPlugin> plugins;  // the usable ones, in search-path order
+  std::vector<RefusedPlugin> refused;
+  std::vector<std::string> search_path;  // the folders actually searched
+};
+
+// Loads one file. The error says why it is refused: not a shared library (with dlopen's text),
+// no dpl entry symbol, bad magic, kind mismatch, ABI version newer/older than supported (both
+// numbers).
+Result<LoadedPlugin> LoadPluginFile(const std::string& path);
+
+// The ordered search path for these --plugin-dir values (environment and install folder added).
+std::vector<std::string> PluginSearchPath(const std::vector<std::string>& plugin_dirs);
+
+// Loads every *.so in the search path. Two plugins of the same kind and name are an error
+// naming both paths.
+Result<Discovery> DiscoverPlugins(const std::vector<std::string>& plugin_dirs);
+
+// Picks the plugin of `kind` named `name`; the error lists the names that exist, and the
+// refused files (a plugin the user meant may be among them, with its reason).
+Result<LoadedPlugin> FindPlugin(const Discovery& discovery, dpl_plugin_kind kind,
+                                const std::string& name);
+
+// Text of `launcher plugins`: kind, name, version, ABI version, path per plugin, then refusals.
+std::string FormatPluginList(const Discovery& discovery);
+
+}  // namespace dpl::plugin_host

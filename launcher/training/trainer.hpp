@@ -1,0 +1,28 @@
+// The data-parallel training loop run by each worker process (RECIPE.md sections 1-2):
+// sharded sampling, per-rank batch = global batch / world size, parameters broadcast from rank 0,
+// gradients averaged through the backend in buckets overlapping backward, identical optimizer
+// steps on every rank, rank-0 logging, checkpoints.
+#pragma once
+
+#include "cli/options.hpp"
+#include "common/status.hpp"
+#include "dpl/backend.h"
+#include "dpl/model.h"
+
+namespace dpl::training {
+
+struct WorkerIdentity {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  int threads = 1;
+};
+
+// Runs the whole training job for this rank. `backend` is created and connected; `model_plugin`
+// is loaded but no instance exists yet. Returns when training is done or failed.
+Status RunTraining(const cli::Options& options, const WorkerIdentity& identity,
+                   const dpl_backend_plugin_v1& backend_plugin, dpl_backend* backend,
+                   const dpl_model_plugin_v1& model_plugin);
+
+}  // namespace dpl::training

@@ -1,0 +1,11 @@
+/* dpl SDK: the newest backend ABI. Plugins include this and export the matching symbol. */
+#ifndef DPL_BACKEND_H
+#define DPL_BACKEND_H
+
+#include "dpl/backend_v1.h"
+
+#define DPL_BACKEND_ABI_VERSION DPL_BACKEND_ABI_VERSION_1
+typedef dpl_backend_config_v1 dpl_backend_config;
+typedef dpl_backend_plugin_v1 dpl_backend_plugin;
+
+#endif /* DPL_BACKEND_H */
