@@ -72,6 +72,8 @@ struct Options {
   bool resume = false;                  // --resume
   int max_restarts = 0;                 // --max-restarts N
   bool progress = true;                 // --no-progress turns the terminal progress bar off
+  std::string dump_parameters_dir;      // --dump-parameters DIR: each rank writes its final
+                                        // parameters to DIR/rank-N.bin (tests compare them)
 
   // Set by a launcher for the workers it starts (command kWorker); not for users.
   int local_rank = -1;      // --local-rank
