@@ -19,6 +19,9 @@ int Fail(const dpl::Status& status) {
 }
 
 int Run(int argc, const char* const* argv) {
+#ifdef DPL_BUILD_PLUGIN_DIR
+  dpl::plugin_host::SetBuildTreePluginDir(DPL_BUILD_PLUGIN_DIR);
+#endif
   auto options = dpl::cli::ParseCommandLine(argc, argv);
   if (!options.ok()) return Fail(options.status());
   switch (options->command) {
@@ -33,7 +36,12 @@ int Run(int argc, const char* const* argv) {
     case dpl::cli::Command::kPlugins: {
       auto discovery = dpl::plugin_host::DiscoverPlugins(options->plugin_dirs);
       if (!discovery.ok()) return Fail(discovery.status());
-      std::cout << dpl::plugin_host::FormatPluginList(*discovery);
+      std::cout << dpl::plugin_host::FormatPluginList(*discovery) << std::flush;
+      if (!discovery->refused.empty()) {
+        return Fail(dpl::Status::Error(std::to_string(discovery->refused.size()) +
+                                       " file(s) on the plugin search path were refused; the "
+                                       "reasons are listed above"));
+      }
       return 0;
     }
     case dpl::cli::Command::kWorker:

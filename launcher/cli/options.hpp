@@ -77,6 +77,7 @@ struct Options {
 
   // Set by a launcher for the workers it starts (command kWorker); not for users.
   int local_rank = -1;      // --local-rank
+  bool selftest_job = false;  // --selftest given: true for the launcher AND its workers
   std::string store_addr;   // --store-addr host:port of the running store
 };
 

@@ -66,4 +66,24 @@ Result<LoadedPlugin> FindPlugin(const Discovery& discovery, dpl_plugin_kind kind
 // Text of `launcher plugins`: kind, name, version, ABI version, path per plugin, then refusals.
 std::string FormatPluginList(const Discovery& discovery);
 
+// Picks the backend for --backend `requested` on `device` (cpu|cuda). For "auto": nccl when the
+// device is cuda and the nccl plugin is present, else gloo, else tcp. Any other name is looked up
+// as FindPlugin does. `reason` (may be NULL) receives one line saying which and why, for the log.
+Result<LoadedPlugin> ChooseBackend(const Discovery& discovery, const std::string& requested,
+                                   const std::string& device, std::string* reason);
+
+// The enum name of a dpl_status, e.g. "DPL_ERR_NO_DEVICE".
+const char* StatusName(dpl_status status);
+
+// The error for a failed plugin call (create, train_step, ...): names the plugin, its path, the
+// function and the status, and appends the plugin's last_error() text. Ok for DPL_OK. Call it on
+// the thread that made the failed call (last_error is per thread).
+Status DescribeCallFailure(const LoadedPlugin& plugin, const std::string& function,
+                           dpl_status status);
+
+// The build tree's plugin folder (main passes its DPL_BUILD_PLUGIN_DIR). It is searched last, and
+// only when the running executable lives in that build tree and no install folder exists next to
+// it, so an installed launcher never also finds the build tree's copies.
+void SetBuildTreePluginDir(const std::string& dir);
+
 }  // namespace dpl::plugin_host

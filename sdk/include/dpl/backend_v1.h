@@ -8,7 +8,10 @@
  * memory (kDLCUDA); they must be dense and contiguous (strides NULL or row-major).
  *
  * A plugin exports exactly one symbol for this version:
- *     DPL_PLUGIN_EXPORT extern const dpl_backend_plugin_v1 dpl_backend_plugin_v1;
+ *     DPL_PLUGIN_EXPORT extern const dpl_backend_plugin_v1 my_table
+ *         DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v1);
+ *     const dpl_backend_plugin_v1 my_table = {...};
+ * (the symbol shares its name with its type; see DPL_PLUGIN_ENTRY_SYMBOL in dpl/common.h)
  * with header.kind = DPL_PLUGIN_KIND_BACKEND and header.abi_version = 1.
  *
  * Collectives are called by all ranks in the same order with matching shapes and dtypes.

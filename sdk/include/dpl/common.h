@@ -80,6 +80,17 @@ typedef struct dpl_plugin_header {
 #define DPL_PLUGIN_EXPORT __attribute__((visibility("default")))
 #endif
 
+/*
+ * Gives a plugin's entry table its entry symbol name. The symbol (e.g. dpl_backend_plugin_v1) is
+ * also the name of the table's type, and neither C nor C++ lets one identifier name both, so the
+ * table variable takes any other name and this attaches the symbol name (an asm label; GCC and
+ * Clang, ELF targets). Declare, then define:
+ *     DPL_PLUGIN_EXPORT extern const dpl_backend_plugin_v1 my_backend_table
+ *         DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v1);
+ *     const dpl_backend_plugin_v1 my_backend_table = {...};
+ */
+#define DPL_PLUGIN_ENTRY_SYMBOL(symbol) __asm__(#symbol)
+
 #ifdef __cplusplus
 }
 #endif

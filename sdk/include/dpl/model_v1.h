@@ -9,7 +9,10 @@
  * update them in place.
  *
  * A plugin exports exactly one symbol for this version:
- *     DPL_PLUGIN_EXPORT extern const dpl_model_plugin_v1 dpl_model_plugin_v1;
+ *     DPL_PLUGIN_EXPORT extern const dpl_model_plugin_v1 my_table
+ *         DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v1);
+ *     const dpl_model_plugin_v1 my_table = {...};
+ * (the symbol shares its name with its type; see DPL_PLUGIN_ENTRY_SYMBOL in dpl/common.h)
  * with header.kind = DPL_PLUGIN_KIND_MODEL and header.abi_version = 1.
  *
  * Threading: an instance is used from one host thread at a time, except the grad-ready callback,

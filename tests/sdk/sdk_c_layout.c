@@ -1,0 +1,85 @@
+/* Compiled as strict C99 (-std=c99 -pedantic -Werror): every SDK header must stay C. It also
+ * reports the C compiler's view of the ABI layout, which sdk_test.cpp compares with C++'s. */
+#include <stddef.h>
+
+#include "dpl/backend.h"
+#include "dpl/backend_v1.h"
+#include "dpl/common.h"
+#include "dpl/dpl.h"
+#include "dpl/model.h"
+#include "dpl/model_v1.h"
+#include "dpl/store.h"
+#include "sdk_c_layout.h"
+
+/* A plugin written in C can declare its entry table the documented way. */
+DPL_PLUGIN_EXPORT extern const dpl_backend_plugin_v1 sdk_c_backend_table
+    DPL_PLUGIN_ENTRY_SYMBOL(sdk_c_test_backend_entry);
+const dpl_backend_plugin_v1 sdk_c_backend_table = {
+    {(uint32_t)sizeof(dpl_backend_plugin_v1), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
+     DPL_BACKEND_ABI_VERSION, "c", "1", NULL},
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL};
+
+#define ENTRY(type, field) \
+  { #type "." #field, offsetof(type, field) }
+#define SIZE(type) \
+  { "sizeof " #type, sizeof(type) }
+
+static const sdk_layout_entry kLayout[] = {
+    SIZE(dpl_plugin_header),
+    ENTRY(dpl_plugin_header, struct_size),
+    ENTRY(dpl_plugin_header, magic),
+    ENTRY(dpl_plugin_header, kind),
+    ENTRY(dpl_plugin_header, abi_version),
+    ENTRY(dpl_plugin_header, name),
+    ENTRY(dpl_plugin_header, version),
+    ENTRY(dpl_plugin_header, description),
+    SIZE(dpl_store_v1),
+    ENTRY(dpl_store_v1, struct_size),
+    ENTRY(dpl_store_v1, version),
+    ENTRY(dpl_store_v1, context),
+    ENTRY(dpl_store_v1, last_error),
+    SIZE(dpl_backend_config_v1),
+    ENTRY(dpl_backend_config_v1, struct_size),
+    ENTRY(dpl_backend_config_v1, version),
+    ENTRY(dpl_backend_config_v1, timeout_ms),
+    ENTRY(dpl_backend_config_v1, store),
+    ENTRY(dpl_backend_config_v1, options),
+    SIZE(dpl_backend_plugin_v1),
+    ENTRY(dpl_backend_plugin_v1, header),
+    ENTRY(dpl_backend_plugin_v1, create),
+    ENTRY(dpl_backend_plugin_v1, last_error),
+    SIZE(dpl_model_config_v1),
+    ENTRY(dpl_model_config_v1, struct_size),
+    ENTRY(dpl_model_config_v1, version),
+    ENTRY(dpl_model_config_v1, seed),
+    ENTRY(dpl_model_config_v1, log_context),
+    SIZE(dpl_model_info_v1),
+    ENTRY(dpl_model_info_v1, struct_size),
+    ENTRY(dpl_model_info_v1, input_shape),
+    ENTRY(dpl_model_info_v1, num_classes),
+    ENTRY(dpl_model_info_v1, parameter_count),
+    SIZE(dpl_parameter_v1),
+    ENTRY(dpl_parameter_v1, struct_size),
+    ENTRY(dpl_parameter_v1, name),
+    ENTRY(dpl_parameter_v1, value),
+    ENTRY(dpl_parameter_v1, gradient),
+    SIZE(dpl_model_plugin_v1),
+    ENTRY(dpl_model_plugin_v1, header),
+    ENTRY(dpl_model_plugin_v1, create),
+    ENTRY(dpl_model_plugin_v1, last_error),
+};
+
+const sdk_layout_entry* sdk_c_layout(size_t* count) {
+  *count = sizeof kLayout / sizeof kLayout[0];
+  return kLayout;
+}
+
+const dpl_backend_plugin_v1* sdk_c_backend(void) {
+  return &sdk_c_backend_table;
+}

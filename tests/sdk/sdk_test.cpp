@@ -1,0 +1,138 @@
+// The SDK's promises: struct prefixes (struct_size first), fixed enum values, the magic, and the
+// same layout in C and C++ (the C side is sdk_c_layout.c, compiled as strict C99).
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dpl/dpl.h"
+#include "sdk_c_layout.h"
+
+namespace {
+
+#define ENTRY(type, field) \
+  { #type "." #field, offsetof(type, field) }
+#define SIZE(type) \
+  { "sizeof " #type, sizeof(type) }
+
+TEST(SdkTest, CAndCppAgreeOnEveryLayout) {
+  const std::vector<sdk_layout_entry> cpp = {
+      SIZE(dpl_plugin_header),
+      ENTRY(dpl_plugin_header, struct_size),
+      ENTRY(dpl_plugin_header, magic),
+      ENTRY(dpl_plugin_header, kind),
+      ENTRY(dpl_plugin_header, abi_version),
+      ENTRY(dpl_plugin_header, name),
+      ENTRY(dpl_plugin_header, version),
+      ENTRY(dpl_plugin_header, description),
+      SIZE(dpl_store_v1),
+      ENTRY(dpl_store_v1, struct_size),
+      ENTRY(dpl_store_v1, version),
+      ENTRY(dpl_store_v1, context),
+      ENTRY(dpl_store_v1, last_error),
+      SIZE(dpl_backend_config_v1),
+      ENTRY(dpl_backend_config_v1, struct_size),
+      ENTRY(dpl_backend_config_v1, version),
+      ENTRY(dpl_backend_config_v1, timeout_ms),
+      ENTRY(dpl_backend_config_v1, store),
+      ENTRY(dpl_backend_config_v1, options),
+      SIZE(dpl_backend_plugin_v1),
+      ENTRY(dpl_backend_plugin_v1, header),
+      ENTRY(dpl_backend_plugin_v1, create),
+      ENTRY(dpl_backend_plugin_v1, last_error),
+      SIZE(dpl_model_config_v1),
+      ENTRY(dpl_model_config_v1, struct_size),
+      ENTRY(dpl_model_config_v1, version),
+      ENTRY(dpl_model_config_v1, seed),
+      ENTRY(dpl_model_config_v1, log_context),
+      SIZE(dpl_model_info_v1),
+      ENTRY(dpl_model_info_v1, struct_size),
+      ENTRY(dpl_model_info_v1, input_shape),
+      ENTRY(dpl_model_info_v1, num_classes),
+      ENTRY(dpl_model_info_v1, parameter_count),
+      SIZE(dpl_parameter_v1),
+      ENTRY(dpl_parameter_v1, struct_size),
+      ENTRY(dpl_parameter_v1, name),
+      ENTRY(dpl_parameter_v1, value),
+      ENTRY(dpl_parameter_v1, gradient),
+      SIZE(dpl_model_plugin_v1),
+      ENTRY(dpl_model_plugin_v1, header),
+      ENTRY(dpl_model_plugin_v1, create),
+      ENTRY(dpl_model_plugin_v1, last_error),
+  };
+  size_t count = 0;
+  const sdk_layout_entry* c = sdk_c_layout(&count);
+  ASSERT_EQ(count, cpp.size());
+  for (size_t i = 0; i < count; ++i) {
+    EXPECT_STREQ(c[i].what, cpp[i].what);
+    EXPECT_EQ(c[i].value, cpp[i].value) << cpp[i].what;
+  }
+}
+
+TEST(SdkTest, EveryCrossingStructStartsWithItsSize) {
+  EXPECT_EQ(offsetof(dpl_plugin_header, struct_size), 0u);
+  EXPECT_EQ(offsetof(dpl_plugin_header, magic), 4u);
+  EXPECT_EQ(offsetof(dpl_plugin_header, kind), 8u);
+  EXPECT_EQ(offsetof(dpl_plugin_header, abi_version), 12u);
+  EXPECT_EQ(offsetof(dpl_backend_plugin_v1, header), 0u);
+  EXPECT_EQ(offsetof(dpl_model_plugin_v1, header), 0u);
+  EXPECT_EQ(offsetof(dpl_store_v1, struct_size), 0u);
+  EXPECT_EQ(offsetof(dpl_store_v1, version), 4u);
+  EXPECT_EQ(offsetof(dpl_backend_config_v1, struct_size), 0u);
+  EXPECT_EQ(offsetof(dpl_backend_config_v1, version), 4u);
+  EXPECT_EQ(offsetof(dpl_model_config_v1, struct_size), 0u);
+  EXPECT_EQ(offsetof(dpl_model_config_v1, version), 4u);
+  EXPECT_EQ(offsetof(dpl_model_info_v1, struct_size), 0u);
+  EXPECT_EQ(offsetof(dpl_parameter_v1, struct_size), 0u);
+  // The host reads struct_size as 32 bits before it knows anything else.
+  EXPECT_EQ(sizeof(dpl_plugin_header{}.struct_size), 4u);
+}
+
+TEST(SdkTest, EnumValuesAreFixed) {
+  EXPECT_EQ(DPL_OK, 0);
+  EXPECT_EQ(DPL_ERR_INVALID_ARGUMENT, 1);
+  EXPECT_EQ(DPL_ERR_UNSUPPORTED, 2);
+  EXPECT_EQ(DPL_ERR_TIMEOUT, 3);
+  EXPECT_EQ(DPL_ERR_COMMUNICATION, 4);
+  EXPECT_EQ(DPL_ERR_NO_DEVICE, 5);
+  EXPECT_EQ(DPL_ERR_IO, 6);
+  EXPECT_EQ(DPL_ERR_BUFFER_TOO_SMALL, 7);
+  EXPECT_EQ(DPL_ERR_NOT_FOUND, 8);
+  EXPECT_EQ(DPL_ERR_INTERNAL, 9);
+  EXPECT_EQ(DPL_PLUGIN_KIND_BACKEND, 1);
+  EXPECT_EQ(DPL_PLUGIN_KIND_MODEL, 2);
+  EXPECT_EQ(DPL_LOG_DEBUG, 0);
+  EXPECT_EQ(DPL_LOG_INFO, 1);
+  EXPECT_EQ(DPL_LOG_WARNING, 2);
+  EXPECT_EQ(DPL_LOG_ERROR, 3);
+  EXPECT_EQ(DPL_REDUCE_SUM, 0);
+  EXPECT_EQ(DPL_REDUCE_AVG, 1);
+  EXPECT_EQ(DPL_REDUCE_MIN, 2);
+  EXPECT_EQ(DPL_REDUCE_MAX, 3);
+  EXPECT_EQ(DPL_MODEL_MODE_TRAIN, 0);
+  EXPECT_EQ(DPL_MODEL_MODE_EVAL, 1);
+  EXPECT_EQ(DPL_BACKEND_ABI_VERSION, 1u);
+  EXPECT_EQ(DPL_MODEL_ABI_VERSION, 1u);
+  EXPECT_EQ(DPL_STORE_VERSION, 1u);
+  EXPECT_EQ(DPL_MODEL_MAX_INPUT_DIMS, 8);
+}
+
+TEST(SdkTest, MagicSpellsDplpInMemory) {
+  const uint32_t magic = DPL_PLUGIN_MAGIC;
+  char bytes[5] = {};
+  std::memcpy(bytes, &magic, 4);
+  EXPECT_STREQ(bytes, "DPLP");  // x86-64 and aarch64 are little-endian
+}
+
+TEST(SdkTest, EntrySymbolMacroNamesTheTable) {
+  // The C translation unit declared its table under another name with DPL_PLUGIN_ENTRY_SYMBOL.
+  const dpl_backend_plugin_v1* table = sdk_c_backend();
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(table->header.struct_size, sizeof(dpl_backend_plugin_v1));
+  EXPECT_EQ(table->header.magic, DPL_PLUGIN_MAGIC);
+  EXPECT_STREQ(table->header.name, "c");
+}
+
+}  // namespace
