@@ -1,0 +1,43 @@
+// The recipe's ConvNet (RECIPE.md section 1) as a dpl model plugin.
+#include "dpl/torch_model.hpp"
+
+namespace {
+
+// cn1 -> ReLU -> cn2 -> ReLU -> max_pool2d(2) -> Dropout2d(0.10) -> flatten -> fc1 -> ReLU
+// -> Dropout2d(0.25) -> fc2 -> log_softmax, with PyTorch's default initialisation.
+// Option dropout=0 turns both dropouts off (for runs that must be reproducible bit for bit).
+struct ConvNet : torch::nn::Module {
+  explicit ConvNet(const dpl::torch_model::ModelOptions& options)
+      : dropout_enabled(options.GetBool("dropout", true)) {
+    cn1 = register_module("cn1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 16, 3).stride(1)));
+    cn2 = register_module("cn2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).stride(1)));
+    fc1 = register_module("fc1", torch::nn::Linear(4608, 64));
+    fc2 = register_module("fc2", torch::nn::Linear(64, 10));
+  }
+
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(cn1->forward(x));
+    x = torch::relu(cn2->forward(x));
+    x = torch::max_pool2d(x, 2);
+    // feature_dropout is what Python's Dropout2d runs for 4-D and for 2-D input alike. (libtorch's
+    // C++ Dropout2d would treat the 2-D (batch, 64) input as unbatched and drop whole samples.)
+    x = torch::feature_dropout(x, 0.10, is_training() && dropout_enabled);
+    x = torch::flatten(x, 1);
+    x = torch::relu(fc1->forward(x));
+    x = torch::feature_dropout(x, 0.25, is_training() && dropout_enabled);
+    x = fc2->forward(x);
+    return torch::log_softmax(x, 1);
+  }
+
+  bool dropout_enabled;
+  torch::nn::Conv2d cn1{nullptr};
+  torch::nn::Conv2d cn2{nullptr};
+  torch::nn::Linear fc1{nullptr};
+  torch::nn::Linear fc2{nullptr};
+};
+
+}  // namespace
+
+DPL_EXPORT_TORCH_MODEL(ConvNet, "convnet", "1.0.0",
+                       "the recipe's MNIST ConvNet (2 conv, 2 linear, about 300k parameters)",
+                       (std::vector<int64_t>{1, 28, 28}), 10)

@@ -1,0 +1,74 @@
+"""The recipe's ConvNet in Python torch: the reference the C++ plugin must match.
+
+Usage: convnet_reference.py PARAMS BATCH OUT
+  PARAMS: the plugin's parameters as float32, in named_parameters() order, concatenated.
+  BATCH:  int64 batch size B, then B*1*28*28 float32 inputs, then B int64 labels.
+  OUT:    written: float64 mean loss, float64 summed eval loss, int64 correct count, then the
+          gradients of the mean loss as float32, in parameter order, concatenated.
+Dropout is off (eval mode for the forward pass), as in the plugin with dropout=0.
+"""
+import struct
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cn1 = nn.Conv2d(1, 16, 3, 1)
+        self.cn2 = nn.Conv2d(16, 32, 3, 1)
+        self.dp1 = nn.Dropout2d(0.10)
+        self.dp2 = nn.Dropout2d(0.25)
+        self.fc1 = nn.Linear(4608, 64)
+        self.fc2 = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = F.relu(self.cn1(x))
+        x = F.relu(self.cn2(x))
+        x = F.max_pool2d(x, 2)
+        x = self.dp1(x)
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = self.dp2(x)
+        x = self.fc2(x)
+        return F.log_softmax(x, dim=1)
+
+
+def main():
+    params_path, batch_path, out_path = sys.argv[1:4]
+    torch.set_num_threads(1)
+    model = ConvNet()
+    flat = torch.from_file(params_path, size=sum(p.numel() for p in model.parameters()),
+                           dtype=torch.float32)
+    offset = 0
+    with torch.no_grad():
+        for parameter in model.parameters():
+            count = parameter.numel()
+            parameter.copy_(flat[offset:offset + count].view_as(parameter))
+            offset += count
+    with open(batch_path, "rb") as batch_file:
+        data = batch_file.read()
+    (batch,) = struct.unpack_from("<q", data, 0)
+    pixels = batch * 28 * 28
+    images = torch.frombuffer(bytearray(data[8:8 + 4 * pixels]), dtype=torch.float32)
+    labels = torch.frombuffer(bytearray(data[8 + 4 * pixels:]), dtype=torch.int64)
+    images = images.view(batch, 1, 28, 28)
+
+    model.eval()
+    loss = F.nll_loss(model(images), labels)
+    loss.backward()
+    with torch.no_grad():
+        output = model(images)
+        loss_sum = F.nll_loss(output, labels, reduction="sum").item()
+        correct = int(output.argmax(1).eq(labels).sum().item())
+    with open(out_path, "wb") as out:
+        out.write(struct.pack("<ddq", loss.item(), loss_sum, correct))
+        for parameter in model.parameters():
+            out.write(parameter.grad.contiguous().numpy().tobytes())
+
+
+if __name__ == "__main__":
+    main()

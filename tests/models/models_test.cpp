@@ -1,0 +1,552 @@
+// The in-tree model plugins, loaded with dlopen from the build's plugin folder and driven through
+// the C ABI only, as the launcher drives them.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dpl/model.h"
+
+namespace {
+
+// Loads libdpl_model_<name>.so once per process; never unloaded (libtorch does not support it).
+const dpl_model_plugin_v1& Plugin(const std::string& name) {
+  static std::array<std::pair<std::string, const dpl_model_plugin_v1*>, 4> loaded{};
+  for (const auto& entry : loaded) {
+    if (entry.first == name) return *entry.second;
+  }
+  const std::string path = std::string(DPL_TEST_PLUGIN_DIR) + "/libdpl_model_" + name + ".so";
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    ADD_FAILURE() << "dlopen " << path << ": " << dlerror();
+    std::abort();
+  }
+  auto* table = static_cast<const dpl_model_plugin_v1*>(dlsym(handle, "dpl_model_plugin_v1"));
+  if (table == nullptr) {
+    ADD_FAILURE() << path << " has no dpl_model_plugin_v1";
+    std::abort();
+  }
+  for (auto& entry : loaded) {
+    if (entry.second == nullptr) {
+      entry = {name, table};
+      break;
+    }
+  }
+  return *table;
+}
+
+dpl_model_config_v1 Config(const char* options, uint64_t seed = 0) {
+  dpl_model_config_v1 config{};
+  config.struct_size = sizeof config;
+  config.version = DPL_MODEL_ABI_VERSION_1;
+  config.options = options;
+  config.device_type = kDLCPU;
+  config.device_id = 0;
+  config.seed = seed;
+  config.num_threads = 1;
+  return config;
+}
+
+// One model instance, destroyed at scope end.
+class Model {
+ public:
+  Model(const std::string& name, const char* options, uint64_t seed = 0) : plugin_(Plugin(name)) {
+    const dpl_model_config_v1 config = Config(options, seed);
+    const dpl_status status = plugin_.create(&config, &model_);
+    if (status != DPL_OK) {
+      ADD_FAILURE() << "create " << name << " (" << options << "): " << plugin_.last_error();
+    }
+  }
+  ~Model() { plugin_.destroy(model_); }
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const dpl_model_plugin_v1& plugin() const { return plugin_; }
+  dpl_model* get() const { return model_; }
+
+  dpl_model_info_v1 Info() const {
+    dpl_model_info_v1 info{};
+    info.struct_size = sizeof info;
+    EXPECT_EQ(plugin_.describe(model_, &info), DPL_OK) << plugin_.last_error();
+    return info;
+  }
+
+  dpl_parameter_v1 Parameter(uint32_t index) const {
+    dpl_parameter_v1 parameter{};
+    parameter.struct_size = sizeof parameter;
+    EXPECT_EQ(plugin_.parameter(model_, index, &parameter), DPL_OK) << plugin_.last_error();
+    return parameter;
+  }
+
+  std::vector<dpl_parameter_v1> Parameters() const {
+    std::vector<dpl_parameter_v1> parameters;
+    for (uint32_t i = 0; i < Info().parameter_count; ++i) parameters.push_back(Parameter(i));
+    return parameters;
+  }
+
+ private:
+  const dpl_model_plugin_v1& plugin_;
+  dpl_model* model_ = nullptr;
+};
+
+int64_t Elements(const DLTensor& tensor) {
+  int64_t count = 1;
+  for (int32_t i = 0; i < tensor.ndim; ++i) count *= tensor.shape[i];
+  return count;
+}
+
+float* Floats(const DLTensor& tensor) {
+  return static_cast<float*>(tensor.data);
+}
+
+// A fixed batch of 28x28 images with pseudo-random pixels and labels.
+struct Batch {
+  explicit Batch(int64_t size, uint32_t seed = 7) : images(size * 28 * 28), labels(size) {
+    std::mt19937 generator(seed);
+    std::normal_distribution<float> pixel(0.0f, 1.0f);
+    std::uniform_int_distribution<int64_t> label(0, 9);
+    for (auto& value : images) value = pixel(generator);
+    for (auto& value : labels) value = label(generator);
+    image_shape = {size, 1, 28, 28};
+    label_shape = {size};
+    input.data = images.data();
+    input.device = {kDLCPU, 0};
+    input.ndim = 4;
+    input.dtype = {kDLFloat, 32, 1};
+    input.shape = image_shape.data();
+    target.data = labels.data();
+    target.device = {kDLCPU, 0};
+    target.ndim = 1;
+    target.dtype = {kDLInt, 64, 1};
+    target.shape = label_shape.data();
+  }
+  std::vector<float> images;
+  std::vector<int64_t> labels;
+  std::vector<int64_t> image_shape;
+  std::vector<int64_t> label_shape;
+  DLTensor input{};
+  DLTensor target{};
+};
+
+float TrainStep(const Model& model, const Batch& batch) {
+  float loss = NAN;
+  EXPECT_EQ(model.plugin().train_step(model.get(), &batch.input, &batch.target, &loss), DPL_OK)
+      << model.plugin().last_error();
+  return loss;
+}
+
+void Sgd(const Model& model, float learning_rate) {
+  for (const auto& parameter : model.Parameters()) {
+    float* value = Floats(parameter.value);
+    const float* gradient = Floats(parameter.gradient);
+    for (int64_t i = 0; i < Elements(parameter.value); ++i) value[i] -= learning_rate * gradient[i];
+  }
+}
+
+std::string Capture(const std::string& command, int* exit_code) {
+  std::string output;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return output;
+  std::array<char, 4096> buffer{};
+  std::size_t read = 0;
+  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    output.append(buffer.data(), read);
+  const int status = pclose(pipe);
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return output;
+}
+
+TEST(ConvNet, DescribesTheRecipeShapes) {
+  Model model("convnet", "");
+  EXPECT_STREQ(model.plugin().header.name, "convnet");
+  EXPECT_STREQ(model.plugin().header.version, "1.0.0");
+  EXPECT_EQ(model.plugin().header.kind, static_cast<uint32_t>(DPL_PLUGIN_KIND_MODEL));
+  EXPECT_EQ(model.plugin().header.abi_version, DPL_MODEL_ABI_VERSION_1);
+  EXPECT_EQ(model.plugin().header.struct_size, sizeof(dpl_model_plugin_v1));
+  const dpl_model_info_v1 info = model.Info();
+  ASSERT_EQ(info.input_ndim, 3u);
+  EXPECT_EQ(info.input_shape[0], 1);
+  EXPECT_EQ(info.input_shape[1], 28);
+  EXPECT_EQ(info.input_shape[2], 28);
+  EXPECT_EQ(info.num_classes, 10);
+  ASSERT_EQ(info.parameter_count, 8u);
+
+  // The recipe: cn1 Conv2d(1,16,3), cn2 Conv2d(16,32,3), fc1 Linear(4608,64), fc2 Linear(64,10).
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
+      {"cn1.weight", {16, 1, 3, 3}},  {"cn1.bias", {16}},
+      {"cn2.weight", {32, 16, 3, 3}}, {"cn2.bias", {32}},
+      {"fc1.weight", {64, 4608}},     {"fc1.bias", {64}},
+      {"fc2.weight", {10, 64}},       {"fc2.bias", {10}}};
+  int64_t expected_elements = 0;
+  for (const auto& entry : expected) {
+    int64_t count = 1;
+    for (auto extent : entry.second) count *= extent;
+    expected_elements += count;
+  }
+  EXPECT_EQ(expected_elements, 1 * 16 * 9 + 16 + 16 * 32 * 9 + 32 + 4608 * 64 + 64 + 64 * 10 + 10);
+  int64_t total_elements = 0;
+  const auto parameters = model.Parameters();
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    const dpl_parameter_v1& parameter = parameters[i];
+    EXPECT_EQ(parameter.name, expected[i].first);
+    ASSERT_EQ(parameter.value.ndim, static_cast<int32_t>(expected[i].second.size()));
+    for (int32_t d = 0; d < parameter.value.ndim; ++d) {
+      EXPECT_EQ(parameter.value.shape[d], expected[i].second[d]) << parameter.name;
+      EXPECT_EQ(parameter.gradient.shape[d], expected[i].second[d]) << parameter.name;
+    }
+    EXPECT_EQ(parameter.value.dtype.code, kDLFloat);
+    EXPECT_EQ(parameter.value.dtype.bits, 32);
+    EXPECT_EQ(parameter.value.device.device_type, kDLCPU);
+    EXPECT_NE(parameter.value.data, parameter.gradient.data);
+    total_elements += Elements(parameter.value);
+  }
+  EXPECT_EQ(total_elements, expected_elements);
+}
+
+TEST(ConvNet, TrainStepGivesFiniteLossAndNonZeroGradientsAddedInPlace) {
+  Model model("convnet", "dropout=0");
+  const Batch batch(8);
+  const auto before = model.Parameters();
+  for (const auto& parameter : before) {
+    const float* gradient = Floats(parameter.gradient);
+    for (int64_t i = 0; i < Elements(parameter.gradient); ++i) ASSERT_EQ(gradient[i], 0.0f);
+  }
+  const float loss = TrainStep(model, batch);
+  EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_GT(loss, 0.0f);
+  std::vector<std::vector<float>> first_gradients;
+  const auto after = model.Parameters();
+  for (std::size_t p = 0; p < after.size(); ++p) {
+    // The gradient storage never moves: the host may keep the pointer.
+    EXPECT_EQ(after[p].gradient.data, before[p].gradient.data) << after[p].name;
+    EXPECT_EQ(after[p].value.data, before[p].value.data) << after[p].name;
+    const float* gradient = Floats(after[p].gradient);
+    first_gradients.emplace_back(gradient, gradient + Elements(after[p].gradient));
+    double norm = 0;
+    for (float value : first_gradients.back()) norm += std::abs(value);
+    EXPECT_GT(norm, 0.0) << after[p].name << " got no gradient";
+  }
+  // A second step without zeroing ADDS: the gradient doubles (dropout is off).
+  EXPECT_FLOAT_EQ(TrainStep(model, batch), loss);
+  for (std::size_t p = 0; p < after.size(); ++p) {
+    const float* gradient = Floats(after[p].gradient);
+    for (std::size_t i = 0; i < first_gradients[p].size(); i += 97) {
+      ASSERT_NEAR(gradient[i], 2 * first_gradients[p][i], 1e-6 + 1e-5 * std::abs(gradient[i]))
+          << after[p].name << "[" << i << "]";
+    }
+  }
+  ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
+  for (const auto& parameter : model.Parameters()) {
+    const float* gradient = Floats(parameter.gradient);
+    for (int64_t i = 0; i < Elements(parameter.gradient); ++i) ASSERT_EQ(gradient[i], 0.0f);
+  }
+}
+
+TEST(ConvNet, PlainSgdOnTheExposedTensorsLowersTheLoss) {
+  Model model("convnet", "dropout=0", 3);
+  const Batch batch(16);
+  const float first = TrainStep(model, batch);
+  float last = first;
+  for (int step = 0; step < 5; ++step) {
+    Sgd(model, 0.05f);
+    ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
+    last = TrainStep(model, batch);
+  }
+  EXPECT_LT(last, 0.9f * first) << "first " << first << " last " << last;
+}
+
+std::atomic<int> g_ready_calls[16];
+
+void CountReady(void* context, uint32_t index) {
+  *static_cast<std::atomic<int>*>(context) += 1;
+  if (index < 16) g_ready_calls[index] += 1;
+}
+
+TEST(ConvNet, GradientReadyCallbackFiresOncePerParameterPerStep) {
+  Model model("convnet", "");
+  const Batch batch(4);
+  std::atomic<int> total{0};
+  for (auto& count : g_ready_calls) count = 0;
+  ASSERT_EQ(model.plugin().set_gradient_ready_callback(model.get(), &CountReady, &total), DPL_OK);
+  TrainStep(model, batch);
+  TrainStep(model, batch);
+  EXPECT_EQ(total.load(), 16);
+  for (uint32_t i = 0; i < 8; ++i) EXPECT_EQ(g_ready_calls[i].load(), 2) << "parameter " << i;
+  ASSERT_EQ(model.plugin().set_gradient_ready_callback(model.get(), nullptr, nullptr), DPL_OK);
+  TrainStep(model, batch);
+  EXPECT_EQ(total.load(), 16) << "a removed callback must not fire";
+}
+
+TEST(ConvNet, SaveAndLoadRoundTripIntoTheSameTensors) {
+  const std::string path = std::string(DPL_TEST_BINARY_DIR) + "/convnet_state.pt";
+  Model model("convnet", "", 11);
+  const auto parameters = model.Parameters();
+  std::vector<std::vector<float>> saved;
+  for (const auto& parameter : parameters) {
+    saved.emplace_back(Floats(parameter.value),
+                       Floats(parameter.value) + Elements(parameter.value));
+  }
+  ASSERT_EQ(model.plugin().save_state(model.get(), path.c_str()), DPL_OK)
+      << model.plugin().last_error();
+  for (const auto& parameter : parameters) {
+    for (int64_t i = 0; i < Elements(parameter.value); ++i) Floats(parameter.value)[i] = 0.5f;
+  }
+  ASSERT_EQ(model.plugin().load_state(model.get(), path.c_str()), DPL_OK)
+      << model.plugin().last_error();
+  const auto reloaded = model.Parameters();
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    EXPECT_EQ(reloaded[p].value.data, parameters[p].value.data) << parameters[p].name;
+    const float* value = Floats(reloaded[p].value);
+    for (std::size_t i = 0; i < saved[p].size(); ++i) {
+      ASSERT_EQ(value[i], saved[p][i]) << parameters[p].name << "[" << i << "]";
+    }
+  }
+  // Another seed gives other weights; loading the file makes them equal again.
+  Model other("convnet", "", 12);
+  EXPECT_NE(Floats(other.Parameter(0).value)[0], saved[0][0]);
+  ASSERT_EQ(other.plugin().load_state(other.get(), path.c_str()), DPL_OK);
+  EXPECT_EQ(Floats(other.Parameter(0).value)[0], saved[0][0]);
+
+  const std::string missing = std::string(DPL_TEST_BINARY_DIR) + "/no_such_state.pt";
+  EXPECT_EQ(model.plugin().load_state(model.get(), missing.c_str()), DPL_ERR_IO);
+  EXPECT_EQ(std::string(model.plugin().last_error())
+                .rfind("model \"convnet\": state file " + missing + " cannot be read: ", 0),
+            0u)
+      << model.plugin().last_error();
+
+  // A state saved by another model is refused by name.
+  const std::string mlp_path = std::string(DPL_TEST_BINARY_DIR) + "/mlp_state.pt";
+  Model mlp("mlp", "");
+  ASSERT_EQ(mlp.plugin().save_state(mlp.get(), mlp_path.c_str()), DPL_OK);
+  EXPECT_EQ(model.plugin().load_state(model.get(), mlp_path.c_str()), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      std::string(model.plugin().last_error()),
+      "model \"convnet\": state file " + mlp_path + " was not saved by this model (\"convnet\")");
+}
+
+dpl_status CreateStatus(const std::string& name, const dpl_model_config_v1& config,
+                        std::string* message) {
+  dpl_model* model = nullptr;
+  const dpl_status status = Plugin(name).create(&config, &model);
+  *message = Plugin(name).last_error();
+  Plugin(name).destroy(model);
+  return status;
+}
+
+TEST(ConvNet, BadOptionsAreRefusedWithTheirExactError) {
+  std::string message;
+  EXPECT_EQ(CreateStatus("convnet", Config("dropout=0,colour=blue"), &message),
+            DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(message,
+            "model \"convnet\": unknown option \"colour\" in --model-options; known options: "
+            "dropout");
+  EXPECT_EQ(CreateStatus("convnet", Config("dropout=maybe"), &message), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(message, "model \"convnet\": option \"dropout\" expects 0 or 1, got \"maybe\"");
+  EXPECT_EQ(CreateStatus("convnet", Config("dropout"), &message), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(message, "model \"convnet\": --model-options entry \"dropout\" is not key=value");
+  EXPECT_EQ(CreateStatus("convnet", Config("dropout=0,dropout=1"), &message),
+            DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(message, "model \"convnet\": option \"dropout\" is given twice in --model-options");
+  EXPECT_EQ(CreateStatus("mlp", Config("hidden=wide"), &message), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(message, "model \"mlp\": option \"hidden\" expects an integer, got \"wide\"");
+  EXPECT_EQ(CreateStatus("mlp", Config("dropout=1"), &message), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(message,
+            "model \"mlp\": unknown option \"dropout\" in --model-options; known options: hidden");
+
+  dpl_model_config_v1 cuda = Config("");
+  cuda.device_type = kDLCUDA;
+  EXPECT_EQ(CreateStatus("convnet", cuda, &message), DPL_ERR_NO_DEVICE);
+  EXPECT_EQ(message,
+            "this model plugin was built against a libtorch without CUDA (or no GPU is visible); "
+            "use --device cpu");
+  dpl_model_config_v1 no_threads = Config("");
+  no_threads.num_threads = 0;
+  EXPECT_EQ(CreateStatus("convnet", no_threads, &message), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(message, "model \"convnet\": num_threads must be >= 1, got 0");
+  dpl_model_config_v1 old_host = Config("");
+  old_host.struct_size = 8;
+  EXPECT_EQ(CreateStatus("convnet", old_host, &message), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(message, "model \"convnet\": config struct_size 8 is smaller than " +
+                         std::to_string(sizeof(dpl_model_config_v1)) +
+                         " (dpl_model_config_v1); rebuild the host against this SDK");
+}
+
+TEST(ConvNet, BadBatchesAndIndicesAreRefused) {
+  Model model("convnet", "");
+  Batch batch(2);
+  float loss = 0;
+  batch.image_shape[2] = 27;
+  EXPECT_EQ(model.plugin().train_step(model.get(), &batch.input, &batch.target, &loss),
+            DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(model.plugin().last_error()),
+            "model \"convnet\": input must be a float32 tensor of shape (batch, 1, 28, 28) with "
+            "batch >= 1; got (2, 1, 27, 28) of dtype code 2 bits 32");
+  batch.image_shape[2] = 28;
+  batch.label_shape[0] = 3;
+  EXPECT_EQ(model.plugin().train_step(model.get(), &batch.input, &batch.target, &loss),
+            DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(model.plugin().last_error()),
+            "model \"convnet\": labels must be an int64 tensor of shape (2); got (3) of dtype "
+            "code 0 bits 64");
+  batch.label_shape[0] = 2;
+  batch.labels[1] = 10;
+  EXPECT_EQ(model.plugin().train_step(model.get(), &batch.input, &batch.target, &loss),
+            DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(model.plugin().last_error()).find("model \"convnet\": train_step: "),
+            std::string::npos)
+      << model.plugin().last_error();
+  dpl_parameter_v1 parameter{};
+  parameter.struct_size = sizeof parameter;
+  EXPECT_EQ(model.plugin().parameter(model.get(), 8, &parameter), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(model.plugin().last_error()),
+            "model \"convnet\": parameter index 8 is out of range; the model has 8 parameters");
+  // A success clears the thread's message.
+  EXPECT_EQ(model.plugin().parameter(model.get(), 0, &parameter), DPL_OK);
+  EXPECT_STREQ(model.plugin().last_error(), "");
+}
+
+TEST(ConvNet, EvalStepSumsTheLossCountsHitsAndRestoresTrainMode) {
+  Model model("convnet", "", 5);  // dropout on
+  const Batch batch(32);
+  double loss_sum = 0;
+  int64_t correct = -1;
+  ASSERT_EQ(model.plugin().eval_step(model.get(), &batch.input, &batch.target, &loss_sum, &correct),
+            DPL_OK)
+      << model.plugin().last_error();
+  EXPECT_GE(correct, 0);
+  EXPECT_LE(correct, 32);
+  // In eval mode train_step's mean loss has no dropout: it is the eval sum over the batch size.
+  ASSERT_EQ(model.plugin().set_mode(model.get(), DPL_MODEL_MODE_EVAL), DPL_OK);
+  const float eval_mean = TrainStep(model, batch);
+  EXPECT_NEAR(loss_sum / 32, eval_mean, 1e-5);
+  EXPECT_FLOAT_EQ(TrainStep(model, batch), eval_mean) << "eval mode must be deterministic";
+  // Back in train mode dropout draws differ per step; eval_step must not leave eval mode on.
+  ASSERT_EQ(model.plugin().set_mode(model.get(), DPL_MODEL_MODE_TRAIN), DPL_OK);
+  ASSERT_EQ(model.plugin().eval_step(model.get(), &batch.input, &batch.target, &loss_sum, &correct),
+            DPL_OK);
+  EXPECT_NE(TrainStep(model, batch), TrainStep(model, batch));
+}
+
+TEST(Mlp, IsADifferentNetworkBehindTheSameAbi) {
+  Model model("mlp", "hidden=32");
+  const dpl_model_info_v1 info = model.Info();
+  EXPECT_EQ(info.num_classes, 10);
+  ASSERT_EQ(info.parameter_count, 4u);
+  int64_t elements = 0;
+  for (const auto& parameter : model.Parameters()) elements += Elements(parameter.value);
+  EXPECT_EQ(elements, 784 * 32 + 32 + 32 * 10 + 10);
+  EXPECT_EQ(Elements(Model("mlp", "").Parameter(0).value), 784 * 128);
+
+  // Plain SGD overfits a small batch until eval_step counts every sample as correct.
+  const Batch batch(8);
+  double initial_loss_sum = 0;
+  int64_t correct = 0;
+  ASSERT_EQ(model.plugin().eval_step(model.get(), &batch.input, &batch.target, &initial_loss_sum,
+                                     &correct),
+            DPL_OK);
+  double loss_sum = initial_loss_sum;
+  for (int step = 0; step < 200 && correct < 8; ++step) {
+    ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
+    TrainStep(model, batch);
+    Sgd(model, 0.1f);
+    ASSERT_EQ(
+        model.plugin().eval_step(model.get(), &batch.input, &batch.target, &loss_sum, &correct),
+        DPL_OK);
+  }
+  EXPECT_EQ(correct, 8);
+  EXPECT_LT(loss_sum, initial_loss_sum);
+}
+
+// The ConvNet matches Python torch's ConvNet of the recipe on the same weights and batch.
+TEST(ConvNet, MatchesPythonTorchOnTheSameWeightsAndBatch) {
+  int exit_code = -1;
+  Capture("/usr/bin/python3 -c 'import torch' 2>&1", &exit_code);
+  if (exit_code != 0) GTEST_SKIP() << "python3 cannot import torch; reference check skipped";
+
+  Model model("convnet", "dropout=0", 0);
+  const Batch batch(16, 21);
+  const std::string directory = DPL_TEST_BINARY_DIR;
+  const std::string params_path = directory + "/reference_params.bin";
+  const std::string batch_path = directory + "/reference_batch.bin";
+  const std::string out_path = directory + "/reference_out.bin";
+  {
+    std::ofstream params(params_path, std::ios::binary);
+    for (const auto& parameter : model.Parameters()) {
+      params.write(static_cast<const char*>(parameter.value.data),
+                   static_cast<std::streamsize>(Elements(parameter.value) * sizeof(float)));
+    }
+    std::ofstream batch_file(batch_path, std::ios::binary);
+    const int64_t size = 16;
+    batch_file.write(reinterpret_cast<const char*>(&size), sizeof size);
+    batch_file.write(reinterpret_cast<const char*>(batch.images.data()),
+                     static_cast<std::streamsize>(batch.images.size() * sizeof(float)));
+    batch_file.write(reinterpret_cast<const char*>(batch.labels.data()),
+                     static_cast<std::streamsize>(batch.labels.size() * sizeof(int64_t)));
+  }
+  const std::string script =
+      std::string(DPL_TEST_SOURCE_DIR) + "/tests/models/convnet_reference.py";
+  const std::string output = Capture("/usr/bin/python3 " + script + " " + params_path + " " +
+                                         batch_path + " " + out_path + " 2>&1",
+                                     &exit_code);
+  ASSERT_EQ(exit_code, 0) << output;
+
+  const float loss = TrainStep(model, batch);
+  double loss_sum = 0;
+  int64_t correct = -1;
+  ASSERT_EQ(model.plugin().eval_step(model.get(), &batch.input, &batch.target, &loss_sum, &correct),
+            DPL_OK);
+
+  std::ifstream reference(out_path, std::ios::binary);
+  double reference_loss = 0;
+  double reference_loss_sum = 0;
+  int64_t reference_correct = -1;
+  reference.read(reinterpret_cast<char*>(&reference_loss), sizeof reference_loss);
+  reference.read(reinterpret_cast<char*>(&reference_loss_sum), sizeof reference_loss_sum);
+  reference.read(reinterpret_cast<char*>(&reference_correct), sizeof reference_correct);
+  ASSERT_TRUE(reference.good()) << output;
+  EXPECT_NEAR(loss, reference_loss, 1e-5);
+  EXPECT_NEAR(loss_sum, reference_loss_sum, 16 * 1e-5);
+  EXPECT_EQ(correct, reference_correct);
+  for (const auto& parameter : model.Parameters()) {
+    std::vector<float> expected(static_cast<std::size_t>(Elements(parameter.gradient)));
+    reference.read(reinterpret_cast<char*>(expected.data()),
+                   static_cast<std::streamsize>(expected.size() * sizeof(float)));
+    ASSERT_TRUE(reference.good()) << parameter.name;
+    const float* gradient = Floats(parameter.gradient);
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_NEAR(gradient[i], expected[i], 1e-5 + 1e-4 * std::abs(expected[i]))
+          << parameter.name << "[" << i << "]";
+    }
+  }
+}
+
+// Each plugin exports its entry table and nothing else.
+TEST(Plugins, ExportOnlyTheEntrySymbol) {
+  for (const std::string name : {"convnet", "mlp"}) {
+    const std::string path = std::string(DPL_TEST_PLUGIN_DIR) + "/libdpl_model_" + name + ".so";
+    int exit_code = -1;
+    const std::string output = Capture("nm -D --defined-only " + path, &exit_code);
+    ASSERT_EQ(exit_code, 0) << output;
+    std::set<std::string> symbols;
+    std::istringstream lines(output);
+    std::string line;
+    while (std::getline(lines, line)) {
+      const auto last_space = line.find_last_of(' ');
+      if (last_space != std::string::npos) symbols.insert(line.substr(last_space + 1));
+    }
+    EXPECT_EQ(symbols, std::set<std::string>{"dpl_model_plugin_v1"}) << path << ":\n" << output;
+  }
+}
+
+}  // namespace
