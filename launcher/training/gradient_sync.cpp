@@ -1,0 +1,297 @@
+#include "training/gradient_sync.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/log.hpp"
+
+namespace dpl::training {
+
+std::vector<Bucket> AssignBuckets(const std::vector<size_t>& parameter_elements,
+                                  int64_t bucket_cap_bytes) {
+  std::vector<Bucket> buckets;
+  Bucket current;
+  for (size_t k = parameter_elements.size(); k-- > 0;) {
+    const size_t bytes = parameter_elements[k] * sizeof(float);
+    if (!current.parameter_indices.empty() &&
+        int64_t((current.elements * sizeof(float)) + bytes) > bucket_cap_bytes) {
+      buckets.push_back(std::move(current));
+      current = Bucket();
+    }
+    current.parameter_indices.push_back(uint32_t(k));
+    current.elements += parameter_elements[k];
+  }
+  if (!current.parameter_indices.empty()) buckets.push_back(std::move(current));
+  return buckets;
+}
+
+CommunicationThread::CommunicationThread() : thread_([this] { Loop(); }) {}
+
+CommunicationThread::~CommunicationThread() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+std::future<Status> CommunicationThread::Submit(std::function<Status()> task) {
+  std::packaged_task<Status()> packaged(std::move(task));
+  std::future<Status> result = packaged.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tasks_.push_back(std::move(packaged));
+  }
+  wake_.notify_one();
+  return result;
+}
+
+void CommunicationThread::Loop() {
+  for (;;) {
+    std::packaged_task<Status()> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // stopping and drained
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+Result<GradientCompression> ParseGradientCompression(const std::string& name) {
+  if (name == "none" || name.empty()) return GradientCompression::kNone;
+  if (name == "fp16") return GradientCompression::kFp16;
+  if (name == "bf16") return GradientCompression::kBf16;
+  return Status::Error("unknown --grad-compression '" + name + "'; use none, fp16 or bf16");
+}
+
+const char* StatusName(dpl_status status) {
+  switch (status) {
+    case DPL_OK:
+      return "DPL_OK";
+    case DPL_ERR_INVALID_ARGUMENT:
+      return "DPL_ERR_INVALID_ARGUMENT";
+    case DPL_ERR_UNSUPPORTED:
+      return "DPL_ERR_UNSUPPORTED";
+    case DPL_ERR_TIMEOUT:
+      return "DPL_ERR_TIMEOUT";
+    case DPL_ERR_COMMUNICATION:
+      return "DPL_ERR_COMMUNICATION";
+    case DPL_ERR_NO_DEVICE:
+      return "DPL_ERR_NO_DEVICE";
+    case DPL_ERR_IO:
+      return "DPL_ERR_IO";
+    case DPL_ERR_BUFFER_TOO_SMALL:
+      return "DPL_ERR_BUFFER_TOO_SMALL";
+    case DPL_ERR_NOT_FOUND:
+      return "DPL_ERR_NOT_FOUND";
+    case DPL_ERR_INTERNAL:
+      return "DPL_ERR_INTERNAL";
+  }
+  return "unknown dpl_status";
+}
+
+namespace {
+DLTensor FlatTensor(void* data, int64_t* shape, DLDataType dtype) {
+  DLTensor tensor{};
+  tensor.data = data;
+  tensor.device = DLDevice{kDLCPU, 0};
+  tensor.ndim = 1;
+  tensor.dtype = dtype;
+  tensor.shape = shape;
+  tensor.strides = nullptr;
+  tensor.byte_offset = 0;
+  return tensor;
+}
+}  // namespace
+
+Status BackendHandle::Describe(const char* function, dpl_status status) const {
+  if (status == DPL_OK) return Status::Ok();
+  const char* detail = plugin && plugin->last_error ? plugin->last_error() : "";
+  return Status::Error(std::string("backend '") +
+                       (plugin && plugin->header.name ? plugin->header.name : "?") +
+                       "': " + function + " failed with " + StatusName(status) +
+                       (detail && *detail ? std::string(": ") + detail : std::string()));
+}
+
+uint16_t FloatToHalf(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  const uint32_t sign = (bits >> 16) & 0x8000u;
+  const int32_t exponent = int32_t((bits >> 23) & 0xFF) - 127 + 15;
+  uint32_t mantissa = bits & 0x7FFFFFu;
+  if (((bits >> 23) & 0xFF) == 0xFF) return uint16_t(sign | 0x7C00u | (mantissa ? 0x200u : 0));
+  if (exponent >= 31) return uint16_t(sign | 0x7C00u);  // overflow -> inf
+  if (exponent <= 0) {
+    if (exponent < -10) return uint16_t(sign);
+    mantissa |= 0x800000u;
+    const int shift = 14 - exponent;
+    uint32_t half = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (half & 1u))) ++half;
+    return uint16_t(sign | half);
+  }
+  uint32_t half = (uint32_t(exponent) << 10) | (mantissa >> 13);
+  const uint32_t rest = mantissa & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // may carry into exponent
+  return uint16_t(sign | half);
+}
+
+float HalfToFloat(uint16_t value) {
+  const uint32_t sign = uint32_t(value & 0x8000u) << 16;
+  const uint32_t exponent = (value >> 10) & 0x1Fu, mantissa = value & 0x3FFu;
+  float magnitude;
+  if (exponent == 0) {
+    magnitude = std::ldexp(float(mantissa), -24);
+  } else if (exponent == 31) {
+    magnitude = mantissa ? NAN : INFINITY;
+  } else {
+    magnitude = std::ldexp(float(mantissa | 0x400u), int(exponent) - 25);
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &magnitude, 4);
+  bits |= sign;
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+uint16_t FloatToBfloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if (std::isnan(value)) return uint16_t((bits >> 16) | 0x40u);
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
+
+float Bfloat16ToFloat(uint16_t value) {
+  const uint32_t bits = uint32_t(value) << 16;
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+GradientSynchronizer::GradientSynchronizer(BackendHandle backend, CommunicationThread* thread,
+                                           int world_size, std::vector<GradientTensor> gradients,
+                                           std::vector<Bucket> buckets,
+                                           GradientCompression compression)
+    : backend_(backend),
+      thread_(thread),
+      world_size_(world_size),
+      gradients_(std::move(gradients)),
+      buckets_(std::move(buckets)),
+      compression_(compression),
+      bucket_of_parameter_(gradients_.size(), 0),
+      pending_(buckets_.size(), 0),
+      parameter_ready_(gradients_.size(), false) {
+  size_t largest = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (uint32_t p : buckets_[b].parameter_indices) bucket_of_parameter_[p] = b;
+    largest = std::max(largest, buckets_[b].elements);
+  }
+  flat_.resize(largest);
+  if (compression_ != GradientCompression::kNone) flat16_.resize(largest);
+}
+
+void GradientSynchronizer::BeginStep(float scale) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  active_ = true;
+  scale_ = scale;
+  next_to_launch_ = 0;
+  launched_.clear();
+  std::fill(parameter_ready_.begin(), parameter_ready_.end(), false);
+  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].parameter_indices.size();
+}
+
+void GradientSynchronizer::GradientReadyTrampoline(void* self, uint32_t index) {
+  static_cast<GradientSynchronizer*>(self)->OnGradientReady(index);
+}
+
+void GradientSynchronizer::OnGradientReady(uint32_t index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!active_ || index >= parameter_ready_.size() || parameter_ready_[index]) return;
+  parameter_ready_[index] = true;
+  --pending_[bucket_of_parameter_[index]];
+  LaunchReadyBucketsLocked();
+}
+
+void GradientSynchronizer::LaunchReadyBucketsLocked() {
+  while (next_to_launch_ < buckets_.size() && pending_[next_to_launch_] == 0) {
+    const size_t b = next_to_launch_++;
+    launched_.push_back(thread_->Submit([this, b] { return ReduceBucket(b); }));
+  }
+}
+
+Status GradientSynchronizer::FinishStep() {
+  std::vector<std::future<Status>> launched;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::fill(pending_.begin(), pending_.end(), 0);
+    LaunchReadyBucketsLocked();
+    active_ = false;
+    launched = std::move(launched_);
+    launched_.clear();
+  }
+  Status first = Status::Ok();
+  for (auto& f : launched) {
+    Status s = f.get();
+    if (first.ok() && !s.ok()) first = s;
+  }
+  return first;
+}
+
+Status GradientSynchronizer::ReduceBucket(size_t bucket_index) {
+  const Bucket& bucket = buckets_[bucket_index];
+  float* flat = flat_.data();
+  size_t offset = 0;
+  for (uint32_t p : bucket.parameter_indices) {
+    std::memcpy(flat + offset, gradients_[p].data, gradients_[p].elements * sizeof(float));
+    offset += gradients_[p].elements;
+  }
+  int64_t shape[1] = {int64_t(bucket.elements)};
+  bool reduced = false;
+  if (compression_ != GradientCompression::kNone) {
+    const bool half = compression_ == GradientCompression::kFp16;
+    // Scale before the 16-bit sum, so the sum of world_size values stays in range.
+    for (size_t i = 0; i < bucket.elements; ++i) {
+      flat16_[i] = half ? FloatToHalf(flat[i] * scale_) : FloatToBfloat16(flat[i] * scale_);
+    }
+    DLTensor tensor =
+        FlatTensor(flat16_.data(), shape, DLDataType{uint8_t(half ? kDLFloat : kDLBfloat), 16, 1});
+    const dpl_status status =
+        backend_.plugin->allreduce(backend_.backend, &tensor, DPL_REDUCE_SUM, nullptr);
+    if (status == DPL_ERR_UNSUPPORTED) {
+      log::Warning(std::string("backend '") + backend_.plugin->header.name + "' cannot allreduce " +
+                   (half ? "fp16" : "bf16") +
+                   " tensors; --grad-compression falls back to float32 for the rest of the run");
+      compression_ = GradientCompression::kNone;
+    } else if (status != DPL_OK) {
+      return backend_.Describe("allreduce", status);
+    } else {
+      for (size_t i = 0; i < bucket.elements; ++i) {
+        flat[i] = half ? HalfToFloat(flat16_[i]) : Bfloat16ToFloat(flat16_[i]);
+      }
+      reduced = true;
+    }
+  }
+  if (!reduced) {
+    DLTensor tensor = FlatTensor(flat, shape, DLDataType{kDLFloat, 32, 1});
+    DPL_RETURN_IF_ERROR(backend_.Describe(
+        "allreduce",
+        backend_.plugin->allreduce(backend_.backend, &tensor, DPL_REDUCE_SUM, nullptr)));
+    const float scale = scale_;
+    for (size_t i = 0; i < bucket.elements; ++i) flat[i] *= scale;
+  }
+  offset = 0;
+  for (uint32_t p : bucket.parameter_indices) {
+    std::memcpy(gradients_[p].data, flat + offset, gradients_[p].elements * sizeof(float));
+    offset += gradients_[p].elements;
+  }
+  return Status::Ok();
+}
+
+}  // namespace dpl::training

@@ -1,0 +1,116 @@
+// Gradient averaging in buckets, overlapping the backward pass (after DDP's reducer).
+//
+// Note [Bucket order]: buckets are formed over the parameters in REVERSE order (autograd
+// produces the last layer's gradients first), each up to bucket_cap_bytes (a parameter larger
+// than the cap gets a bucket of its own). A bucket is launched once all its gradients are ready,
+// but buckets are always launched in bucket-index order, so every rank issues the same sequence
+// of collectives even if its gradients become ready in a different order. All backend calls run
+// on one communication thread (CommunicationThread), which serialises them as the ABI requires.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/status.hpp"
+#include "dpl/backend.h"
+
+namespace dpl::training {
+
+struct Bucket {
+  std::vector<uint32_t> parameter_indices;  // in launch order (reverse parameter order)
+  size_t elements = 0;
+};
+
+// Splits parameters of `parameter_elements[i]` float32 elements into buckets (Note [Bucket order]).
+std::vector<Bucket> AssignBuckets(const std::vector<size_t>& parameter_elements,
+                                  int64_t bucket_cap_bytes);
+
+// Runs queued tasks one at a time on its own thread.
+class CommunicationThread {
+ public:
+  CommunicationThread();
+  ~CommunicationThread();
+  CommunicationThread(const CommunicationThread&) = delete;
+  CommunicationThread& operator=(const CommunicationThread&) = delete;
+  std::future<Status> Submit(std::function<Status()> task);
+
+ private:
+  void Loop();
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::packaged_task<Status()>> tasks_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+enum class GradientCompression { kNone, kFp16, kBf16 };
+Result<GradientCompression> ParseGradientCompression(const std::string& name);
+
+// One backend to call collectives on; `describe_failure` turns a failed status (on the calling
+// thread) into a message with the plugin's last_error.
+struct BackendHandle {
+  const dpl_backend_plugin_v1* plugin = nullptr;
+  dpl_backend* backend = nullptr;
+  Status Describe(const char* function, dpl_status status) const;
+};
+
+// The enum name of a dpl_status, e.g. "DPL_ERR_TIMEOUT".
+const char* StatusName(dpl_status status);
+
+struct GradientTensor {
+  float* data = nullptr;
+  size_t elements = 0;
+};
+
+class GradientSynchronizer {
+ public:
+  GradientSynchronizer(BackendHandle backend, CommunicationThread* thread, int world_size,
+                       std::vector<GradientTensor> gradients, std::vector<Bucket> buckets,
+                       GradientCompression compression);
+
+  // Starts a step whose gradients will be averaged; scale = 1 / (world_size * accumulation).
+  void BeginStep(float scale);
+  // The model's gradient-ready callback: parameter `index` is final for this step. Thread-safe.
+  void OnGradientReady(uint32_t index);
+  // Launches whatever is left (parameters without callbacks), waits for every bucket, returns the
+  // first failure. After it returns, every gradient holds the average over ranks.
+  Status FinishStep();
+  // For the C callback of dpl_model_plugin_v1.
+  static void GradientReadyTrampoline(void* self, uint32_t index);
+
+ private:
+  Status ReduceBucket(size_t bucket_index);
+  void LaunchReadyBucketsLocked();
+
+  BackendHandle backend_;
+  CommunicationThread* thread_;
+  int world_size_;
+  std::vector<GradientTensor> gradients_;
+  std::vector<Bucket> buckets_;
+  GradientCompression compression_;
+  std::vector<size_t> bucket_of_parameter_;
+  std::vector<float> flat_;
+  std::vector<uint16_t> flat16_;
+
+  std::mutex mutex_;
+  bool active_ = false;
+  float scale_ = 1.0f;
+  std::vector<size_t> pending_;  // per bucket: gradients not yet ready
+  std::vector<bool> parameter_ready_;
+  size_t next_to_launch_ = 0;
+  std::vector<std::future<Status>> launched_;
+};
+
+// float <-> IEEE half and bfloat16 (round to nearest even).
+uint16_t FloatToHalf(float value);
+float HalfToFloat(uint16_t value);
+uint16_t FloatToBfloat16(float value);
+float Bfloat16ToFloat(uint16_t value);
+
+}  // namespace dpl::training

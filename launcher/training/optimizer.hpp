@@ -1,0 +1,50 @@
+// Optimizers on the model's float32 CPU parameter buffers, with torch.optim's exact update
+// order (torch 1.13, single-tensor "foreach=False" path), so a run matches PyTorch step for step.
+// Every rank applies the same update to bit-identical parameters and averaged gradients, so
+// parameters stay bit-identical without further communication.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+
+namespace dpl::training {
+
+struct OptimizerOptions {
+  std::string name = "adadelta";  // adadelta | sgd | adam
+  double learning_rate = 0.5;
+  double momentum = 0.0;  // sgd
+  double rho = 0.9;       // adadelta
+  double eps = 1e-6;      // adadelta (adam uses adam_eps)
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // Updates all parameters once. `parameters[i]` and `gradients[i]` hold `sizes[i]` floats and
+  // match the sizes given at creation.
+  virtual void Step(const std::vector<float*>& parameters,
+                    const std::vector<const float*>& gradients) = 0;
+  // The state to checkpoint: every buffer, in a fixed order, plus the step counter.
+  virtual std::vector<std::vector<float>*> StateBuffers() = 0;
+  int64_t steps() const { return steps_; }
+  void set_steps(int64_t steps) { steps_ = steps; }
+
+ protected:
+  int64_t steps_ = 0;
+};
+
+// Builds the optimizer named by options.name for parameters of `sizes` elements each. The error
+// names the unknown optimizer and the known ones.
+Result<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerOptions& options,
+                                                   const std::vector<size_t>& sizes);
+
+}  // namespace dpl::training

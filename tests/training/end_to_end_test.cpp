@@ -1,0 +1,204 @@
+// End-to-end runs of the launcher with the convnet model and a CPU backend ("auto"): data-parallel
+// equivalence, parameters identical across ranks, resume equality and Fashion-MNIST accuracy.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+
+#include "idx_writer.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool ConvnetPluginAvailable() {
+  std::string dirs = DPL_TEST_PLUGIN_DIR;
+  if (const char* extra = std::getenv("DPL_PLUGIN_PATH")) dirs += std::string(":") + extra;
+  std::stringstream list(dirs);
+  for (std::string dir; std::getline(list, dir, ':');) {
+    if (fs::exists(dir + "/libdpl_model_convnet.so")) return true;
+  }
+  return false;
+}
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+RunResult RunLauncher(const std::string& arguments) {
+  const std::string command =
+      std::string(DPL_TEST_LAUNCHER) + " --plugin-dir " + DPL_TEST_PLUGIN_DIR +
+      " --master-port 0 --no-progress --threads-per-worker 1 " + arguments + " 2>&1";
+  RunResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return result;
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::vector<float> ReadFloats(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+class EndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!ConvnetPluginAvailable()) GTEST_SKIP() << "libdpl_model_convnet.so is not built";
+    char pattern[] = "/tmp/dpl-e2e-XXXXXX";
+    dir_ = ::mkdtemp(pattern);
+    // 1280 synthetic 28x28 images: 20 steps of 64 fit in one epoch.
+    using namespace dpl::training::testing;
+    WriteGz(dir_ + "/train-images-idx3-ubyte.gz", IdxImages(1280, 28, 28));
+    WriteGz(dir_ + "/train-labels-idx1-ubyte.gz", IdxLabels(1280));
+    WriteGz(dir_ + "/t10k-images-idx3-ubyte.gz", IdxImages(100, 28, 28));
+    WriteGz(dir_ + "/t10k-labels-idx1-ubyte.gz", IdxLabels(100));
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  std::string Dump(const std::string& name) {
+    const std::string path = dir_ + "/" + name;
+    fs::create_directories(path);
+    return path;
+  }
+  std::string Common() const {
+    return "--data-dir " + dir_ + " --model-options dropout=0 --seed 3 --log-interval 5 ";
+  }
+  std::string dir_;
+};
+
+TEST_F(EndToEndTest, TwoRanksOfHalfBatchMatchOneRankOfFullBatch) {
+  const std::string one = Dump("one"), two = Dump("two");
+  RunResult a = RunLauncher(Common() +
+                            "--num-processes 1 --batch-size 64 --max-steps 20 "
+                            "--dump-parameters " +
+                            one);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const std::string metrics = dir_ + "/metrics.jsonl";
+  RunResult b = RunLauncher(Common() +
+                            "--num-processes 2 --batch-size 64 --max-steps 20 "
+                            "--metrics " +
+                            metrics + " --dump-parameters " + two);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  std::ifstream metrics_lines(metrics);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(metrics_lines, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 4u);  // steps 5, 10, 15, 20
+  const std::regex json_line(R"(\{"epoch": 0, "step": 20, "loss": [0-9.]+, )"
+                             R"("samples_per_s": [0-9.]+, "time_s": [0-9.]+\})");
+  EXPECT_TRUE(std::regex_match(lines[3], json_line)) << lines[3];
+  EXPECT_NE(a.output.find("epoch: 0 [10/20] training loss: "), std::string::npos) << a.output;
+  const std::vector<float> p1 = ReadFloats(one + "/rank-0.bin");
+  const std::vector<float> r0 = ReadFloats(two + "/rank-0.bin");
+  const std::vector<float> r1 = ReadFloats(two + "/rank-1.bin");
+  ASSERT_GT(p1.size(), 100000u);
+  ASSERT_EQ(p1.size(), r0.size());
+  EXPECT_TRUE(r0 == r1) << "ranks' parameters differ";
+  size_t far = 0;
+  for (size_t i = 0; i < p1.size(); ++i) far += std::fabs(p1[i] - r0[i]) > 1e-3f;
+  EXPECT_LE(far, p1.size() / 1000) << "parameters of world 1 x 64 and world 2 x 32 differ";
+}
+
+// Small buckets (1 MiB cap: four collectives per step) through each CPU backend.
+class BitIdenticalTest : public EndToEndTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(BitIdenticalTest, ThreeRanksStayBitIdentical) {
+  const std::string out = Dump("three");
+  RunResult r = RunLauncher(Common() + "--backend " + GetParam() +
+                            " --num-processes 3 --batch-size 48 --max-steps 8 "
+                            "--bucket-cap-mb 1 --dump-parameters " +
+                            out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<float> r0 = ReadFloats(out + "/rank-0.bin");
+  ASSERT_FALSE(r0.empty());
+  EXPECT_TRUE(r0 == ReadFloats(out + "/rank-1.bin")) << "backend " << GetParam();
+  EXPECT_TRUE(r0 == ReadFloats(out + "/rank-2.bin")) << "backend " << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuBackends, BitIdenticalTest, ::testing::Values("gloo", "tcp"));
+
+TEST_F(EndToEndTest, ResumedRunEndsWithTheSameParameters) {
+  const std::string straight = Dump("straight"), resumed = Dump("resumed");
+  const std::string args = Common() + "--num-processes 2 --batch-size 64 ";
+  RunResult full = RunLauncher(args + "--max-steps 16 --dump-parameters " + straight);
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const std::string checkpoints = dir_ + "/checkpoints";
+  RunResult first =
+      RunLauncher(args + "--max-steps 8 --checkpoint-every 4 --checkpoint-dir " + checkpoints);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_TRUE(fs::exists(checkpoints + "/checkpoint-0000000004.dplckpt"));
+  EXPECT_TRUE(fs::exists(checkpoints + "/checkpoint-0000000008.dplckpt"));
+  RunResult second = RunLauncher(args + "--max-steps 16 --resume --checkpoint-dir " + checkpoints +
+                                 " --dump-parameters " + resumed);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("resumed from " + checkpoints + "/checkpoint-0000000008.dplckpt"),
+            std::string::npos)
+      << second.output;
+  const std::vector<float> a = ReadFloats(straight + "/rank-0.bin");
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == ReadFloats(resumed + "/rank-0.bin"));
+}
+
+TEST_F(EndToEndTest, GradientAccumulationMatchesTheLargerBatch) {
+  const std::string big = Dump("big"), accumulated = Dump("accumulated");
+  RunResult a = RunLauncher(Common() +
+                            "--num-processes 1 --batch-size 64 --max-steps 6 "
+                            "--dump-parameters " +
+                            big);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  RunResult b = RunLauncher(Common() +
+                            "--num-processes 2 --batch-size 32 --grad-accum 2 "
+                            "--max-steps 6 --dump-parameters " +
+                            accumulated);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const std::vector<float> p = ReadFloats(big + "/rank-0.bin");
+  const std::vector<float> q = ReadFloats(accumulated + "/rank-0.bin");
+  ASSERT_EQ(p.size(), q.size());
+  size_t far = 0;
+  for (size_t i = 0; i < p.size(); ++i) far += std::fabs(p[i] - q[i]) > 1e-3f;
+  EXPECT_LE(far, p.size() / 1000) << "--grad-accum 2 of 32 differs from one batch of 64";
+}
+
+// 16-bit gradients: fp16 through gloo; bf16 may be unsupported, then float32 with a warning.
+TEST_F(EndToEndTest, CompressedGradientsKeepRanksIdentical) {
+  for (const char* format : {"fp16", "bf16"}) {
+    const std::string out = Dump(format);
+    RunResult r = RunLauncher(Common() + "--num-processes 2 --batch-size 64 --max-steps 4 " +
+                              "--grad-compression " + format + " --dump-parameters " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::vector<float> r0 = ReadFloats(out + "/rank-0.bin");
+    ASSERT_FALSE(r0.empty());
+    EXPECT_TRUE(r0 == ReadFloats(out + "/rank-1.bin")) << format;
+  }
+}
+
+TEST(FashionMnist, OneEpochOnTwoProcessesReaches85Percent) {
+  if (!ConvnetPluginAvailable()) GTEST_SKIP() << "libdpl_model_convnet.so is not built";
+  RunResult r = RunLauncher("--num-processes 2 --batch-size 128 --epochs 1 --log-interval 100");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(r.output, match, std::regex(R"(accuracy: (\d+)/(\d+))")))
+      << r.output;
+  std::cout << "Fashion-MNIST, 1 epoch, 2 processes: " << match[0] << "\n";
+  EXPECT_EQ(std::stoi(match[2]), 10000);
+  EXPECT_GE(std::stoi(match[1]), 8500) << r.output;
+}
+
+}  // namespace

@@ -1,0 +1,142 @@
+#include "training/idx_dataset.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "idx_writer.hpp"
+
+namespace dpl::training {
+namespace {
+
+using testing::IdxImages;
+using testing::IdxLabels;
+using testing::WriteGz;
+using testing::WriteRaw;
+
+class IdxDatasetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/dpl-idx-XXXXXX";
+    dir_ = ::mkdtemp(pattern);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string dir_;
+};
+
+TEST_F(IdxDatasetTest, ReadsGzippedAndNormalises) {
+  WriteGz(Path("train-images-idx3-ubyte.gz"), IdxImages(5, 4, 3));
+  WriteGz(Path("train-labels-idx1-ubyte.gz"), IdxLabels(5));
+  Result<Dataset> d = LoadIdxDataset(dir_, DatasetSplit::kTrain);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->count, 5);
+  EXPECT_EQ(d->rows, 4);
+  EXPECT_EQ(d->columns, 3);
+  ASSERT_EQ(d->images.size(), 60u);
+  for (size_t i = 0; i < 60; ++i) {
+    const float expected = (float((i * 7) % 256) / 255.0f - 0.1302f) / 0.3069f;
+    EXPECT_NEAR(d->images[i], expected, 1e-6f) << i;
+  }
+  EXPECT_EQ(d->labels, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
+TEST_F(IdxDatasetTest, ReadsRawFiles) {
+  WriteRaw(Path("t10k-images-idx3-ubyte"), IdxImages(3, 2, 2));
+  WriteRaw(Path("t10k-labels-idx1-ubyte"), IdxLabels(3));
+  Result<Dataset> d = LoadIdxDataset(dir_, DatasetSplit::kTest);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->count, 3);
+  EXPECT_EQ(d->images_path, Path("t10k-images-idx3-ubyte"));
+}
+
+TEST_F(IdxDatasetTest, MissingFileNamesBothCandidates) {
+  Result<Dataset> d = LoadIdxDataset(dir_, DatasetSplit::kTrain);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(),
+            "missing data file: looked for " + Path("train-images-idx3-ubyte.gz") + " and " +
+                Path("train-images-idx3-ubyte") +
+                "; pass --data-dir with the folder holding the MNIST-format files");
+}
+
+TEST_F(IdxDatasetTest, WrongMagic) {
+  WriteRaw(Path("train-images-idx3-ubyte"), IdxImages(2, 2, 2, 0x00000801));
+  WriteRaw(Path("train-labels-idx1-ubyte"), IdxLabels(2));
+  Result<Dataset> d = LoadIdxDataset(dir_, DatasetSplit::kTrain);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(), Path("train-images-idx3-ubyte") +
+                                      ": wrong magic number 0x00000801, expected 0x00000803 "
+                                      "(IDX unsigned-byte images)");
+}
+
+TEST_F(IdxDatasetTest, WrongLabelMagic) {
+  WriteRaw(Path("train-images-idx3-ubyte"), IdxImages(2, 2, 2));
+  WriteRaw(Path("train-labels-idx1-ubyte"), IdxLabels(2, 10, 0x12345678));
+  Result<Dataset> d = LoadIdxDataset(dir_, DatasetSplit::kTrain);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(), Path("train-labels-idx1-ubyte") +
+                                      ": wrong magic number 0x12345678, expected 0x00000801 "
+                                      "(IDX unsigned-byte labels)");
+}
+
+TEST_F(IdxDatasetTest, TruncatedPixels) {
+  std::vector<uint8_t> images = IdxImages(4, 2, 2);
+  images.resize(images.size() - 3);
+  WriteGz(Path("train-images-idx3-ubyte.gz"), images);
+  WriteGz(Path("train-labels-idx1-ubyte.gz"), IdxLabels(4));
+  Result<Dataset> d = LoadIdxDataset(dir_, DatasetSplit::kTrain);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(), Path("train-images-idx3-ubyte.gz") +
+                                      ": truncated: the header declares 4 images of 2x2 (16 "
+                                      "bytes) but only 13 bytes of pixels follow");
+}
+
+TEST_F(IdxDatasetTest, TruncatedHeader) {
+  WriteRaw(Path("train-images-idx3-ubyte"), {0, 0, 8});
+  WriteRaw(Path("train-labels-idx1-ubyte"), IdxLabels(4));
+  Result<Dataset> d = LoadIdxDataset(dir_, DatasetSplit::kTrain);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(),
+            Path("train-images-idx3-ubyte") +
+                ": truncated: 3 bytes, shorter than the 16-byte IDX image header");
+}
+
+TEST_F(IdxDatasetTest, CountMismatch) {
+  WriteRaw(Path("train-images-idx3-ubyte"), IdxImages(4, 2, 2));
+  WriteRaw(Path("train-labels-idx1-ubyte"), IdxLabels(5));
+  Result<Dataset> d = LoadIdxDataset(dir_, DatasetSplit::kTrain);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(), "image/label count mismatch: " + Path("train-images-idx3-ubyte") +
+                                      " holds 4 images but " + Path("train-labels-idx1-ubyte") +
+                                      " holds 5 labels");
+}
+
+TEST_F(IdxDatasetTest, ShapeMustMatchModel) {
+  WriteRaw(Path("train-images-idx3-ubyte"), IdxImages(2, 4, 3));
+  WriteRaw(Path("train-labels-idx1-ubyte"), IdxLabels(2));
+  Result<Dataset> d = LoadIdxDataset(dir_, DatasetSplit::kTrain);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  dpl_model_info_v1 info{};
+  info.input_ndim = 3;
+  info.input_shape[0] = 1;
+  info.input_shape[1] = 28;
+  info.input_shape[2] = 28;
+  info.num_classes = 10;
+  Status s = CheckDatasetMatchesModel(*d, info);
+  EXPECT_EQ(s.message(), "wrong shape: the model expects samples of shape (1, 28, 28) but " +
+                             Path("train-images-idx3-ubyte") +
+                             " holds images of 4x3; use a data set that matches the model or "
+                             "another --model");
+  info.input_shape[1] = 4;
+  info.input_shape[2] = 3;
+  EXPECT_TRUE(CheckDatasetMatchesModel(*d, info).ok());
+  info.num_classes = 1;
+  EXPECT_EQ(
+      CheckDatasetMatchesModel(*d, info).message(),
+      Path("train-labels-idx1-ubyte") + ": label 1 of sample 1 is not below the model's 1 classes");
+}
+
+}  // namespace
+}  // namespace dpl::training
