@@ -491,7 +491,8 @@ std::vector<std::string> WorkerArguments(const Options& options, int local_rank,
   add("--num-processes", std::to_string(options.num_processes));
   add("--master-addr", options.master_addr);
   add("--master-port", std::to_string(options.master_port));
-  add("--job-token", options.job_token);
+  // The job token is not passed here: argv is visible to every user in `ps`; the launcher hands
+  // it to its workers as DPL_JOB_TOKEN in their environment instead.
   add("--rendezvous-timeout", seconds(options.rendezvous_timeout));
   add("--backend-timeout", seconds(options.backend_timeout));
   add("--threads-per-worker", std::to_string(options.threads_per_worker));

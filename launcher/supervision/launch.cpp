@@ -43,6 +43,7 @@ using namespace std::chrono_literals;
 constexpr size_t kRootCauseLines = 20;
 constexpr auto kFailurePollInterval = 200ms;
 constexpr const char* kAttemptEnv = "DPL_ATTEMPT";
+constexpr const char* kJobTokenEnv = "DPL_JOB_TOKEN";
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 
@@ -110,7 +111,7 @@ class Supervisor {
       const std::string text = *entry;
       const std::string name = text.substr(0, text.find('='));
       if (name == "OMP_NUM_THREADS" || name == "MKL_NUM_THREADS" ||
-          name == "OPENBLAS_NUM_THREADS" || name == kAttemptEnv) {
+          name == "OPENBLAS_NUM_THREADS" || name == kAttemptEnv || name == kJobTokenEnv) {
         continue;
       }
       environment.push_back(text);
@@ -119,6 +120,10 @@ class Supervisor {
       environment.push_back(std::string(name) + "=" + threads);
     }
     environment.push_back(std::string(kAttemptEnv) + "=" + std::to_string(attempt_));
+    // Through the environment, not argv, so other users cannot read the token in `ps`.
+    if (!options_.job_token.empty()) {
+      environment.push_back(std::string(kJobTokenEnv) + "=" + options_.job_token);
+    }
     std::vector<char*> envp;
     for (auto& entry : environment) envp.push_back(entry.data());
     envp.push_back(nullptr);
