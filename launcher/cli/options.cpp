@@ -91,6 +91,7 @@ struct Switches {
   bool drop_last = false;
   bool resume = false;
   bool no_progress = false;
+  bool no_eval = false;
 };
 
 po::options_description SwitchFlags(Switches* switches) {
@@ -104,6 +105,7 @@ po::options_description SwitchFlags(Switches* switches) {
     ("drop-last", po::bool_switch(&switches->drop_last), "drop the last incomplete batch")
     ("resume", po::bool_switch(&switches->resume), "resume from the newest checkpoint")
     ("no-progress", po::bool_switch(&switches->no_progress), "no terminal progress bar")
+    ("no-eval", po::bool_switch(&switches->no_eval), "skip the test-set evaluation at the end")
     ("worker", po::bool_switch(&switches->worker), "internal: run as a worker of a launcher");
   // clang-format on
   return flags;
@@ -420,6 +422,7 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
   options.drop_last = switches.drop_last;
   options.resume = switches.resume;
   options.progress = !switches.no_progress;
+  options.evaluate = !switches.no_eval;
 
   if (switches.help) {
     options.command = Command::kHelp;
@@ -518,6 +521,7 @@ std::vector<std::string> WorkerArguments(const Options& options, int local_rank,
   if (options.drop_last) args.emplace_back("--drop-last");
   if (options.resume) args.emplace_back("--resume");
   if (!options.progress) args.emplace_back("--no-progress");
+  if (!options.evaluate) args.emplace_back("--no-eval");
   return args;
 }
 

@@ -72,6 +72,7 @@ struct Options {
   bool resume = false;                  // --resume
   int max_restarts = 0;                 // --max-restarts N
   bool progress = true;                 // --no-progress turns the terminal progress bar off
+  bool evaluate = true;                 // --no-eval skips the test-set evaluation at the end
   std::string dump_parameters_dir;      // --dump-parameters DIR: each rank writes its final
                                         // parameters to DIR/rank-N.bin (tests compare them)
 

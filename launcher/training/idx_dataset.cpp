@@ -55,6 +55,13 @@ uint32_t BigEndian32(const uint8_t* p) {
 
 }  // namespace
 
+const std::array<float, 256> Dataset::kNormalisedPixel = [] {
+  std::array<float, 256> table{};
+  const float scale = 1.0f / 255.0f;
+  for (int v = 0; v < 256; ++v) table[v] = (float(v) * scale - kNormaliseMean) / kNormaliseStd;
+  return table;
+}();
+
 std::string ImagesFileName(DatasetSplit split) {
   return split == DatasetSplit::kTrain ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte";
 }
@@ -116,12 +123,10 @@ Result<Dataset> LoadIdxDataset(const std::string& directory, DatasetSplit split)
                          std::to_string(dataset.count) + " images but " + *labels_path + " holds " +
                          std::to_string(label_count) + " labels");
   }
-  dataset.images.resize(pixel_bytes);
-  const float scale = 1.0f / 255.0f;
-  const uint8_t* pixels = img.data() + 16;
-  for (uint64_t i = 0; i < pixel_bytes; ++i) {
-    dataset.images[i] = (float(pixels[i]) * scale - kNormaliseMean) / kNormaliseStd;
-  }
+  // Reuse the file's buffer rather than copy it: the peak memory of a worker is the point.
+  dataset.pixels = std::move(*image_bytes);
+  dataset.pixels.erase(dataset.pixels.begin(), dataset.pixels.begin() + 16);
+  dataset.pixels.resize(pixel_bytes);
   dataset.labels.assign(lbl.begin() + 8, lbl.begin() + 8 + label_count);
   return dataset;
 }

@@ -1,7 +1,10 @@
-// MNIST-format (IDX) data sets loaded once into memory: images as normalised float32 (the recipe's
-// ToTensor() then Normalize(0.1302, 0.3069)), labels as int64. Files may be gzipped or raw.
+// MNIST-format (IDX) data sets loaded once into memory: images as their raw bytes, normalised to
+// float32 (the recipe's ToTensor() then Normalize(0.1302, 0.3069)) only when a batch is gathered,
+// labels as int64. Files may be gzipped or raw. Keeping bytes, not floats, is 4x less memory per
+// worker (47 MB instead of 188 MB for MNIST's training set) at no cost: a batch is copied anyway.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,12 +25,20 @@ struct Dataset {
   int64_t count = 0;
   int64_t rows = 0;
   int64_t columns = 0;
-  std::vector<float> images;    // count * rows * columns, normalised
+  std::vector<uint8_t> pixels;  // count * rows * columns raw bytes
   std::vector<int64_t> labels;  // count
   std::string images_path;      // the files actually read, for messages
   std::string labels_path;
 
   int64_t SampleElements() const { return rows * columns; }
+  // Writes sample `index`, normalised, to out[0 .. SampleElements()).
+  void NormalisedSample(int64_t index, float* out) const {
+    const uint8_t* in = pixels.data() + index * SampleElements();
+    for (int64_t i = 0; i < SampleElements(); ++i) out[i] = kNormalisedPixel[in[i]];
+  }
+
+  // Every byte value's normalised float, computed once with the recipe's arithmetic.
+  static const std::array<float, 256> kNormalisedPixel;
 };
 
 // The base file names of a split, e.g. "train-images-idx3-ubyte"; ".gz" is tried first.

@@ -126,9 +126,11 @@ Status Trainer::Setup() {
   Result<Dataset> train = LoadIdxDataset(options_.data_dir, DatasetSplit::kTrain);
   if (!train.ok()) return train.status().WithContext("loading the training set");
   train_ = std::move(*train);
-  Result<Dataset> test = LoadIdxDataset(options_.data_dir, DatasetSplit::kTest);
-  if (!test.ok()) return test.status().WithContext("loading the test set");
-  test_ = std::move(*test);
+  if (options_.evaluate) {
+    Result<Dataset> test = LoadIdxDataset(options_.data_dir, DatasetSplit::kTest);
+    if (!test.ok()) return test.status().WithContext("loading the test set");
+    test_ = std::move(*test);
+  }
 
   dpl_model_config_v1 config{};
   config.struct_size = sizeof config;
@@ -147,7 +149,7 @@ Status Trainer::Setup() {
   DPL_RETURN_IF_ERROR(
       ModelCall(model_plugin_, "describe", model_plugin_.describe(model_.get(), &info_)));
   DPL_RETURN_IF_ERROR(CheckDatasetMatchesModel(train_, info_));
-  DPL_RETURN_IF_ERROR(CheckDatasetMatchesModel(test_, info_));
+  if (options_.evaluate) DPL_RETURN_IF_ERROR(CheckDatasetMatchesModel(test_, info_));
 
   std::vector<size_t> sizes;
   for (uint32_t i = 0; i < info_.parameter_count; ++i) {
@@ -294,12 +296,14 @@ Status Trainer::Evaluate() {
   double loss_sum = 0.0;
   int64_t correct = 0;
   const int64_t sample = test_.SampleElements();
+  std::vector<float> eval_input(size_t(chunk * sample));
   for (int64_t first = begin; first < end; first += chunk) {
     const int64_t n = std::min(chunk, end - first);
     int64_t input_shape[DPL_MODEL_MAX_INPUT_DIMS + 1] = {n};
     for (uint32_t d = 0; d < info_.input_ndim; ++d) input_shape[d + 1] = info_.input_shape[d];
     int64_t label_shape[1] = {n};
-    DLTensor input = CpuTensor(test_.images.data() + first * sample, DLDataType{kDLFloat, 32, 1},
+    for (int64_t i = 0; i < n; ++i) test_.NormalisedSample(first + i, eval_input.data() + i * sample);
+    DLTensor input = CpuTensor(eval_input.data(), DLDataType{kDLFloat, 32, 1},
                                int(info_.input_ndim) + 1, input_shape);
     DLTensor labels =
         CpuTensor(test_.labels.data() + first, DLDataType{kDLInt, 64, 1}, 1, label_shape);
@@ -406,8 +410,7 @@ Status Trainer::Run() {
       const int64_t n = std::min<int64_t>(local_batch_, int64_t(indices.size()) - begin);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t index = indices[begin + i];
-        std::memcpy(input_buffer.data() + i * sample, train_.images.data() + index * sample,
-                    sample * sizeof(float));
+        train_.NormalisedSample(index, input_buffer.data() + i * sample);
         label_buffer[i] = train_.labels[index];
       }
       int64_t input_shape[DPL_MODEL_MAX_INPUT_DIMS + 1] = {n};
@@ -499,7 +502,7 @@ Status Trainer::Run() {
                   total > 0 ? double(samples_done) / total : 0.0, double(last_loss_));
     log::Info(line);
   }
-  DPL_RETURN_IF_ERROR(Evaluate());
+  if (options_.evaluate) DPL_RETURN_IF_ERROR(Evaluate());
   if (sync_) {
     DPL_RETURN_IF_ERROR(
         ModelCall(model_plugin_, "set_gradient_ready_callback",

@@ -35,10 +35,12 @@ TEST_F(IdxDatasetTest, ReadsGzippedAndNormalises) {
   EXPECT_EQ(d->count, 5);
   EXPECT_EQ(d->rows, 4);
   EXPECT_EQ(d->columns, 3);
-  ASSERT_EQ(d->images.size(), 60u);
+  ASSERT_EQ(d->pixels.size(), 60u);
+  std::vector<float> sample(12);
   for (size_t i = 0; i < 60; ++i) {
+    if (i % 12 == 0) d->NormalisedSample(int64_t(i / 12), sample.data());
     const float expected = (float((i * 7) % 256) / 255.0f - 0.1302f) / 0.3069f;
-    EXPECT_NEAR(d->images[i], expected, 1e-6f) << i;
+    EXPECT_NEAR(sample[i % 12], expected, 1e-6f) << i;
   }
   EXPECT_EQ(d->labels, (std::vector<int64_t>{0, 1, 2, 3, 4}));
 }
