@@ -1,0 +1,392 @@
+// The gloo backend: one gloo context (full mesh over gloo's TCP transport) per instance.
+#include <gloo/allgather_ring.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier_all_to_all.h>
+#include <gloo/broadcast_one_to_all.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugin_support.hpp"
+#include "reduce.hpp"
+
+namespace {
+
+using dpl::plugin::ElementType;
+using dpl::plugin::PluginError;
+
+constexpr const char* kBackendName = "gloo";
+// Below this many bytes the plain ring wins: fewer messages than halving-doubling.
+constexpr size_t kSmallAllreduceBytes = 256 * 1024;
+
+// gloo::rendezvous::Store on top of the host's dpl_store_v1. gloo's get() must block until the
+// key exists, so every get waits up to the job timeout.
+class HostStore : public gloo::rendezvous::Store {
+ public:
+  HostStore(const dpl_store_v1* store, std::chrono::milliseconds timeout)
+      : store_(store), timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    check(store_->set(store_->context, prefixed(key).c_str(), data.data(), data.size()), key);
+  }
+
+  std::vector<char> get(const std::string& key) override {
+    std::vector<char> value(256);
+    uint64_t size = 0;
+    dpl_status status = store_->get(store_->context, prefixed(key).c_str(), value.data(),
+                                    value.size(), &size, timeout_.count());
+    if (status == DPL_ERR_BUFFER_TOO_SMALL) {
+      value.resize(static_cast<size_t>(size));
+      status = store_->get(store_->context, prefixed(key).c_str(), value.data(), value.size(),
+                           &size, timeout_.count());
+    }
+    check(status, key);
+    value.resize(static_cast<size_t>(size));
+    return value;
+  }
+
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    std::vector<std::string> names;
+    std::vector<const char*> pointers;
+    for (const auto& key : keys) names.push_back(prefixed(key));
+    for (const auto& name : names) pointers.push_back(name.c_str());
+    check(store_->wait(store_->context, pointers.data(), static_cast<uint32_t>(pointers.size()),
+                       timeout.count()),
+          keys.empty() ? "" : keys.front());
+  }
+
+ private:
+  static std::string prefixed(const std::string& key) { return "gloo/" + key; }
+  void check(dpl_status status, const std::string& key) {
+    if (status == DPL_OK) return;
+    const char* message = store_->last_error(store_->context);
+    throw PluginError(status == DPL_ERR_TIMEOUT ? DPL_ERR_TIMEOUT : DPL_ERR_COMMUNICATION,
+                      "store key '" + key + "': " + (message ? message : ""));
+  }
+  const dpl_store_v1* store_;
+  std::chrono::milliseconds timeout_;
+};
+
+class GlooBackend {
+ public:
+  explicit GlooBackend(const dpl_backend_config_v1& config) : config_(config) {
+    const auto options =
+        dpl::plugin::parse_options(config.options, {"interface", "address", "algorithm"});
+    if (options.count("algorithm")) {
+      const std::string& name = options.at("algorithm");
+      if (name == "ring")
+        algorithm_ = Algorithm::kRing;
+      else if (name == "ring_chunked")
+        algorithm_ = Algorithm::kRingChunked;
+      else if (name == "halving_doubling")
+        algorithm_ = Algorithm::kHalvingDoubling;
+      else if (name != "auto") {
+        throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                          "algorithm '" + name +
+                              "' is unknown; use auto, ring, ring_chunked or halving_doubling");
+      }
+    }
+    gloo::transport::tcp::attr attr;
+    if (options.count("interface")) attr.iface = options.at("interface");
+    if (options.count("address")) attr.hostname = options.at("address");
+    if (attr.iface.empty() && attr.hostname.empty()) attr.hostname = "127.0.0.1";
+    const std::chrono::milliseconds timeout(config.timeout_ms);
+    device_ = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world_size);
+    context->setTimeout(timeout);
+    HostStore store(config.store, timeout);
+    context->connectFullMesh(store, device_);
+    context_ = context;
+  }
+
+  dpl_status allreduce(DLTensor* tensor, dpl_reduce_op op) {
+    dpl::plugin::check_contiguous(*tensor, "allreduce tensor");
+    dpl::plugin::check_cpu(*tensor, kBackendName, "allreduce tensor");
+    if (op < DPL_REDUCE_SUM || op > DPL_REDUCE_MAX) {
+      return dpl::plugin::fail(DPL_ERR_UNSUPPORTED, "gloo: allreduce does not support op " +
+                                                        std::to_string(op) +
+                                                        "; use sum, avg, min or max");
+    }
+    const ElementType type = dpl::plugin::element_type(tensor->dtype);
+    const int64_t count = dpl::plugin::numel(*tensor);
+    if (type == ElementType::kUnknown || type == ElementType::kBFloat16) {
+      return dpl::plugin::fail(DPL_ERR_UNSUPPORTED,
+                               "gloo: allreduce does not support dtype " +
+                                   dpl::plugin::dtype_name(tensor->dtype) +
+                                   "; use float16, float32, float64, int8, uint8, int32 or int64 "
+                                   "(or --backend tcp for bfloat16)");
+    }
+    if (count > INT_MAX) {
+      return dpl::plugin::fail(DPL_ERR_UNSUPPORTED,
+                               "gloo: allreduce of more than 2^31-1 elements; split the tensor");
+    }
+    if (count == 0) return DPL_OK;
+    void* data = dpl::plugin::data_pointer(*tensor);
+    switch (type) {
+      case ElementType::kFloat16:
+        run_allreduce<gloo::float16>(data, count, tensor, op);
+        break;
+      case ElementType::kFloat32:
+        run_allreduce<float>(data, count, tensor, op);
+        break;
+      case ElementType::kFloat64:
+        run_allreduce<double>(data, count, tensor, op);
+        break;
+      case ElementType::kInt8:
+        run_allreduce<int8_t>(data, count, tensor, op);
+        break;
+      case ElementType::kUInt8:
+        run_allreduce<uint8_t>(data, count, tensor, op);
+        break;
+      case ElementType::kInt32:
+        run_allreduce<int32_t>(data, count, tensor, op);
+        break;
+      case ElementType::kInt64:
+        run_allreduce<int64_t>(data, count, tensor, op);
+        break;
+      default:
+        break;
+    }
+    if (op == DPL_REDUCE_AVG) {
+      dpl::plugin::divide_in_place(type, data, static_cast<size_t>(count), config_.world_size);
+    }
+    return DPL_OK;
+  }
+
+  dpl_status broadcast(DLTensor* tensor, int32_t root) {
+    dpl::plugin::check_contiguous(*tensor, "broadcast tensor");
+    dpl::plugin::check_cpu(*tensor, kBackendName, "broadcast tensor");
+    if (root < 0 || root >= config_.world_size) {
+      return dpl::plugin::fail(DPL_ERR_INVALID_ARGUMENT,
+                               "gloo: broadcast root " + std::to_string(root) +
+                                   " is outside world size " + std::to_string(config_.world_size));
+    }
+    const size_t bytes =
+        static_cast<size_t>(dpl::plugin::numel(*tensor)) * dpl::plugin::element_size(tensor->dtype);
+    if (bytes == 0 || config_.world_size == 1) return DPL_OK;
+    std::vector<char*> pointers{static_cast<char*>(dpl::plugin::data_pointer(*tensor))};
+    gloo::BroadcastOneToAll<char> algorithm(context_, pointers, bytes, root);
+    algorithm.run();
+    return DPL_OK;
+  }
+
+  dpl_status allgather(const DLTensor* input, DLTensor* output) {
+    dpl::plugin::check_contiguous(*input, "allgather input");
+    dpl::plugin::check_contiguous(*output, "allgather output");
+    dpl::plugin::check_cpu(*input, kBackendName, "allgather input");
+    dpl::plugin::check_cpu(*output, kBackendName, "allgather output");
+    const size_t block =
+        static_cast<size_t>(dpl::plugin::numel(*input)) * dpl::plugin::element_size(input->dtype);
+    const size_t out_bytes =
+        static_cast<size_t>(dpl::plugin::numel(*output)) * dpl::plugin::element_size(output->dtype);
+    if (out_bytes != block * static_cast<size_t>(config_.world_size)) {
+      return dpl::plugin::fail(DPL_ERR_INVALID_ARGUMENT,
+                               "gloo: allgather output holds " + std::to_string(out_bytes) +
+                                   " bytes but needs world_size * input = " +
+                                   std::to_string(block * config_.world_size));
+    }
+    if (block == 0) return DPL_OK;
+    if (config_.world_size == 1) {  // gloo's ring needs a peer pair
+      std::memcpy(dpl::plugin::data_pointer(*output), dpl::plugin::data_pointer(*input), block);
+      return DPL_OK;
+    }
+    std::vector<const char*> inputs{static_cast<const char*>(dpl::plugin::data_pointer(*input))};
+    gloo::AllgatherRing<char> algorithm(context_, inputs,
+                                        static_cast<char*>(dpl::plugin::data_pointer(*output)),
+                                        static_cast<int>(block));
+    algorithm.run();
+    return DPL_OK;
+  }
+
+  // Note [Quiet teardown]: gloo's one-to-all broadcast returns on the root once its sends are
+  // queued; a root that then closes its pairs can make a slower peer see "connection closed"
+  // before it has read everything. destroy() therefore runs a last barrier -- unless a call
+  // already failed (a dead peer would make it wait the whole timeout).
+  void mark_broken() { broken_ = true; }
+  void quiet_teardown() {
+    if (broken_ || config_.world_size == 1) return;
+    try {
+      barrier();
+    } catch (...) {  // teardown never fails
+    }
+  }
+
+  dpl_status barrier() {
+    if (config_.world_size == 1) return DPL_OK;
+    gloo::BarrierAllToAll algorithm(context_);
+    algorithm.run();
+    return DPL_OK;
+  }
+
+ private:
+  template <typename T>
+  static const gloo::ReductionFunction<T>* reduction(dpl_reduce_op op) {
+    switch (op) {
+      case DPL_REDUCE_MIN:
+        return gloo::ReductionFunction<T>::min;
+      case DPL_REDUCE_MAX:
+        return gloo::ReductionFunction<T>::max;
+      default:
+        return gloo::ReductionFunction<T>::sum;
+    }
+  }
+
+  template <typename T>
+  void run_allreduce(void* data, int64_t count, const DLTensor* tensor, dpl_reduce_op op) {
+    if (config_.world_size == 1) return;
+    std::vector<T*> pointers{static_cast<T*>(data)};
+    const int n = static_cast<int>(count);
+    const size_t bytes = static_cast<size_t>(count) * dpl::plugin::element_size(tensor->dtype);
+    const bool power_of_two = (config_.world_size & (config_.world_size - 1)) == 0;
+    if (algorithm_ == Algorithm::kRing) {
+      gloo::AllreduceRing<T>(context_, pointers, n, reduction<T>(op)).run();
+    } else if (algorithm_ == Algorithm::kRingChunked) {
+      gloo::AllreduceRingChunked<T>(context_, pointers, n, reduction<T>(op)).run();
+    } else if (algorithm_ == Algorithm::kHalvingDoubling && power_of_two) {
+      gloo::AllreduceHalvingDoubling<T>(context_, pointers, n, reduction<T>(op)).run();
+    } else if (bytes < kSmallAllreduceBytes) {
+      gloo::AllreduceRing<T>(context_, pointers, n, reduction<T>(op)).run();
+    } else if (power_of_two) {
+      gloo::AllreduceHalvingDoubling<T>(context_, pointers, n, reduction<T>(op)).run();
+    } else {
+      gloo::AllreduceRingChunked<T>(context_, pointers, n, reduction<T>(op)).run();
+    }
+  }
+
+  // kAuto: ring below kSmallAllreduceBytes, then halving-doubling (power-of-two world sizes)
+  // or ring-chunked. The others force one algorithm (option algorithm=..., for benchmarks).
+  enum class Algorithm { kAuto, kRing, kRingChunked, kHalvingDoubling };
+
+  dpl_backend_config_v1 config_;
+  Algorithm algorithm_ = Algorithm::kAuto;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+  bool broken_ = false;
+};
+
+GlooBackend* as_gloo(dpl_backend* backend) {
+  return reinterpret_cast<GlooBackend*>(backend);
+}
+
+// gloo reports both dead peers and expired timeouts as IoException; tell them apart by text.
+template <typename Body>
+dpl_status guarded_gloo(Body&& body) noexcept;
+
+// Runs a collective and remembers a communication failure for teardown.
+template <typename Body>
+dpl_status collective(dpl_backend* backend, Body&& body) noexcept {
+  const dpl_status status = guarded_gloo(body);
+  if ((status == DPL_ERR_COMMUNICATION || status == DPL_ERR_TIMEOUT) && backend != nullptr) {
+    as_gloo(backend)->mark_broken();
+  }
+  return status;
+}
+
+template <typename Body>
+dpl_status guarded_gloo(Body&& body) noexcept {
+  return dpl::plugin::guarded(kBackendName, [&]() -> dpl_status {
+    try {
+      return body();
+    } catch (const gloo::IoException& error) {
+      const std::string text = error.what();
+      const bool timed_out =
+          text.find("imed out") != std::string::npos || text.find("imeout") != std::string::npos;
+      throw PluginError(timed_out ? DPL_ERR_TIMEOUT : DPL_ERR_COMMUNICATION, text);
+    } catch (const gloo::Exception& error) {
+      throw PluginError(DPL_ERR_COMMUNICATION, error.what());
+    }
+  });
+}
+
+void require(bool condition, const char* message) {
+  if (!condition) throw PluginError(DPL_ERR_INVALID_ARGUMENT, message);
+}
+
+dpl_status gloo_create(const dpl_backend_config_v1* config, dpl_backend** out) {
+  return guarded_gloo([&] {
+    require(out != nullptr, "out is NULL");
+    *out = nullptr;
+    dpl::plugin::check_config(config);
+    if (config->device_type != kDLCPU) {
+      throw PluginError(DPL_ERR_UNSUPPORTED,
+                        "the gloo backend moves CPU tensors only; use --backend nccl for CUDA");
+    }
+    *out = reinterpret_cast<dpl_backend*>(new GlooBackend(*config));
+    return DPL_OK;
+  });
+}
+
+void gloo_destroy(dpl_backend* backend) {
+  guarded_gloo([&] {
+    if (backend != nullptr) as_gloo(backend)->quiet_teardown();
+    delete as_gloo(backend);
+    return DPL_OK;
+  });
+}
+
+dpl_status gloo_allreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
+  return collective(backend, [&] {
+    require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
+    require(stream == nullptr, "stream must be NULL for CPU tensors");
+    return as_gloo(backend)->allreduce(tensor, op);
+  });
+}
+
+dpl_status gloo_broadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
+  return collective(backend, [&] {
+    require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
+    require(stream == nullptr, "stream must be NULL for CPU tensors");
+    return as_gloo(backend)->broadcast(tensor, root);
+  });
+}
+
+dpl_status gloo_allgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
+                          void* stream) {
+  return collective(backend, [&] {
+    require(backend != nullptr && input != nullptr && output != nullptr,
+            "backend, input or output is NULL");
+    require(stream == nullptr, "stream must be NULL for CPU tensors");
+    return as_gloo(backend)->allgather(input, output);
+  });
+}
+
+dpl_status gloo_barrier(dpl_backend* backend) {
+  return collective(backend, [&] {
+    require(backend != nullptr, "backend is NULL");
+    return as_gloo(backend)->barrier();
+  });
+}
+
+const char* gloo_last_error() {
+  return dpl::plugin::last_error();
+}
+
+}  // namespace
+
+extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v1 dpl_gloo_backend_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v1);
+extern "C" const dpl_backend_plugin_v1 dpl_gloo_backend_table = {
+    {sizeof(dpl_backend_plugin_v1), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
+     DPL_BACKEND_ABI_VERSION_1, "gloo", "1.0.0", "gloo collectives over TCP (CPU tensors)"},
+    gloo_create,
+    gloo_destroy,
+    gloo_allreduce,
+    gloo_broadcast,
+    gloo_allgather,
+    gloo_barrier,
+    gloo_last_error,
+};

@@ -1,0 +1,285 @@
+// The nccl backend: one NCCL communicator per instance, unique id exchanged through the store.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "plugin_support.hpp"
+
+namespace {
+
+using dpl::plugin::ElementType;
+using dpl::plugin::PluginError;
+
+constexpr const char* kBackendName = "nccl";
+constexpr const char* kUniqueIdKey = "nccl/unique_id";
+
+void check_cuda(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) {
+    throw PluginError(DPL_ERR_INTERNAL, std::string(what) + ": " + cudaGetErrorString(error));
+  }
+}
+
+void check_nccl(ncclResult_t result, const char* what) {
+  if (result != ncclSuccess) {
+    const dpl_status status = result == ncclSystemError || result == ncclRemoteError
+                                  ? DPL_ERR_COMMUNICATION
+                                  : DPL_ERR_INTERNAL;
+    throw PluginError(status, std::string(what) + ": " + ncclGetErrorString(result));
+  }
+}
+
+bool nccl_type(ElementType type, ncclDataType_t* out) {
+  switch (type) {
+    case ElementType::kFloat16:
+      *out = ncclFloat16;
+      return true;
+    case ElementType::kFloat32:
+      *out = ncclFloat32;
+      return true;
+    case ElementType::kFloat64:
+      *out = ncclFloat64;
+      return true;
+    case ElementType::kInt8:
+      *out = ncclInt8;
+      return true;
+    case ElementType::kUInt8:
+      *out = ncclUint8;
+      return true;
+    case ElementType::kInt32:
+      *out = ncclInt32;
+      return true;
+    case ElementType::kInt64:
+      *out = ncclInt64;
+      return true;
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21000
+    case ElementType::kBFloat16:
+      *out = ncclBfloat16;
+      return true;
+#endif
+    default:
+      return false;
+  }
+}
+
+void check_cuda_tensor(const DLTensor& tensor, const char* what) {
+  dpl::plugin::check_contiguous(tensor, what);
+  if (tensor.device.device_type != kDLCUDA) {
+    throw PluginError(DPL_ERR_UNSUPPORTED, std::string(what) +
+                                               " is not a CUDA tensor; the nccl backend moves "
+                                               "kDLCUDA tensors only (use --backend gloo for CPU)");
+  }
+}
+
+class NcclBackend {
+ public:
+  explicit NcclBackend(const dpl_backend_config_v1& config) : config_(config) {
+    dpl::plugin::parse_options(config.options, {});
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      cudaGetLastError();  // clear the sticky "no device" error
+      throw PluginError(DPL_ERR_NO_DEVICE,
+                        "NCCL needs a CUDA device; none found; use --backend gloo");
+    }
+    if (config.device_id < 0 || config.device_id >= devices) {
+      throw PluginError(DPL_ERR_NO_DEVICE, "CUDA device " + std::to_string(config.device_id) +
+                                               " does not exist (this machine has " +
+                                               std::to_string(devices) + ")");
+    }
+    check_cuda(cudaSetDevice(config.device_id), "cudaSetDevice");
+    ncclUniqueId id;
+    const dpl_store_v1* store = config.store;
+    if (config.rank == 0) {
+      check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      check_store(store->set(store->context, kUniqueIdKey, &id, sizeof(id)));
+    } else {
+      uint64_t size = 0;
+      check_store(
+          store->get(store->context, kUniqueIdKey, &id, sizeof(id), &size, config.timeout_ms));
+    }
+    check_nccl(ncclCommInitRank(&comm_, config.world_size, id, config.rank), "ncclCommInitRank");
+  }
+  ~NcclBackend() {
+    if (comm_ != nullptr) ncclCommDestroy(comm_);
+  }
+
+  dpl_status allreduce(DLTensor* tensor, dpl_reduce_op op, cudaStream_t stream) {
+    check_cuda_tensor(*tensor, "allreduce tensor");
+    ncclDataType_t type;
+    if (!nccl_type(dpl::plugin::element_type(tensor->dtype), &type)) {
+      return dpl::plugin::fail(DPL_ERR_UNSUPPORTED, "nccl: allreduce does not support dtype " +
+                                                        dpl::plugin::dtype_name(tensor->dtype));
+    }
+    ncclRedOp_t nccl_op;
+    switch (op) {
+      case DPL_REDUCE_SUM:
+        nccl_op = ncclSum;
+        break;
+      case DPL_REDUCE_AVG:
+        nccl_op = ncclAvg;
+        break;
+      case DPL_REDUCE_MIN:
+        nccl_op = ncclMin;
+        break;
+      case DPL_REDUCE_MAX:
+        nccl_op = ncclMax;
+        break;
+      default:
+        return dpl::plugin::fail(DPL_ERR_UNSUPPORTED,
+                                 "nccl: allreduce does not support op " + std::to_string(op));
+    }
+    const size_t count = static_cast<size_t>(dpl::plugin::numel(*tensor));
+    if (count == 0) return DPL_OK;
+    void* data = dpl::plugin::data_pointer(*tensor);
+    check_nccl(ncclAllReduce(data, data, count, type, nccl_op, comm_, stream), "ncclAllReduce");
+    return DPL_OK;
+  }
+
+  dpl_status broadcast(DLTensor* tensor, int32_t root, cudaStream_t stream) {
+    check_cuda_tensor(*tensor, "broadcast tensor");
+    if (root < 0 || root >= config_.world_size) {
+      return dpl::plugin::fail(DPL_ERR_INVALID_ARGUMENT,
+                               "nccl: broadcast root " + std::to_string(root) +
+                                   " is outside world size " + std::to_string(config_.world_size));
+    }
+    const size_t bytes =
+        static_cast<size_t>(dpl::plugin::numel(*tensor)) * dpl::plugin::element_size(tensor->dtype);
+    if (bytes == 0) return DPL_OK;
+    void* data = dpl::plugin::data_pointer(*tensor);
+    check_nccl(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream), "ncclBroadcast");
+    return DPL_OK;
+  }
+
+  dpl_status allgather(const DLTensor* input, DLTensor* output, cudaStream_t stream) {
+    check_cuda_tensor(*input, "allgather input");
+    check_cuda_tensor(*output, "allgather output");
+    const size_t block =
+        static_cast<size_t>(dpl::plugin::numel(*input)) * dpl::plugin::element_size(input->dtype);
+    const size_t out_bytes =
+        static_cast<size_t>(dpl::plugin::numel(*output)) * dpl::plugin::element_size(output->dtype);
+    if (out_bytes != block * static_cast<size_t>(config_.world_size)) {
+      return dpl::plugin::fail(DPL_ERR_INVALID_ARGUMENT,
+                               "nccl: allgather output holds " + std::to_string(out_bytes) +
+                                   " bytes but needs world_size * input = " +
+                                   std::to_string(block * config_.world_size));
+    }
+    if (block == 0) return DPL_OK;
+    check_nccl(ncclAllGather(dpl::plugin::data_pointer(*input), dpl::plugin::data_pointer(*output),
+                             block, ncclUint8, comm_, stream),
+               "ncclAllGather");
+    return DPL_OK;
+  }
+
+  dpl_status barrier() {
+    // NCCL has no barrier: a one-element allreduce on a private stream, waited for.
+    check_cuda(cudaSetDevice(config_.device_id), "cudaSetDevice");
+    int32_t* token = nullptr;
+    check_cuda(cudaMalloc(&token, sizeof(int32_t)), "cudaMalloc");
+    cudaStream_t stream = nullptr;
+    cudaStreamCreate(&stream);
+    const ncclResult_t result = ncclAllReduce(token, token, 1, ncclInt32, ncclSum, comm_, stream);
+    const cudaError_t done = cudaStreamSynchronize(stream);
+    cudaStreamDestroy(stream);
+    cudaFree(token);
+    check_nccl(result, "ncclAllReduce (barrier)");
+    check_cuda(done, "cudaStreamSynchronize (barrier)");
+    return DPL_OK;
+  }
+
+ private:
+  void check_store(dpl_status status) {
+    if (status == DPL_OK) return;
+    const char* message = config_.store->last_error(config_.store->context);
+    throw PluginError(
+        status == DPL_ERR_TIMEOUT ? DPL_ERR_TIMEOUT : DPL_ERR_COMMUNICATION,
+        std::string("store: cannot exchange the NCCL unique id: ") + (message ? message : ""));
+  }
+
+  dpl_backend_config_v1 config_;
+  ncclComm_t comm_ = nullptr;
+};
+
+NcclBackend* as_nccl(dpl_backend* backend) {
+  return reinterpret_cast<NcclBackend*>(backend);
+}
+
+void require(bool condition, const char* message) {
+  if (!condition) throw PluginError(DPL_ERR_INVALID_ARGUMENT, message);
+}
+
+dpl_status nccl_create(const dpl_backend_config_v1* config, dpl_backend** out) {
+  return dpl::plugin::guarded(kBackendName, [&] {
+    require(out != nullptr, "out is NULL");
+    *out = nullptr;
+    dpl::plugin::check_config(config);
+    try {
+      *out = reinterpret_cast<dpl_backend*>(new NcclBackend(*config));
+    } catch (const PluginError& error) {
+      // The no-device message is the whole message, without the "nccl: " prefix.
+      if (error.status() == DPL_ERR_NO_DEVICE)
+        return dpl::plugin::fail(error.status(), error.what());
+      throw;
+    }
+    return DPL_OK;
+  });
+}
+
+void nccl_destroy(dpl_backend* backend) {
+  dpl::plugin::guarded(kBackendName, [&] {
+    delete as_nccl(backend);
+    return DPL_OK;
+  });
+}
+
+dpl_status nccl_allreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
+  return dpl::plugin::guarded(kBackendName, [&] {
+    require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
+    return as_nccl(backend)->allreduce(tensor, op, static_cast<cudaStream_t>(stream));
+  });
+}
+
+dpl_status nccl_broadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
+  return dpl::plugin::guarded(kBackendName, [&] {
+    require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
+    return as_nccl(backend)->broadcast(tensor, root, static_cast<cudaStream_t>(stream));
+  });
+}
+
+dpl_status nccl_allgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
+                          void* stream) {
+  return dpl::plugin::guarded(kBackendName, [&] {
+    require(backend != nullptr && input != nullptr && output != nullptr,
+            "backend, input or output is NULL");
+    return as_nccl(backend)->allgather(input, output, static_cast<cudaStream_t>(stream));
+  });
+}
+
+dpl_status nccl_barrier(dpl_backend* backend) {
+  return dpl::plugin::guarded(kBackendName, [&] {
+    require(backend != nullptr, "backend is NULL");
+    return as_nccl(backend)->barrier();
+  });
+}
+
+const char* nccl_last_error() {
+  return dpl::plugin::last_error();
+}
+
+}  // namespace
+
+extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v1 dpl_nccl_backend_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v1);
+extern "C" const dpl_backend_plugin_v1 dpl_nccl_backend_table = {
+    {sizeof(dpl_backend_plugin_v1), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
+     DPL_BACKEND_ABI_VERSION_1, "nccl", "1.0.0", "NVIDIA NCCL collectives (CUDA tensors)"},
+    nccl_create,
+    nccl_destroy,
+    nccl_allreduce,
+    nccl_broadcast,
+    nccl_allgather,
+    nccl_barrier,
+    nccl_last_error,
+};

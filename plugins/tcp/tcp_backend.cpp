@@ -1,0 +1,518 @@
+// The tcp backend: ring collectives over non-blocking POSIX sockets.
+//
+// Note [Ring without deadlock]: every step of a ring collective sends to the next rank while
+// receiving from the previous one. With blocking sockets both sides of a pair could block in
+// send() once the kernel buffers fill; here both directions are driven by one poll() loop, so a
+// step progresses whichever side is ready, and a deadline bounds the whole step.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "plugin_support.hpp"
+#include "reduce.hpp"
+
+namespace {
+
+using dpl::plugin::ElementType;
+using dpl::plugin::PluginError;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kBackendName = "tcp";
+constexpr uint32_t kHandshakeMagic = 0x44504C54u;  // "TLPD"
+// Bytes reduced at a time while a segment is still arriving (keeps the scratch data in cache).
+constexpr size_t kReduceChunkBytes = 256 * 1024;
+constexpr int kSocketBufferBytes = 4 * 1024 * 1024;
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  Socket(Socket&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  Socket& operator=(Socket&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = other.fd_;
+      other.fd_ = -1;
+    }
+    return *this;
+  }
+  ~Socket() { reset(); }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+void tune_stream_socket(int fd) {
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSocketBufferBytes, sizeof(kSocketBufferBytes));
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kSocketBufferBytes, sizeof(kSocketBufferBytes));
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+int remaining_ms(Clock::time_point deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 1 << 30)));
+}
+
+// One ring step's traffic: `send_bytes` to the next rank, `recv_bytes` from the previous.
+struct StepTransfer {
+  const char* send_data = nullptr;
+  size_t send_bytes = 0;
+  char* recv_data = nullptr;
+  size_t recv_bytes = 0;
+  // Broadcast forwarding: the send side may only send what has been received so far.
+  bool send_only_received = false;
+};
+
+class TcpBackend {
+ public:
+  TcpBackend(const dpl_backend_config_v1& config, const std::string& address)
+      : config_(config), timeout_(std::chrono::milliseconds(config.timeout_ms)) {
+    if (config_.world_size > 1) connect_ring(address);
+  }
+
+  dpl_status allreduce(DLTensor* tensor, dpl_reduce_op op) {
+    dpl::plugin::check_contiguous(*tensor, "allreduce tensor");
+    dpl::plugin::check_cpu(*tensor, kBackendName, "allreduce tensor");
+    const ElementType type = dpl::plugin::element_type(tensor->dtype);
+    if (type == ElementType::kUnknown) {
+      return dpl::plugin::fail(DPL_ERR_UNSUPPORTED,
+                               "tcp: allreduce does not support dtype " +
+                                   dpl::plugin::dtype_name(tensor->dtype) +
+                                   "; use float16, bfloat16, float32, float64, int8, uint8, "
+                                   "int32 or int64");
+    }
+    if (op < DPL_REDUCE_SUM || op > DPL_REDUCE_MAX) {
+      return dpl::plugin::fail(DPL_ERR_UNSUPPORTED, "tcp: allreduce does not support op " +
+                                                        std::to_string(op) +
+                                                        "; use sum, avg, min or max");
+    }
+    const size_t count = static_cast<size_t>(dpl::plugin::numel(*tensor));
+    if (count == 0 || config_.world_size == 1) return DPL_OK;
+    ring_allreduce(static_cast<char*>(dpl::plugin::data_pointer(*tensor)), count,
+                   dpl::plugin::element_size(tensor->dtype), type, op);
+    if (op == DPL_REDUCE_AVG) {
+      dpl::plugin::divide_in_place(type, dpl::plugin::data_pointer(*tensor), count,
+                                   config_.world_size);
+    }
+    return DPL_OK;
+  }
+
+  dpl_status broadcast(DLTensor* tensor, int32_t root) {
+    dpl::plugin::check_contiguous(*tensor, "broadcast tensor");
+    dpl::plugin::check_cpu(*tensor, kBackendName, "broadcast tensor");
+    if (root < 0 || root >= config_.world_size) {
+      return dpl::plugin::fail(DPL_ERR_INVALID_ARGUMENT,
+                               "tcp: broadcast root " + std::to_string(root) +
+                                   " is outside world size " + std::to_string(config_.world_size));
+    }
+    const size_t bytes =
+        static_cast<size_t>(dpl::plugin::numel(*tensor)) * dpl::plugin::element_size(tensor->dtype);
+    if (bytes == 0 || config_.world_size == 1) return DPL_OK;
+    char* data = static_cast<char*>(dpl::plugin::data_pointer(*tensor));
+    const int next = (config_.rank + 1) % config_.world_size;
+    const auto deadline = Clock::now() + timeout_;
+    StepTransfer transfer;
+    if (config_.rank == root) {
+      transfer.send_data = data;
+      transfer.send_bytes = bytes;
+    } else {
+      transfer.recv_data = data;
+      transfer.recv_bytes = bytes;
+      if (next != root) {
+        transfer.send_data = data;
+        transfer.send_bytes = bytes;
+        transfer.send_only_received = true;
+      }
+    }
+    run_step(transfer, deadline, nullptr);
+    return DPL_OK;
+  }
+
+  dpl_status allgather(const DLTensor* input, DLTensor* output) {
+    dpl::plugin::check_contiguous(*input, "allgather input");
+    dpl::plugin::check_contiguous(*output, "allgather output");
+    dpl::plugin::check_cpu(*input, kBackendName, "allgather input");
+    dpl::plugin::check_cpu(*output, kBackendName, "allgather output");
+    const size_t block =
+        static_cast<size_t>(dpl::plugin::numel(*input)) * dpl::plugin::element_size(input->dtype);
+    const size_t out_bytes =
+        static_cast<size_t>(dpl::plugin::numel(*output)) * dpl::plugin::element_size(output->dtype);
+    if (out_bytes != block * static_cast<size_t>(config_.world_size)) {
+      return dpl::plugin::fail(DPL_ERR_INVALID_ARGUMENT,
+                               "tcp: allgather output holds " + std::to_string(out_bytes) +
+                                   " bytes but needs world_size * input = " +
+                                   std::to_string(block * config_.world_size));
+    }
+    if (block == 0) return DPL_OK;
+    ring_allgather(static_cast<const char*>(dpl::plugin::data_pointer(*input)),
+                   static_cast<char*>(dpl::plugin::data_pointer(*output)), block);
+    return DPL_OK;
+  }
+
+  dpl_status barrier() {
+    if (config_.world_size == 1) return DPL_OK;
+    const char token = 1;
+    std::vector<char> tokens(static_cast<size_t>(config_.world_size));
+    ring_allgather(&token, tokens.data(), 1);
+    return DPL_OK;
+  }
+
+ private:
+  void connect_ring(const std::string& address) {
+    const auto deadline = Clock::now() + timeout_;
+    const int rank = config_.rank;
+    const int world = config_.world_size;
+    const int next = (rank + 1) % world;
+    const int prev = (rank + world - 1) % world;
+
+    Socket listener(::socket(AF_INET, SOCK_STREAM, 0));
+    if (listener.fd() < 0) throw PluginError(DPL_ERR_COMMUNICATION, "socket(): " + errno_text());
+    sockaddr_in bind_address{};
+    bind_address.sin_family = AF_INET;
+    bind_address.sin_port = 0;
+    if (::inet_pton(AF_INET, address.c_str(), &bind_address.sin_addr) != 1) {
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                        "address '" + address + "' is not an IPv4 address; pass address=<ip>");
+    }
+    if (::bind(listener.fd(), reinterpret_cast<sockaddr*>(&bind_address), sizeof(bind_address)) !=
+            0 ||
+        ::listen(listener.fd(), 4) != 0) {
+      throw PluginError(DPL_ERR_COMMUNICATION, "cannot listen on " + address + ": " + errno_text() +
+                                                   "; pass address=<an ip of this machine>");
+    }
+    socklen_t length = sizeof(bind_address);
+    ::getsockname(listener.fd(), reinterpret_cast<sockaddr*>(&bind_address), &length);
+    const std::string endpoint = address + ":" + std::to_string(ntohs(bind_address.sin_port));
+    const std::string my_key = "tcp/addr/" + std::to_string(rank);
+    check_store(config_.store->set(config_.store->context, my_key.c_str(), endpoint.data(),
+                                   endpoint.size()),
+                "publish " + my_key);
+
+    // Resolve and connect to the next rank (retrying while it is not yet listening).
+    const std::string next_key = "tcp/addr/" + std::to_string(next);
+    char buffer[128] = {};
+    uint64_t value_size = 0;
+    check_store(config_.store->get(config_.store->context, next_key.c_str(), buffer,
+                                   sizeof(buffer) - 1, &value_size, remaining_ms(deadline)),
+                "look up rank " + std::to_string(next));
+    const std::string next_endpoint(buffer, static_cast<size_t>(value_size));
+    const size_t colon = next_endpoint.rfind(':');
+    sockaddr_in peer{};
+    peer.sin_family = AF_INET;
+    peer.sin_port = htons(static_cast<uint16_t>(std::stoi(next_endpoint.substr(colon + 1))));
+    ::inet_pton(AF_INET, next_endpoint.substr(0, colon).c_str(), &peer.sin_addr);
+    while (true) {
+      Socket candidate(::socket(AF_INET, SOCK_STREAM, 0));
+      if (::connect(candidate.fd(), reinterpret_cast<sockaddr*>(&peer), sizeof(peer)) == 0) {
+        next_socket_ = std::move(candidate);
+        break;
+      }
+      if (Clock::now() >= deadline) {
+        throw PluginError(DPL_ERR_TIMEOUT, "cannot connect to rank " + std::to_string(next) +
+                                               " at " + next_endpoint + ": " + errno_text());
+      }
+      ::usleep(10000);
+    }
+    tune_stream_socket(next_socket_.fd());
+    const uint32_t hello[2] = {kHandshakeMagic, static_cast<uint32_t>(rank)};
+    StepTransfer greeting;
+    greeting.send_data = reinterpret_cast<const char*>(hello);
+    greeting.send_bytes = sizeof(hello);
+    run_step(greeting, deadline, nullptr);  // no prev socket yet: send side only
+
+    // Accept the previous rank.
+    pollfd wait_for_peer{listener.fd(), POLLIN, 0};
+    const int ready = ::poll(&wait_for_peer, 1, remaining_ms(deadline));
+    if (ready <= 0) {
+      throw PluginError(DPL_ERR_TIMEOUT, "rank " + std::to_string(prev) +
+                                             " did not connect within " +
+                                             std::to_string(config_.timeout_ms) + " ms");
+    }
+    prev_socket_ = Socket(::accept(listener.fd(), nullptr, nullptr));
+    if (prev_socket_.fd() < 0)
+      throw PluginError(DPL_ERR_COMMUNICATION, "accept(): " + errno_text());
+    tune_stream_socket(prev_socket_.fd());
+    uint32_t peer_hello[2] = {};
+    StepTransfer receive_greeting;
+    receive_greeting.recv_data = reinterpret_cast<char*>(peer_hello);
+    receive_greeting.recv_bytes = sizeof(peer_hello);
+    run_step(receive_greeting, deadline, nullptr);
+    if (peer_hello[0] != kHandshakeMagic || peer_hello[1] != static_cast<uint32_t>(prev)) {
+      throw PluginError(DPL_ERR_COMMUNICATION, "the connection accepted on " + endpoint +
+                                                   " is not from rank " + std::to_string(prev) +
+                                                   " of this job");
+    }
+  }
+
+  void check_store(dpl_status status, const std::string& what) {
+    if (status == DPL_OK) return;
+    const char* message = config_.store->last_error(config_.store->context);
+    throw PluginError(status == DPL_ERR_TIMEOUT ? DPL_ERR_TIMEOUT : DPL_ERR_COMMUNICATION,
+                      "store: cannot " + what + ": " + (message ? message : ""));
+  }
+
+  // Drives one ring step until both directions are done. `on_received(begin, end)` is called
+  // with the byte range of recv_data that arrived since the last call.
+  template <typename OnReceived>
+  void run_step(const StepTransfer& transfer, Clock::time_point deadline, OnReceived* on_received) {
+    size_t sent = 0;
+    size_t received = 0;
+    while (sent < transfer.send_bytes || received < transfer.recv_bytes) {
+      pollfd fds[2];
+      nfds_t count = 0;
+      int send_index = -1;
+      int recv_index = -1;
+      const size_t sendable = transfer.send_only_received ? received : transfer.send_bytes;
+      if (sent < sendable) {
+        send_index = static_cast<int>(count);
+        fds[count++] = {next_socket_.fd(), POLLOUT, 0};
+      }
+      if (received < transfer.recv_bytes) {
+        recv_index = static_cast<int>(count);
+        fds[count++] = {prev_socket_.fd(), POLLIN, 0};
+      }
+      const int ready = ::poll(fds, count, remaining_ms(deadline));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) throw PluginError(DPL_ERR_COMMUNICATION, "poll(): " + errno_text());
+      if (ready == 0) {
+        throw PluginError(DPL_ERR_TIMEOUT,
+                          "a peer did not answer within " + std::to_string(config_.timeout_ms) +
+                              " ms (rank " + std::to_string(config_.rank) + " waiting on " +
+                              (recv_index >= 0 ? "rank " + std::to_string(prev_rank())
+                                               : "rank " + std::to_string(next_rank())) +
+                              ")");
+      }
+      if (recv_index >= 0 && fds[recv_index].revents != 0) {
+        const ssize_t got = ::recv(prev_socket_.fd(), transfer.recv_data + received,
+                                   transfer.recv_bytes - received, 0);
+        if (got == 0) {
+          throw PluginError(DPL_ERR_COMMUNICATION,
+                            "rank " + std::to_string(prev_rank()) +
+                                " closed the connection mid-collective (did it exit?)");
+        }
+        if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          throw PluginError(
+              DPL_ERR_COMMUNICATION,
+              "receive from rank " + std::to_string(prev_rank()) + ": " + errno_text());
+        }
+        if (got > 0) {
+          const size_t before = received;
+          received += static_cast<size_t>(got);
+          if (on_received != nullptr) (*on_received)(before, received);
+        }
+      }
+      if (send_index >= 0 && fds[send_index].revents != 0) {
+        const ssize_t put =
+            ::send(next_socket_.fd(), transfer.send_data + sent, sendable - sent, MSG_NOSIGNAL);
+        if (put < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          throw PluginError(DPL_ERR_COMMUNICATION,
+                            "send to rank " + std::to_string(next_rank()) + ": " + errno_text());
+        }
+        if (put > 0) sent += static_cast<size_t>(put);
+      }
+    }
+  }
+  void run_step(const StepTransfer& transfer, Clock::time_point deadline, std::nullptr_t) {
+    run_step<void (*)(size_t, size_t)>(transfer, deadline, nullptr);
+  }
+
+  int next_rank() const { return (config_.rank + 1) % config_.world_size; }
+  int prev_rank() const { return (config_.rank + config_.world_size - 1) % config_.world_size; }
+
+  // Segment s of `count` elements split evenly over the ranks: [begin, end).
+  std::pair<size_t, size_t> segment(size_t count, int s) const {
+    const size_t world = static_cast<size_t>(config_.world_size);
+    const size_t index = static_cast<size_t>(s);
+    return {count * index / world, count * (index + 1) / world};
+  }
+
+  void ring_allreduce(char* data, size_t count, size_t element_bytes, ElementType type,
+                      dpl_reduce_op op) {
+    const int world = config_.world_size;
+    const int rank = config_.rank;
+    const size_t largest = (count + static_cast<size_t>(world) - 1) / static_cast<size_t>(world);
+    scratch_.resize(largest * element_bytes);
+    const auto deadline = Clock::now() + timeout_;
+    // Reduce-scatter: after world-1 steps, rank r owns the full sum of segment (r+1) % world.
+    for (int step = 0; step < world - 1; ++step) {
+      const auto [send_begin, send_end] = segment(count, (rank - step + world) % world);
+      const auto [recv_begin, recv_end] = segment(count, (rank - step - 1 + 2 * world) % world);
+      StepTransfer transfer;
+      transfer.send_data = data + send_begin * element_bytes;
+      transfer.send_bytes = (send_end - send_begin) * element_bytes;
+      transfer.recv_data = scratch_.data();
+      transfer.recv_bytes = (recv_end - recv_begin) * element_bytes;
+      char* target = data + recv_begin * element_bytes;
+      size_t reduced = 0;  // bytes of scratch already folded into target
+      auto reduce_arrived = [&](size_t, size_t arrived) {
+        // Fold whole chunks as they complete, the tail once everything is in.
+        size_t ready = arrived == transfer.recv_bytes
+                           ? arrived
+                           : (arrived / kReduceChunkBytes) * kReduceChunkBytes;
+        ready -= ready % element_bytes;
+        if (ready > reduced) {
+          dpl::plugin::reduce_into(type, op, target + reduced, scratch_.data() + reduced,
+                                   (ready - reduced) / element_bytes);
+          reduced = ready;
+        }
+      };
+      run_step(transfer, deadline, &reduce_arrived);
+    }
+    // Allgather of the reduced segments, received straight into place.
+    for (int step = 0; step < world - 1; ++step) {
+      const auto [send_begin, send_end] = segment(count, (rank + 1 - step + world) % world);
+      const auto [recv_begin, recv_end] = segment(count, (rank - step + world) % world);
+      StepTransfer transfer;
+      transfer.send_data = data + send_begin * element_bytes;
+      transfer.send_bytes = (send_end - send_begin) * element_bytes;
+      transfer.recv_data = data + recv_begin * element_bytes;
+      transfer.recv_bytes = (recv_end - recv_begin) * element_bytes;
+      run_step(transfer, deadline, nullptr);
+    }
+  }
+
+  void ring_allgather(const char* input, char* output, size_t block) {
+    const int world = config_.world_size;
+    const int rank = config_.rank;
+    std::memcpy(output + static_cast<size_t>(rank) * block, input, block);
+    const auto deadline = Clock::now() + timeout_;
+    for (int step = 0; step < world - 1; ++step) {
+      const size_t send_block = static_cast<size_t>((rank - step + world) % world);
+      const size_t recv_block = static_cast<size_t>((rank - step - 1 + 2 * world) % world);
+      StepTransfer transfer;
+      transfer.send_data = output + send_block * block;
+      transfer.send_bytes = block;
+      transfer.recv_data = output + recv_block * block;
+      transfer.recv_bytes = block;
+      run_step(transfer, deadline, nullptr);
+    }
+  }
+
+  dpl_backend_config_v1 config_;
+  std::chrono::milliseconds timeout_;
+  Socket next_socket_;
+  Socket prev_socket_;
+  std::vector<char> scratch_;
+};
+
+TcpBackend* as_tcp(dpl_backend* backend) {
+  return reinterpret_cast<TcpBackend*>(backend);
+}
+
+dpl_status check_handle(dpl_backend* backend) {
+  if (backend == nullptr) {
+    throw PluginError(DPL_ERR_INVALID_ARGUMENT, "backend handle is NULL");
+  }
+  return DPL_OK;
+}
+
+dpl_status tcp_create(const dpl_backend_config_v1* config, dpl_backend** out) {
+  return dpl::plugin::guarded(kBackendName, [&] {
+    if (out == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = nullptr;
+    dpl::plugin::check_config(config);
+    if (config->device_type != kDLCPU) {
+      throw PluginError(DPL_ERR_UNSUPPORTED,
+                        "the tcp backend moves CPU tensors only; use --backend nccl for CUDA");
+    }
+    const auto options = dpl::plugin::parse_options(config->options, {"address"});
+    const auto address = options.count("address") ? options.at("address") : "127.0.0.1";
+    *out = reinterpret_cast<dpl_backend*>(new TcpBackend(*config, address));
+    return DPL_OK;
+  });
+}
+
+void tcp_destroy(dpl_backend* backend) {
+  dpl::plugin::guarded(kBackendName, [&] {
+    delete as_tcp(backend);
+    return DPL_OK;
+  });
+}
+
+dpl_status tcp_allreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
+  return dpl::plugin::guarded(kBackendName, [&] {
+    check_handle(backend);
+    if (tensor == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "tensor is NULL");
+    if (stream != nullptr)
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
+    return as_tcp(backend)->allreduce(tensor, op);
+  });
+}
+
+dpl_status tcp_broadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
+  return dpl::plugin::guarded(kBackendName, [&] {
+    check_handle(backend);
+    if (tensor == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "tensor is NULL");
+    if (stream != nullptr)
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
+    return as_tcp(backend)->broadcast(tensor, root);
+  });
+}
+
+dpl_status tcp_allgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
+                         void* stream) {
+  return dpl::plugin::guarded(kBackendName, [&] {
+    check_handle(backend);
+    if (input == nullptr || output == nullptr) {
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "input or output is NULL");
+    }
+    if (stream != nullptr)
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
+    return as_tcp(backend)->allgather(input, output);
+  });
+}
+
+dpl_status tcp_barrier(dpl_backend* backend) {
+  return dpl::plugin::guarded(kBackendName, [&] {
+    check_handle(backend);
+    return as_tcp(backend)->barrier();
+  });
+}
+
+const char* tcp_last_error() {
+  return dpl::plugin::last_error();
+}
+
+}  // namespace
+
+extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v1 dpl_tcp_backend_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v1);
+extern "C" const dpl_backend_plugin_v1 dpl_tcp_backend_table = {
+    {sizeof(dpl_backend_plugin_v1), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
+     DPL_BACKEND_ABI_VERSION_1, "tcp", "1.0.0",
+     "ring collectives over plain TCP sockets (CPU tensors)"},
+    tcp_create,
+    tcp_destroy,
+    tcp_allreduce,
+    tcp_broadcast,
+    tcp_allgather,
+    tcp_barrier,
+    tcp_last_error,
+};
