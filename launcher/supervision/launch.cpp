@@ -459,6 +459,16 @@ int RunWorker(const cli::Options& options) {
   const int attempt = attempt_text ? std::atoi(attempt_text) : 0;
   const std::string prefix = rendezvous::AttemptPrefix(attempt);
 
+  // Start-up work that needs no peer runs before the join, so it overlaps the other workers'
+  // start-up instead of adding to it: the data sets load on a thread while the plugins (libtorch
+  // is most of a second) load here. Selftest jobs need neither.
+  std::future<Result<training::TrainingData>> data;
+  Result<plugin_host::Discovery> discovery = Status::Error("not needed by a selftest");
+  if (!options.selftest_job) {
+    data = training::StartLoadingData(options);
+    discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
+  }
+
   rendezvous::StoreClientOptions client_options;
   client_options.host = options.store_addr.substr(0, colon);
   client_options.port = std::atoi(options.store_addr.c_str() + colon + 1);
@@ -509,7 +519,6 @@ int RunWorker(const cli::Options& options) {
     return 0;
   }
 
-  auto discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
   if (!discovery.ok()) return Fail(discovery.status());
   std::string reason;
   auto backend_plugin =
@@ -542,7 +551,7 @@ int RunWorker(const cli::Options& options) {
                               (message && *message ? message : plugin_host::StatusName(created))));
   }
   Status trained = training::RunTraining(options, identity, *backend_plugin->backend, backend,
-                                         *model_plugin->model);
+                                         *model_plugin->model, std::move(data));
   backend_plugin->backend->destroy(backend);
   if (!trained.ok()) return Fail(trained);
   return 0;

@@ -72,12 +72,13 @@ class Trainer {
  public:
   Trainer(const cli::Options& options, const WorkerIdentity& identity,
           const dpl_backend_plugin_v1& backend_plugin, dpl_backend* backend,
-          const dpl_model_plugin_v1& model_plugin)
+          const dpl_model_plugin_v1& model_plugin, std::future<Result<TrainingData>> data)
       : options_(options),
         identity_(identity),
         backend_{&backend_plugin, backend},
         model_plugin_(model_plugin),
-        model_(nullptr, ModelDeleter{&model_plugin}) {}
+        model_(nullptr, ModelDeleter{&model_plugin}),
+        data_(std::move(data)) {}
 
   Status Run();
 
@@ -96,6 +97,7 @@ class Trainer {
   const dpl_model_plugin_v1& model_plugin_;
   std::unique_ptr<dpl_model, ModelDeleter> model_;
   dpl_model_info_v1 info_{};
+  std::future<Result<TrainingData>> data_;
   Dataset train_, test_;
   std::vector<Parameter> parameters_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -123,14 +125,10 @@ Status Trainer::Setup() {
   Result<GradientCompression> compression = ParseGradientCompression(options_.grad_compression);
   if (!compression.ok()) return compression.status();
 
-  Result<Dataset> train = LoadIdxDataset(options_.data_dir, DatasetSplit::kTrain);
-  if (!train.ok()) return train.status().WithContext("loading the training set");
-  train_ = std::move(*train);
-  if (options_.evaluate) {
-    Result<Dataset> test = LoadIdxDataset(options_.data_dir, DatasetSplit::kTest);
-    if (!test.ok()) return test.status().WithContext("loading the test set");
-    test_ = std::move(*test);
-  }
+  Result<TrainingData> data = data_.get();
+  if (!data.ok()) return data.status();
+  train_ = std::move(data->train);
+  test_ = std::move(data->test);
 
   dpl_model_config_v1 config{};
   config.struct_size = sizeof config;
@@ -513,10 +511,26 @@ Status Trainer::Run() {
 
 }  // namespace
 
+std::future<Result<TrainingData>> StartLoadingData(const cli::Options& options) {
+  return std::async(std::launch::async, [&options]() -> Result<TrainingData> {
+    TrainingData data;
+    Result<Dataset> train = LoadIdxDataset(options.data_dir, DatasetSplit::kTrain);
+    if (!train.ok()) return train.status().WithContext("loading the training set");
+    data.train = std::move(*train);
+    if (options.evaluate) {
+      Result<Dataset> test = LoadIdxDataset(options.data_dir, DatasetSplit::kTest);
+      if (!test.ok()) return test.status().WithContext("loading the test set");
+      data.test = std::move(*test);
+    }
+    return data;
+  });
+}
+
 Status RunTraining(const cli::Options& options, const WorkerIdentity& identity,
                    const dpl_backend_plugin_v1& backend_plugin, dpl_backend* backend,
-                   const dpl_model_plugin_v1& model_plugin) {
-  Trainer trainer(options, identity, backend_plugin, backend, model_plugin);
+                   const dpl_model_plugin_v1& model_plugin,
+                   std::future<Result<TrainingData>> data) {
+  Trainer trainer(options, identity, backend_plugin, backend, model_plugin, std::move(data));
   return trainer.Run();
 }
 

@@ -4,10 +4,13 @@
 // steps on every rank, rank-0 logging, checkpoints.
 #pragma once
 
+#include <future>
+
 #include "cli/options.hpp"
 #include "common/status.hpp"
 #include "dpl/backend.h"
 #include "dpl/model.h"
+#include "training/idx_dataset.hpp"
 
 namespace dpl::training {
 
@@ -19,10 +22,21 @@ struct WorkerIdentity {
   int threads = 1;
 };
 
-// Runs the whole training job for this rank. `backend` is created and connected; `model_plugin`
+// The data sets a run reads: the training set and, unless --no-eval, the test set.
+struct TrainingData {
+  Dataset train;
+  Dataset test;  // empty (count 0) with --no-eval
+};
+
+// Starts reading and decompressing the data sets on a background thread, so that this overlaps the
+// worker's other start-up work (loading plugins, the rendezvous, the backend's connections).
+std::future<Result<TrainingData>> StartLoadingData(const cli::Options& options);
+
+// Runs the whole training job for this rank on `data` (from StartLoadingData). `backend` is created and connected; `model_plugin`
 // is loaded but no instance exists yet. Returns when training is done or failed.
 Status RunTraining(const cli::Options& options, const WorkerIdentity& identity,
                    const dpl_backend_plugin_v1& backend_plugin, dpl_backend* backend,
-                   const dpl_model_plugin_v1& model_plugin);
+                   const dpl_model_plugin_v1& model_plugin,
+                   std::future<Result<TrainingData>> data);
 
 }  // namespace dpl::training

@@ -258,8 +258,13 @@ class GlooBackend {
       gloo::AllreduceRingChunked<T>(context_, pointers, n, reduction<T>(op)).run();
     } else if (algorithm_ == Algorithm::kHalvingDoubling && power_of_two) {
       gloo::AllreduceHalvingDoubling<T>(context_, pointers, n, reduction<T>(op)).run();
-    } else if (bytes < kSmallAllreduceBytes) {
+    } else if (bytes < kSmallAllreduceBytes && config_.world_size == 2) {
+      // Plain ring sums on every rank in that rank's own order. With two ranks a+b == b+a, so
+      // every rank still gets the same bits; with three or more the float rounding differs per
+      // rank and replicas drift apart, so those take ring-chunked, which reduces each chunk once.
       gloo::AllreduceRing<T>(context_, pointers, n, reduction<T>(op)).run();
+    } else if (bytes < kSmallAllreduceBytes) {
+      gloo::AllreduceRingChunked<T>(context_, pointers, n, reduction<T>(op)).run();
     } else if (power_of_two) {
       gloo::AllreduceHalvingDoubling<T>(context_, pointers, n, reduction<T>(op)).run();
     } else {
@@ -267,8 +272,9 @@ class GlooBackend {
     }
   }
 
-  // kAuto: ring below kSmallAllreduceBytes, then halving-doubling (power-of-two world sizes)
-  // or ring-chunked. The others force one algorithm (option algorithm=..., for benchmarks).
+  // kAuto: ring below kSmallAllreduceBytes at two ranks (ring-chunked at more), then
+  // halving-doubling (power-of-two world sizes) or ring-chunked. The others force one algorithm
+  // (option algorithm=..., for benchmarks).
   enum class Algorithm { kAuto, kRing, kRingChunked, kHalvingDoubling };
 
   dpl_backend_config_v1 config_;
