@@ -1,8 +1,11 @@
 // Gradient averaging in buckets, overlapping the backward pass (after DDP's reducer).
 //
 // Note [Bucket order]: buckets are formed over the parameters in REVERSE order (autograd
-// produces the last layer's gradients first), each up to bucket_cap_bytes (a parameter larger
-// than the cap gets a bucket of its own). A bucket is launched once all its gradients are ready,
+// produces the last layer's gradients first). As in DDP's reducer, a bucket is closed as soon as
+// it holds at least its cap: the FIRST bucket's cap is kFirstBucketCapBytes (1 MiB), every later
+// one's bucket_cap_bytes. The small first bucket is what lets communication start early in the
+// backward pass; with one 25 MiB bucket a small model (ConvNet: 1.2 MB) would wait for its whole
+// backward before sending anything. A bucket is launched once all its gradients are ready,
 // but buckets are always launched in bucket-index order, so every rank issues the same sequence
 // of collectives even if its gradients become ready in a different order. All backend calls run
 // on one communication thread (CommunicationThread), which serialises them as the ABI requires.
@@ -26,6 +29,9 @@ struct Bucket {
   std::vector<uint32_t> parameter_indices;  // in launch order (reverse parameter order)
   size_t elements = 0;
 };
+
+// DDP's first-bucket cap (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES).
+inline constexpr int64_t kFirstBucketCapBytes = 1024 * 1024;
 
 // Splits parameters of `parameter_elements[i]` float32 elements into buckets (Note [Bucket order]).
 std::vector<Bucket> AssignBuckets(const std::vector<size_t>& parameter_elements,

@@ -58,6 +58,33 @@ std::string Fingerprint(const cli::Options& o, int world_size) {
   return s.str();
 }
 
+// Where a step's time goes, summed over the run: the numbers performance work starts from.
+struct StepProfile {
+  double data_s = 0;       // gathering and normalising the batch
+  double compute_s = 0;    // the model's train_step: forward, loss, backward (communication of
+                           // ready buckets overlaps it on the communication thread)
+  double comm_wait_s = 0;  // waiting after backward for the last buckets' allreduce
+  double optimizer_s = 0;  // optimizer step and zeroing the gradients
+  int64_t steps = 0;
+
+  static double Since(Clock::time_point& mark) {
+    const Clock::time_point now = Clock::now();
+    const double seconds = std::chrono::duration<double>(now - mark).count();
+    mark = now;
+    return seconds;
+  }
+  std::string Describe() const {
+    const double per_step_ms = steps > 0 ? 1000.0 / double(steps) : 0.0;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "time per step: data %.2f ms, forward+backward %.2f ms, communication wait "
+                  "%.2f ms, optimizer %.2f ms",
+                  data_s * per_step_ms, compute_s * per_step_ms, comm_wait_s * per_step_ms,
+                  optimizer_s * per_step_ms);
+    return line;
+  }
+};
+
 DLTensor CpuTensor(void* data, DLDataType dtype, int ndim, int64_t* shape) {
   DLTensor t{};
   t.data = data;
@@ -300,7 +327,8 @@ Status Trainer::Evaluate() {
     int64_t input_shape[DPL_MODEL_MAX_INPUT_DIMS + 1] = {n};
     for (uint32_t d = 0; d < info_.input_ndim; ++d) input_shape[d + 1] = info_.input_shape[d];
     int64_t label_shape[1] = {n};
-    for (int64_t i = 0; i < n; ++i) test_.NormalisedSample(first + i, eval_input.data() + i * sample);
+    for (int64_t i = 0; i < n; ++i)
+      test_.NormalisedSample(first + i, eval_input.data() + i * sample);
     DLTensor input = CpuTensor(eval_input.data(), DLDataType{kDLFloat, 32, 1},
                                int(info_.input_ndim) + 1, input_shape);
     DLTensor labels =
@@ -393,6 +421,7 @@ Status Trainer::Run() {
   bool stop = false;
   int64_t epoch = start_epoch_;
   int64_t next_step_in_epoch = start_step_in_epoch_;
+  StepProfile profile;
   for (; epoch < options_.epochs && !stop; ++epoch) {
     DPL_RETURN_IF_ERROR(ModelCall(model_plugin_, "set_mode",
                                   model_plugin_.set_mode(model_.get(), DPL_MODEL_MODE_TRAIN)));
@@ -404,6 +433,7 @@ Status Trainer::Run() {
     int micro_steps = 0;
     const int64_t first_batch = epoch == start_epoch_ ? start_step_in_epoch_ : 0;
     for (int64_t batch = first_batch; batch < batches && !stop; ++batch) {
+      Clock::time_point mark = Clock::now();
       const int64_t begin = batch * local_batch_;
       const int64_t n = std::min<int64_t>(local_batch_, int64_t(indices.size()) - begin);
       for (int64_t i = 0; i < n; ++i) {
@@ -422,11 +452,14 @@ Status Trainer::Run() {
       const bool optimizer_step = micro_steps == options_.grad_accum || batch + 1 == batches;
       const float scale = 1.0f / float(identity_.world_size * micro_steps);
       if (sync_ && optimizer_step) sync_->BeginStep(scale);
+      profile.data_s += StepProfile::Since(mark);
       float loss = 0.0f;
       Status step = ModelCall(model_plugin_, "train_step",
                               model_plugin_.train_step(model_.get(), &input, &labels, &loss));
+      profile.compute_s += StepProfile::Since(mark);
       if (sync_ && optimizer_step) {
         Status reduced = sync_->FinishStep();  // always drain the communication thread
+        profile.comm_wait_s += StepProfile::Since(mark);
         DPL_RETURN_IF_ERROR(step);
         DPL_RETURN_IF_ERROR(reduced.WithContext("averaging gradients"));
       }
@@ -445,6 +478,8 @@ Status Trainer::Run() {
             ModelCall(model_plugin_, "zero_gradients", model_plugin_.zero_gradients(model_.get())));
         micro_steps = 0;
         ++global_step_;
+        profile.optimizer_s += StepProfile::Since(mark);
+        ++profile.steps;
         next_step_in_epoch = batch + 1;
         if (options_.checkpoint_every > 0 && global_step_ % options_.checkpoint_every == 0) {
           DPL_RETURN_IF_ERROR(SaveCheckpoint(epoch, batch + 1));
@@ -499,6 +534,7 @@ Status Trainer::Run() {
                   static_cast<long long>(global_step_), total,
                   total > 0 ? double(samples_done) / total : 0.0, double(last_loss_));
     log::Info(line);
+    log::Info(profile.Describe());
   }
   if (options_.evaluate) DPL_RETURN_IF_ERROR(Evaluate());
   if (sync_) {

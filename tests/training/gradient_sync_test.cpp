@@ -13,18 +13,26 @@ std::vector<std::vector<uint32_t>> Indices(const std::vector<Bucket>& buckets) {
   return out;
 }
 
-TEST(Buckets, ReverseOrderUpToTheCap) {
+TEST(Buckets, ReverseOrderClosedOnceTheCapIsReached) {
   // Elements of 4 bytes: 100 B, 40 B, 60 B, 200 B, 8 B with a 100-byte cap.
   const std::vector<size_t> elements = {25, 10, 15, 50, 2};
   const std::vector<Bucket> buckets = AssignBuckets(elements, 100);
-  EXPECT_EQ(Indices(buckets), (std::vector<std::vector<uint32_t>>{{4}, {3}, {2, 1}, {0}}));
-  EXPECT_EQ(buckets[2].elements, 25u);
+  EXPECT_EQ(Indices(buckets), (std::vector<std::vector<uint32_t>>{{4, 3}, {2, 1}, {0}}));
+  EXPECT_EQ(buckets[1].elements, 25u);
 }
 
-TEST(Buckets, EverythingFitsInOneBucketWithTheDefaultCap) {
+TEST(Buckets, ConvNetWithTheDefaultCapGetsASmallFirstBucket) {
+  // The recipe's ConvNet: cn1 (w, b), cn2 (w, b), fc1 (w, b), fc2 (w, b). The fc layers' gradients
+  // come first in backward and pass the 1 MiB first-bucket cap, so they are sent while the
+  // convolutions' backward still runs; the rest fits the 25 MiB cap.
   const std::vector<Bucket> buckets =
       AssignBuckets({144, 16, 4608, 32, 294912, 64, 640, 10}, 25LL * 1024 * 1024);
-  EXPECT_EQ(Indices(buckets), (std::vector<std::vector<uint32_t>>{{7, 6, 5, 4, 3, 2, 1, 0}}));
+  EXPECT_EQ(Indices(buckets), (std::vector<std::vector<uint32_t>>{{7, 6, 5, 4}, {3, 2, 1, 0}}));
+}
+
+TEST(Buckets, FirstBucketCapNeverExceedsTheGivenCap) {
+  EXPECT_EQ(Indices(AssignBuckets({10, 10, 10}, 40)),
+            (std::vector<std::vector<uint32_t>>{{2}, {1}, {0}}));
 }
 
 TEST(Buckets, EmptyAndOversized) {
