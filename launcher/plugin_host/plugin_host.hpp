@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "common/status_name.hpp"
 #include "dpl/backend.h"
 #include "dpl/model.h"
 
@@ -73,7 +74,7 @@ Result<LoadedPlugin> ChooseBackend(const Discovery& discovery, const std::string
                                    const std::string& device, std::string* reason);
 
 // The enum name of a dpl_status, e.g. "DPL_ERR_NO_DEVICE".
-const char* StatusName(dpl_status status);
+using ::dpl::StatusName;
 
 // The error for a failed plugin call (create, train_step, ...): names the plugin, its path, the
 // function and the status, and appends the plugin's last_error() text. Ok for DPL_OK. Call it on

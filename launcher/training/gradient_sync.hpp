@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "common/status_name.hpp"
 #include "dpl/backend.h"
 
 namespace dpl::training {
@@ -67,7 +68,7 @@ struct BackendHandle {
 };
 
 // The enum name of a dpl_status, e.g. "DPL_ERR_TIMEOUT".
-const char* StatusName(dpl_status status);
+using ::dpl::StatusName;
 
 struct GradientTensor {
   float* data = nullptr;

@@ -167,6 +167,23 @@ void check_cpu(const DLTensor& tensor, const char* backend_name, const char* wha
   }
 }
 
+size_t check_cpu_allgather(const DLTensor& input, const DLTensor& output, int32_t world_size,
+                           const char* backend_name) {
+  check_contiguous(input, "allgather input");
+  check_contiguous(output, "allgather output");
+  check_cpu(input, backend_name, "allgather input");
+  check_cpu(output, backend_name, "allgather output");
+  const size_t block = static_cast<size_t>(numel(input)) * element_size(input.dtype);
+  const size_t out_bytes = static_cast<size_t>(numel(output)) * element_size(output.dtype);
+  if (out_bytes != block * static_cast<size_t>(world_size)) {
+    throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                      "allgather output holds " + std::to_string(out_bytes) +
+                          " bytes but needs world_size * input = " +
+                          std::to_string(block * static_cast<size_t>(world_size)));
+  }
+  return block;
+}
+
 void check_config(const dpl_backend_config_v1* config) {
   if (config == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "config is NULL");
   if (config->struct_size < sizeof(dpl_backend_config_v1)) {

@@ -85,6 +85,10 @@ size_t element_size(const DLDataType& dtype);
 void check_contiguous(const DLTensor& tensor, const char* what);
 // Throws PluginError(UNSUPPORTED) unless the tensor lives in host memory.
 void check_cpu(const DLTensor& tensor, const char* backend_name, const char* what);
+// Checks the tensors of a CPU allgather (contiguous, host memory, output = world_size x input) and
+// returns the bytes of one rank's block. Throws PluginError naming what is wrong.
+size_t check_cpu_allgather(const DLTensor& input, const DLTensor& output, int32_t world_size,
+                           const char* backend_name);
 // The first byte of the tensor's data (data + byte_offset).
 inline void* data_pointer(const DLTensor& tensor) {
   return static_cast<char*>(tensor.data) + tensor.byte_offset;

@@ -185,20 +185,8 @@ class GlooBackend {
   }
 
   dpl_status allgather(const DLTensor* input, DLTensor* output) {
-    dpl::plugin::check_contiguous(*input, "allgather input");
-    dpl::plugin::check_contiguous(*output, "allgather output");
-    dpl::plugin::check_cpu(*input, kBackendName, "allgather input");
-    dpl::plugin::check_cpu(*output, kBackendName, "allgather output");
     const size_t block =
-        static_cast<size_t>(dpl::plugin::numel(*input)) * dpl::plugin::element_size(input->dtype);
-    const size_t out_bytes =
-        static_cast<size_t>(dpl::plugin::numel(*output)) * dpl::plugin::element_size(output->dtype);
-    if (out_bytes != block * static_cast<size_t>(config_.world_size)) {
-      return dpl::plugin::fail(DPL_ERR_INVALID_ARGUMENT,
-                               "gloo: allgather output holds " + std::to_string(out_bytes) +
-                                   " bytes but needs world_size * input = " +
-                                   std::to_string(block * config_.world_size));
-    }
+        dpl::plugin::check_cpu_allgather(*input, *output, config_.world_size, kBackendName);
     if (block == 0) return DPL_OK;
     if (config_.world_size == 1) {  // gloo's ring needs a peer pair
       std::memcpy(dpl::plugin::data_pointer(*output), dpl::plugin::data_pointer(*input), block);
