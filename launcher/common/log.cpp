@@ -20,10 +20,14 @@ dpl_log_level g_min_level = InitialLevel();
 
 const char* LevelTag(dpl_log_level level) {
   switch (level) {
-    case DPL_LOG_DEBUG: return "debug: ";
-    case DPL_LOG_INFO: return "";
-    case DPL_LOG_WARNING: return "warning: ";
-    case DPL_LOG_ERROR: return "error: ";
+    case DPL_LOG_DEBUG:
+      return "debug: ";
+    case DPL_LOG_INFO:
+      return "";
+    case DPL_LOG_WARNING:
+      return "warning: ";
+    case DPL_LOG_ERROR:
+      return "error: ";
   }
   return "";
 }
@@ -35,13 +39,15 @@ void SetPrefix(const std::string& prefix) {
   g_prefix = prefix;
 }
 
-void SetMinimumLevel(dpl_log_level level) { g_min_level = level; }
+void SetMinimumLevel(dpl_log_level level) {
+  g_min_level = level;
+}
 
 void Write(dpl_log_level level, const std::string& message) {
   if (level < g_min_level) return;
   std::lock_guard<std::mutex> lock(g_mutex);
-  std::fprintf(stderr, "%s%s%s%s\n", g_prefix.c_str(), g_prefix.empty() ? "" : " ",
-               LevelTag(level), message.c_str());
+  std::fprintf(stderr, "%s%s%s%s\n", g_prefix.c_str(), g_prefix.empty() ? "" : " ", LevelTag(level),
+               message.c_str());
   std::fflush(stderr);
 }
 

@@ -14,10 +14,18 @@ void SetPrefix(const std::string& prefix);
 void SetMinimumLevel(dpl_log_level level);
 
 void Write(dpl_log_level level, const std::string& message);
-inline void Debug(const std::string& m) { Write(DPL_LOG_DEBUG, m); }
-inline void Info(const std::string& m) { Write(DPL_LOG_INFO, m); }
-inline void Warning(const std::string& m) { Write(DPL_LOG_WARNING, m); }
-inline void Error(const std::string& m) { Write(DPL_LOG_ERROR, m); }
+inline void Debug(const std::string& m) {
+  Write(DPL_LOG_DEBUG, m);
+}
+inline void Info(const std::string& m) {
+  Write(DPL_LOG_INFO, m);
+}
+inline void Warning(const std::string& m) {
+  Write(DPL_LOG_WARNING, m);
+}
+inline void Error(const std::string& m) {
+  Write(DPL_LOG_ERROR, m);
+}
 
 // The callback handed to plugins (dpl_log_fn); log_context is ignored (may be NULL).
 extern "C" void PluginLogCallback(void* log_context, dpl_log_level level, const char* message);

@@ -34,7 +34,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return value_.has_value(); }
@@ -53,8 +53,8 @@ class [[nodiscard]] Result {
 
 }  // namespace dpl
 
-#define DPL_RETURN_IF_ERROR(expr)          \
-  do {                                     \
-    ::dpl::Status dpl_status_ = (expr);    \
+#define DPL_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::dpl::Status dpl_status_ = (expr);        \
     if (!dpl_status_.ok()) return dpl_status_; \
   } while (0)

@@ -264,7 +264,6 @@ void SetBuildTreePluginDir(const std::string& dir) {
   BuildTreePluginDir() = dir;
 }
 
-
 Status DescribeCallFailure(const LoadedPlugin& plugin, const std::string& function,
                            dpl_status status) {
   if (status == DPL_OK) return Status::Ok();

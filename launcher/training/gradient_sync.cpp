@@ -69,7 +69,6 @@ Result<GradientCompression> ParseGradientCompression(const std::string& name) {
   return Status::Error("unknown --grad-compression '" + name + "'; use none, fp16 or bf16");
 }
 
-
 namespace {
 DLTensor FlatTensor(void* data, int64_t* shape, DLDataType dtype) {
   DLTensor tensor{};

@@ -32,11 +32,11 @@ struct TrainingData {
 // worker's other start-up work (loading plugins, the rendezvous, the backend's connections).
 std::future<Result<TrainingData>> StartLoadingData(const cli::Options& options);
 
-// Runs the whole training job for this rank on `data` (from StartLoadingData). `backend` is created and connected; `model_plugin`
-// is loaded but no instance exists yet. Returns when training is done or failed.
+// Runs the whole training job for this rank on `data` (from StartLoadingData). `backend` is created
+// and connected; `model_plugin` is loaded but no instance exists yet. Returns when training is done
+// or failed.
 Status RunTraining(const cli::Options& options, const WorkerIdentity& identity,
                    const dpl_backend_plugin_v1& backend_plugin, dpl_backend* backend,
-                   const dpl_model_plugin_v1& model_plugin,
-                   std::future<Result<TrainingData>> data);
+                   const dpl_model_plugin_v1& model_plugin, std::future<Result<TrainingData>> data);
 
 }  // namespace dpl::training

@@ -42,18 +42,18 @@ typedef enum dpl_reduce_op {
 
 /* Everything a backend is created with. Grows only at the end. */
 typedef struct dpl_backend_config_v1 {
-  uint32_t struct_size; /* sizeof(dpl_backend_config_v1) as the host compiled it */
-  uint32_t version;     /* DPL_BACKEND_ABI_VERSION_1 */
-  int32_t rank;         /* this process's global rank, 0 <= rank < world_size */
-  int32_t world_size;   /* number of ranks in the job, >= 1 */
-  int32_t local_rank;   /* rank among the workers of this machine */
+  uint32_t struct_size;     /* sizeof(dpl_backend_config_v1) as the host compiled it */
+  uint32_t version;         /* DPL_BACKEND_ABI_VERSION_1 */
+  int32_t rank;             /* this process's global rank, 0 <= rank < world_size */
+  int32_t world_size;       /* number of ranks in the job, >= 1 */
+  int32_t local_rank;       /* rank among the workers of this machine */
   int32_t local_world_size; /* workers on this machine */
-  int32_t device_type;  /* DLDeviceType the tensors will live on: kDLCPU or kDLCUDA */
-  int32_t device_id;    /* device ordinal for kDLCUDA (the host passes local_rank); 0 for CPU */
-  int64_t timeout_ms;   /* bound on every blocking call, setup included; > 0 */
+  int32_t device_type;      /* DLDeviceType the tensors will live on: kDLCPU or kDLCUDA */
+  int32_t device_id;        /* device ordinal for kDLCUDA (the host passes local_rank); 0 for CPU */
+  int64_t timeout_ms;       /* bound on every blocking call, setup included; > 0 */
   const dpl_store_v1* store; /* the job's store, valid until destroy returns; borrowed */
-  dpl_log_fn log;       /* host logging; may be NULL (then the plugin stays silent) */
-  void* log_context;    /* passed back to `log` */
+  dpl_log_fn log;            /* host logging; may be NULL (then the plugin stays silent) */
+  void* log_context;         /* passed back to `log` */
   /* Backend-specific "key=value,key=value" options from --backend-options (e.g.
    * "interface=eth0" or "address=10.0.0.2"); never NULL, may be "". Unknown keys are an error. */
   const char* options;

@@ -64,12 +64,12 @@ typedef void (*dpl_log_fn)(void* log_context, dpl_log_level level, const char* m
  * full struct, to say exactly why it refuses a plugin.
  */
 typedef struct dpl_plugin_header {
-  uint32_t struct_size; /* sizeof the whole plugin table, not just this header */
-  uint32_t magic;       /* DPL_PLUGIN_MAGIC */
-  uint32_t kind;        /* a dpl_plugin_kind */
-  uint32_t abi_version; /* the version in the entry symbol's name, e.g. 1 for *_v1 */
-  const char* name;     /* short unique name used on the command line, e.g. "gloo"; static */
-  const char* version;  /* the plugin's own version, e.g. "1.0.0"; static */
+  uint32_t struct_size;    /* sizeof the whole plugin table, not just this header */
+  uint32_t magic;          /* DPL_PLUGIN_MAGIC */
+  uint32_t kind;           /* a dpl_plugin_kind */
+  uint32_t abi_version;    /* the version in the entry symbol's name, e.g. 1 for *_v1 */
+  const char* name;        /* short unique name used on the command line, e.g. "gloo"; static */
+  const char* version;     /* the plugin's own version, e.g. "1.0.0"; static */
   const char* description; /* one line for `launcher plugins`; static; may be NULL */
 } dpl_plugin_header;
 

@@ -38,31 +38,31 @@ typedef struct dpl_model_config_v1 {
   /* Model-specific "key=value,key=value" options from --model-options (e.g. "dropout=0");
    * never NULL, may be "". Unknown keys are an error naming the key and the known ones. */
   const char* options;
-  int32_t device_type;  /* kDLCPU or kDLCUDA: where parameters, gradients and batches live */
-  int32_t device_id;    /* CUDA ordinal; 0 for CPU */
-  uint64_t seed;        /* seeds parameter initialisation and dropout */
-  int32_t num_threads;  /* intra-op compute threads this process may use; >= 1 */
-  int32_t reserved;     /* 0 */
-  dpl_log_fn log;       /* host logging; may be NULL */
+  int32_t device_type; /* kDLCPU or kDLCUDA: where parameters, gradients and batches live */
+  int32_t device_id;   /* CUDA ordinal; 0 for CPU */
+  uint64_t seed;       /* seeds parameter initialisation and dropout */
+  int32_t num_threads; /* intra-op compute threads this process may use; >= 1 */
+  int32_t reserved;    /* 0 */
+  dpl_log_fn log;      /* host logging; may be NULL */
   void* log_context;
 } dpl_model_config_v1;
 
 /* What the host needs to feed the model. */
 typedef struct dpl_model_info_v1 {
-  uint32_t struct_size;     /* set by the host to sizeof(dpl_model_info_v1) before the call */
-  uint32_t input_ndim;      /* dims of ONE sample, e.g. 3 for (channels, height, width) */
+  uint32_t struct_size; /* set by the host to sizeof(dpl_model_info_v1) before the call */
+  uint32_t input_ndim;  /* dims of ONE sample, e.g. 3 for (channels, height, width) */
   int64_t input_shape[DPL_MODEL_MAX_INPUT_DIMS]; /* first input_ndim entries used */
-  int64_t num_classes;      /* labels are int64 in [0, num_classes) */
-  uint32_t parameter_count; /* number of parameter tensors (not elements) */
-  uint32_t reserved;        /* 0 */
+  int64_t num_classes;                           /* labels are int64 in [0, num_classes) */
+  uint32_t parameter_count;                      /* number of parameter tensors (not elements) */
+  uint32_t reserved;                             /* 0 */
 } dpl_model_info_v1;
 
 typedef struct dpl_parameter_v1 {
   uint32_t struct_size; /* set by the host to sizeof(dpl_parameter_v1) before the call */
   uint32_t reserved;
-  const char* name;     /* e.g. "fc1.weight"; owned by the instance */
-  DLTensor value;       /* the parameter itself; float32, contiguous; host may write in place */
-  DLTensor gradient;    /* its gradient, same shape; written by train_step, read by the host */
+  const char* name;  /* e.g. "fc1.weight"; owned by the instance */
+  DLTensor value;    /* the parameter itself; float32, contiguous; host may write in place */
+  DLTensor gradient; /* its gradient, same shape; written by train_step, read by the host */
 } dpl_parameter_v1;
 
 /* Called once per parameter per train_step as soon as that parameter's gradient is final for the

@@ -35,7 +35,8 @@ typedef struct dpl_store_v1 {
 
   /* Waits until every key of `keys` (key_count of them) exists, at most timeout_ms milliseconds.
    * DPL_ERR_TIMEOUT names the missing keys in last_error. Blocking. */
-  dpl_status (*wait)(void* context, const char* const* keys, uint32_t key_count, int64_t timeout_ms);
+  dpl_status (*wait)(void* context, const char* const* keys, uint32_t key_count,
+                     int64_t timeout_ms);
 
   /* Atomically adds `delta` to the signed 64-bit counter under `key` (created as 0) and writes
    * the new value to `*result`. Blocking (one round trip). */
