@@ -167,6 +167,18 @@ void check_cpu(const DLTensor& tensor, const char* backend_name, const char* wha
   }
 }
 
+size_t check_cpu_broadcast(const DLTensor& tensor, int32_t root, int32_t world_size,
+                           const char* backend_name) {
+  check_contiguous(tensor, "broadcast tensor");
+  check_cpu(tensor, backend_name, "broadcast tensor");
+  if (root < 0 || root >= world_size) {
+    throw PluginError(DPL_ERR_INVALID_ARGUMENT, "broadcast root " + std::to_string(root) +
+                                                    " is outside world size " +
+                                                    std::to_string(world_size));
+  }
+  return static_cast<size_t>(numel(tensor)) * element_size(tensor.dtype);
+}
+
 size_t check_cpu_allgather(const DLTensor& input, const DLTensor& output, int32_t world_size,
                            const char* backend_name) {
   check_contiguous(input, "allgather input");

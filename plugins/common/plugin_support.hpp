@@ -89,6 +89,10 @@ void check_cpu(const DLTensor& tensor, const char* backend_name, const char* wha
 // returns the bytes of one rank's block. Throws PluginError naming what is wrong.
 size_t check_cpu_allgather(const DLTensor& input, const DLTensor& output, int32_t world_size,
                            const char* backend_name);
+// Checks the tensor and root of a CPU broadcast and returns the tensor's bytes. Throws PluginError
+// naming what is wrong.
+size_t check_cpu_broadcast(const DLTensor& tensor, int32_t root, int32_t world_size,
+                           const char* backend_name);
 // The first byte of the tensor's data (data + byte_offset).
 inline void* data_pointer(const DLTensor& tensor) {
   return static_cast<char*>(tensor.data) + tensor.byte_offset;

@@ -125,15 +125,8 @@ class TcpBackend {
   }
 
   dpl_status broadcast(DLTensor* tensor, int32_t root) {
-    dpl::plugin::check_contiguous(*tensor, "broadcast tensor");
-    dpl::plugin::check_cpu(*tensor, kBackendName, "broadcast tensor");
-    if (root < 0 || root >= config_.world_size) {
-      return dpl::plugin::fail(DPL_ERR_INVALID_ARGUMENT,
-                               "tcp: broadcast root " + std::to_string(root) +
-                                   " is outside world size " + std::to_string(config_.world_size));
-    }
     const size_t bytes =
-        static_cast<size_t>(dpl::plugin::numel(*tensor)) * dpl::plugin::element_size(tensor->dtype);
+        dpl::plugin::check_cpu_broadcast(*tensor, root, config_.world_size, kBackendName);
     if (bytes == 0 || config_.world_size == 1) return DPL_OK;
     char* data = static_cast<char*>(dpl::plugin::data_pointer(*tensor));
     const int next = (config_.rank + 1) % config_.world_size;

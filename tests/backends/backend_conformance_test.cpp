@@ -433,6 +433,20 @@ TEST(BackendErrors, UnknownOptionAndBadAllgatherSizeAreInvalidArguments) {
             std::make_pair(static_cast<int>(DPL_ERR_INVALID_ARGUMENT),
                            std::string("tcp: allgather output holds 12 bytes but needs "
                                        "world_size * input = 16")));
+  EXPECT_EQ(single_rank("gloo", short_output),
+            std::make_pair(static_cast<int>(DPL_ERR_INVALID_ARGUMENT),
+                           std::string("gloo: allgather output holds 12 bytes but needs "
+                                       "world_size * input = 16")));
+  auto bad_root = [&](const RankContext& ctx) {
+    int64_t shape = 4;
+    DLTensor a{in.data(), {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &shape, nullptr, 0};
+    return ctx.plugin->broadcast(ctx.backend, &a, 1, nullptr);
+  };
+  for (const std::string backend : {"tcp", "gloo"}) {
+    EXPECT_EQ(single_rank(backend, bad_root),
+              std::make_pair(static_cast<int>(DPL_ERR_INVALID_ARGUMENT),
+                             backend + ": broadcast root 1 is outside world size 1"));
+  }
 }
 
 TEST(BackendPlugins, ExportExactlyTheEntrySymbol) {
