@@ -29,9 +29,11 @@ int Run(int argc, const char* const* argv) {
       std::cout << dpl::cli::HelpText();
       return 0;
     case dpl::cli::Command::kVersion:
+      // The ABI versions of plugins it loads, oldest..newest.
       std::cout << "dpl launcher " << DPL_SDK_VERSION_STRING << " (backend ABI v"
                 << dpl::plugin_host::kBackendAbiMax << ", model ABI v"
-                << dpl::plugin_host::kModelAbiMax << ")\n";
+                << dpl::plugin_host::kModelAbiMin << "..v" << dpl::plugin_host::kModelAbiMax
+                << ")\n";
       return 0;
     case dpl::cli::Command::kPlugins: {
       auto discovery = dpl::plugin_host::DiscoverPlugins(options->plugin_dirs);

@@ -92,6 +92,7 @@ struct Switches {
   bool resume = false;
   bool no_progress = false;
   bool no_eval = false;
+  bool mirror_parameters = false;
 };
 
 po::options_description SwitchFlags(Switches* switches) {
@@ -106,6 +107,9 @@ po::options_description SwitchFlags(Switches* switches) {
     ("resume", po::bool_switch(&switches->resume), "resume from the newest checkpoint")
     ("no-progress", po::bool_switch(&switches->no_progress), "no terminal progress bar")
     ("no-eval", po::bool_switch(&switches->no_eval), "skip the test-set evaluation at the end")
+    ("mirror-parameters", po::bool_switch(&switches->mirror_parameters),
+     "run the optimizer on a host copy of the parameters, as --device cuda always does (on cpu: "
+     "to test that path)")
     ("worker", po::bool_switch(&switches->worker), "internal: run as a worker of a launcher");
   // clang-format on
   return flags;
@@ -423,6 +427,7 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
   options.resume = switches.resume;
   options.progress = !switches.no_progress;
   options.evaluate = !switches.no_eval;
+  options.mirror_parameters = switches.mirror_parameters;
 
   if (switches.help) {
     options.command = Command::kHelp;
@@ -522,6 +527,7 @@ std::vector<std::string> WorkerArguments(const Options& options, int local_rank,
   if (options.resume) args.emplace_back("--resume");
   if (!options.progress) args.emplace_back("--no-progress");
   if (!options.evaluate) args.emplace_back("--no-eval");
+  if (options.mirror_parameters) args.emplace_back("--mirror-parameters");
   return args;
 }
 

@@ -74,6 +74,8 @@ struct Options {
   int max_restarts = 0;             // --max-restarts N
   bool progress = true;             // --no-progress turns the terminal progress bar off
   bool evaluate = true;             // --no-eval skips the test-set evaluation at the end
+  bool mirror_parameters = false;   // --mirror-parameters: the optimizer updates a host copy
+                                    // (always so for a model on a CUDA device)
   std::string dump_parameters_dir;  // --dump-parameters DIR: each rank writes its final
                                     // parameters to DIR/rank-N.bin (tests compare them)
 

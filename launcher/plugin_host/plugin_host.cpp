@@ -114,7 +114,40 @@ std::string CheckBackendTable(const dpl_backend_plugin_v1& table) {
                           {"last_error", table.last_error != nullptr}});
 }
 
-std::string CheckModelTable(const dpl_model_plugin_v1& table) {
+// Note [Adapting model ABI v1]: version 2 kept every v1 function, in order and with its
+// contract, and appended host_batch, read_tensors and write_tensors. A v1 table is copied into
+// the v2 layout with those three NULL; the trainer then keeps batches in its own memory and
+// trains only on the CPU, where it can update the parameters in place.
+std::shared_ptr<const dpl_model_plugin_v2> AdaptModelV1(const dpl_model_plugin_v1& v1) {
+  auto v2 = std::make_shared<dpl_model_plugin_v2>();
+  v2->header = v1.header;
+  v2->create = v1.create;
+  v2->destroy = v1.destroy;
+  v2->describe = v1.describe;
+  v2->parameter = v1.parameter;
+  v2->set_gradient_ready_callback = v1.set_gradient_ready_callback;
+  v2->set_mode = v1.set_mode;
+  v2->zero_gradients = v1.zero_gradients;
+  v2->train_step = v1.train_step;
+  v2->eval_step = v1.eval_step;
+  v2->save_state = v1.save_state;
+  v2->load_state = v1.load_state;
+  v2->last_error = v1.last_error;
+  v2->host_batch = nullptr;
+  v2->read_tensors = nullptr;
+  v2->write_tensors = nullptr;
+  return v2;
+}
+
+std::string CheckModelTable(const dpl_model_plugin_v2& table, uint32_t version) {
+  if (version >= 2) {
+    const std::string missing =
+        MissingFunction("model", table.header.name,
+                        {{"host_batch", table.host_batch != nullptr},
+                         {"read_tensors", table.read_tensors != nullptr},
+                         {"write_tensors", table.write_tensors != nullptr}});
+    if (!missing.empty()) return missing;
+  }
   return MissingFunction(
       "model", table.header.name,
       {{"create", table.create != nullptr},
@@ -213,11 +246,17 @@ Result<LoadedPlugin> Load(const std::string& path) {
       reason = CheckBackendTable(*plugin.backend);
     }
   } else {
-    reason =
-        CheckHeader(header, chosen->kind, chosen->version, symbol, sizeof(dpl_model_plugin_v1));
+    const size_t table_size =
+        chosen->version == 1 ? sizeof(dpl_model_plugin_v1) : sizeof(dpl_model_plugin_v2);
+    reason = CheckHeader(header, chosen->kind, chosen->version, symbol, table_size);
     if (reason.empty()) {
-      plugin.model = &library->get<const dpl_model_plugin_v1>(symbol);
-      reason = CheckModelTable(*plugin.model);
+      if (chosen->version == 1) {
+        plugin.adapted_model = AdaptModelV1(library->get<const dpl_model_plugin_v1>(symbol));
+        plugin.model = plugin.adapted_model.get();
+      } else {
+        plugin.model = &library->get<const dpl_model_plugin_v2>(symbol);
+      }
+      reason = CheckModelTable(*plugin.model, chosen->version);
     }
   }
   if (!reason.empty()) return Status::Error(reason);

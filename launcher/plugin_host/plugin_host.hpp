@@ -20,7 +20,7 @@ namespace dpl::plugin_host {
 
 // The ABI versions this host understands, per kind.
 inline constexpr uint32_t kBackendAbiMin = 1, kBackendAbiMax = 1;
-inline constexpr uint32_t kModelAbiMin = 1, kModelAbiMax = 1;
+inline constexpr uint32_t kModelAbiMin = 1, kModelAbiMax = 2;
 
 // One loaded plugin library. Keeps the library mapped while alive; tables point into it.
 struct LoadedPlugin {
@@ -31,8 +31,11 @@ struct LoadedPlugin {
   std::string version;
   std::string description;
   const dpl_backend_plugin_v1* backend = nullptr;  // set when kind == BACKEND
-  const dpl_model_plugin_v1* model = nullptr;      // set when kind == MODEL
-  std::shared_ptr<void> library;                   // opaque owner of the mapped library
+  // Set when kind == MODEL: the plugin's table in the newest layout. An older plugin's table is
+  // adapted (Note [Adapting model ABI v1]): its v2-only functions are NULL.
+  const dpl_model_plugin_v2* model = nullptr;
+  std::shared_ptr<const dpl_model_plugin_v2> adapted_model;  // owns `model` for an older plugin
+  std::shared_ptr<void> library;                             // opaque owner of the mapped library
 };
 
 // A file on the search path that is not a usable plugin, with the exact reason.

@@ -1,5 +1,6 @@
 #include "rendezvous/join.hpp"
 
+#include <cstring>
 #include <thread>
 
 namespace dpl::rendezvous {
@@ -90,6 +91,33 @@ Status Barrier(StoreClient& client, const std::string& attempt_prefix, const std
                               "': " + (count.ok() ? std::to_string(*count) : std::string("?")) +
                               " of " + std::to_string(world_size) + " ranks arrived");
   }
+  return Status::Ok();
+}
+
+Status SumAcrossRanks(StoreClient& client, const std::string& attempt_prefix,
+                      const std::string& name, int rank, int world_size,
+                      std::vector<double>* values, std::chrono::milliseconds timeout) {
+  const std::string key = attempt_prefix + "sum/" + name + "/";
+  const size_t bytes = values->size() * sizeof(double);
+  std::vector<uint8_t> mine(bytes);
+  std::memcpy(mine.data(), values->data(), bytes);
+  DPL_RETURN_IF_ERROR(client.Set(key + std::to_string(rank), mine));
+  std::vector<double> sums(values->size(), 0.0), theirs(values->size());
+  for (int r = 0; r < world_size; ++r) {
+    auto value = client.Get(key + std::to_string(r), timeout);
+    if (!value.ok()) {
+      return value.status().WithContext("summing '" + name + "' over ranks: rank " +
+                                        std::to_string(r) + " did not report");
+    }
+    if (value->size() != bytes) {
+      return Status::Error("summing '" + name + "' over ranks: rank " + std::to_string(r) +
+                           " reported " + std::to_string(value->size() / sizeof(double)) +
+                           " values, this rank " + std::to_string(values->size()));
+    }
+    std::memcpy(theirs.data(), value->data(), bytes);
+    for (size_t i = 0; i < sums.size(); ++i) sums[i] += theirs[i];
+  }
+  *values = std::move(sums);
   return Status::Ok();
 }
 

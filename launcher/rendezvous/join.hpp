@@ -40,6 +40,13 @@ std::string AttemptPrefix(int attempt);
 Status Barrier(StoreClient& client, const std::string& attempt_prefix, const std::string& name,
                int world_size, std::chrono::milliseconds timeout);
 
+// Adds `values` element-wise over all `world_size` ranks through the store: every rank calls it
+// with the same `name` (unique per use) and as many values, and every rank gets the same sums,
+// added in rank order. For a few numbers (test-set totals), whatever memory the backend moves.
+Status SumAcrossRanks(StoreClient& client, const std::string& attempt_prefix,
+                      const std::string& name, int rank, int world_size,
+                      std::vector<double>* values, std::chrono::milliseconds timeout);
+
 // Records the job's failure for this attempt (the first one recorded wins) so that every
 // launcher stops its workers.
 Status PublishFailure(StoreClient& client, const std::string& attempt_prefix,

@@ -536,22 +536,38 @@ int RunWorker(const cli::Options& options) {
   config.world_size = identity.world_size;
   config.local_rank = identity.local_rank;
   config.local_world_size = identity.local_world_size;
-  config.device_type = options.device == "cuda" ? kDLCUDA : kDLCPU;
-  config.device_id = options.device == "cuda" ? identity.local_rank : 0;
+  const bool cuda = options.device == "cuda";
+  config.device_type = cuda ? kDLCUDA : kDLCPU;
+  config.device_id = cuda ? identity.local_rank : 0;
   config.timeout_ms = std::max<int64_t>(1, options.backend_timeout.count());
   config.store = store_view.view();
   config.log = &log::PluginLogCallback;
   config.log_context = nullptr;
   config.options = options.backend_options.c_str();
   dpl_backend* backend = nullptr;
-  const dpl_status created = backend_plugin->backend->create(&config, &backend);
+  dpl_status created = backend_plugin->backend->create(&config, &backend);
+  if (cuda && created == DPL_ERR_UNSUPPORTED) {
+    // A host backend (gloo, tcp) with a GPU model: it sums the host copy of the gradients.
+    if (identity.rank == 0) {
+      log::Info("backend " + backend_plugin->name +
+                " moves host memory only; the GPU model's gradients are summed in host memory");
+    }
+    config.device_type = kDLCPU;
+    config.device_id = 0;
+    created = backend_plugin->backend->create(&config, &backend);
+  }
   if (created != DPL_OK || backend == nullptr) {
     const char* message = backend_plugin->backend->last_error();
     return Fail(Status::Error("backend " + backend_plugin->name + " failed to start: " +
                               (message && *message ? message : plugin_host::StatusName(created))));
   }
-  Status trained = training::RunTraining(options, identity, *backend_plugin->backend, backend,
-                                         *model_plugin->model, std::move(data));
+  training::TrainingBackend training_backend{backend_plugin->backend, backend, config.device_type};
+  auto sum_across_ranks = [&](const std::string& name, std::vector<double>* values) {
+    return rendezvous::SumAcrossRanks(store, prefix, name, identity.rank, identity.world_size,
+                                      values, options.backend_timeout);
+  };
+  Status trained = training::RunTraining(options, identity, training_backend, *model_plugin->model,
+                                         std::move(data), sum_across_ranks);
   backend_plugin->backend->destroy(backend);
   if (!trained.ok()) return Fail(trained);
   return 0;

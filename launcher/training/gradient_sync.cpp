@@ -149,26 +149,67 @@ float Bfloat16ToFloat(uint16_t value) {
   return out;
 }
 
+namespace {
+
+size_t ElementsOf(const DLTensor& tensor) {
+  size_t count = 1;
+  for (int32_t d = 0; d < tensor.ndim; ++d) count *= size_t(tensor.shape[d]);
+  return count;
+}
+
+uintptr_t AddressOf(const DLTensor& tensor) {
+  return reinterpret_cast<uintptr_t>(tensor.data) + tensor.byte_offset;
+}
+
+// One 1-d tensor over the bucket's gradients when they lie back to back in index order (Note
+// [Buckets in place]); the bucket's indices are consecutive, in reverse order.
+std::optional<DLTensor> SpanOf(const std::vector<DLTensor>& gradients, const Bucket& bucket,
+                               int64_t* shape) {
+  uint32_t first = bucket.parameter_indices.front();
+  for (uint32_t p : bucket.parameter_indices) first = std::min(first, p);
+  for (uint32_t i = first; i + 1 < first + bucket.parameter_indices.size(); ++i) {
+    const bool adjacent = AddressOf(gradients[i]) + ElementsOf(gradients[i]) * sizeof(float) ==
+                              AddressOf(gradients[i + 1]) &&
+                          gradients[i].device.device_type == gradients[i + 1].device.device_type &&
+                          gradients[i].device.device_id == gradients[i + 1].device.device_id;
+    if (!adjacent) return std::nullopt;
+  }
+  DLTensor span = gradients[first];
+  *shape = int64_t(bucket.elements);
+  span.ndim = 1;
+  span.shape = shape;
+  span.strides = nullptr;
+  return span;
+}
+
+}  // namespace
+
 GradientSynchronizer::GradientSynchronizer(BackendHandle backend, CommunicationThread* thread,
-                                           int world_size, std::vector<GradientTensor> gradients,
+                                           int world_size, std::vector<DLTensor> gradients,
                                            std::vector<Bucket> buckets,
-                                           GradientCompression compression)
+                                           GradientCompression compression, GradientScaling scaling)
     : backend_(backend),
       thread_(thread),
       world_size_(world_size),
       gradients_(std::move(gradients)),
       buckets_(std::move(buckets)),
+      in_place_(buckets_.size()),
+      host_memory_(gradients_.empty() || gradients_.front().device.device_type == kDLCPU),
       compression_(compression),
+      scaling_(scaling),
       bucket_of_parameter_(gradients_.size(), 0),
+      span_shapes_(buckets_.size()),
       pending_(buckets_.size(), 0),
       parameter_ready_(gradients_.size(), false) {
-  size_t largest = 0;
+  size_t largest_staged = 0, largest = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (uint32_t p : buckets_[b].parameter_indices) bucket_of_parameter_[p] = b;
+    in_place_[b] = SpanOf(gradients_, buckets_[b], &span_shapes_[b]);
+    if (!in_place_[b]) largest_staged = std::max(largest_staged, buckets_[b].elements);
     largest = std::max(largest, buckets_[b].elements);
   }
-  flat_.resize(largest);
-  if (compression_ != GradientCompression::kNone) flat16_.resize(largest);
+  if (host_memory_) flat_.resize(largest_staged);
+  if (host_memory_ && compression_ != GradientCompression::kNone) flat16_.resize(largest);
 }
 
 void GradientSynchronizer::BeginStep(float scale) {
@@ -218,52 +259,74 @@ Status GradientSynchronizer::FinishStep() {
   return first;
 }
 
+Status GradientSynchronizer::Allreduce(DLTensor tensor) {
+  return backend_.Describe(
+      "allreduce", backend_.plugin->allreduce(backend_.backend, &tensor, DPL_REDUCE_SUM, nullptr));
+}
+
 Status GradientSynchronizer::ReduceBucket(size_t bucket_index) {
   const Bucket& bucket = buckets_[bucket_index];
+  const std::optional<DLTensor>& span = in_place_[bucket_index];
+  if (!host_memory_) {
+    // Device memory: the collectives are issued on the default stream after the work that
+    // produced the gradients; the caller reads (and scales) them later, in stream order.
+    if (span) return Allreduce(*span);
+    for (uint32_t p : bucket.parameter_indices) DPL_RETURN_IF_ERROR(Allreduce(gradients_[p]));
+    return Status::Ok();
+  }
+  if (span) {
+    return ReduceHostFloats(
+        reinterpret_cast<float*>(static_cast<char*>(span->data) + span->byte_offset),
+        bucket.elements);
+  }
   float* flat = flat_.data();
   size_t offset = 0;
   for (uint32_t p : bucket.parameter_indices) {
-    std::memcpy(flat + offset, gradients_[p].data, gradients_[p].elements * sizeof(float));
-    offset += gradients_[p].elements;
+    const size_t n = ElementsOf(gradients_[p]);
+    std::memcpy(flat + offset,
+                static_cast<const char*>(gradients_[p].data) + gradients_[p].byte_offset,
+                n * sizeof(float));
+    offset += n;
   }
-  int64_t shape[1] = {int64_t(bucket.elements)};
-  bool reduced = false;
+  DPL_RETURN_IF_ERROR(ReduceHostFloats(flat, bucket.elements));
+  offset = 0;
+  for (uint32_t p : bucket.parameter_indices) {
+    const size_t n = ElementsOf(gradients_[p]);
+    std::memcpy(static_cast<char*>(gradients_[p].data) + gradients_[p].byte_offset, flat + offset,
+                n * sizeof(float));
+    offset += n;
+  }
+  return Status::Ok();
+}
+
+Status GradientSynchronizer::ReduceHostFloats(float* data, size_t elements) {
+  int64_t shape[1] = {int64_t(elements)};
+  const float scale = scaling_ == GradientScaling::kInBucket ? scale_ : 1.0f;
   if (compression_ != GradientCompression::kNone) {
     const bool half = compression_ == GradientCompression::kFp16;
     // Scale before the 16-bit sum, so the sum of world_size values stays in range.
-    for (size_t i = 0; i < bucket.elements; ++i) {
-      flat16_[i] = half ? FloatToHalf(flat[i] * scale_) : FloatToBfloat16(flat[i] * scale_);
+    for (size_t i = 0; i < elements; ++i) {
+      flat16_[i] = half ? FloatToHalf(data[i] * scale) : FloatToBfloat16(data[i] * scale);
     }
     DLTensor tensor =
         FlatTensor(flat16_.data(), shape, DLDataType{uint8_t(half ? kDLFloat : kDLBfloat), 16, 1});
     const dpl_status status =
         backend_.plugin->allreduce(backend_.backend, &tensor, DPL_REDUCE_SUM, nullptr);
-    if (status == DPL_ERR_UNSUPPORTED) {
-      log::Warning(std::string("backend '") + backend_.plugin->header.name + "' cannot allreduce " +
-                   (half ? "fp16" : "bf16") +
-                   " tensors; --grad-compression falls back to float32 for the rest of the run");
-      compression_ = GradientCompression::kNone;
-    } else if (status != DPL_OK) {
-      return backend_.Describe("allreduce", status);
-    } else {
-      for (size_t i = 0; i < bucket.elements; ++i) {
-        flat[i] = half ? HalfToFloat(flat16_[i]) : Bfloat16ToFloat(flat16_[i]);
+    if (status == DPL_OK) {
+      for (size_t i = 0; i < elements; ++i) {
+        data[i] = half ? HalfToFloat(flat16_[i]) : Bfloat16ToFloat(flat16_[i]);
       }
-      reduced = true;
+      return Status::Ok();
     }
+    if (status != DPL_ERR_UNSUPPORTED) return backend_.Describe("allreduce", status);
+    log::Warning(std::string("backend '") + backend_.plugin->header.name + "' cannot allreduce " +
+                 (half ? "fp16" : "bf16") +
+                 " tensors; --grad-compression falls back to float32 for the rest of the run");
+    compression_ = GradientCompression::kNone;
   }
-  if (!reduced) {
-    DLTensor tensor = FlatTensor(flat, shape, DLDataType{kDLFloat, 32, 1});
-    DPL_RETURN_IF_ERROR(backend_.Describe(
-        "allreduce",
-        backend_.plugin->allreduce(backend_.backend, &tensor, DPL_REDUCE_SUM, nullptr)));
-    const float scale = scale_;
-    for (size_t i = 0; i < bucket.elements; ++i) flat[i] *= scale;
-  }
-  offset = 0;
-  for (uint32_t p : bucket.parameter_indices) {
-    std::memcpy(gradients_[p].data, flat + offset, gradients_[p].elements * sizeof(float));
-    offset += gradients_[p].elements;
+  DPL_RETURN_IF_ERROR(Allreduce(FlatTensor(data, shape, DLDataType{kDLFloat, 32, 1})));
+  if (scaling_ == GradientScaling::kInBucket) {
+    for (size_t i = 0; i < elements; ++i) data[i] *= scale;
   }
   return Status::Ok();
 }

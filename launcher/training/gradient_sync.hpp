@@ -9,6 +9,12 @@
 // but buckets are always launched in bucket-index order, so every rank issues the same sequence
 // of collectives even if its gradients become ready in a different order. All backend calls run
 // on one communication thread (CommunicationThread), which serialises them as the ABI requires.
+//
+// Note [Buckets in place]: when a bucket's gradients lie back to back in memory (the dpl torch
+// helper makes every gradient a view into one buffer), the bucket is reduced in place with ONE
+// collective on that stretch of memory: no staging copy, and it works on device memory the host
+// cannot touch. Otherwise host gradients are staged through one flat buffer, and device
+// gradients get one collective each.
 #pragma once
 
 #include <condition_variable>
@@ -17,6 +23,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -70,38 +77,51 @@ struct BackendHandle {
 // The enum name of a dpl_status, e.g. "DPL_ERR_TIMEOUT".
 using ::dpl::StatusName;
 
-struct GradientTensor {
-  float* data = nullptr;
-  size_t elements = 0;
-};
+// Whether the synchronizer finishes the average itself, or leaves the summed gradients for the
+// caller to scale (device memory the host cannot touch).
+enum class GradientScaling { kInBucket, kByCaller };
 
 class GradientSynchronizer {
  public:
+  // `gradients` are float32, compact, all in host memory (kDLCPU) or all on one device. With
+  // kByCaller (required for device memory) the gradients end up summed, not averaged, and no
+  // compression is possible; the constructor's caller checks that.
   GradientSynchronizer(BackendHandle backend, CommunicationThread* thread, int world_size,
-                       std::vector<GradientTensor> gradients, std::vector<Bucket> buckets,
-                       GradientCompression compression);
+                       std::vector<DLTensor> gradients, std::vector<Bucket> buckets,
+                       GradientCompression compression, GradientScaling scaling);
 
-  // Starts a step whose gradients will be averaged; scale = 1 / (world_size * accumulation).
+  // Starts a step whose gradients will be summed and, with kInBucket, multiplied by `scale`
+  // (1 / (world_size * accumulation)).
   void BeginStep(float scale);
   // The model's gradient-ready callback: parameter `index` is final for this step. Thread-safe.
   void OnGradientReady(uint32_t index);
   // Launches whatever is left (parameters without callbacks), waits for every bucket, returns the
-  // first failure. After it returns, every gradient holds the average over ranks.
+  // first failure. After it returns, every gradient holds the sum over ranks times the scale
+  // (kInBucket), or the bare sum issued on the device's default stream (kByCaller).
   Status FinishStep();
-  // For the C callback of dpl_model_plugin_v1.
+  GradientScaling scaling() const { return scaling_; }
+  // For the C callback of the model plugin (set_gradient_ready_callback).
   static void GradientReadyTrampoline(void* self, uint32_t index);
 
  private:
   Status ReduceBucket(size_t bucket_index);
+  Status ReduceHostFloats(float* data, size_t elements);
+  Status Allreduce(DLTensor tensor);
   void LaunchReadyBucketsLocked();
 
   BackendHandle backend_;
   CommunicationThread* thread_;
   int world_size_;
-  std::vector<GradientTensor> gradients_;
+  std::vector<DLTensor> gradients_;
   std::vector<Bucket> buckets_;
+  // Per bucket: one tensor over all its gradients when they lie back to back (Note [Buckets in
+  // place]), else nullopt.
+  std::vector<std::optional<DLTensor>> in_place_;
+  bool host_memory_;
   GradientCompression compression_;
+  GradientScaling scaling_;
   std::vector<size_t> bucket_of_parameter_;
+  std::vector<int64_t> span_shapes_;  // shape storage of in_place_
   std::vector<float> flat_;
   std::vector<uint16_t> flat16_;
 

@@ -108,6 +108,7 @@ class NcclBackend {
 
   dpl_status allreduce(DLTensor* tensor, dpl_reduce_op op, cudaStream_t stream) {
     check_cuda_tensor(*tensor, "allreduce tensor");
+    use_device();
     ncclDataType_t type;
     if (!nccl_type(dpl::plugin::element_type(tensor->dtype), &type)) {
       return dpl::plugin::fail(DPL_ERR_UNSUPPORTED, "nccl: allreduce does not support dtype " +
@@ -140,6 +141,7 @@ class NcclBackend {
 
   dpl_status broadcast(DLTensor* tensor, int32_t root, cudaStream_t stream) {
     check_cuda_tensor(*tensor, "broadcast tensor");
+    use_device();
     if (root < 0 || root >= config_.world_size) {
       return dpl::plugin::fail(DPL_ERR_INVALID_ARGUMENT,
                                "nccl: broadcast root " + std::to_string(root) +
@@ -156,6 +158,7 @@ class NcclBackend {
   dpl_status allgather(const DLTensor* input, DLTensor* output, cudaStream_t stream) {
     check_cuda_tensor(*input, "allgather input");
     check_cuda_tensor(*output, "allgather output");
+    use_device();
     const size_t block =
         static_cast<size_t>(dpl::plugin::numel(*input)) * dpl::plugin::element_size(input->dtype);
     const size_t out_bytes =
@@ -175,7 +178,7 @@ class NcclBackend {
 
   dpl_status barrier() {
     // NCCL has no barrier: a one-element allreduce on a private stream, waited for.
-    check_cuda(cudaSetDevice(config_.device_id), "cudaSetDevice");
+    use_device();
     int32_t* token = nullptr;
     check_cuda(cudaMalloc(&token, sizeof(int32_t)), "cudaMalloc");
     cudaStream_t stream = nullptr;
@@ -190,6 +193,10 @@ class NcclBackend {
   }
 
  private:
+  // The current device is per thread, and the host calls collectives from its own communication
+  // thread, not the one that created the communicator: a NULL stream means this device's.
+  void use_device() const { check_cuda(cudaSetDevice(config_.device_id), "cudaSetDevice"); }
+
   void check_store(dpl_status status) {
     if (status == DPL_OK) return;
     const char* message = config_.store->last_error(config_.store->context);

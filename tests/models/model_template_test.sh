@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # usage: model_template_test.sh CMAKE BUILD_DIR TEMPLATE_DIR SCRATCH_DIR GENERATOR CXX_COMPILER
 # Installs the dpl build into SCRATCH_DIR/prefix, builds tools/model_template against that prefix
-# and the system libtorch alone, and checks that the installed launcher lists the model and that
-# the plugin exports nothing but its entry symbol. Each failure says which step broke.
+# and the system libtorch alone, and checks that the installed launcher lists the model and trains
+# it, and that the plugin exports nothing but its entry symbol. Each failure says which step broke.
 set -euo pipefail
 cmake_bin=$1 build_dir=$2 template_dir=$3 scratch=$4 generator=$5 cxx_compiler=$6
 prefix=$scratch/prefix
@@ -27,13 +27,22 @@ plugin=$template_build/libdpl_model_logreg.so
 [[ -f $plugin ]] || fail "the template build made no $plugin"
 
 exported=$(nm -D --defined-only "$plugin" | awk '{print $NF}')
-[[ $exported == dpl_model_plugin_v1 ]] ||
-  fail "$plugin exports more than dpl_model_plugin_v1: $exported"
+[[ $exported == dpl_model_plugin_v2 ]] ||
+  fail "$plugin exports more than dpl_model_plugin_v2: $exported"
 
 status=0
 listing=$(env -u DPL_PLUGIN_PATH "$prefix/bin/launcher" plugins --plugin-dir "$template_build" 2>&1) ||
   status=$?
 echo "$listing"
-grep -Eq "^model +logreg +1\.0\.0 +v1 +$plugin\$" <<<"$listing" ||
+grep -Eq "^model +logreg +1\.0\.0 +v2 +$plugin\$" <<<"$listing" ||
   fail "the installed launcher does not list the template model (exit status $status)"
-echo "model template test passed: $plugin loads into $prefix/bin/launcher"
+# Dropped into a plugin folder, it trains with the unchanged, installed launcher (2 workers, the
+# default Fashion-MNIST data).
+status=0
+training=$(env -u DPL_PLUGIN_PATH "$prefix/bin/launcher" --plugin-dir "$template_build" \
+  --model logreg --num-processes 2 --threads-per-worker 1 --max-steps 20 --no-eval \
+  --no-progress --master-port 0 2>&1) || status=$?
+echo "$training"
+grep -q "training done: 20 steps" <<<"$training" ||
+  fail "the installed launcher did not train the template model (exit status $status)"
+echo "model template test passed: $plugin loads into and trains with $prefix/bin/launcher"

@@ -21,8 +21,8 @@
 namespace {
 
 // Loads libdpl_model_<name>.so once per process; never unloaded (libtorch does not support it).
-const dpl_model_plugin_v1& Plugin(const std::string& name) {
-  static std::array<std::pair<std::string, const dpl_model_plugin_v1*>, 4> loaded{};
+const dpl_model_plugin_v2& Plugin(const std::string& name) {
+  static std::array<std::pair<std::string, const dpl_model_plugin_v2*>, 4> loaded{};
   for (const auto& entry : loaded) {
     if (entry.first == name) return *entry.second;
   }
@@ -32,9 +32,9 @@ const dpl_model_plugin_v1& Plugin(const std::string& name) {
     ADD_FAILURE() << "dlopen " << path << ": " << dlerror();
     std::abort();
   }
-  auto* table = static_cast<const dpl_model_plugin_v1*>(dlsym(handle, "dpl_model_plugin_v1"));
+  auto* table = static_cast<const dpl_model_plugin_v2*>(dlsym(handle, "dpl_model_plugin_v2"));
   if (table == nullptr) {
-    ADD_FAILURE() << path << " has no dpl_model_plugin_v1";
+    ADD_FAILURE() << path << " has no dpl_model_plugin_v2";
     std::abort();
   }
   for (auto& entry : loaded) {
@@ -49,7 +49,7 @@ const dpl_model_plugin_v1& Plugin(const std::string& name) {
 dpl_model_config_v1 Config(const char* options, uint64_t seed = 0) {
   dpl_model_config_v1 config{};
   config.struct_size = sizeof config;
-  config.version = DPL_MODEL_ABI_VERSION_1;
+  config.version = DPL_MODEL_ABI_VERSION_2;
   config.options = options;
   config.device_type = kDLCPU;
   config.device_id = 0;
@@ -72,7 +72,7 @@ class Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  const dpl_model_plugin_v1& plugin() const { return plugin_; }
+  const dpl_model_plugin_v2& plugin() const { return plugin_; }
   dpl_model* get() const { return model_; }
 
   dpl_model_info_v1 Info() const {
@@ -96,7 +96,7 @@ class Model {
   }
 
  private:
-  const dpl_model_plugin_v1& plugin_;
+  const dpl_model_plugin_v2& plugin_;
   dpl_model* model_ = nullptr;
 };
 
@@ -172,8 +172,8 @@ TEST(ConvNet, DescribesTheRecipeShapes) {
   EXPECT_STREQ(model.plugin().header.name, "convnet");
   EXPECT_STREQ(model.plugin().header.version, "1.0.0");
   EXPECT_EQ(model.plugin().header.kind, static_cast<uint32_t>(DPL_PLUGIN_KIND_MODEL));
-  EXPECT_EQ(model.plugin().header.abi_version, DPL_MODEL_ABI_VERSION_1);
-  EXPECT_EQ(model.plugin().header.struct_size, sizeof(dpl_model_plugin_v1));
+  EXPECT_EQ(model.plugin().header.abi_version, DPL_MODEL_ABI_VERSION_2);
+  EXPECT_EQ(model.plugin().header.struct_size, sizeof(dpl_model_plugin_v2));
   const dpl_model_info_v1 info = model.Info();
   ASSERT_EQ(info.input_ndim, 3u);
   EXPECT_EQ(info.input_shape[0], 1);
@@ -367,9 +367,10 @@ TEST(ConvNet, BadOptionsAreRefusedWithTheirExactError) {
   dpl_model_config_v1 cuda = Config("");
   cuda.device_type = kDLCUDA;
   EXPECT_EQ(CreateStatus("convnet", cuda, &message), DPL_ERR_NO_DEVICE);
+  // Debian's libtorch has no CUDA: the plugin says so instead of failing inside libtorch.
   EXPECT_EQ(message,
-            "this model plugin was built against a libtorch without CUDA (or no GPU is visible); "
-            "use --device cpu");
+            "model \"convnet\": this plugin's libtorch is a CPU-only build (no CUDA support); use "
+            "--device cpu, or rebuild the plugin against a libtorch with CUDA");
   dpl_model_config_v1 no_threads = Config("");
   no_threads.num_threads = 0;
   EXPECT_EQ(CreateStatus("convnet", no_threads, &message), DPL_ERR_INVALID_ARGUMENT);
@@ -531,6 +532,112 @@ TEST(ConvNet, MatchesPythonTorchOnTheSameWeightsAndBatch) {
   }
 }
 
+// Note [Flat gradients] of the torch helper: the gradients lie back to back in parameter order,
+// so the host reduces a bucket in one collective.
+TEST(ConvNet, GradientsAreViewsIntoOneBufferInParameterOrder) {
+  Model model("convnet", "");
+  const std::vector<dpl_parameter_v1> parameters = model.Parameters();
+  ASSERT_EQ(parameters.size(), 8u);
+  for (size_t i = 0; i + 1 < parameters.size(); ++i) {
+    EXPECT_EQ(Floats(parameters[i].gradient) + Elements(parameters[i].gradient),
+              Floats(parameters[i + 1].gradient))
+        << parameters[i].name;
+  }
+  // zero_gradients clears the whole buffer.
+  const Batch batch(4);
+  TrainStep(model, batch);
+  ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
+  for (const auto& parameter : parameters) {
+    for (int64_t i = 0; i < Elements(parameter.gradient); ++i) {
+      ASSERT_EQ(Floats(parameter.gradient)[i], 0.0f) << parameter.name;
+    }
+  }
+}
+
+TEST(ConvNet, HostBatchGivesHostBuffersThatTrainLikeTheCallersOwn) {
+  Model own("convnet", "dropout=0", 3), via_buffers("convnet", "dropout=0", 3);
+  const Batch batch(16);
+  DLTensor input{}, labels{};
+  ASSERT_EQ(via_buffers.plugin().host_batch(via_buffers.get(), 32, &input, &labels), DPL_OK)
+      << via_buffers.plugin().last_error();
+  // A CPU model's buffers are plain host memory of the model's input shape and the capacity.
+  EXPECT_EQ(input.device.device_type, kDLCPU);
+  EXPECT_EQ(labels.device.device_type, kDLCPU);
+  ASSERT_EQ(input.ndim, 4);
+  EXPECT_EQ(std::vector<int64_t>(input.shape, input.shape + 4),
+            (std::vector<int64_t>{32, 1, 28, 28}));
+  EXPECT_EQ(input.dtype.code, kDLFloat);
+  EXPECT_EQ(input.dtype.bits, 32);
+  ASSERT_EQ(labels.ndim, 1);
+  EXPECT_EQ(labels.shape[0], 32);
+  EXPECT_EQ(labels.dtype.code, kDLInt);
+  EXPECT_EQ(labels.dtype.bits, 64);
+  // Fill a prefix of 16 and pass it with shape[0] = 16.
+  std::copy(batch.images.begin(), batch.images.end(), Floats(input));
+  std::copy(batch.labels.begin(), batch.labels.end(), static_cast<int64_t*>(labels.data));
+  int64_t input_shape[4] = {16, 1, 28, 28}, label_shape[1] = {16};
+  input.shape = input_shape;
+  labels.shape = label_shape;
+  float loss = NAN;
+  ASSERT_EQ(via_buffers.plugin().train_step(via_buffers.get(), &input, &labels, &loss), DPL_OK)
+      << via_buffers.plugin().last_error();
+  EXPECT_EQ(loss, TrainStep(own, batch));
+  EXPECT_EQ(via_buffers.plugin().host_batch(via_buffers.get(), 0, &input, &labels),
+            DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(via_buffers.plugin().last_error(),
+               "model \"convnet\": host_batch capacity must be >= 1, got 0");
+}
+
+TEST(ConvNet, ReadAndWriteTensorsCopyEveryParameterBackToBack) {
+  Model model("convnet", "");
+  const std::vector<dpl_parameter_v1> parameters = model.Parameters();
+  uint64_t total = 0;
+  for (const auto& parameter : parameters) total += uint64_t(Elements(parameter.value));
+  ASSERT_EQ(total, 300426u);  // the recipe's ConvNet
+  TrainStep(model, Batch(4));
+  std::vector<float> values(total), gradients(total);
+  ASSERT_EQ(
+      model.plugin().read_tensors(model.get(), DPL_MODEL_TENSORS_VALUES, values.data(), total),
+      DPL_OK)
+      << model.plugin().last_error();
+  ASSERT_EQ(model.plugin().read_tensors(model.get(), DPL_MODEL_TENSORS_GRADIENTS, gradients.data(),
+                                        total),
+            DPL_OK);
+  size_t offset = 0;
+  for (const auto& parameter : parameters) {
+    for (int64_t i = 0; i < Elements(parameter.value); ++i) {
+      ASSERT_EQ(values[offset + i], Floats(parameter.value)[i]) << parameter.name;
+      ASSERT_EQ(gradients[offset + i], Floats(parameter.gradient)[i]) << parameter.name;
+    }
+    offset += size_t(Elements(parameter.value));
+  }
+  // Writing replaces the model's own tensors, which keep their addresses.
+  for (size_t i = 0; i < total; ++i) values[i] = float(i % 7) - 3.0f;
+  ASSERT_EQ(
+      model.plugin().write_tensors(model.get(), DPL_MODEL_TENSORS_VALUES, values.data(), total),
+      DPL_OK);
+  const std::vector<dpl_parameter_v1> after = model.Parameters();
+  offset = 0;
+  for (size_t p = 0; p < after.size(); ++p) {
+    EXPECT_EQ(after[p].value.data, parameters[p].value.data);
+    for (int64_t i = 0; i < Elements(after[p].value); ++i) {
+      ASSERT_EQ(Floats(after[p].value)[i], values[offset + i]) << after[p].name;
+    }
+    offset += size_t(Elements(after[p].value));
+  }
+  // A wrong count copies nothing and says what the model holds.
+  EXPECT_EQ(
+      model.plugin().write_tensors(model.get(), DPL_MODEL_TENSORS_VALUES, values.data(), total - 1),
+      DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(model.plugin().last_error(),
+               "model \"convnet\": the host buffer holds 300425 floats, the parameters 300426");
+  EXPECT_EQ(Floats(after[0].value)[0], values[0]);
+  EXPECT_EQ(model.plugin().read_tensors(model.get(), static_cast<dpl_model_tensors>(5),
+                                        values.data(), total),
+            DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(model.plugin().last_error(), "model \"convnet\": unknown tensor set 5");
+}
+
 // Each plugin exports its entry table and nothing else.
 TEST(Plugins, ExportOnlyTheEntrySymbol) {
   for (const std::string name : {"convnet", "mlp"}) {
@@ -545,7 +652,7 @@ TEST(Plugins, ExportOnlyTheEntrySymbol) {
       const auto last_space = line.find_last_of(' ');
       if (last_space != std::string::npos) symbols.insert(line.substr(last_space + 1));
     }
-    EXPECT_EQ(symbols, std::set<std::string>{"dpl_model_plugin_v1"}) << path << ":\n" << output;
+    EXPECT_EQ(symbols, std::set<std::string>{"dpl_model_plugin_v2"}) << path << ":\n" << output;
   }
 }
 

@@ -12,6 +12,8 @@ namespace {
 
 const std::string kGood = std::string(DPL_TEST_BINARY_DIR) + "/good";
 const std::string kBroken = std::string(DPL_TEST_BINARY_DIR) + "/broken";
+const std::string kModelV2 = std::string(DPL_TEST_BINARY_DIR) + "/model_v2";
+const std::string kBrokenModels = std::string(DPL_TEST_BINARY_DIR) + "/broken_models";
 const std::string kDuplicateA = std::string(DPL_TEST_BINARY_DIR) + "/duplicate_a";
 const std::string kDuplicateB = std::string(DPL_TEST_BINARY_DIR) + "/duplicate_b";
 
@@ -49,6 +51,53 @@ TEST_F(PluginHostTest, LoadsGoodModel) {
   EXPECT_EQ(plugin->version, "0.0.2");
   ASSERT_NE(plugin->model, nullptr);
   EXPECT_EQ(plugin->backend, nullptr);
+}
+
+TEST_F(PluginHostTest, ModelAbiV1IsAdaptedToTheNewestTable) {
+  auto plugin = LoadPluginFile(kGood + "/libtestgood_model.so");
+  ASSERT_TRUE(plugin.ok()) << plugin.status().message();
+  EXPECT_EQ(plugin->abi_version, 1u);
+  ASSERT_NE(plugin->model, nullptr);
+  EXPECT_EQ(plugin->model, plugin->adapted_model.get());
+  EXPECT_EQ(plugin->model->header.abi_version, 1u);
+  EXPECT_STREQ(plugin->model->header.name, "testmodel");
+  // Every v1 function is carried over (the last one proves the order), the v2 ones are NULL.
+  ASSERT_NE(plugin->model->last_error, nullptr);
+  EXPECT_EQ(plugin->model->host_batch, nullptr);
+  EXPECT_EQ(plugin->model->read_tensors, nullptr);
+  EXPECT_EQ(plugin->model->write_tensors, nullptr);
+  dpl_model_config_v2 config{};
+  config.struct_size = sizeof config;
+  config.options = "";
+  dpl_model* model = nullptr;
+  EXPECT_EQ(plugin->model->create(&config, &model), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(plugin->model->last_error(), "test model has no weights on purpose");
+}
+
+TEST_F(PluginHostTest, LoadsModelAbiV2AsIs) {
+  auto plugin = LoadPluginFile(kModelV2 + "/libtestgood_model_v2.so");
+  ASSERT_TRUE(plugin.ok()) << plugin.status().message();
+  EXPECT_EQ(plugin->abi_version, 2u);
+  EXPECT_EQ(plugin->name, "testmodel2");
+  ASSERT_NE(plugin->model, nullptr);
+  EXPECT_EQ(plugin->adapted_model, nullptr);
+  EXPECT_NE(plugin->model->host_batch, nullptr);
+  EXPECT_NE(plugin->model->read_tensors, nullptr);
+  EXPECT_NE(plugin->model->write_tensors, nullptr);
+}
+
+TEST_F(PluginHostTest, RefusesModelV2WithoutAV2Function) {
+  const std::string path = kBrokenModels + "/libnohostbatch.so";
+  EXPECT_EQ(Refusal(path),
+            path + ": model plugin 'nohostbatch' leaves the required function 'host_batch' NULL");
+}
+
+TEST_F(PluginHostTest, RefusesNewerModelAbi) {
+  const std::string path = kBrokenModels + "/libmodelabi3.so";
+  EXPECT_EQ(Refusal(path), path +
+                               ": model plugin ABI v3 is newer than this launcher supports "
+                               "(v1..v2); upgrade the launcher or rebuild the plugin against SDK "
+                               "v2");
 }
 
 TEST_F(PluginHostTest, BackendCreateFailureCarriesPluginMessage) {
@@ -100,7 +149,7 @@ TEST_F(PluginHostTest, RefusesMissingFile) {
 TEST_F(PluginHostTest, RefusesLibraryWithoutEntrySymbol) {
   const std::string path = kBroken + "/libnosymbol.so";
   EXPECT_EQ(Refusal(path),
-            path + ": not a dpl plugin: no symbol dpl_backend_plugin_v1 or dpl_model_plugin_v1");
+            path + ": not a dpl plugin: no symbol dpl_backend_plugin_v1 or dpl_model_plugin_v2");
 }
 
 TEST_F(PluginHostTest, RefusesBadMagic) {
@@ -172,7 +221,7 @@ TEST_F(PluginHostTest, DiscoveryListsGoodAndRefusedInOrder) {
       kBroken + "/libnosymbol.so", kBroken + "/libnullcreate.so", kBroken + "/libsmalltable.so"};
   EXPECT_EQ(refused, expected);
   EXPECT_EQ(discovery->refused[6].reason,
-            "not a dpl plugin: no symbol dpl_backend_plugin_v1 or dpl_model_plugin_v1");
+            "not a dpl plugin: no symbol dpl_backend_plugin_v1 or dpl_model_plugin_v2");
 }
 
 TEST_F(PluginHostTest, DuplicateNamesNameBothPaths) {

@@ -8,6 +8,7 @@
 #include "dpl/dpl.h"
 #include "dpl/model.h"
 #include "dpl/model_v1.h"
+#include "dpl/model_v2.h"
 #include "dpl/store.h"
 #include "sdk_c_layout.h"
 

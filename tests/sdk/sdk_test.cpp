@@ -37,6 +37,7 @@ TEST(SdkTest, EveryCrossingStructStartsWithItsSize) {
   EXPECT_EQ(offsetof(dpl_plugin_header, abi_version), 12u);
   EXPECT_EQ(offsetof(dpl_backend_plugin_v1, header), 0u);
   EXPECT_EQ(offsetof(dpl_model_plugin_v1, header), 0u);
+  EXPECT_EQ(offsetof(dpl_model_plugin_v2, header), 0u);
   EXPECT_EQ(offsetof(dpl_store_v1, struct_size), 0u);
   EXPECT_EQ(offsetof(dpl_store_v1, version), 4u);
   EXPECT_EQ(offsetof(dpl_backend_config_v1, struct_size), 0u);
@@ -73,9 +74,21 @@ TEST(SdkTest, EnumValuesAreFixed) {
   EXPECT_EQ(DPL_MODEL_MODE_TRAIN, 0);
   EXPECT_EQ(DPL_MODEL_MODE_EVAL, 1);
   EXPECT_EQ(DPL_BACKEND_ABI_VERSION, 1u);
-  EXPECT_EQ(DPL_MODEL_ABI_VERSION, 1u);
+  EXPECT_EQ(DPL_MODEL_ABI_VERSION, 2u);
+  EXPECT_EQ(DPL_MODEL_TENSORS_VALUES, 0);
+  EXPECT_EQ(DPL_MODEL_TENSORS_GRADIENTS, 1);
   EXPECT_EQ(DPL_STORE_VERSION, 1u);
   EXPECT_EQ(DPL_MODEL_MAX_INPUT_DIMS, 8);
+}
+
+// Note [Adapting model ABI v1] of the plugin host: version 2 keeps version 1's functions in
+// their places and only appends, so a v2 table begins with a v1 table.
+TEST(SdkTest, ModelAbiV2AppendsToV1) {
+  EXPECT_EQ(offsetof(dpl_model_plugin_v2, create), offsetof(dpl_model_plugin_v1, create));
+  EXPECT_EQ(offsetof(dpl_model_plugin_v2, train_step), offsetof(dpl_model_plugin_v1, train_step));
+  EXPECT_EQ(offsetof(dpl_model_plugin_v2, last_error), offsetof(dpl_model_plugin_v1, last_error));
+  EXPECT_EQ(offsetof(dpl_model_plugin_v2, host_batch), sizeof(dpl_model_plugin_v1));
+  EXPECT_GT(sizeof(dpl_model_plugin_v2), sizeof(dpl_model_plugin_v1));
 }
 
 TEST(SdkTest, MagicSpellsDplpInMemory) {

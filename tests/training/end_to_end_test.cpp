@@ -78,9 +78,8 @@ class EndToEndTest : public ::testing::Test {
     fs::create_directories(path);
     return path;
   }
-  std::string Common() const {
-    return "--data-dir " + dir_ + " --model-options dropout=0 --seed 3 --log-interval 5 ";
-  }
+  std::string Data() const { return "--data-dir " + dir_ + " --seed 3 --log-interval 5 "; }
+  std::string Common() const { return Data() + "--model-options dropout=0 "; }
   std::string dir_;
 };
 
@@ -186,6 +185,113 @@ TEST_F(EndToEndTest, CompressedGradientsKeepRanksIdentical) {
     const std::vector<float> r0 = ReadFloats(out + "/rank-0.bin");
     ASSERT_FALSE(r0.empty());
     EXPECT_TRUE(r0 == ReadFloats(out + "/rank-1.bin")) << format;
+  }
+}
+
+// Note [Host copy of the parameters] (the --device cuda path) run on the CPU: the optimizer
+// works on a host copy, gradients are summed in the model's memory and scaled once read. It must
+// give exactly the parameters of the in-place path.
+struct HostCopyCase {
+  const char* name;
+  const char* arguments;
+};
+
+void PrintTo(const HostCopyCase& host_copy_case, std::ostream* out) {
+  *out << host_copy_case.name;
+}
+
+class HostCopyTest : public EndToEndTest, public ::testing::WithParamInterface<HostCopyCase> {};
+
+TEST_P(HostCopyTest, GivesBitIdenticalParametersToTheInPlacePath) {
+  const std::string in_place = Dump("in_place"), host_copy = Dump("host_copy");
+  const std::string args = Common() + GetParam().arguments + " --dump-parameters ";
+  RunResult a = RunLauncher(args + in_place);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  RunResult b = RunLauncher(args + host_copy + " --mirror-parameters");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("the optimizer updates a host copy of the 300426 parameters"),
+            std::string::npos)
+      << b.output;
+  EXPECT_NE(b.output.find(", host copies "), std::string::npos) << b.output;
+  const std::vector<float> expected = ReadFloats(in_place + "/rank-0.bin");
+  ASSERT_FALSE(expected.empty());
+  EXPECT_TRUE(expected == ReadFloats(host_copy + "/rank-0.bin"));
+  if (fs::exists(in_place + "/rank-1.bin")) {
+    EXPECT_TRUE(expected == ReadFloats(host_copy + "/rank-1.bin"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, HostCopyTest,
+    ::testing::Values(
+        HostCopyCase{"TwoRanks",
+                     "--num-processes 2 --batch-size 64 --max-steps 8 --bucket-cap-mb 1"},
+        HostCopyCase{"OneRankAccumulating",
+                     "--num-processes 1 --batch-size 32 --grad-accum 2 --max-steps 4"},
+        HostCopyCase{"TwoRanksAdam",
+                     "--num-processes 2 --batch-size 64 --max-steps 6 "
+                     "--optimizer adam --lr 0.001"}),
+    [](const ::testing::TestParamInfo<HostCopyCase>& info) { return info.param.name; });
+
+TEST_F(EndToEndTest, ResumeThroughTheHostCopyMatchesAStraightRun) {
+  const std::string straight = Dump("straight"), resumed = Dump("resumed");
+  const std::string args = Common() + "--num-processes 2 --batch-size 64 --mirror-parameters ";
+  RunResult full = RunLauncher(args + "--max-steps 8 --dump-parameters " + straight);
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const std::string checkpoints = dir_ + "/checkpoints";
+  RunResult first = RunLauncher(args + "--max-steps 4 --checkpoint-dir " + checkpoints);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  RunResult second = RunLauncher(args + "--max-steps 8 --resume --checkpoint-dir " + checkpoints +
+                                 " --dump-parameters " + resumed);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  const std::vector<float> a = ReadFloats(straight + "/rank-0.bin");
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == ReadFloats(resumed + "/rank-0.bin"));
+  EXPECT_TRUE(a == ReadFloats(resumed + "/rank-1.bin"));
+}
+
+// No GPU here and Debian's libtorch is CPU-only: --device cuda fails at once with what to do.
+TEST_F(EndToEndTest, CudaWithoutCudaSaysWhyAndWhatToDo) {
+  RunResult host_backend = RunLauncher(Common() + "--device cuda --backend gloo --max-steps 1");
+  EXPECT_NE(host_backend.exit_code, 0);
+  EXPECT_NE(host_backend.output.find("create failed with DPL_ERR_NO_DEVICE: model \"convnet\": "
+                                     "this plugin's libtorch is a CPU-only build (no CUDA "
+                                     "support); use --device cpu"),
+            std::string::npos)
+      << host_backend.output;
+  if (!fs::exists(std::string(DPL_TEST_PLUGIN_DIR) + "/libdpl_backend_nccl.so")) {
+    GTEST_SKIP() << "the nccl plugin is not built here (no CUDA toolkit and NCCL)";
+  }
+  RunResult nccl = RunLauncher(Common() + "--device cuda --max-steps 1");
+  EXPECT_NE(nccl.exit_code, 0);
+  EXPECT_NE(nccl.output.find("--backend auto chose nccl"), std::string::npos) << nccl.output;
+  EXPECT_NE(nccl.output.find("NCCL needs a CUDA device; none found; use --backend gloo"),
+            std::string::npos)
+      << nccl.output;
+}
+
+// A model plugin of ABI v1 (tests/training/v1_model.cpp) still trains, on the CPU.
+TEST_F(EndToEndTest, ModelAbiV1PluginTrainsOnTheCpuOnly) {
+  const std::string plugin_dir = " --plugin-dir " DPL_TEST_V1_MODEL_DIR " --model logreg_v1 ";
+  const std::string out = Dump("v1");
+  RunResult trained = RunLauncher(Data() + plugin_dir +
+                                  "--num-processes 2 --batch-size 64 --max-steps 5 "
+                                  "--dump-parameters " +
+                                  out);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("test set: average loss: "), std::string::npos) << trained.output;
+  const std::vector<float> r0 = ReadFloats(out + "/rank-0.bin");
+  ASSERT_EQ(r0.size(), 7850u);  // Linear(784, 10)
+  EXPECT_TRUE(r0 == ReadFloats(out + "/rank-1.bin"));
+  for (const char* flag : {"--device cuda --backend gloo", "--mirror-parameters"}) {
+    RunResult refused = RunLauncher(Data() + plugin_dir + flag + " --max-steps 1");
+    EXPECT_NE(refused.exit_code, 0) << flag;
+    EXPECT_NE(refused.output.find("model 'logreg_v1' is a model ABI v1 plugin, which trains on "
+                                  "the CPU with its parameters updated in place; rebuild it "
+                                  "against the dpl SDK (model ABI v2) for " +
+                                  std::string(flag).substr(0, std::string(flag).find(" --"))),
+              std::string::npos)
+        << refused.output;
   }
 }
 

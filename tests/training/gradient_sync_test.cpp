@@ -83,5 +83,142 @@ TEST(CommunicationThread, RunsTasksInOrder) {
   for (int i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
 }
 
+// A backend that records every allreduce and, for host memory, doubles the data (the sum of two
+// ranks holding the same values). It never touches device memory, whose pointers here are fake.
+struct RecordedCall {
+  uintptr_t address;
+  int64_t elements;
+  int32_t device_type;
+};
+std::vector<RecordedCall>& Calls() {
+  static std::vector<RecordedCall> calls;
+  return calls;
+}
+dpl_status RecordingAllreduce(dpl_backend*, DLTensor* tensor, dpl_reduce_op op, void* stream) {
+  EXPECT_EQ(op, DPL_REDUCE_SUM);
+  EXPECT_EQ(stream, nullptr);
+  EXPECT_EQ(tensor->ndim, 1);
+  const uintptr_t address = reinterpret_cast<uintptr_t>(tensor->data) + tensor->byte_offset;
+  Calls().push_back({address, tensor->shape[0], tensor->device.device_type});
+  if (tensor->device.device_type == kDLCPU) {
+    float* data = reinterpret_cast<float*>(address);
+    for (int64_t i = 0; i < tensor->shape[0]; ++i) data[i] *= 2.0f;
+  }
+  return DPL_OK;
+}
+const char* NoError() {
+  return "";
+}
+
+BackendHandle RecordingBackend() {
+  static dpl_backend_plugin_v1 table = [] {
+    dpl_backend_plugin_v1 t{};
+    t.header.name = "recording";
+    t.allreduce = RecordingAllreduce;
+    t.last_error = NoError;
+    return t;
+  }();
+  Calls().clear();
+  return BackendHandle{&table, nullptr};
+}
+
+// Gradients of `sizes` floats, at `addresses` (host pointers or fake device addresses).
+struct Gradients {
+  std::vector<int64_t> shapes;
+  std::vector<DLTensor> tensors;
+  Gradients(const std::vector<size_t>& sizes, const std::vector<uintptr_t>& addresses,
+            int32_t device_type)
+      : shapes(sizes.begin(), sizes.end()) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      DLTensor t{};
+      t.data = reinterpret_cast<void*>(addresses[i]);
+      t.device = DLDevice{DLDeviceType(device_type), 0};
+      t.ndim = 1;
+      t.dtype = DLDataType{kDLFloat, 32, 1};
+      t.shape = &shapes[i];
+      tensors.push_back(t);
+    }
+  }
+};
+
+std::vector<float> RunStep(GradientSynchronizer& sync, float scale, std::vector<float>* memory) {
+  sync.BeginStep(scale);
+  EXPECT_TRUE(sync.FinishStep().ok());
+  return memory ? *memory : std::vector<float>();
+}
+
+// Note [Buckets in place]: neighbouring gradients are one collective on their memory, scaled there.
+TEST(GradientSynchronizer, BackToBackHostGradientsAreReducedInPlaceOncePerBucket) {
+  std::vector<float> memory(10);
+  for (size_t i = 0; i < memory.size(); ++i) memory[i] = float(i);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(memory.data());
+  Gradients g({4, 2, 4}, {base, base + 16, base + 24}, kDLCPU);
+  CommunicationThread thread;
+  // A 24-byte cap: buckets {2, 1} (24 B) then {0}.
+  GradientSynchronizer sync(RecordingBackend(), &thread, 2, g.tensors, AssignBuckets({4, 2, 4}, 24),
+                            GradientCompression::kNone, GradientScaling::kInBucket);
+  const std::vector<float> after = RunStep(sync, 0.25f, &memory);
+  ASSERT_EQ(Calls().size(), 2u);
+  EXPECT_EQ(Calls()[0].address, base + 16);  // parameters 1 and 2, from parameter 1's start
+  EXPECT_EQ(Calls()[0].elements, 6);
+  EXPECT_EQ(Calls()[1].address, base);
+  EXPECT_EQ(Calls()[1].elements, 4);
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(after[i], float(i) * 2.0f * 0.25f) << i;
+}
+
+TEST(GradientSynchronizer, ScatteredHostGradientsAreStagedAndWrittenBack) {
+  std::vector<float> a = {1, 2, 3}, b = {4, 5};  // two separate allocations
+  Gradients g({3, 2},
+              {reinterpret_cast<uintptr_t>(a.data()), reinterpret_cast<uintptr_t>(b.data())},
+              kDLCPU);
+  CommunicationThread thread;
+  GradientSynchronizer sync(RecordingBackend(), &thread, 2, g.tensors, AssignBuckets({3, 2}, 1024),
+                            GradientCompression::kNone, GradientScaling::kInBucket);
+  RunStep(sync, 0.5f, nullptr);
+  ASSERT_EQ(Calls().size(), 1u);
+  EXPECT_EQ(Calls()[0].elements, 5);
+  EXPECT_NE(Calls()[0].address, reinterpret_cast<uintptr_t>(a.data()));
+  EXPECT_NE(Calls()[0].address, reinterpret_cast<uintptr_t>(b.data()));
+  EXPECT_EQ(a, (std::vector<float>{1, 2, 3}));  // x 2 x 0.5
+  EXPECT_EQ(b, (std::vector<float>{4, 5}));
+}
+
+// Device memory is never touched by the host (the fake addresses would crash it): one collective
+// per bucket when back to back, else one per gradient, all on the device and unscaled.
+TEST(GradientSynchronizer, DeviceGradientsGetCollectivesOnTheDeviceOnly) {
+  const uintptr_t base = 0x1000;
+  Gradients together({4, 2}, {base, base + 16}, kDLCUDA);
+  CommunicationThread thread;
+  GradientSynchronizer in_place(RecordingBackend(), &thread, 2, together.tensors,
+                                AssignBuckets({4, 2}, 1024), GradientCompression::kNone,
+                                GradientScaling::kByCaller);
+  RunStep(in_place, 0.5f, nullptr);
+  ASSERT_EQ(Calls().size(), 1u);
+  EXPECT_EQ(Calls()[0].address, base);
+  EXPECT_EQ(Calls()[0].elements, 6);
+  EXPECT_EQ(Calls()[0].device_type, kDLCUDA);
+
+  Gradients apart({4, 2}, {base, base + 4096}, kDLCUDA);
+  GradientSynchronizer one_each(RecordingBackend(), &thread, 2, apart.tensors,
+                                AssignBuckets({4, 2}, 1024), GradientCompression::kNone,
+                                GradientScaling::kByCaller);
+  EXPECT_EQ(one_each.scaling(), GradientScaling::kByCaller);
+  RunStep(one_each, 0.5f, nullptr);
+  ASSERT_EQ(Calls().size(), 2u);
+  EXPECT_EQ(Calls()[0].address, base + 4096);  // reverse order: the last parameter first
+  EXPECT_EQ(Calls()[0].elements, 2);
+  EXPECT_EQ(Calls()[1].address, base);
+  EXPECT_EQ(Calls()[1].elements, 4);
+}
+
+TEST(GradientSynchronizer, ByCallerLeavesTheHostSumUnscaled) {
+  std::vector<float> memory = {1, 2, 3};
+  Gradients g({3}, {reinterpret_cast<uintptr_t>(memory.data())}, kDLCPU);
+  CommunicationThread thread;
+  GradientSynchronizer sync(RecordingBackend(), &thread, 2, g.tensors, AssignBuckets({3}, 1024),
+                            GradientCompression::kNone, GradientScaling::kByCaller);
+  EXPECT_EQ(RunStep(sync, 0.5f, &memory), (std::vector<float>{2, 4, 6}));
+}
+
 }  // namespace
 }  // namespace dpl::training

@@ -12,16 +12,21 @@
 //     DPL_EXPORT_TORCH_MODEL(ConvNet, "convnet", "1.0.0", "one-line description",
 //                            (std::vector<int64_t>{1, 28, 28}), 10)
 //
-// The macro defines the plugin's one exported symbol, `dpl_model_plugin_v1`, implementing every
-// entry of dpl/model_v1.h. Model options ("key=value,..." from --model-options) reach the
-// module's constructor through ModelOptions; a key the constructor never asked for is an error
-// that names the key and the known ones. Everything here has internal linkage (an anonymous
-// namespace), so the plugin, built with hidden visibility, exports nothing else.
+// The macro defines the plugin's one exported symbol, `dpl_model_plugin_v2`, implementing every
+// entry of dpl/model_v2.h (define DPL_TORCH_MODEL_ABI_VERSION 1 before including this header to
+// export `dpl_model_plugin_v1` instead, for launchers that only know model ABI v1). On a CUDA
+// device the gradients are views into one flat buffer (the host then reduces a whole bucket with
+// one collective), batches come through page-locked host buffers and are copied asynchronously.
+// Model options ("key=value,..." from --model-options) reach the module's constructor through
+// ModelOptions; a key the constructor never asked for is an error that names the key and the known
+// ones. Everything here has internal linkage (an anonymous namespace), so the plugin, built with
+// hidden visibility, exports nothing else.
 //
 // Only include this header from ONE translation unit per plugin (the one with the macro).
 #ifndef DPL_TORCH_MODEL_HPP
 #define DPL_TORCH_MODEL_HPP
 
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
@@ -44,6 +49,13 @@
 #include <vector>
 
 #include "dpl/model.h"
+
+#ifndef DPL_TORCH_MODEL_ABI_VERSION
+#define DPL_TORCH_MODEL_ABI_VERSION 2
+#endif
+#if DPL_TORCH_MODEL_ABI_VERSION != 1 && DPL_TORCH_MODEL_ABI_VERSION != 2
+#error "DPL_TORCH_MODEL_ABI_VERSION must be 1 or 2"
+#endif
 
 namespace dpl {
 namespace torch_model {
@@ -217,14 +229,16 @@ struct TensorView {
   std::vector<int64_t> shape;
   DLTensor tensor{};
 
-  void Bind(const torch::Tensor& source) {
+  // `page_locked`: host memory from the CUDA host allocator (kDLCUDAHost).
+  void Bind(const torch::Tensor& source, bool page_locked = false) {
     shape = source.sizes().vec();
     tensor.data = source.data_ptr();
-    tensor.device.device_type = source.is_cuda() ? kDLCUDA : kDLCPU;
+    tensor.device.device_type = source.is_cuda() ? kDLCUDA : page_locked ? kDLCUDAHost : kDLCPU;
     tensor.device.device_id = source.is_cuda() ? source.get_device() : 0;
     tensor.ndim = static_cast<int32_t>(shape.size());
-    tensor.dtype.code = kDLFloat;
-    tensor.dtype.bits = 32;
+    const bool is_int64 = source.scalar_type() == torch::kInt64;
+    tensor.dtype.code = is_int64 ? kDLInt : kDLFloat;
+    tensor.dtype.bits = is_int64 ? 64 : 32;
     tensor.dtype.lanes = 1;
     tensor.shape = shape.data();
     tensor.strides = nullptr;  // compact row-major
@@ -266,6 +280,11 @@ struct Instance {
   std::vector<torch::Tensor> parameters;
   std::vector<TensorView> value_views;
   std::vector<TensorView> gradient_views;
+  // Every gradient is a view into this one buffer, in parameter order (Note [Flat gradients]).
+  torch::Tensor flat_gradients;
+  // Host memory handed out by host_batch (page-locked for a CUDA model).
+  torch::Tensor host_input, host_labels;
+  TensorView host_input_view, host_labels_view;
   // Owning references: autograd keeps only a weak one, and a new accumulator would lose our hook.
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
   // Set by the host thread between steps, read by autograd threads during train_step.
@@ -304,6 +323,17 @@ struct Plugin {
     }
   }
 
+  // True when this plugin's libtorch has its CUDA part (libtorch_cuda) loaded: a CPU-only build
+  // (such as Debian's libtorch) answers every CUDA question through stubs that throw.
+  static bool LibtorchHasCuda() {
+    try {
+      (void)at::detail::getCUDAHooks().versionCUDART();
+      return true;
+    } catch (const c10::Error&) {
+      return false;
+    }
+  }
+
   static c10::Device SelectDevice(const dpl_model_config_v1& config) {
     if (config.device_type == kDLCPU) return c10::Device(c10::kCPU);
     if (config.device_type != kDLCUDA) {
@@ -312,10 +342,17 @@ struct Plugin {
                                                  std::to_string(config.device_type) +
                                                  " is not supported; use --device cpu or cuda");
     }
-    if (!torch::cuda::is_available()) {
+    if (!LibtorchHasCuda()) {
       throw PluginError(DPL_ERR_NO_DEVICE,
-                        "this model plugin was built against a libtorch without CUDA (or no GPU "
-                        "is visible); use --device cpu");
+                        std::string("model \"") + Traits::kName +
+                            "\": this plugin's libtorch is a CPU-only build (no CUDA support); "
+                            "use --device cpu, or rebuild the plugin against a libtorch with CUDA");
+    }
+    if (!torch::cuda::is_available()) {
+      throw PluginError(DPL_ERR_NO_DEVICE, std::string("model \"") + Traits::kName +
+                                               "\": libtorch has CUDA but sees no GPU (no driver, "
+                                               "or CUDA_VISIBLE_DEVICES hides them all); use "
+                                               "--device cpu");
     }
     const auto count = static_cast<int32_t>(torch::cuda::device_count());
     if (config.device_id < 0 || config.device_id >= count) {
@@ -394,6 +431,7 @@ struct Plugin {
       instance->module->to(device);
       instance->module->train(true);
       torch::NoGradGuard no_grad;
+      std::int64_t elements = 0;
       for (const auto& named : instance->module->named_parameters(/*recurse=*/true)) {
         torch::Tensor parameter = named.value();
         if (parameter.scalar_type() != torch::kFloat32 || !parameter.is_contiguous()) {
@@ -401,11 +439,22 @@ struct Plugin {
                                                      "\": parameter " + named.key() +
                                                      " is not a contiguous float32 tensor");
         }
-        // A grad that exists before backward is accumulated into in place (grad mode is off
-        // during backward), so the gradient's DLTensor view never goes stale.
-        parameter.mutable_grad() = torch::zeros_like(parameter);
         instance->parameter_names.push_back(named.key());
         instance->parameters.push_back(parameter);
+        elements += parameter.numel();
+      }
+      // Note [Flat gradients]: every gradient is a view into one zeroed buffer, in parameter
+      // order (DDP's gradient_as_bucket_view). A grad that exists before backward is accumulated
+      // into in place (grad mode is off during backward), so the views never go stale, the host
+      // reduces a bucket of neighbouring gradients with one collective and no copy, and zeroing
+      // is one kernel.
+      instance->flat_gradients =
+          torch::zeros({elements}, torch::TensorOptions().device(device).dtype(torch::kFloat32));
+      std::int64_t offset = 0;
+      for (auto& parameter : instance->parameters) {
+        parameter.mutable_grad() =
+            instance->flat_gradients.narrow(0, offset, parameter.numel()).view(parameter.sizes());
+        offset += parameter.numel();
       }
       const auto count = instance->parameters.size();
       instance->value_views.resize(count);
@@ -419,8 +468,6 @@ struct Plugin {
         instance->accumulators.push_back(std::move(accumulator));
       }
       if (instance->log != nullptr) {
-        std::int64_t elements = 0;
-        for (const auto& parameter : instance->parameters) elements += parameter.numel();
         const std::string message = std::string("model ") + Traits::kName + " " + Traits::kVersion +
                                     ": " + std::to_string(count) + " parameter tensors, " +
                                     std::to_string(elements) + " elements, on " + device.str();
@@ -511,7 +558,7 @@ struct Plugin {
   static dpl_status ZeroGradients(dpl_model* model) {
     return Guarded(Traits::kName, "zero_gradients", [&] {
       ModelInstance& instance = Get(model);
-      for (auto& parameter : instance.parameters) parameter.mutable_grad().zero_();
+      instance.flat_gradients.zero_();
     });
   }
 
@@ -563,23 +610,46 @@ struct Plugin {
           compact *= tensor->shape[i];
         }
       }
-      const bool on_model_device = instance.device.is_cuda()
-                                       ? tensor->device.device_type == kDLCUDA &&
-                                             tensor->device.device_id == instance.device.index()
-                                       : tensor->device.device_type == kDLCPU;
-      if (!on_model_device) {
-        throw PluginError(
-            DPL_ERR_INVALID_ARGUMENT,
-            prefix + "input and labels must live on the model's device " + instance.device.str());
+      if (!OnModelDevice(instance, tensor->device) && !InHostMemory(tensor->device)) {
+        throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                          prefix + "input and labels must live on the model's device " +
+                              instance.device.str() + " or in host memory");
       }
       RequireNotNull(tensor->data, "batch data");
     }
-    const auto options = torch::TensorOptions().device(instance.device);
-    auto* input_data = static_cast<char*>(input->data) + input->byte_offset;
-    auto* label_data = static_cast<char*>(labels->data) + labels->byte_offset;
     std::vector<int64_t> input_sizes(input->shape, input->shape + input->ndim);
-    return {torch::from_blob(input_data, input_sizes, options.dtype(torch::kFloat32)),
-            torch::from_blob(label_data, {batch}, options.dtype(torch::kInt64))};
+    return {OnDevice(instance, *input, input_sizes, torch::kFloat32, instance.host_input),
+            OnDevice(instance, *labels, {batch}, torch::kInt64, instance.host_labels)};
+  }
+
+  static bool OnModelDevice(const ModelInstance& instance, const DLDevice& device) {
+    return instance.device.is_cuda()
+               ? device.device_type == kDLCUDA && device.device_id == instance.device.index()
+               : device.device_type == kDLCPU;
+  }
+
+  static bool InHostMemory(const DLDevice& device) {
+    return device.device_type == kDLCPU || device.device_type == kDLCUDAHost;
+  }
+
+  // The batch tensor on the model's device. Host memory is copied there (asynchronously when it
+  // is the page-locked buffer of host_batch; the copy is ordered before the model's kernels on
+  // the same stream, and train_step/eval_step read the loss back before returning, so the host
+  // may refill the buffer once they return).
+  static torch::Tensor OnDevice(const ModelInstance& instance, const DLTensor& tensor,
+                                c10::IntArrayRef sizes, torch::ScalarType type,
+                                const torch::Tensor& host_buffer) {
+    void* data = static_cast<char*>(tensor.data) + tensor.byte_offset;
+    if (OnModelDevice(instance, tensor.device)) {
+      return torch::from_blob(data, sizes,
+                              torch::TensorOptions().device(instance.device).dtype(type));
+    }
+    torch::Tensor host =
+        host_buffer.defined() && data == host_buffer.data_ptr()
+            ? host_buffer.narrow(0, 0, sizes[0]).view(sizes)  // keeps the pinned allocator's view
+            : torch::from_blob(data, sizes, torch::TensorOptions().dtype(type));
+    if (!instance.device.is_cuda()) return host;
+    return host.to(instance.device, type, /*non_blocking=*/true);
   }
 
   static dpl_status TrainStep(dpl_model* model, const DLTensor* input, const DLTensor* labels,
@@ -688,23 +758,117 @@ struct Plugin {
     return LastErrorText().c_str();
   }
 
-  static constexpr dpl_model_plugin_v1 Table() {
-    return dpl_model_plugin_v1{
-        dpl_plugin_header{sizeof(dpl_model_plugin_v1), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_MODEL,
-                          DPL_MODEL_ABI_VERSION_1, Traits::kName, Traits::kVersion,
-                          Traits::kDescription},
-        &Create,
-        &Destroy,
-        &Describe,
-        &Parameter,
-        &SetGradientReadyCallback,
-        &SetMode,
-        &ZeroGradients,
-        &TrainStep,
-        &EvalStep,
-        &SaveState,
-        &LoadState,
-        &LastError};
+  static dpl_status HostBatch(dpl_model* model, int64_t capacity, DLTensor* input,
+                              DLTensor* labels) {
+    return Guarded(Traits::kName, "host_batch", [&] {
+      ModelInstance& instance = Get(model);
+      RequireNotNull(input, "input");
+      RequireNotNull(labels, "labels");
+      if (capacity < 1) {
+        throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                          std::string("model \"") + Traits::kName +
+                              "\": host_batch capacity must be >= 1, got " +
+                              std::to_string(capacity));
+      }
+      if (!instance.host_input.defined() || instance.host_input.size(0) != capacity) {
+        // Page-locked memory exists only with CUDA; a CPU model's batches need no copy at all.
+        const bool page_locked = instance.device.is_cuda();
+        const auto options = torch::TensorOptions().pinned_memory(page_locked);
+        std::vector<int64_t> input_sizes{capacity};
+        input_sizes.insert(input_sizes.end(), instance.input_shape.begin(),
+                           instance.input_shape.end());
+        instance.host_input = torch::empty(input_sizes, options.dtype(torch::kFloat32));
+        instance.host_labels = torch::empty({capacity}, options.dtype(torch::kInt64));
+        instance.host_input_view.Bind(instance.host_input, page_locked);
+        instance.host_labels_view.Bind(instance.host_labels, page_locked);
+      }
+      *input = instance.host_input_view.tensor;
+      *labels = instance.host_labels_view.tensor;
+    });
+  }
+
+  // The host-memory side of read_tensors / write_tensors: one float32 tensor per parameter over
+  // `host`, after checking that `count` is exactly what the model holds.
+  static std::vector<torch::Tensor> HostSlices(const ModelInstance& instance, const float* host,
+                                               uint64_t count) {
+    RequireNotNull(host, "host");
+    uint64_t total = 0;
+    for (const auto& parameter : instance.parameters) total += uint64_t(parameter.numel());
+    if (count != total) {
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                        std::string("model \"") + Traits::kName + "\": the host buffer holds " +
+                            std::to_string(count) + " floats, the parameters " +
+                            std::to_string(total));
+    }
+    std::vector<torch::Tensor> slices;
+    int64_t offset = 0;
+    for (const auto& parameter : instance.parameters) {
+      slices.push_back(torch::from_blob(const_cast<float*>(host) + offset, parameter.sizes(),
+                                        torch::TensorOptions().dtype(torch::kFloat32)));
+      offset += parameter.numel();
+    }
+    return slices;
+  }
+
+  static torch::Tensor Selected(ModelInstance& instance, dpl_model_tensors which, size_t index) {
+    return which == DPL_MODEL_TENSORS_VALUES ? instance.parameters[index]
+                                             : instance.parameters[index].mutable_grad();
+  }
+
+  static void RequireKnownTensors(dpl_model_tensors which) {
+    if (which != DPL_MODEL_TENSORS_VALUES && which != DPL_MODEL_TENSORS_GRADIENTS) {
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT, std::string("model \"") + Traits::kName +
+                                                      "\": unknown tensor set " +
+                                                      std::to_string(static_cast<int>(which)));
+    }
+  }
+
+  // Blocking copies (non_blocking = false): from a device they wait for all work issued before on
+  // the default stream, collectives included.
+  static dpl_status ReadTensors(dpl_model* model, dpl_model_tensors which, float* host,
+                                uint64_t count) {
+    return Guarded(Traits::kName, "read_tensors", [&] {
+      ModelInstance& instance = Get(model);
+      RequireKnownTensors(which);
+      std::vector<torch::Tensor> slices = HostSlices(instance, host, count);
+      torch::NoGradGuard no_grad;
+      if (which == DPL_MODEL_TENSORS_GRADIENTS) {
+        torch::from_blob(host, {int64_t(count)}, torch::TensorOptions().dtype(torch::kFloat32))
+            .copy_(instance.flat_gradients);
+        return;
+      }
+      for (size_t i = 0; i < slices.size(); ++i) slices[i].copy_(Selected(instance, which, i));
+    });
+  }
+
+  static dpl_status WriteTensors(dpl_model* model, dpl_model_tensors which, const float* host,
+                                 uint64_t count) {
+    return Guarded(Traits::kName, "write_tensors", [&] {
+      ModelInstance& instance = Get(model);
+      RequireKnownTensors(which);
+      std::vector<torch::Tensor> slices = HostSlices(instance, host, count);
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < slices.size(); ++i) Selected(instance, which, i).copy_(slices[i]);
+    });
+  }
+
+#if DPL_TORCH_MODEL_ABI_VERSION == 2
+  using Table_t = dpl_model_plugin_v2;
+#else
+  using Table_t = dpl_model_plugin_v1;
+#endif
+
+  static constexpr Table_t Table() {
+    return Table_t {
+      dpl_plugin_header{
+          sizeof(Table_t), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_MODEL, DPL_TORCH_MODEL_ABI_VERSION,
+          Traits::kName,   Traits::kVersion, Traits::kDescription},
+          &Create, &Destroy, &Describe, &Parameter, &SetGradientReadyCallback, &SetMode,
+          &ZeroGradients, &TrainStep, &EvalStep, &SaveState, &LoadState, &LastError,
+#if DPL_TORCH_MODEL_ABI_VERSION == 2
+          &HostBatch, &ReadTensors, &WriteTensors,
+#endif
+    };
   }
 };
 
@@ -712,7 +876,15 @@ struct Plugin {
 }  // namespace torch_model
 }  // namespace dpl
 
-// Exports `ModuleType` as the plugin's `dpl_model_plugin_v1` table. `input_shape` is one
+#if DPL_TORCH_MODEL_ABI_VERSION == 2
+#define DPL_TORCH_MODEL_TABLE_TYPE dpl_model_plugin_v2
+#define DPL_TORCH_MODEL_ENTRY_SYMBOL DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v2)
+#else
+#define DPL_TORCH_MODEL_TABLE_TYPE dpl_model_plugin_v1
+#define DPL_TORCH_MODEL_ENTRY_SYMBOL DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v1)
+#endif
+
+// Exports `ModuleType` as the plugin's `dpl_model_plugin_v2` (or _v1) table. `input_shape` is one
 // sample's shape as a parenthesised std::vector<int64_t> expression, e.g.
 // (std::vector<int64_t>{1, 28, 28}); `num_classes` the number of output classes.
 #define DPL_EXPORT_TORCH_MODEL(ModuleType, name, version, description, input_shape, num_classes) \
@@ -727,9 +899,9 @@ struct Plugin {
   };                                                                                             \
   }                                                                                              \
   extern "C" {                                                                                   \
-  DPL_PLUGIN_EXPORT extern const dpl_model_plugin_v1 dpl_torch_model_table                       \
-      DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v1);                                              \
-  const dpl_model_plugin_v1 dpl_torch_model_table =                                              \
+  DPL_PLUGIN_EXPORT extern const DPL_TORCH_MODEL_TABLE_TYPE dpl_torch_model_table                \
+      DPL_TORCH_MODEL_ENTRY_SYMBOL;                                                              \
+  const DPL_TORCH_MODEL_TABLE_TYPE dpl_torch_model_table =                                       \
       ::dpl::torch_model::Plugin<DplTorchModelTraits>::Table();                                  \
   }
 

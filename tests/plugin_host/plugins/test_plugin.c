@@ -58,39 +58,7 @@ static dpl_status Barrier(dpl_backend* backend) {
   TEST_BACKEND_TABLE(symbol, DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND, 1, \
                      (uint32_t)sizeof(dpl_backend_plugin_v1), name, BackendCreate)
 
-#if defined(TEST_PLUGIN_GOOD_BACKEND)
-GOOD_BACKEND(dpl_backend_plugin_v1, "testgood");
-#elif defined(TEST_PLUGIN_NAMED)
-/* A well-formed backend under a given name (TEST_PLUGIN_NAMED="gloo"), for ChooseBackend. */
-GOOD_BACKEND(dpl_backend_plugin_v1, TEST_PLUGIN_NAMED);
-#elif defined(TEST_PLUGIN_DUPLICATE)
-GOOD_BACKEND(dpl_backend_plugin_v1, "dup");
-#elif defined(TEST_PLUGIN_ABI9)
-GOOD_BACKEND(dpl_backend_plugin_v9, "abi9");
-#elif defined(TEST_PLUGIN_ABI0)
-GOOD_BACKEND(dpl_backend_plugin_v0, "abi0");
-#elif defined(TEST_PLUGIN_BAD_MAGIC)
-TEST_BACKEND_TABLE(dpl_backend_plugin_v1, 0x12345678u, DPL_PLUGIN_KIND_BACKEND, 1,
-                   (uint32_t)sizeof(dpl_backend_plugin_v1), "badmagic", BackendCreate);
-#elif defined(TEST_PLUGIN_KIND_MISMATCH)
-TEST_BACKEND_TABLE(dpl_backend_plugin_v1, DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_MODEL, 1,
-                   (uint32_t)sizeof(dpl_backend_plugin_v1), "kindmismatch", BackendCreate);
-#elif defined(TEST_PLUGIN_ABI_MISMATCH)
-TEST_BACKEND_TABLE(dpl_backend_plugin_v1, DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND, 2,
-                   (uint32_t)sizeof(dpl_backend_plugin_v1), "abimismatch", BackendCreate);
-#elif defined(TEST_PLUGIN_SMALL_TABLE)
-TEST_BACKEND_TABLE(dpl_backend_plugin_v1, DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND, 1,
-                   (uint32_t)sizeof(dpl_plugin_header), "smalltable", BackendCreate);
-#elif defined(TEST_PLUGIN_NULL_FUNCTION)
-TEST_BACKEND_TABLE(dpl_backend_plugin_v1, DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND, 1,
-                   (uint32_t)sizeof(dpl_backend_plugin_v1), "nullcreate", NULL);
-#elif defined(TEST_PLUGIN_NO_SYMBOL)
-/* A real shared library that simply is not a dpl plugin. */
-DPL_PLUGIN_EXPORT int not_a_dpl_plugin(void);
-int not_a_dpl_plugin(void) {
-  return 42;
-}
-#elif defined(TEST_PLUGIN_GOOD_MODEL)
+/* The model functions every model variant shares; each fails on purpose. */
 static dpl_status ModelCreate(const dpl_model_config_v1* config, dpl_model** out) {
   (void)config;
   *out = NULL;
@@ -134,23 +102,83 @@ static dpl_status State(dpl_model* model, const char* path) {
   (void)model, (void)path;
   return DPL_ERR_UNSUPPORTED;
 }
+static dpl_status HostBatch(dpl_model* model, int64_t capacity, DLTensor* input, DLTensor* labels) {
+  (void)model, (void)capacity, (void)input, (void)labels;
+  return DPL_ERR_UNSUPPORTED;
+}
+static dpl_status ReadTensors(dpl_model* model, dpl_model_tensors which, float* host,
+                              uint64_t count) {
+  (void)model, (void)which, (void)host, (void)count;
+  return DPL_ERR_UNSUPPORTED;
+}
+static dpl_status WriteTensors(dpl_model* model, dpl_model_tensors which, const float* host,
+                               uint64_t count) {
+  (void)model, (void)which, (void)host, (void)count;
+  return DPL_ERR_UNSUPPORTED;
+}
+
+#define MODEL_HEADER(table_type, abi, name)                                                    \
+  {                                                                                            \
+    (uint32_t)sizeof(table_type), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_MODEL, abi, name, "0.0.2", \
+        "a model of the plugin host tests"                                                     \
+  }
+#define MODEL_V1_FUNCTIONS                                                                        \
+  ModelCreate, ModelDestroy, Describe, Parameter, SetCallback, SetMode, ZeroGradients, TrainStep, \
+      EvalStep, State, State, LastError
+
+#if defined(TEST_PLUGIN_GOOD_BACKEND)
+GOOD_BACKEND(dpl_backend_plugin_v1, "testgood");
+#elif defined(TEST_PLUGIN_NAMED)
+/* A well-formed backend under a given name (TEST_PLUGIN_NAMED="gloo"), for ChooseBackend. */
+GOOD_BACKEND(dpl_backend_plugin_v1, TEST_PLUGIN_NAMED);
+#elif defined(TEST_PLUGIN_DUPLICATE)
+GOOD_BACKEND(dpl_backend_plugin_v1, "dup");
+#elif defined(TEST_PLUGIN_ABI9)
+GOOD_BACKEND(dpl_backend_plugin_v9, "abi9");
+#elif defined(TEST_PLUGIN_ABI0)
+GOOD_BACKEND(dpl_backend_plugin_v0, "abi0");
+#elif defined(TEST_PLUGIN_BAD_MAGIC)
+TEST_BACKEND_TABLE(dpl_backend_plugin_v1, 0x12345678u, DPL_PLUGIN_KIND_BACKEND, 1,
+                   (uint32_t)sizeof(dpl_backend_plugin_v1), "badmagic", BackendCreate);
+#elif defined(TEST_PLUGIN_KIND_MISMATCH)
+TEST_BACKEND_TABLE(dpl_backend_plugin_v1, DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_MODEL, 1,
+                   (uint32_t)sizeof(dpl_backend_plugin_v1), "kindmismatch", BackendCreate);
+#elif defined(TEST_PLUGIN_ABI_MISMATCH)
+TEST_BACKEND_TABLE(dpl_backend_plugin_v1, DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND, 2,
+                   (uint32_t)sizeof(dpl_backend_plugin_v1), "abimismatch", BackendCreate);
+#elif defined(TEST_PLUGIN_SMALL_TABLE)
+TEST_BACKEND_TABLE(dpl_backend_plugin_v1, DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND, 1,
+                   (uint32_t)sizeof(dpl_plugin_header), "smalltable", BackendCreate);
+#elif defined(TEST_PLUGIN_NULL_FUNCTION)
+TEST_BACKEND_TABLE(dpl_backend_plugin_v1, DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND, 1,
+                   (uint32_t)sizeof(dpl_backend_plugin_v1), "nullcreate", NULL);
+#elif defined(TEST_PLUGIN_NO_SYMBOL)
+/* A real shared library that simply is not a dpl plugin. */
+DPL_PLUGIN_EXPORT int not_a_dpl_plugin(void);
+int not_a_dpl_plugin(void) {
+  return 42;
+}
+#elif defined(TEST_PLUGIN_GOOD_MODEL)
+/* A model of ABI v1: the host adapts it to the newest table (CPU only). */
 DPL_PLUGIN_EXPORT extern const dpl_model_plugin_v1 test_table
     DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v1);
-const dpl_model_plugin_v1 test_table = {
-    {(uint32_t)sizeof(dpl_model_plugin_v1), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_MODEL, 1, "testmodel",
-     "0.0.2", "a model of the plugin host tests"},
-    ModelCreate,
-    ModelDestroy,
-    Describe,
-    Parameter,
-    SetCallback,
-    SetMode,
-    ZeroGradients,
-    TrainStep,
-    EvalStep,
-    State,
-    State,
-    LastError};
+const dpl_model_plugin_v1 test_table = {MODEL_HEADER(dpl_model_plugin_v1, 1, "testmodel"),
+                                        MODEL_V1_FUNCTIONS};
+#elif defined(TEST_PLUGIN_GOOD_MODEL_V2)
+DPL_PLUGIN_EXPORT extern const dpl_model_plugin_v2 test_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v2);
+const dpl_model_plugin_v2 test_table = {MODEL_HEADER(dpl_model_plugin_v2, 2, "testmodel2"),
+                                        MODEL_V1_FUNCTIONS, HostBatch, ReadTensors, WriteTensors};
+#elif defined(TEST_PLUGIN_MODEL_V2_NULL_HOST_BATCH)
+DPL_PLUGIN_EXPORT extern const dpl_model_plugin_v2 test_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v2);
+const dpl_model_plugin_v2 test_table = {MODEL_HEADER(dpl_model_plugin_v2, 2, "nohostbatch"),
+                                        MODEL_V1_FUNCTIONS, NULL, ReadTensors, WriteTensors};
+#elif defined(TEST_PLUGIN_MODEL_ABI3)
+DPL_PLUGIN_EXPORT extern const dpl_model_plugin_v2 test_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v3);
+const dpl_model_plugin_v2 test_table = {MODEL_HEADER(dpl_model_plugin_v2, 3, "modelabi3"),
+                                        MODEL_V1_FUNCTIONS, HostBatch, ReadTensors, WriteTensors};
 #else
 #error "define one TEST_PLUGIN_* to say which test plugin to build"
 #endif

@@ -1,0 +1,28 @@
+# dpl_torch_model_plugin(<target> [ABI_VERSION 1|2])
+# Makes the MODULE library <target>, whose one .cpp uses DPL_EXPORT_TORCH_MODEL from
+# dpl/torch_model.hpp, a dpl model plugin: links dpl::sdk and libtorch, exports nothing but the
+# entry table of model ABI <ABI_VERSION> (default 2, the newest), and refuses undefined symbols
+# at link time. Used by the in-tree models and, through find_package(dpl), by outside ones.
+function(dpl_torch_model_plugin target)
+  cmake_parse_arguments(ARG "" "ABI_VERSION" "" ${ARGN})
+  if(NOT ARG_ABI_VERSION)
+    set(ARG_ABI_VERSION 2)
+  endif()
+  find_package(Torch REQUIRED)  # Debian's libtorch, or any libtorch via CMAKE_PREFIX_PATH
+  target_link_libraries(${target} PRIVATE dpl::sdk ${TORCH_LIBRARIES})
+  target_compile_definitions(${target} PRIVATE DPL_TORCH_MODEL_ABI_VERSION=${ARG_ABI_VERSION})
+  set_target_properties(${target} PROPERTIES CXX_VISIBILITY_PRESET hidden
+                                             VISIBILITY_INLINES_HIDDEN ON)
+  # libtorch's headers mark many classes visibility("default"), so template code instantiated in
+  # the plugin would be exported despite hidden visibility; the version script keeps the entry.
+  set(map "${CMAKE_CURRENT_BINARY_DIR}/${target}_exports.map")
+  file(WRITE "${map}" "{ global: dpl_model_plugin_v${ARG_ABI_VERSION}; local: *; };\n")
+  target_link_options(${target} PRIVATE "LINKER:--version-script=${map}" "LINKER:--no-undefined")
+  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${map}")
+  # A libtorch with CUDA registers its GPU support from libtorch_cuda when that library loads. The
+  # plugin calls nothing in it directly, so a linker that drops unused libraries (--as-needed, the
+  # default on some distributions) would leave CUDA unregistered: keep every library.
+  if(TORCH_CUDA_LIBRARIES OR TARGET torch_cuda)
+    target_link_options(${target} PRIVATE "LINKER:--no-as-needed")
+  endif()
+endfunction()
