@@ -7,7 +7,10 @@
 # the top-level CMakeLists (which requires Boost and the launcher) is not configured at all.
 # Then it runs the NCCL conformance tests (world size 1 on real CUDA tensors, and the plugin
 # symbol/table check), then tools/allreduce_perf over the tcp backend (the bench moves CPU
-# tensors only; it has no CUDA path). Everything it prints also goes to $OUT if set.
+# tensors only; it has no CUDA path). Then one short CUDA training run: the convnet plugin built
+# against pip torch (CUDA), trained with --device cuda --backend nccl at world size 1 by a launcher
+# binary prepared on the dev machine (tools/gpu_prepare.sh; carry build-gpu-deps), and the same
+# steps on the CPU for comparison. Everything it prints also goes to $OUT if set.
 # Budget: under 8 minutes (the build is ~1 minute on 16 cores).
 set -euo pipefail
 
@@ -174,6 +177,61 @@ echo "== bandwidth bench (CPU tensors: the bench drives tcp; 2 ranks on loopback
 timeout 180 "$work/build/tools/allreduce_perf/allreduce_perf" --backend tcp --world-size 2 \
   --min-bytes 8 --max-bytes 256M --iters 5 --check \
   --plugin-dir "$work/build/plugins_out" | tee "$out/allreduce_perf_tcp.txt" || status=1
+
+echo "== CUDA training run (convnet plugin on pip torch, --device cuda, nccl, world size 1)"
+deps="$repo/build-gpu-deps"
+launcher="$deps/bin/launcher"
+if [[ ! -x "$launcher" || ! -d "$deps/fashion-mnist" ]]; then
+  echo "FAIL: no $launcher or $deps/fashion-mnist: run tools/gpu_prepare.sh on the dev machine"
+  echo "      and carry build-gpu-deps (the launcher needs Boost, which this machine lacks)"
+  status=1
+else
+  # A project of its own: if pip torch's CMake files do not configure here, the NCCL checks above
+  # still stand.
+  models="$work/models"
+  mkdir -p "$models"
+  cat > "$models/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.18)
+project(dpl_gpu_models VERSION 0.1.0 LANGUAGES C CXX)
+set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+set(DPL_WARNING_FLAGS -Wall -Wextra)
+include(GNUInstallDirs)
+set(DPL_INSTALL_PLUGIN_DIR "\${CMAKE_INSTALL_LIBDIR}/dpl/plugins")
+set(DPL_BUILD_PLUGIN_DIR "\${CMAKE_BINARY_DIR}/plugins_out")
+file(MAKE_DIRECTORY "\${DPL_BUILD_PLUGIN_DIR}")
+include("$repo/cmake/DplPlugin.cmake")
+include("$repo/sdk/cmake/DplTorchModel.cmake")
+add_subdirectory("$repo/sdk" sdk)
+add_subdirectory("$repo/models/convnet" models/convnet)
+CMAKE
+  if "$cmake_bin" -S "$models" -B "$work/models-build" "${generator[@]}" \
+       -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_CMAKE_PREFIX" \
+       -DDLPACK_INCLUDE_DIR="$dlpack_dir" ${cuda_args[@]+"${cuda_args[@]}"} \
+       >"$out/models_configure.log" 2>&1 &&
+     timeout 300 "$cmake_bin" --build "$work/models-build" --target dpl_model_convnet -j "$jobs" \
+       >"$out/models_build.log" 2>&1; then
+    plugins="$work/models-build/plugins_out"
+    cp "$work/build/plugins_out/"libdpl_backend_*.so "$plugins/"
+    train=(--model convnet --num-processes 1 --max-steps 300 --log-interval 100 --no-progress
+           --master-port 0 --data-dir "$deps/fashion-mnist" --plugin-dir "$plugins")
+    timeout 240 "$launcher" "${train[@]}" --device cuda --backend nccl 2>&1 |
+      tee "$out/train_cuda_nccl.log" || status=1
+    grep -q "training done: 300 steps" "$out/train_cuda_nccl.log" ||
+      { echo "FAIL: the CUDA training run did not finish its 300 steps"; status=1; }
+    grep -q "test set: average loss" "$out/train_cuda_nccl.log" ||
+      { echo "FAIL: the CUDA training run printed no test-set accuracy"; status=1; }
+    echo "== the same 300 steps on the CPU (tcp backend), for comparison"
+    timeout 240 "$launcher" "${train[@]}" --device cpu --backend tcp 2>&1 |
+      tee "$out/train_cpu_tcp.log" || status=1
+    grep -h "training done\|test set" "$out/train_cuda_nccl.log" "$out/train_cpu_tcp.log"
+  else
+    echo "FAIL: could not build the convnet plugin against pip torch; see below"
+    tail -n 40 "$out/models_configure.log" "$out/models_build.log" 2>/dev/null
+    status=1
+  fi
+fi
 echo "== done (status $status); logs in $out"
 date -u
 exit "$status"
