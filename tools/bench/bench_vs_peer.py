@@ -3,6 +3,9 @@
 
 Both run the same model, data, optimizer and global batch (128) on the same machine, back to
 back. Every figure is the median of --repeats runs, and is reported as a ratio in one table.
+This machine's speed drifts by tens of percent over minutes (a shared VM), so each repeat runs
+every configuration of dpl, the peer and the tuned peer back to back (rotating which goes first),
+and a ratio is the median of the repeats' own ratios, not a ratio of medians taken minutes apart.
 
 Method (identical for dpl and the peer, so no implementation has to time itself):
   * each configuration runs twice per repeat, for K1 and K2 training steps (wall-clock of the
@@ -15,6 +18,7 @@ The peer runs twice: as users run it, and "tuned" with glibc malloc thresholds r
 (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_), which avoids page faults on every step.
 """
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -93,17 +97,13 @@ def peer_command(args, processes, backend, steps, port):
             "--max-batches", str(steps), "--quiet", "--port", str(port)]
 
 
-def measure(make_cmd, env, worker_filter, k1, k2, repeats):
-    rates, startups, rss = [], [], []
-    for _ in range(repeats):
-        wall1, rss1 = timed_run(make_cmd(k1), env, worker_filter)
-        wall2, rss2 = timed_run(make_cmd(k2), env, worker_filter)
-        rate = (k2 - k1) * GLOBAL_BATCH / (wall2 - wall1)
-        rates.append(rate)
-        startups.append(wall1 - k1 * GLOBAL_BATCH / rate)
-        rss.append(max(rss1, rss2))
-    return {"rate": statistics.median(rates), "startup": statistics.median(startups),
-            "rss_mib": statistics.median(rss) / 1024.0}
+def one_measurement(make_cmd, env, worker_filter, k1, k2):
+    """One steady rate, start-up and peak RSS from a K1-step and a K2-step run."""
+    wall1, rss1 = timed_run(make_cmd(k1), env, worker_filter)
+    wall2, rss2 = timed_run(make_cmd(k2), env, worker_filter)
+    rate = (k2 - k1) * GLOBAL_BATCH / (wall2 - wall1)
+    return {"rate": rate, "startup": wall1 - k1 * GLOBAL_BATCH / rate,
+            "rss_mib": max(rss1, rss2) / 1024.0}
 
 
 def main():
@@ -113,44 +113,73 @@ def main():
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--k1", type=int, default=20, help="steps of the short run")
     p.add_argument("--k2", type=int, default=120, help="steps of the long run")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--configs", default="1x2-gloo,2x1-gloo,2x1-tcp",
                    help="comma list of <processes>x<threads>-<backend>")
+    p.add_argument("--json", help="also write every measurement to this file")
     args = p.parse_args()
 
     base_env = dict(os.environ)
     base_env.pop("MALLOC_MMAP_THRESHOLD_", None)
     base_env.pop("MALLOC_TRIM_THRESHOLD_", None)
-    port = 29610
-    rows = []
-    for config in args.configs.split(","):
-        shape, backend = config.split("-")
-        processes, threads = (int(v) for v in shape.split("x"))
-        env = dict(base_env, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-        dpl = measure(lambda k: dpl_command(args, processes, threads, backend, k), env,
-                      lambda c: b"--worker" in c, args.k1, args.k2, args.repeats)
-        # The peer has no tcp backend: its row for a dpl tcp config is gloo.
-        peer_backend = "gloo"
-        port += 1
-        peer_filter = lambda c: b"multiprocessing" in c  # spawn children
-        peer = measure(lambda k: peer_command(args, processes, peer_backend, k, port), env,
-                       peer_filter, args.k1, args.k2, args.repeats)
-        port += 1
-        tuned = measure(lambda k: peer_command(args, processes, peer_backend, k, port),
-                        dict(env, **TUNED_MALLOC), peer_filter, args.k1, args.k2, args.repeats)
-        rows.append((config, dpl, peer, tuned))
+    ports = iter(range(29610, 29610 + 10000))
+    configs = args.configs.split(",")
+    sides = ("dpl", "peer", "tuned")
+    # runs[config][side] = one measurement per repeat
+    runs = {config: {side: [] for side in sides} for config in configs}
+    for repeat in range(args.repeats):
+        for config in configs:
+            shape, backend = config.split("-")
+            processes, threads = (int(v) for v in shape.split("x"))
+            env = dict(base_env, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+            # The peer has no tcp backend: its row for a dpl tcp config is gloo.
+            peer_filter = lambda c: b"multiprocessing" in c  # spawn children
+            port = next(ports)
+            commands = {
+                "dpl": (lambda k: dpl_command(args, processes, threads, backend, k), env,
+                        lambda c: b"--worker" in c),
+                "peer": (lambda k: peer_command(args, processes, "gloo", k, port), env, peer_filter),
+                "tuned": (lambda k: peer_command(args, processes, "gloo", k, port),
+                          dict(env, **TUNED_MALLOC), peer_filter),
+            }
+            # Rotate which side goes first, so no side always runs on the warmest machine.
+            order = sides[repeat % 3:] + sides[:repeat % 3]
+            for side in order:
+                make_cmd, side_env, worker_filter = commands[side]
+                runs[config][side].append(
+                    one_measurement(make_cmd, side_env, worker_filter, args.k1, args.k2))
+            print(f"repeat {repeat + 1}/{args.repeats} {config}: " +
+                  ", ".join(f"{side} {runs[config][side][-1]['rate']:.0f}/s" for side in sides),
+                  file=sys.stderr, flush=True)
 
-    print(f"median of {args.repeats} runs; steady rate from {args.k1} vs {args.k2} steps; global batch {GLOBAL_BATCH}")
-    print("| config | dpl samples/s | peer | peer tuned | dpl/peer | dpl/tuned | dpl start s | peer start s | start ratio | dpl RSS MiB | peer RSS MiB | RSS ratio |")
+    def median(config, side, key):
+        return statistics.median(m[key] for m in runs[config][side])
+
+    def paired(config, key, other):
+        """Median over repeats of dpl's figure divided by `other`'s in the same repeat."""
+        return statistics.median(d[key] / o[key] for d, o in
+                                 zip(runs[config]["dpl"], runs[config][other]))
+
+    print(f"{args.repeats} repeats, dpl and the peer interleaved in each; steady rate from "
+          f"{args.k1} vs {args.k2} steps; global batch {GLOBAL_BATCH}; figures are medians, ratios "
+          f"the median of the repeats' own ratios")
+    print("| config | dpl samples/s | peer | peer tuned | dpl/peer | dpl/tuned | dpl start s | "
+          "peer start s | start ratio | dpl RSS MiB | peer RSS MiB | RSS ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for config, dpl, peer, tuned in rows:
-        print(f"| {config} | {dpl['rate']:.0f} | {peer['rate']:.0f} | {tuned['rate']:.0f} | "
-              f"{dpl['rate'] / peer['rate']:.2f}x | {dpl['rate'] / tuned['rate']:.2f}x | "
-              f"{dpl['startup']:.2f} | {peer['startup']:.2f} | {dpl['startup'] / peer['startup']:.2f} | "
-              f"{dpl['rss_mib']:.0f} | {peer['rss_mib']:.0f} | {dpl['rss_mib'] / peer['rss_mib']:.2f} |")
-    by_config = {r[0]: r[1] for r in rows}
-    if "1x2-gloo" in by_config and "2x1-gloo" in by_config:
-        print(f"communication hidden: 2x1 gloo / 1x2 = {by_config['2x1-gloo']['rate'] / by_config['1x2-gloo']['rate']:.2f}")
+    for config in configs:
+        print(f"| {config} | {median(config, 'dpl', 'rate'):.0f} | {median(config, 'peer', 'rate'):.0f} | "
+              f"{median(config, 'tuned', 'rate'):.0f} | {paired(config, 'rate', 'peer'):.2f}x | "
+              f"{paired(config, 'rate', 'tuned'):.2f}x | {median(config, 'dpl', 'startup'):.2f} | "
+              f"{median(config, 'peer', 'startup'):.2f} | {paired(config, 'startup', 'peer'):.2f} | "
+              f"{median(config, 'dpl', 'rss_mib'):.0f} | {median(config, 'peer', 'rss_mib'):.0f} | "
+              f"{paired(config, 'rss_mib', 'peer'):.2f} |")
+    if "1x2-gloo" in runs and "2x1-gloo" in runs:
+        hidden = statistics.median(a["rate"] / b["rate"] for a, b in
+                                   zip(runs["2x1-gloo"]["dpl"], runs["1x2-gloo"]["dpl"]))
+        print(f"communication hidden: dpl 2x1 gloo / 1x2 gloo = {hidden:.2f} (median of the repeats)")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"args": vars(args), "runs": runs}, out, indent=1)
 
 
 if __name__ == "__main__":
