@@ -62,6 +62,7 @@ po::options_description ValueFlags() {
     ("epochs", text("N"), "passes over the training set, 1..1000000 (default 1)")
     ("batch-size", text("N"), "GLOBAL batch size, divisible by the world size (default 128)")
     ("data-dir", text("DIR"), "folder holding the IDX .gz files (default /usr/share/datasets/fashion-mnist)")
+    ("data-cache", text("DIR"), "folder for inflated copies of .gz data, or none (default $XDG_CACHE_HOME/dpl/data or ~/.cache/dpl/data)")
     ("max-steps", text("N"), "stop after this many optimizer steps, 0 = no limit (default 0)")
     ("seed", text("N"), "seed of initialisation, shuffling and dropout (default 0)")
     ("device", text("DEVICE"), "cpu|cuda (default cpu)")
@@ -271,6 +272,10 @@ Status ApplyValues(const po::variables_map& values, Options* options) {
   if (S v = Given(values, "batch-size")) {
     DPL_RETURN_IF_ERROR(ParseInt("--batch-size", *v, 1, kMaxBatchSize, &options->batch_size));
   }
+  if (S v = Given(values, "data-cache")) {
+    DPL_RETURN_IF_ERROR(ParseNonEmpty("--data-cache", *v, &options->data_cache_dir));
+    if (options->data_cache_dir == "none") options->data_cache_dir.clear();
+  }
   if (S v = Given(values, "data-dir")) {
     DPL_RETURN_IF_ERROR(ParseNonEmpty("--data-dir", *v, &options->data_dir));
   }
@@ -347,6 +352,15 @@ Status ApplyEnvironment(const po::variables_map& values, Options* options) {
   }
   if (!Given(values, "job-token")) {
     if (const char* token = std::getenv("DPL_JOB_TOKEN")) options->job_token = token;
+  }
+  if (!Given(values, "data-cache")) {  // the XDG base directory rules, else none
+    const char* cache = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    if (cache && *cache == '/') {
+      options->data_cache_dir = std::string(cache) + "/dpl/data";
+    } else if (home && *home == '/') {
+      options->data_cache_dir = std::string(home) + "/.cache/dpl/data";
+    }
   }
   return Status::Ok();
 }
@@ -508,6 +522,7 @@ std::vector<std::string> WorkerArguments(const Options& options, int local_rank,
   add("--epochs", std::to_string(options.epochs));
   add("--batch-size", std::to_string(options.batch_size));
   add("--data-dir", options.data_dir);
+  add("--data-cache", options.data_cache_dir.empty() ? "none" : options.data_cache_dir);
   add("--max-steps", std::to_string(options.max_steps));
   add("--seed", std::to_string(options.seed));
   add("--device", options.device);

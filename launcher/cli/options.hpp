@@ -56,15 +56,16 @@ struct Options {
   int epochs = 1;                          // --epochs >= 1
   int batch_size = kDefaultBatchSize;      // --batch-size: GLOBAL batch, divisible by world size
   std::string data_dir = kDefaultDataDir;  // --data-dir
-  int64_t max_steps = 0;                   // --max-steps: stop after this many steps (0 = all)
-  uint64_t seed = 0;                       // --seed
-  bool drop_last = false;                  // --drop-last
-  std::string device = "cpu";              // --device cpu|cuda
-  std::string optimizer = "adadelta";      // --optimizer adadelta|sgd|adam
-  double learning_rate = 0.5;              // --lr (the recipe's Adadelta lr)
-  double momentum = 0.0;                   // --momentum (sgd)
-  int grad_accum = 1;                      // --grad-accum K >= 1
-  std::string grad_compression = "none";   // --grad-compression none|fp16|bf16
+  std::string data_cache_dir;          // --data-cache DIR|none ("" = none); default under ~/.cache
+  int64_t max_steps = 0;               // --max-steps: stop after this many steps (0 = all)
+  uint64_t seed = 0;                   // --seed
+  bool drop_last = false;              // --drop-last
+  std::string device = "cpu";          // --device cpu|cuda
+  std::string optimizer = "adadelta";  // --optimizer adadelta|sgd|adam
+  double learning_rate = 0.5;          // --lr (the recipe's Adadelta lr)
+  double momentum = 0.0;               // --momentum (sgd)
+  int grad_accum = 1;                  // --grad-accum K >= 1
+  std::string grad_compression = "none";              // --grad-compression none|fp16|bf16
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;  // --bucket-cap-mb
   int log_interval = 10;                              // --log-interval (batches)
   std::string metrics_file;                           // --metrics FILE (JSON lines)

@@ -42,6 +42,7 @@ using namespace std::chrono_literals;
 
 constexpr size_t kRootCauseLines = 20;
 constexpr auto kFailurePollInterval = 200ms;
+constexpr auto kExitPollInterval = 1ms;
 constexpr const char* kAttemptEnv = "DPL_ATTEMPT";
 constexpr const char* kJobTokenEnv = "DPL_JOB_TOKEN";
 
@@ -269,7 +270,9 @@ class Supervisor {
       }
     }
     if (fds.empty()) {
-      if (timeout_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+      // Every worker closed its output, so each is exiting: look again soon, not after the full
+      // timeout, or the job's end waits up to that long for nothing.
+      if (timeout_ms > 0) std::this_thread::sleep_for(kExitPollInterval);
       return;
     }
     if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return;

@@ -1,25 +1,44 @@
 #include "training/idx_dataset.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
-#include <sys/stat.h>
-
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
-#include <memory>
+#include <cstring>
+#include <functional>
 #include <sstream>
+
+#include "common/log.hpp"
 
 namespace dpl::training {
 namespace {
+
+constexpr size_t kImageHeaderBytes = 16;  // magic, count, rows, columns
+constexpr size_t kLabelHeaderBytes = 8;   // magic, count
 
 bool FileExists(const std::string& path) {
   struct stat info {};
   return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
 }
 
+bool EndsWith(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 std::string Hex32(uint32_t value) {
   char text[16];
   std::snprintf(text, sizeof text, "0x%08x", value);
   return text;
+}
+
+uint32_t BigEndian32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
 Result<std::string> FindFile(const std::string& directory, const std::string& base_name) {
@@ -31,26 +50,192 @@ Result<std::string> FindFile(const std::string& directory, const std::string& ba
                        "; pass --data-dir with the folder holding the MNIST-format files");
 }
 
-// Whole (decompressed) contents of a gzipped or raw file; gzread passes raw files through.
-Result<std::vector<uint8_t>> ReadAll(const std::string& path) {
-  std::unique_ptr<gzFile_s, int (*)(gzFile)> file(gzopen(path.c_str(), "rb"), gzclose);
-  if (!file) return Status::Error(path + ": cannot open for reading");
-  std::vector<uint8_t> bytes;
-  uint8_t chunk[1 << 16];
-  for (;;) {
-    const int got = gzread(file.get(), chunk, sizeof chunk);
-    if (got < 0) {
-      int code = 0;
-      return Status::Error(path + ": read failed: " + gzerror(file.get(), &code));
-    }
-    if (got == 0) break;
-    bytes.insert(bytes.end(), chunk, chunk + got);
+// A whole file mapped read-only; raw IDX files and cache entries are used in place.
+Result<SharedBytes> MapFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Error(path + ": cannot open for reading: " + std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    ::close(fd);
+    return Status::Error(path + ": cannot read its size: " + std::strerror(errno));
   }
-  return bytes;
+  const size_t size = size_t(info.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return SharedBytes();
+  }
+  void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (address == MAP_FAILED) return Status::Error(path + ": cannot map: " + std::strerror(errno));
+  std::shared_ptr<const void> owner(
+      address, [size](const void* a) { ::munmap(const_cast<void*>(a), size); });
+  return SharedBytes(std::move(owner), static_cast<const uint8_t*>(address), size);
 }
 
-uint32_t BigEndian32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+// A gzipped IDX file inflated into memory: its header, then exactly the bytes the header declares
+// (fewer if the file ends first), straight into one buffer.
+Result<SharedBytes> InflateIdxFile(const std::string& path, size_t header_bytes) {
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> file(gzopen(path.c_str(), "rb"), gzclose);
+  if (!file) return Status::Error(path + ": cannot open for reading");
+  gzbuffer(file.get(), 1 << 20);  // fewer, larger reads and inflate calls
+  auto bytes = std::make_shared<std::vector<uint8_t>>();
+  // Appends up to `count` bytes, in bounded steps: `count` comes from the file and may be corrupt.
+  auto read = [&](uint64_t count) -> Status {
+    constexpr uint64_t kStep = uint64_t{64} << 20;
+    while (count > 0) {
+      const uint64_t want = std::min(count, kStep);
+      const size_t old_size = bytes->size();
+      bytes->resize(old_size + want);
+      const int got = gzread(file.get(), bytes->data() + old_size, unsigned(want));
+      if (got < 0) {
+        int code = 0;
+        return Status::Error(path + ": read failed: " + gzerror(file.get(), &code));
+      }
+      bytes->resize(old_size + size_t(got));
+      if (uint64_t(got) < want) break;
+      count -= want;
+    }
+    return Status::Ok();
+  };
+  DPL_RETURN_IF_ERROR(read(header_bytes));
+  if (bytes->size() == header_bytes) {
+    uint64_t payload = 1;  // the dimensions after the magic, one byte per element
+    for (size_t offset = 4; offset < header_bytes; offset += 4) {
+      payload *= BigEndian32(bytes->data() + offset);
+    }
+    DPL_RETURN_IF_ERROR(read(payload));
+  }
+  const uint8_t* data = bytes->data();
+  const size_t size = bytes->size();
+  return SharedBytes(std::move(bytes), data, size);
+}
+
+// Where a gzipped file's inflated copy lives in the cache: the key changes with the source's
+// path, size and modification time, so an edited or replaced source is never mistaken.
+std::string CachePath(const std::string& cache_directory, const std::string& source) {
+  struct stat info {};
+  ::stat(source.c_str(), &info);
+  char* resolved = ::realpath(source.c_str(), nullptr);
+  const std::string canonical = resolved ? resolved : source;
+  std::free(resolved);
+  std::ostringstream key;
+  key << canonical << '|' << info.st_size << '|' << info.st_mtim.tv_sec << '.'
+      << info.st_mtim.tv_nsec;
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>()(key.str()));
+  const std::string name = source.substr(source.find_last_of('/') + 1);
+  return cache_directory + "/" + hex + "-" + name.substr(0, name.size() - 3);  // without ".gz"
+}
+
+Status MakeDirectories(const std::string& path) {
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string prefix = path.substr(0, slash);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Status::Error("cannot create " + prefix + ": " + std::strerror(errno));
+    }
+    if (slash == std::string::npos) return Status::Ok();
+  }
+}
+
+// Writes the cache entry atomically: a complete file appears under its name or nothing does.
+Status WriteCacheFile(const std::string& path, const SharedBytes& bytes) {
+  DPL_RETURN_IF_ERROR(MakeDirectories(path.substr(0, path.find_last_of('/'))));
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Error("cannot create " + temporary + ": " + std::strerror(errno));
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += size_t(n);
+  }
+  const bool complete = written == bytes.size() && ::fsync(fd) == 0;
+  const int error = errno;
+  ::close(fd);
+  if (!complete || ::rename(temporary.c_str(), path.c_str()) != 0) {
+    ::unlink(temporary.c_str());
+    return Status::Error("cannot write " + path + ": " +
+                         std::strerror(complete ? errno : (error ? error : EIO)));
+  }
+  return Status::Ok();
+}
+
+// The checks of one IDX file's bytes; each error names the file and what is wrong.
+Status CheckImages(const std::string& path, const SharedBytes& bytes, Dataset* dataset) {
+  const uint8_t* img = bytes.data();
+  if (bytes.size() < kImageHeaderBytes) {
+    return Status::Error(path + ": truncated: " + std::to_string(bytes.size()) +
+                         " bytes, shorter than the 16-byte IDX image header");
+  }
+  if (BigEndian32(img) != kIdxImageMagic) {
+    return Status::Error(path + ": wrong magic number " + Hex32(BigEndian32(img)) + ", expected " +
+                         Hex32(kIdxImageMagic) + " (IDX unsigned-byte images)");
+  }
+  dataset->count = BigEndian32(img + 4);
+  dataset->rows = BigEndian32(img + 8);
+  dataset->columns = BigEndian32(img + 12);
+  const uint64_t pixel_bytes = uint64_t(dataset->count) * dataset->rows * dataset->columns;
+  if (bytes.size() - kImageHeaderBytes < pixel_bytes) {
+    return Status::Error(
+        path + ": truncated: the header declares " + std::to_string(dataset->count) +
+        " images of " + std::to_string(dataset->rows) + "x" + std::to_string(dataset->columns) +
+        " (" + std::to_string(pixel_bytes) + " bytes) but only " +
+        std::to_string(bytes.size() - kImageHeaderBytes) + " bytes of pixels follow");
+  }
+  dataset->pixels = SharedBytes(bytes.owner(), img + kImageHeaderBytes, size_t(pixel_bytes));
+  return Status::Ok();
+}
+
+Status CheckLabels(const std::string& path, const SharedBytes& bytes, Dataset* dataset) {
+  const uint8_t* lbl = bytes.data();
+  if (bytes.size() < kLabelHeaderBytes) {
+    return Status::Error(path + ": truncated: " + std::to_string(bytes.size()) +
+                         " bytes, shorter than the 8-byte IDX label header");
+  }
+  if (BigEndian32(lbl) != kIdxLabelMagic) {
+    return Status::Error(path + ": wrong magic number " + Hex32(BigEndian32(lbl)) + ", expected " +
+                         Hex32(kIdxLabelMagic) + " (IDX unsigned-byte labels)");
+  }
+  const int64_t label_count = BigEndian32(lbl + 4);
+  if (bytes.size() - kLabelHeaderBytes < uint64_t(label_count)) {
+    return Status::Error(path + ": truncated: the header declares " + std::to_string(label_count) +
+                         " labels but only " + std::to_string(bytes.size() - kLabelHeaderBytes) +
+                         " bytes of labels follow");
+  }
+  dataset->labels.assign(lbl + kLabelHeaderBytes, lbl + kLabelHeaderBytes + label_count);
+  return Status::Ok();
+}
+
+// One IDX file, checked by `check`: mapped when raw; when gzipped, from the cache if it holds a
+// good copy (Note [Data cache]), else inflated, then added to the cache.
+Status LoadIdxFile(const std::string& path, size_t header_bytes, const std::string& cache_directory,
+                   const std::function<Status(const std::string&, const SharedBytes&)>& check) {
+  if (!EndsWith(path, ".gz")) {
+    Result<SharedBytes> bytes = MapFile(path);
+    if (!bytes.ok()) return bytes.status();
+    return check(path, *bytes);
+  }
+  const std::string cached = cache_directory.empty() ? "" : CachePath(cache_directory, path);
+  if (!cached.empty() && FileExists(cached)) {
+    Result<SharedBytes> bytes = MapFile(cached);
+    Status checked = bytes.ok() ? check(path, *bytes) : bytes.status();
+    if (checked.ok()) return checked;
+    log::Warning("ignoring the data cache entry " + cached + " (" + checked.message() +
+                 "); reading " + path + " again");
+  }
+  Result<SharedBytes> bytes = InflateIdxFile(path, header_bytes);
+  if (!bytes.ok()) return bytes.status();
+  DPL_RETURN_IF_ERROR(check(path, *bytes));
+  if (!cached.empty()) {
+    Status written = WriteCacheFile(cached, *bytes);
+    if (!written.ok()) {
+      log::Warning("data cache: " + written.message() +
+                   "; training goes on, the next run inflates the data again (--data-cache none "
+                   "turns the cache off)");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -69,65 +254,28 @@ std::string LabelsFileName(DatasetSplit split) {
   return split == DatasetSplit::kTrain ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte";
 }
 
-Result<Dataset> LoadIdxDataset(const std::string& directory, DatasetSplit split) {
+Result<Dataset> LoadIdxDataset(const std::string& directory, DatasetSplit split,
+                               const std::string& cache_directory) {
   Result<std::string> images_path = FindFile(directory, ImagesFileName(split));
   if (!images_path.ok()) return images_path.status();
   Result<std::string> labels_path = FindFile(directory, LabelsFileName(split));
   if (!labels_path.ok()) return labels_path.status();
-
-  Result<std::vector<uint8_t>> image_bytes = ReadAll(*images_path);
-  if (!image_bytes.ok()) return image_bytes.status();
-  Result<std::vector<uint8_t>> label_bytes = ReadAll(*labels_path);
-  if (!label_bytes.ok()) return label_bytes.status();
-  const std::vector<uint8_t>& img = *image_bytes;
-  const std::vector<uint8_t>& lbl = *label_bytes;
-
-  if (img.size() < 16) {
-    return Status::Error(*images_path + ": truncated: " + std::to_string(img.size()) +
-                         " bytes, shorter than the 16-byte IDX image header");
-  }
-  if (BigEndian32(img.data()) != kIdxImageMagic) {
-    return Status::Error(*images_path + ": wrong magic number " + Hex32(BigEndian32(img.data())) +
-                         ", expected " + Hex32(kIdxImageMagic) + " (IDX unsigned-byte images)");
-  }
-  if (lbl.size() < 8) {
-    return Status::Error(*labels_path + ": truncated: " + std::to_string(lbl.size()) +
-                         " bytes, shorter than the 8-byte IDX label header");
-  }
-  if (BigEndian32(lbl.data()) != kIdxLabelMagic) {
-    return Status::Error(*labels_path + ": wrong magic number " + Hex32(BigEndian32(lbl.data())) +
-                         ", expected " + Hex32(kIdxLabelMagic) + " (IDX unsigned-byte labels)");
-  }
   Dataset dataset;
   dataset.images_path = *images_path;
   dataset.labels_path = *labels_path;
-  dataset.count = BigEndian32(img.data() + 4);
-  dataset.rows = BigEndian32(img.data() + 8);
-  dataset.columns = BigEndian32(img.data() + 12);
-  const int64_t label_count = BigEndian32(lbl.data() + 4);
-  const uint64_t pixel_bytes = uint64_t(dataset.count) * dataset.rows * dataset.columns;
-  if (img.size() - 16 < pixel_bytes) {
-    return Status::Error(*images_path + ": truncated: the header declares " +
-                         std::to_string(dataset.count) + " images of " +
-                         std::to_string(dataset.rows) + "x" + std::to_string(dataset.columns) +
-                         " (" + std::to_string(pixel_bytes) + " bytes) but only " +
-                         std::to_string(img.size() - 16) + " bytes of pixels follow");
-  }
-  if (lbl.size() - 8 < uint64_t(label_count)) {
-    return Status::Error(*labels_path + ": truncated: the header declares " +
-                         std::to_string(label_count) + " labels but only " +
-                         std::to_string(lbl.size() - 8) + " bytes of labels follow");
-  }
-  if (label_count != dataset.count) {
+  DPL_RETURN_IF_ERROR(LoadIdxFile(*images_path, kImageHeaderBytes, cache_directory,
+                                  [&](const std::string& path, const SharedBytes& bytes) {
+                                    return CheckImages(path, bytes, &dataset);
+                                  }));
+  DPL_RETURN_IF_ERROR(LoadIdxFile(*labels_path, kLabelHeaderBytes, cache_directory,
+                                  [&](const std::string& path, const SharedBytes& bytes) {
+                                    return CheckLabels(path, bytes, &dataset);
+                                  }));
+  if (int64_t(dataset.labels.size()) != dataset.count) {
     return Status::Error("image/label count mismatch: " + *images_path + " holds " +
                          std::to_string(dataset.count) + " images but " + *labels_path + " holds " +
-                         std::to_string(label_count) + " labels");
+                         std::to_string(dataset.labels.size()) + " labels");
   }
-  // Reuse the file's buffer rather than copy it: the peak memory of a worker is the point.
-  dataset.pixels = std::move(*image_bytes);
-  dataset.pixels.erase(dataset.pixels.begin(), dataset.pixels.begin() + 16);
-  dataset.pixels.resize(pixel_bytes);
-  dataset.labels.assign(lbl.begin() + 8, lbl.begin() + 8 + label_count);
   return dataset;
 }
 

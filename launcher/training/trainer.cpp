@@ -735,11 +735,13 @@ Status Trainer::Run() {
 std::future<Result<TrainingData>> StartLoadingData(const cli::Options& options) {
   return std::async(std::launch::async, [&options]() -> Result<TrainingData> {
     TrainingData data;
-    Result<Dataset> train = LoadIdxDataset(options.data_dir, DatasetSplit::kTrain);
+    Result<Dataset> train =
+        LoadIdxDataset(options.data_dir, DatasetSplit::kTrain, options.data_cache_dir);
     if (!train.ok()) return train.status().WithContext("loading the training set");
     data.train = std::move(*train);
     if (options.evaluate) {
-      Result<Dataset> test = LoadIdxDataset(options.data_dir, DatasetSplit::kTest);
+      Result<Dataset> test =
+          LoadIdxDataset(options.data_dir, DatasetSplit::kTest, options.data_cache_dir);
       if (!test.ok()) return test.status().WithContext("loading the test set");
       data.test = std::move(*test);
     }

@@ -78,7 +78,10 @@ class EndToEndTest : public ::testing::Test {
     fs::create_directories(path);
     return path;
   }
-  std::string Data() const { return "--data-dir " + dir_ + " --seed 3 --log-interval 5 "; }
+  // A cache folder of its own (Note [Data cache]), removed with the test's folder.
+  std::string Data() const {
+    return "--data-dir " + dir_ + " --data-cache " + dir_ + "/cache --seed 3 --log-interval 5 ";
+  }
   std::string Common() const { return Data() + "--model-options dropout=0 "; }
   std::string dir_;
 };
@@ -90,6 +93,8 @@ TEST_F(EndToEndTest, TwoRanksOfHalfBatchMatchOneRankOfFullBatch) {
                             "--dump-parameters " +
                             one);
   ASSERT_EQ(a.exit_code, 0) << a.output;
+  // The first run left the inflated data in the cache, which the second run reads.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ + "/cache"), fs::directory_iterator()), 4);
   const std::string metrics = dir_ + "/metrics.jsonl";
   RunResult b = RunLauncher(Common() +
                             "--num-processes 2 --batch-size 64 --max-steps 20 "

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "idx_writer.hpp"
 
@@ -113,6 +116,90 @@ TEST_F(IdxDatasetTest, CountMismatch) {
   EXPECT_EQ(d.status().message(), "image/label count mismatch: " + Path("train-images-idx3-ubyte") +
                                       " holds 4 images but " + Path("train-labels-idx1-ubyte") +
                                       " holds 5 labels");
+}
+
+// Note [Data cache]: the files in a cache folder, by name.
+std::vector<std::string> CacheFiles(const std::string& directory) {
+  std::vector<std::string> names;
+  if (!std::filesystem::exists(directory)) return names;
+  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The cache entry whose name ends in "-<base_name>" (names start with a hash of the source).
+std::string CacheEntry(const std::string& directory, const std::string& base_name) {
+  for (const std::string& name : CacheFiles(directory)) {
+    const std::string suffix = "-" + base_name;
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return directory + "/" + name;
+    }
+  }
+  return "";
+}
+
+std::vector<uint8_t> Pixels(const Dataset& dataset) {
+  return std::vector<uint8_t>(dataset.pixels.data(), dataset.pixels.data() + dataset.pixels.size());
+}
+
+TEST_F(IdxDatasetTest, CacheHoldsTheInflatedFilesAndServesTheNextLoad) {
+  WriteGz(Path("train-images-idx3-ubyte.gz"), IdxImages(5, 4, 3));
+  WriteGz(Path("train-labels-idx1-ubyte.gz"), IdxLabels(5));
+  const std::string cache = Path("cache/nested");  // created on first use
+  Result<Dataset> first = LoadIdxDataset(dir_, DatasetSplit::kTrain, cache);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  const std::vector<std::string> files = CacheFiles(cache);
+  ASSERT_EQ(files.size(), 2u);
+  ASSERT_NE(CacheEntry(cache, "train-labels-idx1-ubyte"), "");
+  // The cache entry is the raw IDX file, byte for byte.
+  std::ifstream entry(CacheEntry(cache, "train-images-idx3-ubyte"), std::ios::binary);
+  const std::vector<uint8_t> cached((std::istreambuf_iterator<char>(entry)), {});
+  EXPECT_EQ(cached, IdxImages(5, 4, 3));
+
+  Result<Dataset> second = LoadIdxDataset(dir_, DatasetSplit::kTrain, cache);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_EQ(Pixels(*second), Pixels(*first));
+  EXPECT_EQ(second->labels, first->labels);
+  EXPECT_EQ(second->images_path, Path("train-images-idx3-ubyte.gz"));  // messages name the source
+  EXPECT_EQ(CacheFiles(cache), files);
+}
+
+TEST_F(IdxDatasetTest, ABadCacheEntryIsIgnoredAndWrittenAgain) {
+  WriteGz(Path("train-images-idx3-ubyte.gz"), IdxImages(5, 4, 3));
+  WriteGz(Path("train-labels-idx1-ubyte.gz"), IdxLabels(5));
+  const std::string cache = Path("cache");
+  ASSERT_TRUE(LoadIdxDataset(dir_, DatasetSplit::kTrain, cache).ok());
+  const std::string images_entry = CacheEntry(cache, "train-images-idx3-ubyte");
+  WriteRaw(images_entry, {0, 0, 8, 3, 1});  // truncated
+  Result<Dataset> again = LoadIdxDataset(dir_, DatasetSplit::kTrain, cache);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(Pixels(*again).size(), 60u);
+  EXPECT_EQ(std::filesystem::file_size(images_entry), IdxImages(5, 4, 3).size());
+}
+
+TEST_F(IdxDatasetTest, AChangedSourceIsNotServedFromTheCache) {
+  WriteGz(Path("train-images-idx3-ubyte.gz"), IdxImages(5, 4, 3));
+  WriteGz(Path("train-labels-idx1-ubyte.gz"), IdxLabels(5));
+  const std::string cache = Path("cache");
+  ASSERT_TRUE(LoadIdxDataset(dir_, DatasetSplit::kTrain, cache).ok());
+  WriteGz(Path("train-images-idx3-ubyte.gz"), IdxImages(6, 4, 3));  // other size, other key
+  WriteGz(Path("train-labels-idx1-ubyte.gz"), IdxLabels(6));
+  Result<Dataset> changed = LoadIdxDataset(dir_, DatasetSplit::kTrain, cache);
+  ASSERT_TRUE(changed.ok()) << changed.status().message();
+  EXPECT_EQ(changed->count, 6);
+  EXPECT_EQ(changed->labels.size(), 6u);
+}
+
+TEST_F(IdxDatasetTest, AnUnwritableCacheOnlyCostsTheCopy) {
+  WriteGz(Path("train-images-idx3-ubyte.gz"), IdxImages(5, 4, 3));
+  WriteGz(Path("train-labels-idx1-ubyte.gz"), IdxLabels(5));
+  WriteRaw(Path("not-a-folder"), {1});
+  Result<Dataset> d = LoadIdxDataset(dir_, DatasetSplit::kTrain, Path("not-a-folder/cache"));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->count, 5);
 }
 
 TEST_F(IdxDatasetTest, ShapeMustMatchModel) {
