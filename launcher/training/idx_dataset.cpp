@@ -50,8 +50,24 @@ Result<std::string> FindFile(const std::string& directory, const std::string& ba
                        "; pass --data-dir with the folder holding the MNIST-format files");
 }
 
-// A whole file mapped read-only; raw IDX files and cache entries are used in place.
-Result<SharedBytes> MapFile(const std::string& path) {
+// Memory for a data set, in transparent huge pages where the kernel offers them (madvise mode):
+// 47 MB in 4 KB pages is 11,500 page faults when it is filled, costly in a VM, and random
+// sample gathers miss the TLB; in 2 MB pages it is 23 faults.
+// Files smaller than one huge page (labels) take ordinary memory, not a whole 2 MB page.
+std::shared_ptr<uint8_t> HugePageBuffer(size_t size) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t rounded = (std::max<size_t>(size, 1) + kHugePage - 1) / kHugePage * kHugePage;
+  void* memory = size < kHugePage ? std::malloc(std::max<size_t>(size, 1))
+                                  : std::aligned_alloc(kHugePage, rounded);
+  if (memory == nullptr) return nullptr;
+  if (size >= kHugePage) ::madvise(memory, rounded, MADV_HUGEPAGE);  // advice: fine if refused
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(memory), [](uint8_t* p) { std::free(p); });
+}
+
+// A whole file read into memory: raw IDX files and cache entries. Not mapped: the training steps
+// gather samples from all over the file, and from a file mapping that cost 0.6 ms a step against
+// 0.08 ms from ordinary memory (measured, 2 workers x 1 thread); one read is a plain copy.
+Result<SharedBytes> ReadFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::Error(path + ": cannot open for reading: " + std::strerror(errno));
   struct stat info {};
@@ -60,16 +76,26 @@ Result<SharedBytes> MapFile(const std::string& path) {
     return Status::Error(path + ": cannot read its size: " + std::strerror(errno));
   }
   const size_t size = size_t(info.st_size);
-  if (size == 0) {
+  std::shared_ptr<uint8_t> buffer = HugePageBuffer(size);
+  if (!buffer) {
     ::close(fd);
-    return SharedBytes();
+    return Status::Error(path + ": out of memory for its " + std::to_string(size) + " bytes");
   }
-  void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(fd, buffer.get() + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      return Status::Error(path + ": read failed: " + std::strerror(error));
+    }
+    if (n == 0) break;  // shorter than its size said: the checks report the truncation
+    done += size_t(n);
+  }
   ::close(fd);
-  if (address == MAP_FAILED) return Status::Error(path + ": cannot map: " + std::strerror(errno));
-  std::shared_ptr<const void> owner(
-      address, [size](const void* a) { ::munmap(const_cast<void*>(a), size); });
-  return SharedBytes(std::move(owner), static_cast<const uint8_t*>(address), size);
+  const uint8_t* data = buffer.get();
+  return SharedBytes(std::move(buffer), data, done);
 }
 
 // A gzipped IDX file inflated into memory: its header, then exactly the bytes the header declares
@@ -207,18 +233,18 @@ Status CheckLabels(const std::string& path, const SharedBytes& bytes, Dataset* d
   return Status::Ok();
 }
 
-// One IDX file, checked by `check`: mapped when raw; when gzipped, from the cache if it holds a
-// good copy (Note [Data cache]), else inflated, then added to the cache.
+// One IDX file, checked by `check`: read as it is when raw; when gzipped, from the cache if it
+// holds a good copy (Note [Data cache]), else inflated, then added to the cache.
 Status LoadIdxFile(const std::string& path, size_t header_bytes, const std::string& cache_directory,
                    const std::function<Status(const std::string&, const SharedBytes&)>& check) {
   if (!EndsWith(path, ".gz")) {
-    Result<SharedBytes> bytes = MapFile(path);
+    Result<SharedBytes> bytes = ReadFile(path);
     if (!bytes.ok()) return bytes.status();
     return check(path, *bytes);
   }
   const std::string cached = cache_directory.empty() ? "" : CachePath(cache_directory, path);
   if (!cached.empty() && FileExists(cached)) {
-    Result<SharedBytes> bytes = MapFile(cached);
+    Result<SharedBytes> bytes = ReadFile(cached);
     Status checked = bytes.ok() ? check(path, *bytes) : bytes.status();
     if (checked.ok()) return checked;
     log::Warning("ignoring the data cache entry " + cached + " (" + checked.message() +

@@ -6,9 +6,9 @@
 // Note [Data cache]: inflating Fashion-MNIST's 26 MB of gzip takes each worker about 0.4 s of CPU
 // at every start. With a cache folder, the first run also writes the inflated IDX file there
 // (atomically, write then rename), keyed by the source's path, size and modification time; later
-// runs map that raw file instead, which costs almost nothing and lets the workers of a machine
-// share one copy in the page cache. A raw (not gzipped) source is mapped directly. A cache entry
-// is checked like any IDX file; one that is unreadable or wrong is ignored and written again.
+// runs read that raw file instead, a plain copy from the page cache. A raw (not gzipped) source
+// is read the same way. A cache entry is checked like any IDX file; one that is unreadable or
+// wrong is ignored and written again.
 #pragma once
 
 #include <array>
@@ -29,7 +29,7 @@ inline constexpr uint32_t kIdxLabelMagic = 0x00000801;  // unsigned byte, 1 dime
 
 enum class DatasetSplit { kTrain, kTest };
 
-// Read-only bytes owned by memory or by a file mapping; copies share them.
+// Read-only bytes with a shared owner; copies share them.
 class SharedBytes {
  public:
   SharedBytes() = default;
