@@ -14,8 +14,10 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "plugin_support.hpp"
@@ -226,32 +228,71 @@ class GlooBackend {
     }
   }
 
+  // Note [Reusing gloo algorithms]: building a gloo algorithm allocates its scratch memory and
+  // registers buffers with every pair, and a training step runs the same few allreduces (its
+  // gradient buckets) every time. So each algorithm is built once per (element count, type,
+  // operator) around a staging buffer of its own and run again on later calls, the caller's data
+  // copied in and out. The key holds only what every rank passes alike (the collective contract),
+  // never an address, so all ranks hit and miss the cache together and gloo's slot numbers, taken
+  // when an algorithm is built, stay in step. Past kMaxStagingBytes the cache starts over.
   template <typename T>
   void run_allreduce(void* data, int64_t count, const DLTensor* tensor, dpl_reduce_op op) {
     if (config_.world_size == 1) return;
-    std::vector<T*> pointers{static_cast<T*>(data)};
-    const int n = static_cast<int>(count);
     const size_t bytes = static_cast<size_t>(count) * dpl::plugin::element_size(tensor->dtype);
+    const auto key = std::make_tuple(count, int(dpl::plugin::element_type(tensor->dtype)), int(op));
+    auto found = cached_.find(key);
+    if (found == cached_.end()) {
+      if (cached_bytes_ + bytes > kMaxStagingBytes) {
+        cached_.clear();
+        cached_bytes_ = 0;
+      }
+      CachedAllreduce entry;
+      entry.staging = std::make_shared<std::vector<char>>(bytes);
+      entry.algorithm =
+          make_allreduce<T>(reinterpret_cast<T*>(entry.staging->data()), count, bytes, op);
+      cached_bytes_ += bytes;
+      found = cached_.emplace(key, std::move(entry)).first;
+    }
+    std::vector<char>& staging = *found->second.staging;
+    std::memcpy(staging.data(), data, bytes);
+    found->second.algorithm->run();
+    std::memcpy(data, staging.data(), bytes);
+  }
+
+  template <typename T>
+  std::unique_ptr<gloo::Algorithm> make_allreduce(T* data, int64_t count, size_t bytes,
+                                                  dpl_reduce_op op) {
+    std::vector<T*> pointers{data};
+    const int n = static_cast<int>(count);
     const bool power_of_two = (config_.world_size & (config_.world_size - 1)) == 0;
     if (algorithm_ == Algorithm::kRing) {
-      gloo::AllreduceRing<T>(context_, pointers, n, reduction<T>(op)).run();
+      return std::make_unique<gloo::AllreduceRing<T>>(context_, pointers, n, reduction<T>(op));
     } else if (algorithm_ == Algorithm::kRingChunked) {
-      gloo::AllreduceRingChunked<T>(context_, pointers, n, reduction<T>(op)).run();
+      return std::make_unique<gloo::AllreduceRingChunked<T>>(context_, pointers, n,
+                                                             reduction<T>(op));
     } else if (algorithm_ == Algorithm::kHalvingDoubling && power_of_two) {
-      gloo::AllreduceHalvingDoubling<T>(context_, pointers, n, reduction<T>(op)).run();
+      return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context_, pointers, n,
+                                                                 reduction<T>(op));
     } else if (bytes < kSmallAllreduceBytes && config_.world_size == 2) {
       // Plain ring sums on every rank in that rank's own order. With two ranks a+b == b+a, so
       // every rank still gets the same bits; with three or more the float rounding differs per
       // rank and replicas drift apart, so those take ring-chunked, which reduces each chunk once.
-      gloo::AllreduceRing<T>(context_, pointers, n, reduction<T>(op)).run();
-    } else if (bytes < kSmallAllreduceBytes) {
-      gloo::AllreduceRingChunked<T>(context_, pointers, n, reduction<T>(op)).run();
-    } else if (power_of_two) {
-      gloo::AllreduceHalvingDoubling<T>(context_, pointers, n, reduction<T>(op)).run();
-    } else {
-      gloo::AllreduceRingChunked<T>(context_, pointers, n, reduction<T>(op)).run();
+      return std::make_unique<gloo::AllreduceRing<T>>(context_, pointers, n, reduction<T>(op));
+    } else if (bytes < kSmallAllreduceBytes || !power_of_two) {
+      return std::make_unique<gloo::AllreduceRingChunked<T>>(context_, pointers, n,
+                                                             reduction<T>(op));
     }
+    return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context_, pointers, n,
+                                                               reduction<T>(op));
   }
+
+  struct CachedAllreduce {
+    std::shared_ptr<std::vector<char>> staging;  // the algorithm works on this memory
+    std::unique_ptr<gloo::Algorithm> algorithm;
+  };
+  static constexpr size_t kMaxStagingBytes = size_t{256} << 20;
+  std::map<std::tuple<int64_t, int, int>, CachedAllreduce> cached_;
+  size_t cached_bytes_ = 0;
 
   // kAuto: ring below kSmallAllreduceBytes at two ranks (ring-chunked at more), then
   // halving-doubling (power-of-two world sizes) or ring-chunked. The others force one algorithm

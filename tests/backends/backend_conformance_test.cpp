@@ -279,6 +279,49 @@ TEST_P(BackendTest, BroadcastFromLastRank) {
   }
 }
 
+// A training step repeats the same few allreduces; backends may reuse what they built for one
+// size (gloo: Note [Reusing gloo algorithms]). Sizes recur, interleaved, from buffers that sit at
+// other addresses on every rank and every call, and each result must still be the exact sum.
+TEST_P(BackendTest, RecurringSizesFromMovingBuffersStayExact) {
+  const auto [backend, world] = GetParam();
+  if (!plugin_built(backend)) GTEST_SKIP() << backend << " plugin not built";
+  const auto reports = run_ranks(backend, world, [&](const RankContext& ctx, RankReport* report) {
+    const size_t counts[] = {1001, 70000, 1001, 3, 70000, 1001};
+    for (int round = 0; round < 3; ++round) {
+      for (size_t call = 0; call < sizeof counts / sizeof counts[0]; ++call) {
+        const size_t count = counts[call];
+        // A fresh allocation, offset differently per rank, round and call.
+        std::vector<int32_t> memory(count + 64);
+        int32_t* data = memory.data() + (ctx.rank * 7 + round * 3 + call) % 64;
+        for (size_t i = 0; i < count; ++i)
+          data[i] = static_cast<int32_t>(i % 1000) * (ctx.rank + 1) + round;
+        int64_t shape = static_cast<int64_t>(count);
+        DLTensor tensor{data, {kDLCPU, 0}, 1, {kDLInt, 32, 1}, &shape, nullptr, 0};
+        report->status = ctx.plugin->allreduce(ctx.backend, &tensor, DPL_REDUCE_SUM, nullptr);
+        if (report->status != DPL_OK) {
+          dpl::testing::set_message(report, ctx.plugin->last_error());
+          return true;
+        }
+        const int32_t ranks = ctx.world_size, rank_sum = ranks * (ranks + 1) / 2;
+        for (size_t i = 0; i < count; ++i) {
+          const int32_t expected = static_cast<int32_t>(i % 1000) * rank_sum + round * ranks;
+          if (data[i] != expected) {
+            report->status = DPL_ERR_INTERNAL;
+            dpl::testing::set_message(
+                report, "round " + std::to_string(round) + ", call " + std::to_string(call) +
+                            ", element " + std::to_string(i) + ": " + std::to_string(data[i]) +
+                            " is not " + std::to_string(expected));
+            return true;
+          }
+        }
+        dpl::testing::fnv1a(&report->output_hash, data, count * sizeof(int32_t));
+      }
+    }
+    return true;
+  });
+  expect_all_ok_and_identical(reports);
+}
+
 TEST_P(BackendTest, AllgatherInRankOrderAndBarrier) {
   const auto [backend, world] = GetParam();
   if (!plugin_built(backend)) GTEST_SKIP() << backend << " plugin not built";
