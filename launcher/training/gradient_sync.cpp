@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "training/host_tensor.hpp"
 
 namespace dpl::training {
 
@@ -69,19 +70,7 @@ Result<GradientCompression> ParseGradientCompression(const std::string& name) {
   return Status::Error("unknown --grad-compression '" + name + "'; use none, fp16 or bf16");
 }
 
-namespace {
-DLTensor FlatTensor(void* data, int64_t* shape, DLDataType dtype) {
-  DLTensor tensor{};
-  tensor.data = data;
-  tensor.device = DLDevice{kDLCPU, 0};
-  tensor.ndim = 1;
-  tensor.dtype = dtype;
-  tensor.shape = shape;
-  tensor.strides = nullptr;
-  tensor.byte_offset = 0;
-  return tensor;
-}
-}  // namespace
+namespace {}  // namespace
 
 Status BackendHandle::Describe(const char* function, dpl_status status) const {
   if (status == DPL_OK) return Status::Ok();
@@ -275,25 +264,20 @@ Status GradientSynchronizer::ReduceBucket(size_t bucket_index) {
     return Status::Ok();
   }
   if (span) {
-    return ReduceHostFloats(
-        reinterpret_cast<float*>(static_cast<char*>(span->data) + span->byte_offset),
-        bucket.elements);
+    return ReduceHostFloats(HostData<float>(*span), bucket.elements);
   }
   float* flat = flat_.data();
   size_t offset = 0;
   for (uint32_t p : bucket.parameter_indices) {
     const size_t n = ElementsOf(gradients_[p]);
-    std::memcpy(flat + offset,
-                static_cast<const char*>(gradients_[p].data) + gradients_[p].byte_offset,
-                n * sizeof(float));
+    std::memcpy(flat + offset, HostData<const char>(gradients_[p]), n * sizeof(float));
     offset += n;
   }
   DPL_RETURN_IF_ERROR(ReduceHostFloats(flat, bucket.elements));
   offset = 0;
   for (uint32_t p : bucket.parameter_indices) {
     const size_t n = ElementsOf(gradients_[p]);
-    std::memcpy(static_cast<char*>(gradients_[p].data) + gradients_[p].byte_offset, flat + offset,
-                n * sizeof(float));
+    std::memcpy(HostData<char>(gradients_[p]), flat + offset, n * sizeof(float));
     offset += n;
   }
   return Status::Ok();
@@ -308,8 +292,8 @@ Status GradientSynchronizer::ReduceHostFloats(float* data, size_t elements) {
     for (size_t i = 0; i < elements; ++i) {
       flat16_[i] = half ? FloatToHalf(data[i] * scale) : FloatToBfloat16(data[i] * scale);
     }
-    DLTensor tensor =
-        FlatTensor(flat16_.data(), shape, DLDataType{uint8_t(half ? kDLFloat : kDLBfloat), 16, 1});
+    DLTensor tensor = HostTensor(flat16_.data(),
+                                 DLDataType{uint8_t(half ? kDLFloat : kDLBfloat), 16, 1}, 1, shape);
     const dpl_status status =
         backend_.plugin->allreduce(backend_.backend, &tensor, DPL_REDUCE_SUM, nullptr);
     if (status == DPL_OK) {
@@ -324,7 +308,7 @@ Status GradientSynchronizer::ReduceHostFloats(float* data, size_t elements) {
                  " tensors; --grad-compression falls back to float32 for the rest of the run");
     compression_ = GradientCompression::kNone;
   }
-  DPL_RETURN_IF_ERROR(Allreduce(FlatTensor(data, shape, DLDataType{kDLFloat, 32, 1})));
+  DPL_RETURN_IF_ERROR(Allreduce(HostTensor(data, DLDataType{kDLFloat, 32, 1}, 1, shape)));
   if (scaling_ == GradientScaling::kInBucket) {
     for (size_t i = 0; i < elements; ++i) data[i] *= scale;
   }

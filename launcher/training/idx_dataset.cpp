@@ -188,16 +188,24 @@ Status WriteCacheFile(const std::string& path, const SharedBytes& bytes) {
 }
 
 // The checks of one IDX file's bytes; each error names the file and what is wrong.
-Status CheckImages(const std::string& path, const SharedBytes& bytes, Dataset* dataset) {
-  const uint8_t* img = bytes.data();
-  if (bytes.size() < kImageHeaderBytes) {
+// `kind` is "image" or "label".
+Status CheckHeader(const std::string& path, const SharedBytes& bytes, size_t header_bytes,
+                   uint32_t magic, const std::string& kind) {
+  if (bytes.size() < header_bytes) {
     return Status::Error(path + ": truncated: " + std::to_string(bytes.size()) +
-                         " bytes, shorter than the 16-byte IDX image header");
+                         " bytes, shorter than the " + std::to_string(header_bytes) + "-byte IDX " +
+                         kind + " header");
   }
-  if (BigEndian32(img) != kIdxImageMagic) {
-    return Status::Error(path + ": wrong magic number " + Hex32(BigEndian32(img)) + ", expected " +
-                         Hex32(kIdxImageMagic) + " (IDX unsigned-byte images)");
+  if (BigEndian32(bytes.data()) != magic) {
+    return Status::Error(path + ": wrong magic number " + Hex32(BigEndian32(bytes.data())) +
+                         ", expected " + Hex32(magic) + " (IDX unsigned-byte " + kind + "s)");
   }
+  return Status::Ok();
+}
+
+Status CheckImages(const std::string& path, const SharedBytes& bytes, Dataset* dataset) {
+  DPL_RETURN_IF_ERROR(CheckHeader(path, bytes, kImageHeaderBytes, kIdxImageMagic, "image"));
+  const uint8_t* img = bytes.data();
   dataset->count = BigEndian32(img + 4);
   dataset->rows = BigEndian32(img + 8);
   dataset->columns = BigEndian32(img + 12);
@@ -214,15 +222,8 @@ Status CheckImages(const std::string& path, const SharedBytes& bytes, Dataset* d
 }
 
 Status CheckLabels(const std::string& path, const SharedBytes& bytes, Dataset* dataset) {
+  DPL_RETURN_IF_ERROR(CheckHeader(path, bytes, kLabelHeaderBytes, kIdxLabelMagic, "label"));
   const uint8_t* lbl = bytes.data();
-  if (bytes.size() < kLabelHeaderBytes) {
-    return Status::Error(path + ": truncated: " + std::to_string(bytes.size()) +
-                         " bytes, shorter than the 8-byte IDX label header");
-  }
-  if (BigEndian32(lbl) != kIdxLabelMagic) {
-    return Status::Error(path + ": wrong magic number " + Hex32(BigEndian32(lbl)) + ", expected " +
-                         Hex32(kIdxLabelMagic) + " (IDX unsigned-byte labels)");
-  }
   const int64_t label_count = BigEndian32(lbl + 4);
   if (bytes.size() - kLabelHeaderBytes < uint64_t(label_count)) {
     return Status::Error(path + ": truncated: the header declares " + std::to_string(label_count) +

@@ -13,6 +13,7 @@
 #include "common/log.hpp"
 #include "training/checkpoint.hpp"
 #include "training/gradient_sync.hpp"
+#include "training/host_tensor.hpp"
 #include "training/idx_dataset.hpp"
 #include "training/optimizer.hpp"
 #include "training/sampler.hpp"
@@ -51,10 +52,6 @@ bool InHostMemory(const DLDevice& device) {
   return device.device_type == kDLCPU || device.device_type == kDLCUDAHost;
 }
 
-float* HostFloats(const DLTensor& t) {
-  return reinterpret_cast<float*>(static_cast<char*>(t.data) + t.byte_offset);
-}
-
 size_t Elements(const DLTensor& t) {
   size_t n = 1;
   for (int d = 0; d < t.ndim; ++d) n *= size_t(t.shape[d]);
@@ -77,7 +74,7 @@ struct StepProfile {
                            // ready buckets overlaps it on the communication thread)
   double comm_wait_s = 0;  // waiting after backward for the last buckets' allreduce
   double optimizer_s = 0;  // optimizer step and zeroing the gradients
-  double copies_s = 0;     // gradients into and parameters out of the host copy (see Trainer)
+  double copies_s = 0;     // host copy <-> model (Note [Host copy of the parameters])
   int64_t steps = 0;
 
   static double Since(Clock::time_point& mark) {
@@ -102,16 +99,6 @@ struct StepProfile {
     return text;
   }
 };
-
-DLTensor CpuTensor(void* data, DLDataType dtype, int ndim, int64_t* shape) {
-  DLTensor t{};
-  t.data = data;
-  t.device = DLDevice{kDLCPU, 0};
-  t.ndim = ndim;
-  t.dtype = dtype;
-  t.shape = shape;
-  return t;
-}
 
 // Note [Host copy of the parameters]: the optimizer runs in the host, on float32 host memory. A
 // CPU model's parameters and gradients ARE host memory and are updated in place. A model on a
@@ -282,8 +269,8 @@ Status Trainer::SetupParameters() {
   host_copy_ = host_copy_ || options_.mirror_parameters;
   if (!host_copy_) {
     for (Parameter& p : parameters_) {
-      p.value = HostFloats(p.model_value);
-      p.gradient = HostFloats(p.model_gradient);
+      p.value = HostData<float>(p.model_value);
+      p.gradient = HostData<float>(p.model_gradient);
     }
     return Status::Ok();
   }
@@ -331,7 +318,7 @@ Status Trainer::SetupGradientSync(GradientCompression compression) {
     } else {
       host_gradient_shapes_[i] = int64_t(p.elements);
       gradients.push_back(
-          CpuTensor(p.gradient, DLDataType{kDLFloat, 32, 1}, 1, &host_gradient_shapes_[i]));
+          HostTensor(p.gradient, DLDataType{kDLFloat, 32, 1}, 1, &host_gradient_shapes_[i]));
     }
   }
   std::vector<Bucket> buckets = AssignBuckets(sizes, options_.bucket_cap_bytes);
@@ -386,7 +373,7 @@ Status Trainer::Broadcast() {
       comm_
           ->Submit([this] {
             int64_t shape[1] = {int64_t(host_values_.size())};
-            DLTensor t = CpuTensor(host_values_.data(), DLDataType{kDLFloat, 32, 1}, 1, shape);
+            DLTensor t = HostTensor(host_values_.data(), DLDataType{kDLFloat, 32, 1}, 1, shape);
             return backend_.Describe("broadcast",
                                      backend_.plugin->broadcast(backend_.backend, &t, 0, nullptr));
           })
@@ -406,10 +393,10 @@ Status Trainer::SetupBatchBuffers(int64_t capacity) {
   own_input_shape_.assign(1, capacity);
   for (uint32_t d = 0; d < info_.input_ndim; ++d) own_input_shape_.push_back(info_.input_shape[d]);
   own_label_shape_.assign(1, capacity);
-  input_buffer_ = CpuTensor(own_input_.data(), DLDataType{kDLFloat, 32, 1},
-                            int(own_input_shape_.size()), own_input_shape_.data());
+  input_buffer_ = HostTensor(own_input_.data(), DLDataType{kDLFloat, 32, 1},
+                             int(own_input_shape_.size()), own_input_shape_.data());
   label_buffer_ =
-      CpuTensor(own_labels_.data(), DLDataType{kDLInt, 64, 1}, 1, own_label_shape_.data());
+      HostTensor(own_labels_.data(), DLDataType{kDLInt, 64, 1}, 1, own_label_shape_.data());
   return Status::Ok();
 }
 
@@ -523,9 +510,8 @@ Status Trainer::Evaluate() {
   // Moderate chunks: very large batches make the convolutions' scratch memory the bottleneck.
   const int64_t chunk = 128;
   DPL_RETURN_IF_ERROR(SetupBatchBuffers(chunk));
-  float* input_data = HostFloats(input_buffer_);
-  int64_t* label_data = reinterpret_cast<int64_t*>(static_cast<char*>(label_buffer_.data) +
-                                                   label_buffer_.byte_offset);
+  float* input_data = HostData<float>(input_buffer_);
+  int64_t* label_data = HostData<int64_t>(label_buffer_);
   double loss_sum = 0.0;
   int64_t correct = 0;
   const int64_t sample = test_.SampleElements();
@@ -604,9 +590,8 @@ Status Trainer::Run() {
                                    options_.drop_last ? RemainderMode::kDrop : RemainderMode::kPad);
   const int64_t batches = (sampler.samples_per_rank() + local_batch_ - 1) / local_batch_;
   const int64_t sample = train_.SampleElements();
-  float* input_data = HostFloats(input_buffer_);
-  int64_t* label_data = reinterpret_cast<int64_t*>(static_cast<char*>(label_buffer_.data) +
-                                                   label_buffer_.byte_offset);
+  float* input_data = HostData<float>(input_buffer_);
+  int64_t* label_data = HostData<int64_t>(label_buffer_);
   const Clock::time_point job_start = Clock::now();
   int64_t samples_done = 0;  // global samples, this run
   bool stop = false;

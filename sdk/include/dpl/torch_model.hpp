@@ -791,6 +791,18 @@ struct Plugin {
   // `host`, after checking that `count` is exactly what the model holds.
   static std::vector<torch::Tensor> HostSlices(const ModelInstance& instance, const float* host,
                                                uint64_t count) {
+    RequireHostCount(instance, host, count);
+    std::vector<torch::Tensor> slices;
+    int64_t offset = 0;
+    for (const auto& parameter : instance.parameters) {
+      slices.push_back(torch::from_blob(const_cast<float*>(host) + offset, parameter.sizes(),
+                                        torch::TensorOptions().dtype(torch::kFloat32)));
+      offset += parameter.numel();
+    }
+    return slices;
+  }
+
+  static void RequireHostCount(const ModelInstance& instance, const float* host, uint64_t count) {
     RequireNotNull(host, "host");
     uint64_t total = 0;
     for (const auto& parameter : instance.parameters) total += uint64_t(parameter.numel());
@@ -800,14 +812,6 @@ struct Plugin {
                             std::to_string(count) + " floats, the parameters " +
                             std::to_string(total));
     }
-    std::vector<torch::Tensor> slices;
-    int64_t offset = 0;
-    for (const auto& parameter : instance.parameters) {
-      slices.push_back(torch::from_blob(const_cast<float*>(host) + offset, parameter.sizes(),
-                                        torch::TensorOptions().dtype(torch::kFloat32)));
-      offset += parameter.numel();
-    }
-    return slices;
   }
 
   static torch::Tensor Selected(ModelInstance& instance, dpl_model_tensors which, size_t index) {
@@ -830,13 +834,14 @@ struct Plugin {
     return Guarded(Traits::kName, "read_tensors", [&] {
       ModelInstance& instance = Get(model);
       RequireKnownTensors(which);
-      std::vector<torch::Tensor> slices = HostSlices(instance, host, count);
       torch::NoGradGuard no_grad;
-      if (which == DPL_MODEL_TENSORS_GRADIENTS) {
+      if (which == DPL_MODEL_TENSORS_GRADIENTS) {  // one buffer: one copy (Note [Flat gradients])
+        RequireHostCount(instance, host, count);
         torch::from_blob(host, {int64_t(count)}, torch::TensorOptions().dtype(torch::kFloat32))
             .copy_(instance.flat_gradients);
         return;
       }
+      std::vector<torch::Tensor> slices = HostSlices(instance, host, count);
       for (size_t i = 0; i < slices.size(); ++i) slices[i].copy_(Selected(instance, which, i));
     });
   }
