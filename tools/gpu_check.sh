@@ -86,11 +86,12 @@ for candidate in "${GTEST_SOURCE_DIR:-}" /usr/src/googletest "$repo/build-gpu-de
   fi
 done
 
-super="$work/super"
-mkdir -p "$super"
-cat > "$super/CMakeLists.txt" <<CMAKE
+# The head of both generated CMake projects (named $1): what the top-level CMakeLists sets up
+# for the plugin folders, without Boost or the launcher.
+project_head() {
+  cat <<CMAKE
 cmake_minimum_required(VERSION 3.18)
-project(dpl_gpu_check VERSION 0.1.0 LANGUAGES C CXX)
+project($1 VERSION 0.1.0 LANGUAGES C CXX)
 set(CMAKE_CXX_STANDARD 17)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
 set(CMAKE_POSITION_INDEPENDENT_CODE ON)
@@ -98,14 +99,21 @@ set(CMAKE_CXX_VISIBILITY_PRESET hidden)
 set(CMAKE_VISIBILITY_INLINES_HIDDEN ON)
 set(PROJECT_SOURCE_DIR "$repo")
 set(DPL_WARNING_FLAGS -Wall -Wextra)
-set(DPL_WITH_NCCL ON)
 include(GNUInstallDirs)
 set(DPL_INSTALL_PLUGIN_DIR "\${CMAKE_INSTALL_LIBDIR}/dpl/plugins")
 set(DPL_BUILD_PLUGIN_DIR "\${CMAKE_BINARY_DIR}/plugins_out")
 file(MAKE_DIRECTORY "\${DPL_BUILD_PLUGIN_DIR}")
-find_package(Threads REQUIRED)
 include("$repo/cmake/DplPlugin.cmake")
 add_subdirectory("$repo/sdk" sdk)
+CMAKE
+}
+
+super="$work/super"
+mkdir -p "$super"
+project_head dpl_gpu_check > "$super/CMakeLists.txt"
+cat >> "$super/CMakeLists.txt" <<CMAKE
+set(DPL_WITH_NCCL ON)
+find_package(Threads REQUIRED)
 add_subdirectory("$repo/plugins/common" plugins/common)
 add_subdirectory("$repo/plugins/nccl" plugins/nccl)
 add_subdirectory("$repo/plugins/tcp" plugins/tcp)
@@ -190,20 +198,9 @@ else
   # still stand.
   models="$work/models"
   mkdir -p "$models"
-  cat > "$models/CMakeLists.txt" <<CMAKE
-cmake_minimum_required(VERSION 3.18)
-project(dpl_gpu_models VERSION 0.1.0 LANGUAGES C CXX)
-set(CMAKE_CXX_STANDARD 17)
-set(CMAKE_CXX_STANDARD_REQUIRED ON)
-set(CMAKE_POSITION_INDEPENDENT_CODE ON)
-set(DPL_WARNING_FLAGS -Wall -Wextra)
-include(GNUInstallDirs)
-set(DPL_INSTALL_PLUGIN_DIR "\${CMAKE_INSTALL_LIBDIR}/dpl/plugins")
-set(DPL_BUILD_PLUGIN_DIR "\${CMAKE_BINARY_DIR}/plugins_out")
-file(MAKE_DIRECTORY "\${DPL_BUILD_PLUGIN_DIR}")
-include("$repo/cmake/DplPlugin.cmake")
+  project_head dpl_gpu_models > "$models/CMakeLists.txt"
+  cat >> "$models/CMakeLists.txt" <<CMAKE
 include("$repo/sdk/cmake/DplTorchModel.cmake")
-add_subdirectory("$repo/sdk" sdk)
 add_subdirectory("$repo/models/convnet" models/convnet)
 CMAKE
   if "$cmake_bin" -S "$models" -B "$work/models-build" "${generator[@]}" \
