@@ -8,10 +8,12 @@ every configuration of dpl, the peer and the tuned peer back to back (rotating w
 and a ratio is the median of the repeats' own ratios, not a ratio of medians taken minutes apart.
 
 Method (identical for dpl and the peer, so no implementation has to time itself):
-  * each configuration runs twice per repeat, for K1 and K2 training steps (wall-clock of the
-    whole command, process start to exit);
-  * steady samples/s = (K2 - K1) * 128 / (wall(K2) - wall(K1))   -- warm-up and start-up cancel;
-  * start-up to the first step = wall(K1) - K1 * 128 / steady      -- what is left of the short run;
+  * each configuration runs once per repeat for --steps training steps; both programs print a
+    loss line every 10 steps, and this script timestamps each line as it arrives;
+  * steady samples/s = (steps between the line at --first and the last line) * 128 / (time
+    between them) -- one run, so start-up noise does not enter the rate (subtracting the walls of
+    a short and a long run did: the peer's start-up varies by seconds);
+  * start-up to the first step = arrival of the --first line - first * 128 / steady;
   * peak RSS per worker = the largest VmHWM of any worker process (polled every 20 ms over the
     process tree; the launcher/spawn parent is excluded).
 The peer runs twice: as users run it, and "tuned" with glibc malloc thresholds raised
@@ -20,9 +22,11 @@ The peer runs twice: as users run it, and "tuned" with glibc malloc thresholds r
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,10 +66,28 @@ def peak_rss_kib(pid):
     return 0
 
 
-def timed_run(cmd, env, worker_name_filter):
-    """Runs cmd; returns (wall seconds, peak RSS KiB of the largest worker)."""
+# The loss lines both print every 10 steps: dpl "epoch: 0 [20/234] ..." after 20 steps, the peer
+# "epoch: 0 [20/235] ..." after batch index 20, i.e. 21 steps.
+LOSS_LINE = re.compile(rb"epoch: \d+ \[(\d+)/\d+\] training loss")
+
+
+def timed_run(cmd, env, worker_name_filter, steps_of_line):
+    """Runs cmd. Returns (arrival seconds of each loss line by steps done, wall seconds, peak RSS
+    KiB of the largest worker). Lines are timestamped here as they arrive: no program times
+    itself."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    arrivals, output = {}, []
+
+    def read_lines():
+        for line in proc.stdout:
+            output.append(line)
+            match = LOSS_LINE.search(line)
+            if match:
+                arrivals[steps_of_line(int(match.group(1)))] = time.perf_counter() - start
+
+    reader = threading.Thread(target=read_lines)
+    reader.start()
     peaks = {}
     while proc.poll() is None:
         for pid in descendants(proc.pid):
@@ -78,32 +100,35 @@ def timed_run(cmd, env, worker_name_filter):
                 peaks[pid] = max(peaks.get(pid, 0), peak_rss_kib(pid))
         time.sleep(0.02)
     wall = time.perf_counter() - start
-    output = proc.stdout.read().decode(errors="replace")
+    reader.join()
     if proc.returncode != 0:
-        sys.exit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}\n{output[-3000:]}")
-    return wall, max(peaks.values(), default=0)
+        text = b"".join(output).decode(errors="replace")
+        sys.exit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}\n{text[-3000:]}")
+    return arrivals, wall, max(peaks.values(), default=0)
 
 
 def dpl_command(args, processes, threads, backend, steps):
     return [args.launcher, "--backend", backend, "--model", "convnet",
             "--num-processes", str(processes), "--threads-per-worker", str(threads),
             "--batch-size", str(GLOBAL_BATCH), "--max-steps", str(steps), "--data-dir", args.data,
-            "--master-port", "0", "--no-progress", "--no-eval"]
+            "--master-port", "0", "--no-progress", "--no-eval", "--log-interval", "10"]
 
 
 def peer_command(args, processes, backend, steps, port):
     return [sys.executable, args.peer, "--data", args.data, "--num-processes", str(processes),
             "--batch-size", str(GLOBAL_BATCH // processes), "--backend", backend,
-            "--max-batches", str(steps), "--quiet", "--port", str(port)]
+            "--max-batches", str(steps), "--port", str(port)]
 
 
-def one_measurement(make_cmd, env, worker_filter, k1, k2):
-    """One steady rate, start-up and peak RSS from a K1-step and a K2-step run."""
-    wall1, rss1 = timed_run(make_cmd(k1), env, worker_filter)
-    wall2, rss2 = timed_run(make_cmd(k2), env, worker_filter)
-    rate = (k2 - k1) * GLOBAL_BATCH / (wall2 - wall1)
-    return {"rate": rate, "startup": wall1 - k1 * GLOBAL_BATCH / rate,
-            "rss_mib": max(rss1, rss2) / 1024.0}
+def one_measurement(make_cmd, env, worker_filter, steps_of_line, first, steps):
+    """Steady rate between the loss lines at `first` and at the last step; start-up = when
+    training would have started at that rate (the time to the first step); peak RSS."""
+    arrivals, wall, rss = timed_run(make_cmd(steps), env, worker_filter, steps_of_line)
+    a = min(k for k in arrivals if k >= first)
+    b = max(arrivals)
+    rate = (b - a) * GLOBAL_BATCH / (arrivals[b] - arrivals[a])
+    return {"rate": rate, "startup": arrivals[a] - a * GLOBAL_BATCH / rate, "wall": wall,
+            "rss_mib": rss / 1024.0}
 
 
 def main():
@@ -111,8 +136,8 @@ def main():
     p.add_argument("--launcher", default=os.path.join(REPO, "build", "launcher", "launcher"))
     p.add_argument("--peer", default=os.path.join(os.path.dirname(REPO), "shared", "peers", "convnet_ddp.py"))
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
-    p.add_argument("--k1", type=int, default=20, help="steps of the short run")
-    p.add_argument("--k2", type=int, default=120, help="steps of the long run")
+    p.add_argument("--first", type=int, default=20, help="steady rate from this step on (warm-up before)")
+    p.add_argument("--steps", type=int, default=200, help="steps of every run")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--configs", default="1x2-gloo,2x1-gloo,2x1-tcp",
                    help="comma list of <processes>x<threads>-<backend>")
@@ -135,19 +160,22 @@ def main():
             # The peer has no tcp backend: its row for a dpl tcp config is gloo.
             peer_filter = lambda c: b"multiprocessing" in c  # spawn children
             port = next(ports)
+            dpl_steps = lambda printed: printed
+            peer_steps = lambda printed: printed + 1  # printed after batch index `printed`
             commands = {
                 "dpl": (lambda k: dpl_command(args, processes, threads, backend, k), env,
-                        lambda c: b"--worker" in c),
-                "peer": (lambda k: peer_command(args, processes, "gloo", k, port), env, peer_filter),
+                        lambda c: b"--worker" in c, dpl_steps),
+                "peer": (lambda k: peer_command(args, processes, "gloo", k, port), env, peer_filter,
+                         peer_steps),
                 "tuned": (lambda k: peer_command(args, processes, "gloo", k, port),
-                          dict(env, **TUNED_MALLOC), peer_filter),
+                          dict(env, **TUNED_MALLOC), peer_filter, peer_steps),
             }
             # Rotate which side goes first, so no side always runs on the warmest machine.
             order = sides[repeat % 3:] + sides[:repeat % 3]
             for side in order:
-                make_cmd, side_env, worker_filter = commands[side]
-                runs[config][side].append(
-                    one_measurement(make_cmd, side_env, worker_filter, args.k1, args.k2))
+                make_cmd, side_env, worker_filter, steps_of_line = commands[side]
+                runs[config][side].append(one_measurement(make_cmd, side_env, worker_filter,
+                                                          steps_of_line, args.first, args.steps))
             print(f"repeat {repeat + 1}/{args.repeats} {config}: " +
                   ", ".join(f"{side} {runs[config][side][-1]['rate']:.0f}/s" for side in sides),
                   file=sys.stderr, flush=True)
@@ -160,8 +188,8 @@ def main():
         return statistics.median(d[key] / o[key] for d, o in
                                  zip(runs[config]["dpl"], runs[config][other]))
 
-    print(f"{args.repeats} repeats, dpl and the peer interleaved in each; steady rate from "
-          f"{args.k1} vs {args.k2} steps; global batch {GLOBAL_BATCH}; figures are medians, ratios "
+    print(f"{args.repeats} repeats, dpl and the peer interleaved in each; steady rate from step "
+          f"{args.first} to {args.steps}; global batch {GLOBAL_BATCH}; figures are medians, ratios "
           f"the median of the repeats' own ratios")
     print("| config | dpl samples/s | peer | peer tuned | dpl/peer | dpl/tuned | dpl start s | "
           "peer start s | start ratio | dpl RSS MiB | peer RSS MiB | RSS ratio |")
