@@ -70,8 +70,6 @@ Result<GradientCompression> ParseGradientCompression(const std::string& name) {
   return Status::Error("unknown --grad-compression '" + name + "'; use none, fp16 or bf16");
 }
 
-namespace {}  // namespace
-
 Status BackendHandle::Describe(const char* function, dpl_status status) const {
   if (status == DPL_OK) return Status::Ok();
   const char* detail = plugin && plugin->last_error ? plugin->last_error() : "";
@@ -183,7 +181,8 @@ GradientSynchronizer::GradientSynchronizer(BackendHandle backend, CommunicationT
       gradients_(std::move(gradients)),
       buckets_(std::move(buckets)),
       in_place_(buckets_.size()),
-      host_memory_(gradients_.empty() || gradients_.front().device.device_type == kDLCPU),
+      host_memory_(gradients_.empty() || gradients_.front().device.device_type == kDLCPU ||
+                   gradients_.front().device.device_type == kDLCUDAHost),
       compression_(compression),
       scaling_(scaling),
       bucket_of_parameter_(gradients_.size(), 0),
