@@ -138,12 +138,6 @@ float Bfloat16ToFloat(uint16_t value) {
 
 namespace {
 
-size_t ElementsOf(const DLTensor& tensor) {
-  size_t count = 1;
-  for (int32_t d = 0; d < tensor.ndim; ++d) count *= size_t(tensor.shape[d]);
-  return count;
-}
-
 uintptr_t AddressOf(const DLTensor& tensor) {
   return reinterpret_cast<uintptr_t>(tensor.data) + tensor.byte_offset;
 }
@@ -155,7 +149,7 @@ std::optional<DLTensor> SpanOf(const std::vector<DLTensor>& gradients, const Buc
   uint32_t first = bucket.parameter_indices.front();
   for (uint32_t p : bucket.parameter_indices) first = std::min(first, p);
   for (uint32_t i = first; i + 1 < first + bucket.parameter_indices.size(); ++i) {
-    const bool adjacent = AddressOf(gradients[i]) + ElementsOf(gradients[i]) * sizeof(float) ==
+    const bool adjacent = AddressOf(gradients[i]) + ElementCount(gradients[i]) * sizeof(float) ==
                               AddressOf(gradients[i + 1]) &&
                           gradients[i].device.device_type == gradients[i + 1].device.device_type &&
                           gradients[i].device.device_id == gradients[i + 1].device.device_id;
@@ -181,8 +175,7 @@ GradientSynchronizer::GradientSynchronizer(BackendHandle backend, CommunicationT
       gradients_(std::move(gradients)),
       buckets_(std::move(buckets)),
       in_place_(buckets_.size()),
-      host_memory_(gradients_.empty() || gradients_.front().device.device_type == kDLCPU ||
-                   gradients_.front().device.device_type == kDLCUDAHost),
+      host_memory_(gradients_.empty() || InHostMemory(gradients_.front().device)),
       compression_(compression),
       scaling_(scaling),
       bucket_of_parameter_(gradients_.size(), 0),
@@ -268,14 +261,14 @@ Status GradientSynchronizer::ReduceBucket(size_t bucket_index) {
   float* flat = flat_.data();
   size_t offset = 0;
   for (uint32_t p : bucket.parameter_indices) {
-    const size_t n = ElementsOf(gradients_[p]);
+    const size_t n = ElementCount(gradients_[p]);
     std::memcpy(flat + offset, HostData<const char>(gradients_[p]), n * sizeof(float));
     offset += n;
   }
   DPL_RETURN_IF_ERROR(ReduceHostFloats(flat, bucket.elements));
   offset = 0;
   for (uint32_t p : bucket.parameter_indices) {
-    const size_t n = ElementsOf(gradients_[p]);
+    const size_t n = ElementCount(gradients_[p]);
     std::memcpy(HostData<char>(gradients_[p]), flat + offset, n * sizeof(float));
     offset += n;
   }

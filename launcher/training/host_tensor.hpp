@@ -4,6 +4,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dpl::training {
@@ -19,6 +20,18 @@ inline DLTensor HostTensor(void* data, DLDataType dtype, int32_t ndim, int64_t* 
   tensor.strides = nullptr;
   tensor.byte_offset = 0;
   return tensor;
+}
+
+// Elements of a tensor: the product of its shape.
+inline size_t ElementCount(const DLTensor& tensor) {
+  size_t count = 1;
+  for (int32_t d = 0; d < tensor.ndim; ++d) count *= size_t(tensor.shape[d]);
+  return count;
+}
+
+// Memory the host can read and write: plain or page-locked (CUDA host) memory.
+inline bool InHostMemory(const DLDevice& device) {
+  return device.device_type == kDLCPU || device.device_type == kDLCUDAHost;
 }
 
 // The first element of a tensor in host memory (byte_offset applied).

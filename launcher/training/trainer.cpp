@@ -48,16 +48,6 @@ struct Parameter {
   DLTensor model_gradient{};
 };
 
-bool InHostMemory(const DLDevice& device) {
-  return device.device_type == kDLCPU || device.device_type == kDLCUDAHost;
-}
-
-size_t Elements(const DLTensor& t) {
-  size_t n = 1;
-  for (int d = 0; d < t.ndim; ++d) n *= size_t(t.shape[d]);
-  return n;
-}
-
 std::string Fingerprint(const cli::Options& o, int world_size) {
   std::ostringstream s;
   s << "model=" << o.model << ";model_options=" << o.model_options << ";optimizer=" << o.optimizer
@@ -252,14 +242,14 @@ Status Trainer::SetupParameters() {
                          p.gradient.dtype.code == kDLFloat && p.gradient.dtype.bits == 32;
     const bool same_place = p.value.device.device_type == p.gradient.device.device_type &&
                             p.value.device.device_id == p.gradient.device.device_id;
-    if (!float32 || !same_place || Elements(p.value) != Elements(p.gradient)) {
+    if (!float32 || !same_place || ElementCount(p.value) != ElementCount(p.gradient)) {
       return Status::Error(std::string("model '") + model_plugin_.header.name + "': parameter " +
                            std::to_string(i) + " (" + (p.name ? p.name : "?") +
                            ") is not a float32 tensor with a gradient of the same size and place");
     }
     Parameter param;
     param.name = p.name ? p.name : "";
-    param.elements = Elements(p.value);
+    param.elements = ElementCount(p.value);
     param.model_value = p.value;
     param.model_gradient = p.gradient;
     host_copy_ = host_copy_ || !InHostMemory(p.value.device);
