@@ -79,6 +79,8 @@ po::options_description ValueFlags() {
     ("max-restarts", text("N"), "restart a failed job up to N times, 0..1000 (default 0)")
     ("dump-parameters", text("DIR"), "each rank writes its final parameters to DIR/rank-N.bin")
     ("local-rank", text("N"), "internal (--worker): the worker's index on this machine")
+    ("worker-outputs", text("FD,.."),
+     "internal (--worker): load once, then fork one worker per output descriptor")
     ("store-addr", text("HOST:PORT"), "internal (--worker): host:port of the running store");
   // clang-format on
   return flags;
@@ -376,7 +378,18 @@ Status CheckConsistency(const Options& options) {
                          "); the global batch is split evenly across workers");
   }
   if (options.command == Command::kWorker) {
-    if (options.local_rank < 0) return Status::Error("--worker needs --local-rank");
+    if (options.local_rank < 0 && options.worker_output_fds.empty()) {
+      return Status::Error("--worker needs --local-rank or --worker-outputs");
+    }
+    if (options.local_rank >= 0 && !options.worker_output_fds.empty()) {
+      return Status::Error("--worker takes --local-rank or --worker-outputs, not both");
+    }
+    if (!options.worker_output_fds.empty() &&
+        static_cast<int>(options.worker_output_fds.size()) != options.num_processes) {
+      return Status::Error(
+          "--worker-outputs lists " + std::to_string(options.worker_output_fds.size()) +
+          " descriptors for --num-processes " + std::to_string(options.num_processes));
+    }
     if (options.store_addr.empty()) return Status::Error("--worker needs --store-addr host:port");
   }
   return Status::Ok();
@@ -461,6 +474,19 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
     DPL_RETURN_IF_ERROR(
         ParseInt("--local-rank", *local_rank, 0, options.num_processes - 1, &options.local_rank));
   }
+  if (const std::string* outputs = Given(values, "worker-outputs")) {
+    if (options.command != Command::kWorker) {
+      return Status::Error("--worker-outputs is internal and only valid with --worker");
+    }
+    std::istringstream list(*outputs);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      int fd = -1;
+      DPL_RETURN_IF_ERROR(
+          ParseInt("--worker-outputs", item, 0, std::numeric_limits<int>::max(), &fd));
+      options.worker_output_fds.push_back(fd);
+    }
+  }
   // A worker of a selftest job has the role kWorker; the job kind travels in selftest_job.
   options.selftest_job = switches.selftest;
   DPL_RETURN_IF_ERROR(CheckConsistency(options));
@@ -482,8 +508,10 @@ std::string HelpText() {
   return text.str();
 }
 
-std::vector<std::string> WorkerArguments(const Options& options, int local_rank,
-                                         const std::string& store_addr) {
+namespace {
+
+// The job's flags as a worker reads them, after its role flags.
+std::vector<std::string> JobArguments(const Options& options) {
   auto real = [](double value) {
     char buffer[64];
     std::snprintf(buffer, sizeof buffer, "%.17g", value);
@@ -492,8 +520,7 @@ std::vector<std::string> WorkerArguments(const Options& options, int local_rank,
   auto seconds = [&](std::chrono::milliseconds duration) {
     return real(static_cast<double>(duration.count()) / 1000.0);
   };
-  std::vector<std::string> args = {"--worker", "--local-rank", std::to_string(local_rank),
-                                   "--store-addr", store_addr};
+  std::vector<std::string> args;
   if (options.selftest_job) args.push_back("--selftest");
   for (const auto& dir : options.plugin_dirs) {
     args.insert(args.end(), {"--plugin-dir", dir});
@@ -544,6 +571,30 @@ std::vector<std::string> WorkerArguments(const Options& options, int local_rank,
   if (!options.evaluate) args.emplace_back("--no-eval");
   if (options.mirror_parameters) args.emplace_back("--mirror-parameters");
   return args;
+}
+
+std::vector<std::string> Concatenated(std::vector<std::string> head,
+                                      const std::vector<std::string>& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
+}  // namespace
+
+std::vector<std::string> WorkerArguments(const Options& options, int local_rank,
+                                         const std::string& store_addr) {
+  return Concatenated(
+      {"--worker", "--local-rank", std::to_string(local_rank), "--store-addr", store_addr},
+      JobArguments(options));
+}
+
+std::vector<std::string> WorkerLoaderArguments(const Options& options,
+                                               const std::vector<int>& output_fds,
+                                               const std::string& store_addr) {
+  std::string list;
+  for (int fd : output_fds) list += (list.empty() ? "" : ",") + std::to_string(fd);
+  return Concatenated({"--worker", "--worker-outputs", list, "--store-addr", store_addr},
+                      JobArguments(options));
 }
 
 }  // namespace dpl::cli

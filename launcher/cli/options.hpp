@@ -81,9 +81,11 @@ struct Options {
                                     // parameters to DIR/rank-N.bin (tests compare them)
 
   // Set by a launcher for the workers it starts (command kWorker); not for users.
-  int local_rank = -1;        // --local-rank
-  bool selftest_job = false;  // --selftest given: true for the launcher AND its workers
-  std::string store_addr;     // --store-addr host:port of the running store
+  int local_rank = -1;                 // --local-rank
+  bool selftest_job = false;           // --selftest given: true for the launcher AND its workers
+  std::string store_addr;              // --store-addr host:port of the running store
+  std::vector<int> worker_output_fds;  // --worker-outputs: the machine's worker loader forks one
+                                       // worker per descriptor (Note [One load per machine])
 };
 
 // Parses argv. Errors name the flag and the allowed range/values. Fills defaults from the
@@ -96,5 +98,11 @@ std::string HelpText();
 // Re-serialises the options a worker needs as argv for `launcher --worker ...`.
 std::vector<std::string> WorkerArguments(const Options& options, int local_rank,
                                          const std::string& store_addr);
+
+// The same for `launcher --worker --worker-outputs FD,..`, the machine's worker loader: it loads
+// the plugins and the data once and forks worker i with output_fds[i] as its stdout and stderr.
+std::vector<std::string> WorkerLoaderArguments(const Options& options,
+                                               const std::vector<int>& output_fds,
+                                               const std::string& store_addr);
 
 }  // namespace dpl::cli

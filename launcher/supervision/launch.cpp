@@ -7,13 +7,29 @@
 // Note [No orphans]: each worker asks for SIGKILL when its parent dies (PR_SET_PDEATHSIG) and
 // then checks that the parent did not die before that request took effect. The signal follows
 // the thread that forked, so workers are forked from the launcher's main thread only.
+//
+// Note [One load per machine]: loading libtorch is most of a worker's start-up (about 0.6 s of
+// CPU: ~290 libraries, their relocations and libtorch's operator registrations), and N workers
+// paid it N times on the machine's cores. So the launcher starts one worker loader (`--worker
+// --worker-outputs FD,..`, fork + exec as above): it loads the plugins and reads the data sets
+// once, then forks the N workers, which inherit both (the data pages are shared until written,
+// and they are never written), names their pids on its stdout and exits. The launcher is a child
+// subreaper (PR_SET_CHILD_SUBREAPER), so the orphaned workers become its children and it
+// supervises them as before; each worker asks for its death signal only once adopted. fork()
+// copies only the calling thread, so the loader forks only when it has no other thread: the
+// data thread has ended, libtorch and the bundled plugins start none at load, and if some
+// plugin did, the loader says so and lets each worker exec a fresh image and load on its own.
+// The workers never touch OpenMP or libtorch thread pools before the fork; those start in each
+// worker.
 #include "supervision/launch.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +38,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -80,6 +97,41 @@ struct Worker {
   int wait_status = 0;
 };
 
+// Waits until the worker loader named the pids of the workers it forked and exited; by then every
+// worker is this launcher's child (Note [One load per machine]).
+Result<std::vector<pid_t>> ReadWorkerPids(pid_t loader, int report_fd, int expected) {
+  std::string report;
+  for (;;) {
+    if (g_stop_signal != 0) {
+      kill(loader, SIGKILL);
+      waitpid(loader, nullptr, 0);
+      return Status::Error("the launcher was stopped by signal " + SignalName(g_stop_signal) +
+                           " while its workers were starting");
+    }
+    pollfd fd{report_fd, POLLIN, 0};
+    if (poll(&fd, 1, 100) <= 0) continue;  // a timeout or a signal: look at g_stop_signal again
+    char buffer[256];
+    const ssize_t count = read(report_fd, buffer, sizeof buffer);
+    if (count < 0 && errno == EINTR) continue;
+    if (count <= 0) break;
+    report.append(buffer, static_cast<size_t>(count));
+  }
+  int status = 0;
+  while (waitpid(loader, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::vector<pid_t> pids;
+  std::istringstream list(report);
+  for (pid_t pid = 0; list >> pid;) pids.push_back(pid);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || static_cast<int>(pids.size()) != expected) {
+    return Status::Error(
+        "the process that loads the plugins and the data for this machine's "
+        "workers (pid " +
+        std::to_string(loader) + ") failed before it started " + std::to_string(expected) +
+        " worker(s): " + DescribeExit(status) + "; its own messages, if any, are above");
+  }
+  return pids;
+}
+
 class Supervisor {
  public:
   Supervisor(const cli::Options& options, rendezvous::StoreClient& client,
@@ -129,51 +181,87 @@ class Supervisor {
     for (auto& entry : environment) envp.push_back(entry.data());
     envp.push_back(nullptr);
 
+    std::vector<std::unique_ptr<std::ofstream>> log_files(
+        static_cast<size_t>(shape_.num_processes));
+    if (!options_.log_dir.empty()) {
+      for (int local = 0; local < shape_.num_processes; ++local) {
+        const std::string path =
+            options_.log_dir + "/rank-" + std::to_string(shape_.RankOf(local)) + ".log";
+        auto file = std::make_unique<std::ofstream>(path, std::ios::app);
+        if (!*file) {
+          return Status::Error("cannot write the log file " + path + " (--log-dir " +
+                               options_.log_dir + "): check that the folder is writable");
+        }
+        log_files[static_cast<size_t>(local)] = std::move(file);
+      }
+    }
+
+    // One pipe per worker for its stdout and stderr, and one on which the loader names the pids
+    // of the workers it forked (Note [One load per machine]).
+    std::vector<int> output_read_fds;
+    std::vector<int> output_write_fds;
+    auto close_all = [&] {
+      for (int fd : output_read_fds) close(fd);
+      for (int fd : output_write_fds) close(fd);
+    };
+    for (int local = 0; local < shape_.num_processes; ++local) {
+      int pipe_fds[2];
+      if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+        close_all();
+        return Status::Error(std::string("cannot create a pipe for a worker: ") + strerror(errno));
+      }
+      output_read_fds.push_back(pipe_fds[0]);
+      output_write_fds.push_back(pipe_fds[1]);
+    }
+    int report_fds[2];
+    if (pipe2(report_fds, O_CLOEXEC) != 0) {
+      close_all();
+      return Status::Error(std::string("cannot create a pipe for the workers: ") + strerror(errno));
+    }
+    std::vector<std::string> arguments = {"/proc/self/exe"};
+    for (auto& argument :
+         cli::WorkerLoaderArguments(worker_options, output_write_fds, store_addr)) {
+      arguments.push_back(argument);
+    }
+    std::vector<char*> argv;
+    for (auto& argument : arguments) argv.push_back(argument.data());
+    argv.push_back(nullptr);
+
     const pid_t launcher_pid = getpid();
+    const pid_t loader = fork();
+    if (loader < 0) {
+      close_all();
+      close(report_fds[0]);
+      close(report_fds[1]);
+      return Status::Error(std::string("cannot start worker processes (fork): ") + strerror(errno));
+    }
+    if (loader == 0) {
+      // Child: async-signal-safe calls only (Note [Starting workers safely]).
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher_pid) _exit(127);
+      dup2(report_fds[1], STDOUT_FILENO);
+      for (int fd : output_write_fds) fcntl(fd, F_SETFD, 0);  // these survive the exec
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      execve("/proc/self/exe", argv.data(), envp.data());
+      _exit(127);
+    }
+    for (int fd : output_write_fds) close(fd);
+    output_write_fds.clear();
+    close(report_fds[1]);
+    auto pids = ReadWorkerPids(loader, report_fds[0], shape_.num_processes);
+    close(report_fds[0]);
+    if (!pids.ok()) {
+      close_all();
+      return pids.status();
+    }
     for (int local = 0; local < shape_.num_processes; ++local) {
       Worker worker;
       worker.local_rank = local;
       worker.rank = shape_.RankOf(local);
-      if (!options_.log_dir.empty()) {
-        const std::string path = options_.log_dir + "/rank-" + std::to_string(worker.rank) + ".log";
-        worker.log_file = std::make_unique<std::ofstream>(path, std::ios::app);
-        if (!*worker.log_file) {
-          return Status::Error("cannot write the log file " + path + " (--log-dir " +
-                               options_.log_dir + "): check that the folder is writable");
-        }
-      }
-      std::vector<std::string> arguments = {"/proc/self/exe"};
-      for (auto& argument : cli::WorkerArguments(worker_options, local, store_addr)) {
-        arguments.push_back(argument);
-      }
-      std::vector<char*> argv;
-      for (auto& argument : arguments) argv.push_back(argument.data());
-      argv.push_back(nullptr);
-      int pipe_fds[2];
-      if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
-        return Status::Error(std::string("cannot create a pipe for a worker: ") + strerror(errno));
-      }
-      const pid_t pid = fork();
-      if (pid < 0) {
-        close(pipe_fds[0]);
-        close(pipe_fds[1]);
-        return Status::Error(std::string("cannot start worker processes (fork): ") +
-                             strerror(errno));
-      }
-      if (pid == 0) {
-        // Child: async-signal-safe calls only (Note [Starting workers safely]).
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != launcher_pid) _exit(127);
-        dup2(pipe_fds[1], STDOUT_FILENO);
-        dup2(pipe_fds[1], STDERR_FILENO);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        execve("/proc/self/exe", argv.data(), envp.data());
-        _exit(127);
-      }
-      close(pipe_fds[1]);
-      worker.pid = pid;
-      worker.output_fd = pipe_fds[0];
+      worker.pid = (*pids)[static_cast<size_t>(local)];
+      worker.output_fd = output_read_fds[static_cast<size_t>(local)];
+      worker.log_file = std::move(log_files[static_cast<size_t>(local)]);
       workers_.push_back(std::move(worker));
     }
     return Status::Ok();
@@ -412,6 +500,12 @@ int RunLauncher(const cli::Options& options) {
   // Until now no worker exists, so SIGINT/SIGTERM may simply end the launcher; from here on they
   // must stop the workers first.
   InstallStopHandlers();
+  // The workers are forked by the loader, which exits: they must become this process's children
+  // (Note [One load per machine]).
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    return Fail(Status::Error(std::string("cannot adopt the workers (PR_SET_CHILD_SUBREAPER): ") +
+                              strerror(errno)));
+  }
   for (int attempt = 0;; ++attempt) {
     const std::string prefix = rendezvous::AttemptPrefix(attempt);
     Status result;
@@ -439,7 +533,12 @@ int RunLauncher(const cli::Options& options) {
   }
 }
 
-int RunWorker(const cli::Options& options) {
+namespace {
+
+// A worker once its rank-independent start-up is done (or, for `data`, under way): joins the job,
+// creates the backend, then runs the selftest or the training.
+int RunLoadedWorker(const cli::Options& options, std::future<Result<training::TrainingData>> data,
+                    Result<plugin_host::Discovery> discovery) {
   const rendezvous::JobShape shape{options.num_machines, options.num_processes, options.machine_id};
   training::WorkerIdentity identity;
   identity.local_rank = options.local_rank;
@@ -449,6 +548,9 @@ int RunWorker(const cli::Options& options) {
   identity.threads = options.threads_per_worker > 0 ? options.threads_per_worker
                                                     : DefaultThreadsPerWorker(shape.num_processes);
   log::SetPrefix("[rank " + std::to_string(identity.rank) + "]");
+  // `ps` and `top` show which rank a process is; the tests find workers by this name too.
+  const std::string process_name = "dpl-rank-" + std::to_string(identity.rank);
+  prctl(PR_SET_NAME, process_name.c_str());
   if (options.local_rank < 0 || options.local_rank >= options.num_processes) {
     return Fail(Status::Error("--local-rank " + std::to_string(options.local_rank) +
                               " is out of range [0, " + std::to_string(options.num_processes) +
@@ -461,16 +563,6 @@ int RunWorker(const cli::Options& options) {
   const char* attempt_text = std::getenv(kAttemptEnv);
   const int attempt = attempt_text ? std::atoi(attempt_text) : 0;
   const std::string prefix = rendezvous::AttemptPrefix(attempt);
-
-  // Start-up work that needs no peer runs before the join, so it overlaps the other workers'
-  // start-up instead of adding to it: the data sets load on a thread while the plugins (libtorch
-  // is most of a second) load here. Selftest jobs need neither.
-  std::future<Result<training::TrainingData>> data;
-  Result<plugin_host::Discovery> discovery = Status::Error("not needed by a selftest");
-  if (!options.selftest_job) {
-    data = training::StartLoadingData(options);
-    discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
-  }
 
   rendezvous::StoreClientOptions client_options;
   client_options.host = options.store_addr.substr(0, colon);
@@ -574,6 +666,134 @@ int RunWorker(const cli::Options& options) {
   backend_plugin->backend->destroy(backend);
   if (!trained.ok()) return Fail(trained);
   return 0;
+}
+
+// In a freshly forked worker (async-signal-safe calls only: the loader may have more than one
+// thread, Note [One load per machine]). Takes fd `own` as stdout and stderr and closes the other
+// workers' outputs, then waits until the loader exits and the launcher adopts this process, and
+// only then asks for SIGKILL at the launcher's death (Note [No orphans]): asked earlier, the
+// signal would come at the loader's exit. False when the launcher is gone.
+bool BecomeAdoptedWorker(const std::vector<int>& output_fds, size_t own, pid_t loader_pid,
+                         pid_t launcher_pid) {
+  dup2(output_fds[own], STDOUT_FILENO);
+  dup2(output_fds[own], STDERR_FILENO);
+  for (int fd : output_fds) {
+    if (fd != STDOUT_FILENO && fd != STDERR_FILENO) close(fd);
+  }
+  for (;;) {
+    const pid_t parent = getppid();
+    if (parent == launcher_pid) break;
+    if (parent != loader_pid) return false;  // adopted by another process: the launcher died
+    const timespec pause{0, 100 * 1000};
+    nanosleep(&pause, nullptr);
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  return getppid() == launcher_pid;
+}
+
+int CountThreads() {
+  int threads = 0;
+  if (DIR* tasks = opendir("/proc/self/task")) {
+    while (const dirent* entry = readdir(tasks)) {
+      if (entry->d_name[0] != '.') ++threads;
+    }
+    closedir(tasks);
+  }
+  return threads;
+}
+
+// The machine's worker loader (Note [One load per machine]).
+int RunWorkerLoader(const cli::Options& options) {
+  log::SetPrefix("[launcher " + std::to_string(options.machine_id) + "]");
+  const pid_t launcher_pid = getppid();
+  const pid_t loader_pid = getpid();
+  std::optional<Result<training::TrainingData>> data;
+  Result<plugin_host::Discovery> discovery = Status::Error("not needed by a selftest");
+  if (!options.selftest_job) {
+    auto loading = training::StartLoadingData(options);
+    discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
+    data = loading.get();  // the loading thread has ended: fork() copies only this one
+  }
+  // A plugin may start a thread while it loads; a forked copy of it would miss that thread and
+  // its locks, so such a machine's workers are started fresh from the executable instead.
+  const bool fork_in_place = CountThreads() == 1;
+  std::vector<std::vector<std::string>> worker_arguments;
+  std::vector<std::vector<char*>> worker_argv;
+  if (!fork_in_place) {
+    log::Warning("a plugin started a thread while loading; each worker loads the plugins itself");
+    for (int local = 0; local < options.num_processes; ++local) {
+      std::vector<std::string> arguments = {"/proc/self/exe"};
+      for (auto& argument : cli::WorkerArguments(options, local, options.store_addr)) {
+        arguments.push_back(argument);
+      }
+      worker_arguments.push_back(std::move(arguments));
+    }
+    for (auto& arguments : worker_arguments) {
+      std::vector<char*> argv;
+      for (auto& argument : arguments) argv.push_back(argument.data());
+      argv.push_back(nullptr);
+      worker_argv.push_back(std::move(argv));
+    }
+  }
+  std::fflush(nullptr);  // nothing buffered may be written twice by the copies
+  std::vector<pid_t> pids;
+  for (int local = 0; local < options.num_processes; ++local) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      const std::string reason = strerror(errno);
+      for (pid_t started : pids) kill(started, SIGKILL);
+      for (pid_t started : pids) waitpid(started, nullptr, 0);
+      return Fail(Status::Error("cannot start worker processes (fork): " + reason));
+    }
+    if (pid == 0) {
+      if (!BecomeAdoptedWorker(options.worker_output_fds, static_cast<size_t>(local), loader_pid,
+                               launcher_pid)) {
+        _exit(127);
+      }
+      if (!fork_in_place) {
+        execve("/proc/self/exe", worker_argv[static_cast<size_t>(local)].data(), environ);
+        _exit(127);
+      }
+      cli::Options worker_options = options;
+      worker_options.local_rank = local;
+      worker_options.worker_output_fds.clear();
+      std::promise<Result<training::TrainingData>> loaded;
+      if (data) {
+        loaded.set_value(std::move(*data));
+      } else {
+        loaded.set_value(Status::Error("not needed by a selftest"));
+      }
+      const int exit_code =
+          RunLoadedWorker(worker_options, loaded.get_future(), std::move(discovery));
+      std::fflush(nullptr);
+      std::_Exit(exit_code);
+    }
+    pids.push_back(pid);
+  }
+  std::string report;
+  for (pid_t pid : pids) report += std::to_string(pid) + " ";
+  report += "\n";
+  if (write(STDOUT_FILENO, report.data(), report.size()) != static_cast<ssize_t>(report.size())) {
+    for (pid_t started : pids) kill(started, SIGKILL);
+    return Fail(Status::Error("cannot tell the launcher the pids of its workers"));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunWorker(const cli::Options& options) {
+  if (!options.worker_output_fds.empty()) return RunWorkerLoader(options);
+  // A worker started on its own: start-up work that needs no peer runs before the join, so it
+  // overlaps the other workers' start-up instead of adding to it: the data sets load on a thread
+  // while the plugins (libtorch is most of a second) load here. Selftest jobs need neither.
+  std::future<Result<training::TrainingData>> data;
+  Result<plugin_host::Discovery> discovery = Status::Error("not needed by a selftest");
+  if (!options.selftest_job) {
+    data = training::StartLoadingData(options);
+    discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
+  }
+  return RunLoadedWorker(options, std::move(data), std::move(discovery));
 }
 
 }  // namespace dpl::supervision

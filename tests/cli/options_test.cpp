@@ -218,13 +218,37 @@ TEST_F(OptionsTest, WorkerFlags) {
   EXPECT_EQ(worker->command, Command::kWorker);
   EXPECT_EQ(worker->local_rank, 1);
   EXPECT_EQ(worker->store_addr, "127.0.0.1:4000");
-  EXPECT_EQ(ErrorOf({"--worker", "--store-addr", "h:1"}), "--worker needs --local-rank");
+  EXPECT_EQ(ErrorOf({"--worker", "--store-addr", "h:1"}),
+            "--worker needs --local-rank or --worker-outputs");
   EXPECT_EQ(ErrorOf({"--worker", "--local-rank", "0"}), "--worker needs --store-addr host:port");
   EXPECT_EQ(
       ErrorOf({"--worker", "--local-rank", "2", "--num-processes", "2", "--store-addr", "h:1"}),
       "--local-rank must be between 0 and 1 (got 2)");
   EXPECT_EQ(ErrorOf({"--local-rank", "0"}),
             "--local-rank is internal and only valid with --worker");
+}
+
+TEST_F(OptionsTest, WorkerLoaderFlags) {
+  auto options = Parse({"--num-processes", "3", "--batch-size", "96", "--backend", "tcp"});
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  auto loader = Parse(WorkerLoaderArguments(*options, {7, 9, 11}, "127.0.0.1:4000"));
+  ASSERT_TRUE(loader.ok()) << loader.status().message();
+  EXPECT_EQ(loader->command, Command::kWorker);
+  EXPECT_EQ(loader->worker_output_fds, (std::vector<int>{7, 9, 11}));
+  EXPECT_EQ(loader->local_rank, -1);
+  EXPECT_EQ(loader->store_addr, "127.0.0.1:4000");
+  EXPECT_EQ(loader->backend, "tcp");
+  EXPECT_EQ(ErrorOf({"--worker", "--worker-outputs", "7,9", "--num-processes", "4", "--store-addr",
+                     "h:1"}),
+            "--worker-outputs lists 2 descriptors for --num-processes 4");
+  EXPECT_EQ(
+      ErrorOf({"--worker", "--worker-outputs", "7", "--local-rank", "0", "--store-addr", "h:1"}),
+      "--worker takes --local-rank or --worker-outputs, not both");
+  EXPECT_EQ(ErrorOf({"--worker-outputs", "7"}),
+            "--worker-outputs is internal and only valid with --worker");
+  EXPECT_NE(ErrorOf({"--worker", "--worker-outputs", "7,x", "--num-processes", "2", "--store-addr",
+                     "h:1"}),
+            "");
 }
 
 TEST_F(OptionsTest, EnvironmentGivesDefaults) {

@@ -13,6 +13,7 @@ const std::string kGood = std::string(DPL_TEST_BINARY_DIR) + "/good";
 const std::string kBroken = std::string(DPL_TEST_BINARY_DIR) + "/broken";
 const std::string kDuplicateA = std::string(DPL_TEST_BINARY_DIR) + "/duplicate_a";
 const std::string kDuplicateB = std::string(DPL_TEST_BINARY_DIR) + "/duplicate_b";
+const std::string kThreadAtLoad = std::string(DPL_TEST_BINARY_DIR) + "/thread_at_load";
 
 struct Outcome {
   int wait_status = 0;
@@ -98,6 +99,23 @@ TEST_F(LauncherTest, UnknownBackendListsWhatExists) {
             std::string::npos)
       << outcome.output;
   EXPECT_NE(outcome.output.find("testgood"), std::string::npos) << outcome.output;
+}
+
+TEST_F(LauncherTest, APluginThatStartsAThreadAtLoadGetsWorkersThatLoadOnTheirOwn) {
+  // The workers are not forked from the loader (a copy would miss the plugin's thread); they exec
+  // and load on their own, and the job trains as usual.
+  const Outcome outcome = RunLauncher(
+      "--backend tcp --model mlp --num-processes 2 --max-steps 2 --no-eval --no-progress "
+      "--master-port 0 --plugin-dir " +
+      kThreadAtLoad);
+  EXPECT_TRUE(WIFEXITED(outcome.wait_status) && WEXITSTATUS(outcome.wait_status) == 0)
+      << outcome.output;
+  EXPECT_NE(outcome.output.find(
+                "warning: a plugin started a thread while loading; each worker loads the plugins "
+                "itself"),
+            std::string::npos)
+      << outcome.output;
+  EXPECT_NE(outcome.output.find("training done: 2 steps"), std::string::npos) << outcome.output;
 }
 
 TEST_F(LauncherTest, BadFlagValueNamesFlagAndRange) {

@@ -110,7 +110,7 @@ inline bool IsAlive(pid_t pid) {
          stat[close_paren + 2] != 'Z';
 }
 
-// The live children of `parent` whose command line contains "--worker".
+// The live children of `parent` that are workers: a worker names itself dpl-rank-<rank>.
 inline std::vector<pid_t> WorkersOf(pid_t parent) {
   std::vector<pid_t> workers;
   DIR* proc = opendir("/proc");
@@ -126,22 +126,16 @@ inline std::vector<pid_t> WorkersOf(pid_t parent) {
     pid_t ppid = 0;
     fields >> state >> ppid;
     if (ppid != parent || state == 'Z') continue;
-    std::string cmdline = ReadProcFile(pid, "cmdline");
-    for (auto& c : cmdline) c = c == '\0' ? ' ' : c;
-    if (cmdline.find("--worker") != std::string::npos) workers.push_back(pid);
+    if (ReadProcFile(pid, "comm").rfind("dpl-rank-", 0) == 0) workers.push_back(pid);
   }
   closedir(proc);
   return workers;
 }
 
-// The worker of `parent` started with `--local-rank local`, or -1.
-inline pid_t WorkerWithLocalRank(pid_t parent, int local) {
+// The worker of `parent` with this global rank, or -1.
+inline pid_t WorkerWithRank(pid_t parent, int rank) {
   for (pid_t pid : WorkersOf(parent)) {
-    std::string cmdline = ReadProcFile(pid, "cmdline");
-    for (auto& c : cmdline) c = c == '\0' ? ' ' : c;
-    if (cmdline.find(" --local-rank " + std::to_string(local) + " ") != std::string::npos) {
-      return pid;
-    }
+    if (ReadProcFile(pid, "comm") == "dpl-rank-" + std::to_string(rank) + "\n") return pid;
   }
   return -1;
 }

@@ -84,7 +84,7 @@ TEST_F(LauncherTest, KillingOneWorkerStopsEveryLauncherNamingThatRank) {
   ASSERT_TRUE(WaitForWorkers(machine1.pid(), 2, 10s));
   std::vector<pid_t> workers = WorkersOf(machine0.pid());
   for (pid_t pid : WorkersOf(machine1.pid())) workers.push_back(pid);
-  const pid_t victim = WorkerWithLocalRank(machine1.pid(), 1);  // rank 1*2+1 = 3
+  const pid_t victim = WorkerWithRank(machine1.pid(), 3);  // machine 1, local rank 1
   ASSERT_GT(victim, 0);
   ASSERT_EQ(kill(victim, SIGKILL), 0);
   const auto start = std::chrono::steady_clock::now();
@@ -127,6 +127,25 @@ TEST_F(LauncherTest, KilledLauncherTakesItsWorkersWithIt) {
     for (auto& c : environment) c = c == '\0' ? '\n' : c;
     EXPECT_TRUE(Contains(environment, "\nOMP_NUM_THREADS=3\n")) << environment;
     EXPECT_TRUE(Contains(environment, "\nDPL_ATTEMPT=0\n")) << environment;
+  }
+  ASSERT_EQ(kill(machine0.pid(), SIGKILL), 0);
+  machine0.Wait(5s);
+  EXPECT_TRUE(WaitUntilGone(workers, 5s)) << "workers outlived their SIGKILLed launcher";
+}
+
+TEST_F(LauncherTest, WorkersAreForkedFromOneLoaderAndAdoptedByTheLauncher) {
+  // Machine 1 never comes, so machine 0's workers wait in the join barrier.
+  LauncherProcess machine0(Selftest(2, 0, 3, 0), OutputPath("m0"));
+  ASSERT_TRUE(WaitForWorkers(machine0.pid(), 3, 10s)) << machine0.Output();
+  const std::vector<pid_t> workers = WorkersOf(machine0.pid());
+  ASSERT_EQ(workers.size(), 3u);
+  for (int rank = 0; rank < 3; ++rank) EXPECT_GT(WorkerWithRank(machine0.pid(), rank), 0) << rank;
+  for (pid_t pid : workers) {
+    // Forked from the loader (its command line), not exec'd on their own with --local-rank.
+    std::string cmdline = ReadProcFile(pid, "cmdline");
+    for (auto& c : cmdline) c = c == '\0' ? ' ' : c;
+    EXPECT_TRUE(Contains(cmdline, " --worker-outputs ")) << cmdline;
+    EXPECT_FALSE(Contains(cmdline, " --local-rank ")) << cmdline;
   }
   ASSERT_EQ(kill(machine0.pid(), SIGKILL), 0);
   machine0.Wait(5s);

@@ -179,6 +179,21 @@ DPL_PLUGIN_EXPORT extern const dpl_model_plugin_v2 test_table
     DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v3);
 const dpl_model_plugin_v2 test_table = {MODEL_HEADER(dpl_model_plugin_v2, 3, "modelabi3"),
                                         MODEL_V1_FUNCTIONS, HostBatch, ReadTensors, WriteTensors};
+#elif defined(TEST_PLUGIN_THREAD_AT_LOAD)
+/* A good backend whose library starts a thread as it loads: the launcher must not fork copies of
+ * a process in that state (Note [One load per machine] in launcher/supervision/launch.cpp). */
+#include <pthread.h>
+#include <unistd.h>
+static void* SleepForever(void* unused) {
+  (void)unused;
+  for (;;) pause();
+  return NULL;
+}
+__attribute__((constructor)) static void StartThreadAtLoad(void) {
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, SleepForever, NULL) == 0) pthread_detach(thread);
+}
+GOOD_BACKEND(dpl_backend_plugin_v1, "threadatload");
 #else
 #error "define one TEST_PLUGIN_* to say which test plugin to build"
 #endif
