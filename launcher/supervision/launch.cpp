@@ -13,8 +13,9 @@
 // paid it N times on the machine's cores. So the launcher starts one worker loader (`--worker
 // --worker-outputs FD,..`, fork + exec as above): it loads the plugins and reads the data sets
 // once, then forks the N workers, which inherit both (the data pages are shared until written,
-// and they are never written), names their pids on its stdout and exits. The launcher is a child
-// subreaper (PR_SET_CHILD_SUBREAPER), so the orphaned workers become its children and it
+// and they are never written), names their pids on its stdout and exits. (For one worker it
+// names itself and becomes the worker: a fork would only add copy-on-write faults.) The launcher is
+// a child subreaper (PR_SET_CHILD_SUBREAPER), so the orphaned workers become its children and it
 // supervises them as before; each worker asks for its death signal only once adopted. fork()
 // copies only the calling thread, so the loader forks only when it has no other thread: the
 // data thread has ended, libtorch and the bundled plugins start none at load, and if some
@@ -116,12 +117,13 @@ Result<std::vector<pid_t>> ReadWorkerPids(pid_t loader, int report_fd, int expec
     if (count <= 0) break;
     report.append(buffer, static_cast<size_t>(count));
   }
-  int status = 0;
-  while (waitpid(loader, &status, 0) < 0 && errno == EINTR) {
-  }
   std::vector<pid_t> pids;
   std::istringstream list(report);
   for (pid_t pid = 0; list >> pid;) pids.push_back(pid);
+  if (expected == 1 && pids == std::vector<pid_t>{loader}) return pids;  // it is the worker
+  int status = 0;
+  while (waitpid(loader, &status, 0) < 0 && errno == EINTR) {
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || static_cast<int>(pids.size()) != expected) {
     return Status::Error(
         "the process that loads the plugins and the data for this machine's "
@@ -668,18 +670,20 @@ int RunLoadedWorker(const cli::Options& options, std::future<Result<training::Tr
   return 0;
 }
 
-// In a freshly forked worker (async-signal-safe calls only: the loader may have more than one
-// thread, Note [One load per machine]). Takes fd `own` as stdout and stderr and closes the other
-// workers' outputs, then waits until the loader exits and the launcher adopts this process, and
-// only then asks for SIGKILL at the launcher's death (Note [No orphans]): asked earlier, the
-// signal would come at the loader's exit. False when the launcher is gone.
-bool BecomeAdoptedWorker(const std::vector<int>& output_fds, size_t own, pid_t loader_pid,
-                         pid_t launcher_pid) {
+// Takes fd `own` as stdout and stderr and closes the other workers' outputs. Async-signal-safe.
+void TakeOutput(const std::vector<int>& output_fds, size_t own) {
   dup2(output_fds[own], STDOUT_FILENO);
   dup2(output_fds[own], STDERR_FILENO);
   for (int fd : output_fds) {
     if (fd != STDOUT_FILENO && fd != STDERR_FILENO) close(fd);
   }
+}
+
+// In a freshly forked worker (async-signal-safe calls only: the loader may have more than one
+// thread, Note [One load per machine]): waits until the loader exits and the launcher adopts
+// this process, and only then asks for SIGKILL at the launcher's death (Note [No orphans]):
+// asked earlier, the signal would come at the loader's exit. False when the launcher is gone.
+bool WaitForAdoption(pid_t loader_pid, pid_t launcher_pid) {
   for (;;) {
     const pid_t parent = getppid();
     if (parent == launcher_pid) break;
@@ -689,6 +693,32 @@ bool BecomeAdoptedWorker(const std::vector<int>& output_fds, size_t own, pid_t l
   }
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   return getppid() == launcher_pid;
+}
+
+// Tells the launcher which processes its workers are, in local-rank order.
+bool ReportWorkerPids(const std::vector<pid_t>& pids) {
+  std::string report;
+  for (pid_t pid : pids) report += std::to_string(pid) + " ";
+  report += "\n";
+  return write(STDOUT_FILENO, report.data(), report.size()) == static_cast<ssize_t>(report.size());
+}
+
+// Runs this process as worker `local` with what the loader loaded; does not return.
+[[noreturn]] void RunAsWorker(const cli::Options& options, int local,
+                              std::optional<Result<training::TrainingData>> data,
+                              Result<plugin_host::Discovery> discovery) {
+  cli::Options worker_options = options;
+  worker_options.local_rank = local;
+  worker_options.worker_output_fds.clear();
+  std::promise<Result<training::TrainingData>> loaded;
+  if (data) {
+    loaded.set_value(std::move(*data));
+  } else {
+    loaded.set_value(Status::Error("not needed by a selftest"));
+  }
+  const int exit_code = RunLoadedWorker(worker_options, loaded.get_future(), std::move(discovery));
+  std::fflush(nullptr);
+  std::_Exit(exit_code);
 }
 
 int CountThreads() {
@@ -713,6 +743,15 @@ int RunWorkerLoader(const cli::Options& options) {
     auto loading = training::StartLoadingData(options);
     discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
     data = loading.get();  // the loading thread has ended: fork() copies only this one
+  }
+  if (options.num_processes == 1) {
+    // The only worker needs no copy: the loader names itself and becomes that worker. Its output
+    // replaces the report pipe, which tells the launcher that the report is complete.
+    if (!ReportWorkerPids({getpid()})) {
+      return Fail(Status::Error("cannot tell the launcher the pid of its worker"));
+    }
+    TakeOutput(options.worker_output_fds, 0);
+    RunAsWorker(options, 0, std::move(data), std::move(discovery));
   }
   // A plugin may start a thread while it loads; a forked copy of it would miss that thread and
   // its locks, so such a machine's workers are started fresh from the executable instead.
@@ -746,34 +785,17 @@ int RunWorkerLoader(const cli::Options& options) {
       return Fail(Status::Error("cannot start worker processes (fork): " + reason));
     }
     if (pid == 0) {
-      if (!BecomeAdoptedWorker(options.worker_output_fds, static_cast<size_t>(local), loader_pid,
-                               launcher_pid)) {
-        _exit(127);
-      }
+      TakeOutput(options.worker_output_fds, static_cast<size_t>(local));
+      if (!WaitForAdoption(loader_pid, launcher_pid)) _exit(127);
       if (!fork_in_place) {
         execve("/proc/self/exe", worker_argv[static_cast<size_t>(local)].data(), environ);
         _exit(127);
       }
-      cli::Options worker_options = options;
-      worker_options.local_rank = local;
-      worker_options.worker_output_fds.clear();
-      std::promise<Result<training::TrainingData>> loaded;
-      if (data) {
-        loaded.set_value(std::move(*data));
-      } else {
-        loaded.set_value(Status::Error("not needed by a selftest"));
-      }
-      const int exit_code =
-          RunLoadedWorker(worker_options, loaded.get_future(), std::move(discovery));
-      std::fflush(nullptr);
-      std::_Exit(exit_code);
+      RunAsWorker(options, local, std::move(data), std::move(discovery));
     }
     pids.push_back(pid);
   }
-  std::string report;
-  for (pid_t pid : pids) report += std::to_string(pid) + " ";
-  report += "\n";
-  if (write(STDOUT_FILENO, report.data(), report.size()) != static_cast<ssize_t>(report.size())) {
+  if (!ReportWorkerPids(pids)) {
     for (pid_t started : pids) kill(started, SIGKILL);
     return Fail(Status::Error("cannot tell the launcher the pids of its workers"));
   }
