@@ -11,6 +11,9 @@
  *  - Strings are NUL-terminated UTF-8 and are borrowed unless a comment says otherwise.
  *  - No exception ever crosses the edge: every plugin function returns a dpl_status, and the
  *    message of the last failure on the calling thread is available from `last_error`.
+ *  - Loading a plugin library starts no thread (start them in `create`): the launcher forks a
+ *    machine's workers from the process that loaded the plugins. A plugin that does start one
+ *    still works, more slowly: the launcher then lets every worker load on its own.
  */
 #ifndef DPL_COMMON_H
 #define DPL_COMMON_H
