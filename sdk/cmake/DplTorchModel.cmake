@@ -11,6 +11,14 @@ function(dpl_torch_model_plugin target)
   find_package(Torch REQUIRED)  # Debian's libtorch, or any libtorch via CMAKE_PREFIX_PATH
   target_link_libraries(${target} PRIVATE dpl::sdk ${TORCH_LIBRARIES})
   target_compile_definitions(${target} PRIVATE DPL_TORCH_MODEL_ABI_VERSION=${ARG_ABI_VERSION})
+  # at::parallel_for is a header template: compiled without OpenMP it runs every loop of the
+  # plugin's own kernels on one thread (ATen's INTRA_OP_PARALLEL follows _OPENMP), which left
+  # the ConvNet's fused kernels serial while the other threads waited. Debian's libtorch uses
+  # OpenMP (libgomp), so the plugin's loops join the same thread pool.
+  find_package(OpenMP COMPONENTS CXX)
+  if(OpenMP_CXX_FOUND)
+    target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
+  endif()
   set_target_properties(${target} PROPERTIES CXX_VISIBILITY_PRESET hidden
                                              VISIBILITY_INLINES_HIDDEN ON)
   # libtorch's headers mark many classes visibility("default"), so template code instantiated in
