@@ -64,6 +64,20 @@ constexpr auto kExitPollInterval = 1ms;
 constexpr const char* kAttemptEnv = "DPL_ATTEMPT";
 constexpr const char* kJobTokenEnv = "DPL_JOB_TOKEN";
 
+// Note [Worker heap]: loading libtorch registers thousands of operators, a flood of small
+// allocations, and glibc grows its heap 128 KiB at a time, each fresh 4 KiB page a fault. The
+// worker loader starts with glibc's heap grown 64 MiB at a time (MALLOC_TOP_PAD_) and backed by
+// transparent huge pages (glibc.malloc.hugetlb=1, which madvises the heap; it takes effect only
+// where the kernel allows THP on madvise, as Debian's does). Loading the ConvNet plugin took
+// 0.56 s and takes 0.42 s; launcher start to the end of one step, 2 workers: 0.89-0.96 s ->
+// 0.67-0.85 s; resident memory after the load 154 -> 156 MiB. The training steps then run on
+// that heap as well. glibc reads both only at exec, hence the environment.
+constexpr const char* kTopPadEnv = "MALLOC_TOP_PAD_";
+constexpr const char* kWorkerTopPad = "67108864";
+constexpr const char* kTunablesEnv = "GLIBC_TUNABLES";
+constexpr const char* kHugePageHeapTunable = "glibc.malloc.hugetlb";
+constexpr const char* kHugePageHeapSetting = "glibc.malloc.hugetlb=1";
+
 volatile std::sig_atomic_t g_stop_signal = 0;
 
 extern "C" void OnStopSignal(int signal_number) {
@@ -162,15 +176,28 @@ class Supervisor {
     }
     const std::string threads = std::to_string(worker_options.threads_per_worker);
     std::vector<std::string> environment;
+    bool has_top_pad = false;
+    bool has_tunables = false;
     for (char** entry = environ; *entry != nullptr; ++entry) {
-      const std::string text = *entry;
+      std::string text = *entry;
       const std::string name = text.substr(0, text.find('='));
       if (name == "OMP_NUM_THREADS" || name == "MKL_NUM_THREADS" ||
           name == "OPENBLAS_NUM_THREADS" || name == kAttemptEnv || name == kJobTokenEnv) {
         continue;
       }
+      if (name == kTopPadEnv) has_top_pad = true;
+      if (name == kTunablesEnv) {
+        has_tunables = true;
+        if (text.find(kHugePageHeapTunable) == std::string::npos) {
+          text += std::string(text.size() > name.size() + 1 ? ":" : "") + kHugePageHeapSetting;
+        }
+      }
       environment.push_back(text);
     }
+    // Note [Worker heap]; a setting the user made wins.
+    if (!has_top_pad) environment.push_back(std::string(kTopPadEnv) + "=" + kWorkerTopPad);
+    if (!has_tunables)
+      environment.push_back(std::string(kTunablesEnv) + "=" + kHugePageHeapSetting);
     for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
       environment.push_back(std::string(name) + "=" + threads);
     }

@@ -133,6 +133,37 @@ TEST_F(LauncherTest, KilledLauncherTakesItsWorkersWithIt) {
   EXPECT_TRUE(WaitUntilGone(workers, 5s)) << "workers outlived their SIGKILLed launcher";
 }
 
+// The environment of machine 0's first worker, its entries one per line. glibc splits
+// GLIBC_TUNABLES at ':' in place when a process starts, so ':' reads as a line break too.
+std::string WorkerEnvironment(const Args& env_prefix) {
+  LauncherProcess machine0(Selftest(2, 0, 1, 0), OutputPath("m0"), env_prefix);
+  if (!WaitForWorkers(machine0.pid(), 1, 10s)) return "no worker started: " + machine0.Output();
+  std::string environment = "\n" + ReadProcFile(WorkersOf(machine0.pid()).at(0), "environ");
+  for (auto& c : environment) c = c == '\0' || c == ':' ? '\n' : c;
+  return environment;
+}
+
+TEST_F(LauncherTest, WorkersGetAHugePageHeapUnlessTheUserSetTheirOwn) {
+  // Note [Worker heap]
+  const std::string defaults =
+      WorkerEnvironment({"env", "-u", "MALLOC_TOP_PAD_", "-u", "GLIBC_TUNABLES"});
+  EXPECT_TRUE(Contains(defaults, "\nMALLOC_TOP_PAD_=67108864\n")) << defaults;
+  EXPECT_TRUE(Contains(defaults, "\nGLIBC_TUNABLES=glibc.malloc.hugetlb=1\n")) << defaults;
+
+  const std::string added_to_theirs =
+      WorkerEnvironment({"env", "-u", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES=glibc.malloc.check=0"});
+  EXPECT_TRUE(
+      Contains(added_to_theirs, "\nGLIBC_TUNABLES=glibc.malloc.check=0\nglibc.malloc.hugetlb=1\n"))
+      << added_to_theirs;
+
+  const std::string theirs =
+      WorkerEnvironment({"env", "MALLOC_TOP_PAD_=4096", "GLIBC_TUNABLES=glibc.malloc.hugetlb=0"});
+  EXPECT_TRUE(Contains(theirs, "\nMALLOC_TOP_PAD_=4096\n")) << theirs;
+  EXPECT_TRUE(Contains(theirs, "\nGLIBC_TUNABLES=glibc.malloc.hugetlb=0\n")) << theirs;
+  EXPECT_FALSE(Contains(theirs, "67108864")) << theirs;
+  EXPECT_FALSE(Contains(theirs, "hugetlb=1")) << theirs;
+}
+
 TEST_F(LauncherTest, WorkersAreForkedFromOneLoaderAndAdoptedByTheLauncher) {
   // Machine 1 never comes, so machine 0's workers wait in the join barrier.
   LauncherProcess machine0(Selftest(2, 0, 3, 0), OutputPath("m0"));
