@@ -118,13 +118,21 @@ TEST_F(LauncherTest, AWorkerFailureReportsItsExitCodeAndLastLines) {
       << output;
 }
 
+// A process's environment, one entry per line (leading line break included, so every entry reads
+// "\nNAME=value\n"). glibc splits GLIBC_TUNABLES at ':' in place when a process starts, so ':'
+// reads as a line break too.
+std::string EnvironmentLines(pid_t pid) {
+  std::string environment = "\n" + ReadProcFile(pid, "environ");
+  for (auto& c : environment) c = c == '\0' || c == ':' ? '\n' : c;
+  return environment;
+}
+
 TEST_F(LauncherTest, KilledLauncherTakesItsWorkersWithIt) {
   LauncherProcess machine0(Selftest(2, 0, 2, 0, {"--threads-per-worker", "3"}), OutputPath("m0"));
   ASSERT_TRUE(WaitForWorkers(machine0.pid(), 2, 10s)) << machine0.Output();
   const std::vector<pid_t> workers = WorkersOf(machine0.pid());
   for (pid_t pid : workers) {
-    std::string environment = ReadProcFile(pid, "environ");
-    for (auto& c : environment) c = c == '\0' ? '\n' : c;
+    const std::string environment = EnvironmentLines(pid);
     EXPECT_TRUE(Contains(environment, "\nOMP_NUM_THREADS=3\n")) << environment;
     EXPECT_TRUE(Contains(environment, "\nDPL_ATTEMPT=0\n")) << environment;
   }
@@ -133,14 +141,11 @@ TEST_F(LauncherTest, KilledLauncherTakesItsWorkersWithIt) {
   EXPECT_TRUE(WaitUntilGone(workers, 5s)) << "workers outlived their SIGKILLed launcher";
 }
 
-// The environment of machine 0's first worker, its entries one per line. glibc splits
-// GLIBC_TUNABLES at ':' in place when a process starts, so ':' reads as a line break too.
+// EnvironmentLines of the one worker of a launcher started through `env_prefix`.
 std::string WorkerEnvironment(const Args& env_prefix) {
   LauncherProcess machine0(Selftest(2, 0, 1, 0), OutputPath("m0"), env_prefix);
   if (!WaitForWorkers(machine0.pid(), 1, 10s)) return "no worker started: " + machine0.Output();
-  std::string environment = "\n" + ReadProcFile(WorkersOf(machine0.pid()).at(0), "environ");
-  for (auto& c : environment) c = c == '\0' || c == ':' ? '\n' : c;
-  return environment;
+  return EnvironmentLines(WorkersOf(machine0.pid()).at(0));
 }
 
 TEST_F(LauncherTest, WorkersGetAHugePageHeapUnlessTheUserSetTheirOwn) {
