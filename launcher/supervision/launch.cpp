@@ -833,6 +833,11 @@ int RunWorkerLoader(const cli::Options& options) {
 }  // namespace
 
 int RunWorker(const cli::Options& options) {
+  // A write to a socket whose peer died must fail with EPIPE, which a backend turns into an error
+  // naming the peer, not kill the worker with SIGPIPE (gloo writes with plain writev; PyTorch
+  // gets the same from Python, which ignores SIGPIPE). The SDK promises it to plugins (common.h).
+  // The disposition is inherited by the forked workers and kept across exec.
+  std::signal(SIGPIPE, SIG_IGN);
   if (!options.worker_output_fds.empty()) return RunWorkerLoader(options);
   // A worker started on its own: start-up work that needs no peer runs before the join, so it
   // overlaps the other workers' start-up instead of adding to it: the data sets load on a thread

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -66,6 +67,7 @@ inline std::vector<RankReport> run_ranks(const std::string& backend, int world_s
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::close(fds[0]);
+      std::signal(SIGPIPE, SIG_IGN);  // as the launcher's workers do (dpl/common.h)
       RankReport report;
       std::string error;
       const auto* plugin = load_backend(plugin_path(backend, DPL_TEST_PLUGIN_DIR), &error);
@@ -122,7 +124,15 @@ inline std::vector<RankReport> run_ranks(const std::string& backend, int world_s
       ::usleep(2000);
     }
     RankReport report;
-    if (::read(pipes[i], &report, sizeof(report)) == sizeof(report)) reports[i] = report;
+    if (::read(pipes[i], &report, sizeof(report)) == sizeof(report)) {
+      reports[i] = report;
+    } else if (reports[i].message[0] == '\0') {
+      // Died before reporting (a crash inside the plugin, say): say how, or the failure is blank.
+      set_message(&reports[i], WIFSIGNALED(status) ? "rank died without a report: signal " +
+                                                         std::to_string(WTERMSIG(status))
+                                                   : "rank exited without a report: exit code " +
+                                                         std::to_string(WEXITSTATUS(status)));
+    }
     ::close(pipes[i]);
   }
   std::system(("rm -rf " + directory).c_str());

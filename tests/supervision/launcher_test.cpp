@@ -169,6 +169,19 @@ TEST_F(LauncherTest, WorkersGetAHugePageHeapUnlessTheUserSetTheirOwn) {
   EXPECT_FALSE(Contains(theirs, "hugetlb=1")) << theirs;
 }
 
+TEST_F(LauncherTest, WorkersIgnoreSigpipe) {
+  // dpl/common.h promises plugins that a write to a dead peer's socket fails with EPIPE.
+  LauncherProcess machine0(Selftest(2, 0, 2, 0), OutputPath("m0"));
+  ASSERT_TRUE(WaitForWorkers(machine0.pid(), 2, 10s)) << machine0.Output();
+  for (pid_t pid : WorkersOf(machine0.pid())) {
+    const std::string status = ReadProcFile(pid, "status");
+    const size_t field = status.find("SigIgn:");
+    ASSERT_NE(field, std::string::npos) << status;
+    const unsigned long long ignored = std::stoull(status.substr(field + 7), nullptr, 16);
+    EXPECT_TRUE(ignored & (1ull << (SIGPIPE - 1))) << status;
+  }
+}
+
 TEST_F(LauncherTest, WorkersAreForkedFromOneLoaderAndAdoptedByTheLauncher) {
   // Machine 1 never comes, so machine 0's workers wait in the join barrier.
   LauncherProcess machine0(Selftest(2, 0, 3, 0), OutputPath("m0"));

@@ -14,6 +14,8 @@
  *  - Loading a plugin library starts no thread (start them in `create`): the launcher forks a
  *    machine's workers from the process that loaded the plugins. A plugin that does start one
  *    still works, more slowly: the launcher then lets every worker load on its own.
+ *  - The host ignores SIGPIPE in the processes that run plugins: a write to a socket whose peer
+ *    is gone fails with EPIPE instead of killing the process.
  */
 #ifndef DPL_COMMON_H
 #define DPL_COMMON_H
