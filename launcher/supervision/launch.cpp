@@ -79,6 +79,27 @@ constexpr const char* kTunablesEnv = "GLIBC_TUNABLES";
 constexpr const char* kHugePageHeapTunable = "glibc.malloc.hugetlb";
 constexpr const char* kHugePageHeapSetting = "glibc.malloc.hugetlb=1";
 
+// Note [Worker heap] into a worker's environment (NAME=value entries); a setting the user made
+// wins: their MALLOC_TOP_PAD_ stays, and the tunable joins their GLIBC_TUNABLES unless it names
+// its own glibc.malloc.hugetlb.
+void AddWorkerHeapSettings(std::vector<std::string>* environment) {
+  const auto named = [&](const std::string& name) {
+    return std::find_if(environment->begin(), environment->end(), [&](const std::string& entry) {
+      return entry.compare(0, name.size() + 1, name + "=") == 0;
+    });
+  };
+  if (named(kTopPadEnv) == environment->end()) {
+    environment->push_back(std::string(kTopPadEnv) + "=" + kWorkerTopPad);
+  }
+  const auto tunables = named(kTunablesEnv);
+  if (tunables == environment->end()) {
+    environment->push_back(std::string(kTunablesEnv) + "=" + kHugePageHeapSetting);
+  } else if (tunables->find(kHugePageHeapTunable) == std::string::npos) {
+    const bool empty = tunables->size() == std::strlen(kTunablesEnv) + 1;
+    *tunables += std::string(empty ? "" : ":") + kHugePageHeapSetting;
+  }
+}
+
 volatile std::sig_atomic_t g_stop_signal = 0;
 
 extern "C" void OnStopSignal(int signal_number) {
@@ -177,28 +198,16 @@ class Supervisor {
     }
     const std::string threads = std::to_string(worker_options.threads_per_worker);
     std::vector<std::string> environment;
-    bool has_top_pad = false;
-    bool has_tunables = false;
     for (char** entry = environ; *entry != nullptr; ++entry) {
-      std::string text = *entry;
+      const std::string text = *entry;
       const std::string name = text.substr(0, text.find('='));
       if (name == "OMP_NUM_THREADS" || name == "MKL_NUM_THREADS" ||
           name == "OPENBLAS_NUM_THREADS" || name == kAttemptEnv || name == kJobTokenEnv) {
         continue;
       }
-      if (name == kTopPadEnv) has_top_pad = true;
-      if (name == kTunablesEnv) {
-        has_tunables = true;
-        if (text.find(kHugePageHeapTunable) == std::string::npos) {
-          text += std::string(text.size() > name.size() + 1 ? ":" : "") + kHugePageHeapSetting;
-        }
-      }
       environment.push_back(text);
     }
-    // Note [Worker heap]; a setting the user made wins.
-    if (!has_top_pad) environment.push_back(std::string(kTopPadEnv) + "=" + kWorkerTopPad);
-    if (!has_tunables)
-      environment.push_back(std::string(kTunablesEnv) + "=" + kHugePageHeapSetting);
+    AddWorkerHeapSettings(&environment);
     for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
       environment.push_back(std::string(name) + "=" + threads);
     }
