@@ -36,8 +36,8 @@ constexpr size_t kSmallAllreduceBytes = 256 * 1024;
 // key exists, so every get waits up to the job timeout.
 class HostStore : public gloo::rendezvous::Store {
  public:
-  HostStore(const dpl_store_v1* store, std::chrono::milliseconds timeout)
-      : store_(store), timeout_(timeout) {}
+  HostStore(const dpl_store_v1* store, std::chrono::milliseconds timeout, std::string prefix)
+      : store_(store), timeout_(timeout), prefix_(std::move(prefix)) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
     check(store_->set(store_->context, prefixed(key).c_str(), data.data(), data.size()), key);
@@ -72,7 +72,7 @@ class HostStore : public gloo::rendezvous::Store {
   }
 
  private:
-  static std::string prefixed(const std::string& key) { return "gloo/" + key; }
+  std::string prefixed(const std::string& key) const { return prefix_ + key; }
   void check(dpl_status status, const std::string& key) {
     if (status == DPL_OK) return;
     const char* message = store_->last_error(store_->context);
@@ -81,6 +81,140 @@ class HostStore : public gloo::rendezvous::Store {
   }
   const dpl_store_v1* store_;
   std::chrono::milliseconds timeout_;
+  std::string prefix_;
+};
+
+// Note [Synchronous pairs]: gloo's TCP pairs normally run asynchronously: the calling thread
+// writes, gloo's event-loop thread reads and wakes the caller through a condition variable. On a
+// machine where a context switch is dear (the 2-core VM of docs/performance.md), those hand-offs
+// made an allreduce cost 3x the CPU of dpl's tcp backend, taken from the backward pass it
+// overlaps. gloo's synchronous mode (Pair::setSync) reads and writes on the calling thread with
+// blocking sockets instead, but its own algorithms then deadlock: both ends of a pair write a
+// large message at once and neither reads. So allreduce at power-of-two world sizes runs this
+// schedule over a second, synchronous context: recursive halving (reduce-scatter) then doubling
+// (allgather), where each step is an exchange between two partners in which the LOWER rank
+// writes first and then reads, the higher one reads first and then writes. A write can then only
+// wait on a reader that is already reading, or on one still finishing an earlier step (whose
+// exchanges complete first, by induction over steps), whatever the socket buffer sizes. Every
+// block is reduced once, by its owner, so all ranks get the same bits. Timeouts and dead peers
+// surface as before: the sockets carry the job timeout, and a closed peer ends a read or write
+// with an error.
+class PairwiseAllreduce {
+ public:
+  PairwiseAllreduce(std::shared_ptr<gloo::Context> context, size_t count, ElementType type,
+                    size_t element_size, dpl_reduce_op op)
+      : context_(std::move(context)),
+        count_(count),
+        type_(type),
+        element_size_(element_size),
+        op_(op),
+        scratch_((count + 1) / 2 * element_size),
+        // Taken once, in the same order on every rank (Note [Reusing gloo algorithms]), so
+        // re-binding buffers to new memory later never moves a slot.
+        reduce_slot_(context_->nextSlot()),
+        gather_slot_(context_->nextSlot()) {
+    for (int mask = context_->size / 2; mask >= 1; mask /= 2) {
+      partners_.emplace_back();
+      partners_.back().rank = context_->rank ^ mask;
+    }
+  }
+
+  // Reduces `data` (count_ elements) in place on every rank.
+  void run(char* data) {
+    if (data != bound_) bind(data);
+    // Reduce-scatter: halve the range each step, keeping the half this rank's bit selects.
+    std::vector<Range> ranges{{0, count_}};
+    for (size_t step = 0; step < partners_.size(); ++step) {
+      const Range range = ranges.back();
+      const Range lower{range.begin, range.size / 2};
+      const Range upper{range.begin + lower.size, range.size - lower.size};
+      const bool keep_upper = (context_->rank & (context_->size / 2 >> step)) != 0;
+      const Range keep = keep_upper ? upper : lower;
+      const Range give = keep_upper ? lower : upper;
+      Partner& partner = partners_[step];
+      exchange(partner, *partner.reduce_out, give, 0, *partner.scratch_in, keep.size);
+      if (keep.size > 0) {
+        dpl::plugin::reduce_into(type_, op_, data + keep.begin * element_size_, scratch_.data(),
+                                 keep.size);
+      }
+      ranges.push_back(keep);
+    }
+    // Allgather: the same partners in reverse; each sends its reduced range into the other's
+    // data at the same offset, so both end with the parent range.
+    for (size_t step = partners_.size(); step-- > 0;) {
+      const Range mine = ranges[step + 1];
+      const size_t theirs = ranges[step].size - mine.size;  // the other half of the parent
+      Partner& partner = partners_[step];
+      exchange(partner, *partner.gather_out, mine, mine.begin * element_size_, *partner.gather_in,
+               theirs);
+    }
+  }
+
+ private:
+  struct Range {
+    size_t begin;  // in elements
+    size_t size;
+  };
+  struct Partner {
+    int rank = 0;
+    std::unique_ptr<gloo::transport::Buffer> scratch_in;  // reduce-scatter: the partner's half
+    std::unique_ptr<gloo::transport::Buffer> reduce_out;  // -> the partner's scratch_in
+    std::unique_ptr<gloo::transport::Buffer> gather_out;  // -> the partner's gather_in
+    std::unique_ptr<gloo::transport::Buffer> gather_in;   // allgather: into our data
+  };
+
+  // gloo buffers name their memory when created; the caller's tensor may move between calls.
+  // Every buffer is dropped before any is made: a gloo buffer, send or receive, unregisters its
+  // SLOT from the pair when destroyed, which would take a new receive buffer of that slot with it.
+  void bind(char* data) {
+    const size_t bytes = count_ * element_size_;
+    for (Partner& partner : partners_) {
+      partner.reduce_out.reset();
+      partner.gather_out.reset();
+      partner.scratch_in.reset();
+      partner.gather_in.reset();
+    }
+    for (Partner& partner : partners_) {
+      auto& pair = context_->getPair(partner.rank);
+      partner.reduce_out = pair->createSendBuffer(reduce_slot_, data, bytes);
+      partner.gather_out = pair->createSendBuffer(gather_slot_, data, bytes);
+      partner.scratch_in = pair->createRecvBuffer(reduce_slot_, scratch_.data(), scratch_.size());
+      partner.gather_in = pair->createRecvBuffer(gather_slot_, data, bytes);
+    }
+    bound_ = data;
+  }
+
+  // One step with one partner: send `out_range` of our data (to `remote_offset` bytes into the
+  // partner's buffer), receive `in_elements` into `in`; the lower rank writes first.
+  void exchange(Partner& partner, gloo::transport::Buffer& out, Range out_range,
+                size_t remote_offset, gloo::transport::Buffer& in, size_t in_elements) {
+    auto send = [&] {
+      if (out_range.size == 0) return;
+      out.send(out_range.begin * element_size_, out_range.size * element_size_, remote_offset);
+      out.waitSend();
+    };
+    auto receive = [&] {
+      if (in_elements > 0) in.waitRecv();
+    };
+    if (context_->rank < partner.rank) {
+      send();
+      receive();
+    } else {
+      receive();
+      send();
+    }
+  }
+
+  std::shared_ptr<gloo::Context> context_;  // shared: its pairs must outlive our buffers
+  const size_t count_;
+  const ElementType type_;
+  const size_t element_size_;
+  const dpl_reduce_op op_;
+  std::vector<char> scratch_;
+  const int reduce_slot_;
+  const int gather_slot_;
+  std::vector<Partner> partners_;
+  char* bound_ = nullptr;
 };
 
 class GlooBackend {
@@ -96,11 +230,19 @@ class GlooBackend {
         algorithm_ = Algorithm::kRingChunked;
       else if (name == "halving_doubling")
         algorithm_ = Algorithm::kHalvingDoubling;
+      else if (name == "pairwise")
+        algorithm_ = Algorithm::kPairwise;
       else if (name != "auto") {
-        throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                          "algorithm '" + name +
-                              "' is unknown; use auto, ring, ring_chunked or halving_doubling");
+        throw PluginError(DPL_ERR_INVALID_ARGUMENT, "algorithm '" + name +
+                                                        "' is unknown; use auto, pairwise, ring, "
+                                                        "ring_chunked or halving_doubling");
       }
+    }
+    const bool power_of_two = (config.world_size & (config.world_size - 1)) == 0;
+    if (algorithm_ == Algorithm::kPairwise && !power_of_two) {
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                        "algorithm 'pairwise' needs a power-of-two world size, not " +
+                            std::to_string(config.world_size) + "; use auto");
     }
     gloo::transport::tcp::attr attr;
     if (options.count("interface")) attr.iface = options.at("interface");
@@ -110,9 +252,21 @@ class GlooBackend {
     device_ = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world_size);
     context->setTimeout(timeout);
-    HostStore store(config.store, timeout);
+    HostStore store(config.store, timeout, "gloo/");
     context->connectFullMesh(store, device_);
     context_ = context;
+    // Note [Synchronous pairs]: allreduce gets a second mesh whose pairs are synchronous.
+    const bool pairwise = algorithm_ == Algorithm::kAuto || algorithm_ == Algorithm::kPairwise;
+    if (pairwise && power_of_two && config.world_size > 1) {
+      auto exchange = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world_size);
+      exchange->setTimeout(timeout);
+      HostStore exchange_store(config.store, timeout, "gloo-sync/");
+      exchange->connectFullMesh(exchange_store, device_);
+      for (int peer = 0; peer < config.world_size; ++peer) {
+        if (peer != config.rank) exchange->getPair(peer)->setSync(true, /*busyPoll=*/false);
+      }
+      exchange_context_ = exchange;
+    }
   }
 
   dpl_status allreduce(DLTensor* tensor, dpl_reduce_op op) {
@@ -247,11 +401,22 @@ class GlooBackend {
         cached_bytes_ = 0;
       }
       CachedAllreduce entry;
-      entry.staging = std::make_shared<std::vector<char>>(bytes);
-      entry.algorithm =
-          make_allreduce<T>(reinterpret_cast<T*>(entry.staging->data()), count, bytes, op);
-      cached_bytes_ += bytes;
+      if (exchange_context_) {
+        entry.pairwise = std::make_unique<PairwiseAllreduce>(
+            exchange_context_, static_cast<size_t>(count), dpl::plugin::element_type(tensor->dtype),
+            dpl::plugin::element_size(tensor->dtype), op);
+        cached_bytes_ += bytes / 2;  // its scratch
+      } else {
+        entry.staging = std::make_shared<std::vector<char>>(bytes);
+        entry.algorithm =
+            make_allreduce<T>(reinterpret_cast<T*>(entry.staging->data()), count, bytes, op);
+        cached_bytes_ += bytes;
+      }
       found = cached_.emplace(key, std::move(entry)).first;
+    }
+    if (found->second.pairwise) {  // binds to the caller's memory: no staging copy
+      found->second.pairwise->run(static_cast<char*>(data));
+      return;
     }
     std::vector<char>& staging = *found->second.staging;
     std::memcpy(staging.data(), data, bytes);
@@ -287,22 +452,25 @@ class GlooBackend {
   }
 
   struct CachedAllreduce {
-    std::shared_ptr<std::vector<char>> staging;  // the algorithm works on this memory
+    std::unique_ptr<PairwiseAllreduce> pairwise;  // or a gloo algorithm on staging memory:
+    std::shared_ptr<std::vector<char>> staging;
     std::unique_ptr<gloo::Algorithm> algorithm;
   };
   static constexpr size_t kMaxStagingBytes = size_t{256} << 20;
   std::map<std::tuple<int64_t, int, int>, CachedAllreduce> cached_;
   size_t cached_bytes_ = 0;
 
-  // kAuto: ring below kSmallAllreduceBytes at two ranks (ring-chunked at more), then
+  // kAuto: PairwiseAllreduce at power-of-two world sizes (Note [Synchronous pairs]); otherwise
+  // gloo's ring below kSmallAllreduceBytes at two ranks (ring-chunked at more), then
   // halving-doubling (power-of-two world sizes) or ring-chunked. The others force one algorithm
   // (option algorithm=..., for benchmarks).
-  enum class Algorithm { kAuto, kRing, kRingChunked, kHalvingDoubling };
+  enum class Algorithm { kAuto, kPairwise, kRing, kRingChunked, kHalvingDoubling };
 
   dpl_backend_config_v1 config_;
   Algorithm algorithm_ = Algorithm::kAuto;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
+  std::shared_ptr<gloo::Context> exchange_context_;  // synchronous pairs, or null
   bool broken_ = false;
 };
 
