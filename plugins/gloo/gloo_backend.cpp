@@ -119,6 +119,43 @@ class PairwiseAllreduce {
     }
   }
 
+  // Makes the pairs of a freshly connected mesh synchronous and primes their send buffers.
+  //
+  // Note [Priming send buffers]: gloo sizes a socket's send buffer from the first message that
+  // outgrows it (SO_SNDBUF = message bytes, which the kernel doubles) and never again while later
+  // messages fit that doubled size. On loopback, whose segments are 64 KiB, a buffer of about one
+  // segment stalls a synchronous exchange: the writer waits for an acknowledgement to free room
+  // for its last bytes, and the reader, having received less than two segments, delays that
+  // acknowledgement for up to 200 ms. A 128 KiB allreduce after a 64 KiB one took 176 ms per call.
+  // So each partner's first message is kPrimingBytes, which leaves every send buffer at several
+  // segments (2 MiB, or twice net.core.wmem_max where that is lower); with that much unacknowledged
+  // data in flight the reader acknowledges at once.
+  static void PrepareMesh(gloo::Context& context) {
+    for (int peer = 0; peer < context.size; ++peer) {
+      if (peer != context.rank) context.getPair(peer)->setSync(true, /*busyPoll=*/false);
+    }
+    constexpr size_t kPrimingBytes = size_t{1} << 20;
+    std::vector<char> outgoing(kPrimingBytes), incoming(kPrimingBytes);
+    const int slot = context.nextSlot();
+    for (int mask = context.size / 2; mask >= 1; mask /= 2) {
+      const int peer = context.rank ^ mask;
+      auto& pair = context.getPair(peer);
+      auto out = pair->createSendBuffer(slot, outgoing.data(), outgoing.size());
+      auto in = pair->createRecvBuffer(slot, incoming.data(), incoming.size());
+      auto send = [&] {
+        out->send(0, kPrimingBytes, 0);
+        out->waitSend();
+      };
+      if (context.rank < peer) {  // the same order as every exchange (Note [Synchronous pairs])
+        send();
+        in->waitRecv();
+      } else {
+        in->waitRecv();
+        send();
+      }
+    }
+  }
+
   // Reduces `data` (count_ elements) in place on every rank.
   void run(char* data) {
     if (data != bound_) bind(data);
@@ -262,9 +299,7 @@ class GlooBackend {
       exchange->setTimeout(timeout);
       HostStore exchange_store(config.store, timeout, "gloo-sync/");
       exchange->connectFullMesh(exchange_store, device_);
-      for (int peer = 0; peer < config.world_size; ++peer) {
-        if (peer != config.rank) exchange->getPair(peer)->setSync(true, /*busyPoll=*/false);
-      }
+      PairwiseAllreduce::PrepareMesh(*exchange);
       exchange_context_ = exchange;
     }
   }
