@@ -14,6 +14,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -95,15 +96,17 @@ class HostStore : public gloo::rendezvous::Store {
 // (allgather), where each step is an exchange between two partners in which the LOWER rank
 // writes first and then reads, the higher one reads first and then writes. A write can then only
 // wait on a reader that is already reading, or on one still finishing an earlier step (whose
-// exchanges complete first, by induction over steps), whatever the socket buffer sizes. Every
-// block is reduced once, by its owner, so all ranks get the same bits. Timeouts and dead peers
-// surface as before: the sockets carry the job timeout, and a closed peer ends a read or write
-// with an error.
+// exchanges complete first, by induction over steps), whatever the socket buffer sizes. (Where
+// the kernel is sure to buffer a whole chunk, the higher rank writes first too: Note [Writing
+// ahead].) Every block is reduced once, by its owner, so all ranks get the same bits. Timeouts and
+// dead peers surface as before: the sockets carry the job timeout, and a closed peer ends a read or
+// write with an error.
 class PairwiseAllreduce {
  public:
-  PairwiseAllreduce(std::shared_ptr<gloo::Context> context, size_t count, ElementType type,
-                    size_t element_size, dpl_reduce_op op)
+  PairwiseAllreduce(std::shared_ptr<gloo::Context> context, size_t write_ahead_bytes, size_t count,
+                    ElementType type, size_t element_size, dpl_reduce_op op)
       : context_(std::move(context)),
+        write_ahead_bytes_(write_ahead_bytes),
         count_(count),
         type_(type),
         element_size_(element_size),
@@ -130,7 +133,8 @@ class PairwiseAllreduce {
   // So each partner's first message is kPrimingBytes, which leaves every send buffer at several
   // segments (2 MiB, or twice net.core.wmem_max where that is lower); with that much unacknowledged
   // data in flight the reader acknowledges at once.
-  static void PrepareMesh(gloo::Context& context) {
+  // Returns how many bytes a write may run ahead of the peer's reads (Note [Writing ahead]).
+  static size_t PrepareMesh(gloo::Context& context) {
     for (int peer = 0; peer < context.size; ++peer) {
       if (peer != context.rank) context.getPair(peer)->setSync(true, /*busyPoll=*/false);
     }
@@ -154,6 +158,7 @@ class PairwiseAllreduce {
         send();
       }
     }
+    return WriteAheadBytes(kPrimingBytes + kPreambleBytes);
   }
 
   // Reduces `data` (count_ elements) in place on every rank.
@@ -221,28 +226,61 @@ class PairwiseAllreduce {
     bound_ = data;
   }
 
+  // Note [Writing ahead]: taking turns (Note [Synchronous pairs]) leaves one direction of a pair
+  // idle while the other carries a message. Both ends may write at once when the kernel is sure
+  // to take the whole write without the peer reading: a blocking write returns once its bytes
+  // are queued in the socket's send buffer, acknowledged or not. So messages go in chunks of
+  // kChunkBytes, chunk i of each direction in step, and a rank writes its chunk before reading the
+  // peer's when kChunkBytes fits its write-ahead budget: a quarter of the send buffer that
+  // priming left (Note [Priming send buffers]; twice min(priming message, net.core.wmem_max)).
+  // Before a rank writes a chunk it has read the peer's previous one, which the peer wrote after
+  // reading our chunk before that, so at most our last two or three chunks (with their kernel
+  // overhead) wait in the buffer. The lower rank always writes first; a higher rank without the
+  // budget reads first, which keeps the order of Note [Synchronous pairs]. Both sides split by
+  // the same constant, so they agree on the chunks; the budget only decides the order.
+  static constexpr size_t kChunkBytes = size_t{128} << 10;
+  static constexpr size_t kPreambleBytes = 48;  // gloo's tcp::Op preamble before each message
+
+  static size_t WriteAheadBytes(size_t priming_bytes) {
+    std::ifstream file("/proc/sys/net/core/wmem_max");
+    size_t wmem_max = 0;
+    if (!(file >> wmem_max)) return 0;  // unknown: always take turns
+    return 2 * std::min(priming_bytes, wmem_max) / 4;
+  }
+
+  static size_t ChunkCount(size_t bytes) { return (bytes + kChunkBytes - 1) / kChunkBytes; }
+
   // One step with one partner: send `out_range` of our data (to `remote_offset` bytes into the
-  // partner's buffer), receive `in_elements` into `in`; the lower rank writes first.
+  // partner's buffer), receive `in_elements` into `in`, chunk by chunk (Note [Writing ahead]).
   void exchange(Partner& partner, gloo::transport::Buffer& out, Range out_range,
                 size_t remote_offset, gloo::transport::Buffer& in, size_t in_elements) {
-    auto send = [&] {
-      if (out_range.size == 0) return;
-      out.send(out_range.begin * element_size_, out_range.size * element_size_, remote_offset);
-      out.waitSend();
-    };
-    auto receive = [&] {
-      if (in_elements > 0) in.waitRecv();
-    };
-    if (context_->rank < partner.rank) {
-      send();
-      receive();
-    } else {
-      receive();
-      send();
+    const size_t out_bytes = out_range.size * element_size_;
+    const size_t out_chunks = ChunkCount(out_bytes);
+    const size_t in_chunks = ChunkCount(in_elements * element_size_);
+    const bool write_first = context_->rank < partner.rank || kChunkBytes <= write_ahead_bytes_;
+    for (size_t chunk = 0; chunk < std::max(out_chunks, in_chunks); ++chunk) {
+      auto send = [&] {
+        if (chunk >= out_chunks) return;
+        const size_t offset = chunk * kChunkBytes;
+        out.send(out_range.begin * element_size_ + offset,
+                 std::min(kChunkBytes, out_bytes - offset), remote_offset + offset);
+        out.waitSend();
+      };
+      auto receive = [&] {
+        if (chunk < in_chunks) in.waitRecv();
+      };
+      if (write_first) {
+        send();
+        receive();
+      } else {
+        receive();
+        send();
+      }
     }
   }
 
   std::shared_ptr<gloo::Context> context_;  // shared: its pairs must outlive our buffers
+  const size_t write_ahead_bytes_;
   const size_t count_;
   const ElementType type_;
   const size_t element_size_;
@@ -257,8 +295,16 @@ class PairwiseAllreduce {
 class GlooBackend {
  public:
   explicit GlooBackend(const dpl_backend_config_v1& config) : config_(config) {
-    const auto options =
-        dpl::plugin::parse_options(config.options, {"interface", "address", "algorithm"});
+    const auto options = dpl::plugin::parse_options(
+        config.options, {"interface", "address", "algorithm", "write_ahead"});
+    if (options.count("write_ahead")) {
+      const std::string& value = options.at("write_ahead");
+      if (value != "auto" && value != "off") {
+        throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                          "write_ahead '" + value + "' is unknown; use auto or off");
+      }
+      write_ahead_ = value == "auto";
+    }
     if (options.count("algorithm")) {
       const std::string& name = options.at("algorithm");
       if (name == "ring")
@@ -299,7 +345,8 @@ class GlooBackend {
       exchange->setTimeout(timeout);
       HostStore exchange_store(config.store, timeout, "gloo-sync/");
       exchange->connectFullMesh(exchange_store, device_);
-      PairwiseAllreduce::PrepareMesh(*exchange);
+      const size_t budget = PairwiseAllreduce::PrepareMesh(*exchange);
+      write_ahead_bytes_ = write_ahead_ ? budget : 0;
       exchange_context_ = exchange;
     }
   }
@@ -438,8 +485,8 @@ class GlooBackend {
       CachedAllreduce entry;
       if (exchange_context_) {
         entry.pairwise = std::make_unique<PairwiseAllreduce>(
-            exchange_context_, static_cast<size_t>(count), dpl::plugin::element_type(tensor->dtype),
-            dpl::plugin::element_size(tensor->dtype), op);
+            exchange_context_, write_ahead_bytes_, static_cast<size_t>(count),
+            dpl::plugin::element_type(tensor->dtype), dpl::plugin::element_size(tensor->dtype), op);
         cached_bytes_ += bytes / 2;  // its scratch
       } else {
         entry.staging = std::make_shared<std::vector<char>>(bytes);
@@ -506,6 +553,8 @@ class GlooBackend {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   std::shared_ptr<gloo::Context> exchange_context_;  // synchronous pairs, or null
+  bool write_ahead_ = true;                          // option write_ahead=auto|off
+  size_t write_ahead_bytes_ = 0;                     // Note [Writing ahead]
   bool broken_ = false;
 };
 
