@@ -34,6 +34,15 @@ constexpr uint32_t kHandshakeMagic = 0x44504C54u;  // "TLPD"
 // Bytes reduced at a time while a segment is still arriving (keeps the scratch data in cache).
 constexpr size_t kReduceChunkBytes = 256 * 1024;
 constexpr int kSocketBufferBytes = 4 * 1024 * 1024;
+// Note [Sending in step with receiving]: a ring step sends at most kLeadBytes ahead of what it
+// has received, and one send() or recv() moves at most kMaxBytesPerCall. Without these a call
+// copied whatever the 4 MiB socket buffers allowed, one direction ran megabytes ahead of the
+// other, and the bytes in flight outgrew the caches: 16-64 MiB allreduces at two ranks ran at
+// 1.5-2.2 GB/s, 2.2-3.5 with them (docs/bandwidth.md). It cannot deadlock: were every rank held
+// by the lead, each would have received exactly kLeadBytes more than its predecessor around the
+// ring, which is impossible; a rank whose receive is complete is no longer held.
+constexpr size_t kMaxBytesPerCall = 256 * 1024;
+constexpr size_t kLeadBytes = 512 * 1024;
 
 std::string errno_text() {
   return std::strerror(errno);
@@ -270,7 +279,8 @@ class TcpBackend {
       nfds_t count = 0;
       int send_index = -1;
       int recv_index = -1;
-      const size_t sendable = transfer.send_only_received ? received : transfer.send_bytes;
+      size_t sendable = transfer.send_only_received ? received : transfer.send_bytes;
+      if (received < transfer.recv_bytes) sendable = std::min(sendable, received + kLeadBytes);
       if (sent < sendable) {
         send_index = static_cast<int>(count);
         fds[count++] = {next_socket_.fd(), POLLOUT, 0};
@@ -292,7 +302,7 @@ class TcpBackend {
       }
       if (recv_index >= 0 && fds[recv_index].revents != 0) {
         const ssize_t got = ::recv(prev_socket_.fd(), transfer.recv_data + received,
-                                   transfer.recv_bytes - received, 0);
+                                   std::min(transfer.recv_bytes - received, kMaxBytesPerCall), 0);
         if (got == 0) {
           throw PluginError(DPL_ERR_COMMUNICATION,
                             "rank " + std::to_string(prev_rank()) +
@@ -310,8 +320,8 @@ class TcpBackend {
         }
       }
       if (send_index >= 0 && fds[send_index].revents != 0) {
-        const ssize_t put =
-            ::send(next_socket_.fd(), transfer.send_data + sent, sendable - sent, MSG_NOSIGNAL);
+        const ssize_t put = ::send(next_socket_.fd(), transfer.send_data + sent,
+                                   std::min(sendable - sent, kMaxBytesPerCall), MSG_NOSIGNAL);
         if (put < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
           throw PluginError(DPL_ERR_COMMUNICATION,
                             "send to rank " + std::to_string(next_rank()) + ": " + errno_text());
