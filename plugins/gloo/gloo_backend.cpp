@@ -30,8 +30,6 @@ using dpl::plugin::ElementType;
 using dpl::plugin::PluginError;
 
 constexpr const char* kBackendName = "gloo";
-// Below this many bytes the plain ring wins: fewer messages than halving-doubling.
-constexpr size_t kSmallAllreduceBytes = 256 * 1024;
 
 // gloo::rendezvous::Store on top of the host's dpl_store_v1. gloo's get() must block until the
 // key exists, so every get waits up to the job timeout.
@@ -490,8 +488,7 @@ class GlooBackend {
         cached_bytes_ += bytes / 2;  // its scratch
       } else {
         entry.staging = std::make_shared<std::vector<char>>(bytes);
-        entry.algorithm =
-            make_allreduce<T>(reinterpret_cast<T*>(entry.staging->data()), count, bytes, op);
+        entry.algorithm = make_allreduce<T>(reinterpret_cast<T*>(entry.staging->data()), count, op);
         cached_bytes_ += bytes;
       }
       found = cached_.emplace(key, std::move(entry)).first;
@@ -507,30 +504,21 @@ class GlooBackend {
   }
 
   template <typename T>
-  std::unique_ptr<gloo::Algorithm> make_allreduce(T* data, int64_t count, size_t bytes,
-                                                  dpl_reduce_op op) {
+  std::unique_ptr<gloo::Algorithm> make_allreduce(T* data, int64_t count, dpl_reduce_op op) {
     std::vector<T*> pointers{data};
     const int n = static_cast<int>(count);
     const bool power_of_two = (config_.world_size & (config_.world_size - 1)) == 0;
     if (algorithm_ == Algorithm::kRing) {
       return std::make_unique<gloo::AllreduceRing<T>>(context_, pointers, n, reduction<T>(op));
-    } else if (algorithm_ == Algorithm::kRingChunked) {
-      return std::make_unique<gloo::AllreduceRingChunked<T>>(context_, pointers, n,
-                                                             reduction<T>(op));
     } else if (algorithm_ == Algorithm::kHalvingDoubling && power_of_two) {
       return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context_, pointers, n,
                                                                  reduction<T>(op));
-    } else if (bytes < kSmallAllreduceBytes && config_.world_size == 2) {
-      // Plain ring sums on every rank in that rank's own order. With two ranks a+b == b+a, so
-      // every rank still gets the same bits; with three or more the float rounding differs per
-      // rank and replicas drift apart, so those take ring-chunked, which reduces each chunk once.
-      return std::make_unique<gloo::AllreduceRing<T>>(context_, pointers, n, reduction<T>(op));
-    } else if (bytes < kSmallAllreduceBytes || !power_of_two) {
-      return std::make_unique<gloo::AllreduceRingChunked<T>>(context_, pointers, n,
-                                                             reduction<T>(op));
     }
-    return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context_, pointers, n,
-                                                               reduction<T>(op));
+    // Forced, or auto at a world size that is not a power of two (PairwiseAllreduce takes the
+    // others). Ring-chunked reduces each chunk once, so every rank gets the same bits; gloo's
+    // plain ring sums in each rank's own order, and at three or more ranks the float rounding
+    // would differ per rank and replicas drift apart.
+    return std::make_unique<gloo::AllreduceRingChunked<T>>(context_, pointers, n, reduction<T>(op));
   }
 
   struct CachedAllreduce {
@@ -542,10 +530,9 @@ class GlooBackend {
   std::map<std::tuple<int64_t, int, int>, CachedAllreduce> cached_;
   size_t cached_bytes_ = 0;
 
-  // kAuto: PairwiseAllreduce at power-of-two world sizes (Note [Synchronous pairs]); otherwise
-  // gloo's ring below kSmallAllreduceBytes at two ranks (ring-chunked at more), then
-  // halving-doubling (power-of-two world sizes) or ring-chunked. The others force one algorithm
-  // (option algorithm=..., for benchmarks).
+  // kAuto: PairwiseAllreduce at power-of-two world sizes (Note [Synchronous pairs]), otherwise
+  // gloo's ring-chunked. The others force one algorithm (option algorithm=..., for benchmarks;
+  // halving_doubling falls back to ring-chunked where the world size is not a power of two).
   enum class Algorithm { kAuto, kPairwise, kRing, kRingChunked, kHalvingDoubling };
 
   dpl_backend_config_v1 config_;

@@ -266,6 +266,26 @@ TEST(BackendLarge, GlooTakingTurnsAtTwoRanks) {
   expect_all_ok_and_identical(reports);
 }
 
+// The gloo plugin's forced algorithms (benchmark options) give the same exact sums as auto.
+TEST(BackendGloo, EveryForcedAlgorithmIsExact) {
+  if (!plugin_built("gloo")) GTEST_SKIP() << "gloo plugin not built";
+  for (const std::string algorithm : {"ring", "ring_chunked", "halving_doubling", "pairwise"}) {
+    for (const int world : {2, 3}) {
+      if (algorithm == "pairwise" && world == 3) continue;  // refused: see BackendErrors
+      dpl::testing::RunOptions options;
+      options.backend_options = "algorithm=" + algorithm;
+      const auto reports = run_ranks(
+          "gloo", world,
+          [&](const RankContext& ctx, RankReport* report) {
+            return allreduce_sweep("gloo", ctx, 70001, all_dtypes(), all_ops(), report);
+          },
+          options);
+      SCOPED_TRACE(algorithm + " at world " + std::to_string(world));
+      expect_all_ok_and_identical(reports);
+    }
+  }
+}
+
 TEST_P(BackendTest, BroadcastFromLastRank) {
   const auto [backend, world] = GetParam();
   if (!plugin_built(backend)) GTEST_SKIP() << backend << " plugin not built";
