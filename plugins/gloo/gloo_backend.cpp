@@ -89,8 +89,9 @@ class HostStore : public gloo::rendezvous::Store {
 // made an allreduce cost 3x the CPU of dpl's tcp backend, taken from the backward pass it
 // overlaps. gloo's synchronous mode (Pair::setSync) reads and writes on the calling thread with
 // blocking sockets instead, but its own algorithms then deadlock: both ends of a pair write a
-// large message at once and neither reads. So allreduce at power-of-two world sizes runs this
-// schedule over a second, synchronous context: recursive halving (reduce-scatter) then doubling
+// large message at once and neither reads. So allreduce runs this schedule over a second,
+// synchronous context (other world sizes fold to a power of two first: Note [Folding to a power
+// of two]): recursive halving (reduce-scatter) then doubling
 // (allgather), where each step is an exchange between two partners in which the LOWER rank
 // writes first and then reads, the higher one reads first and then writes. A write can then only
 // wait on a reader that is already reading, or on one still finishing an earlier step (whose
@@ -113,11 +114,49 @@ class PairwiseAllreduce {
         // Taken once, in the same order on every rank (Note [Reusing gloo algorithms]), so
         // re-binding buffers to new memory later never moves a slot.
         reduce_slot_(context_->nextSlot()),
-        gather_slot_(context_->nextSlot()) {
-    for (int mask = context_->size / 2; mask >= 1; mask /= 2) {
+        gather_slot_(context_->nextSlot()),
+        schedule_(ScheduleOf(context_->rank, context_->size)) {
+    for (int partner : schedule_.partners) {
       partners_.emplace_back();
-      partners_.back().rank = context_->rank ^ mask;
+      partners_.back().rank = partner;
     }
+    // A rank that folds its data into a partner's owns no range and needs no scratch.
+    if (schedule_.folded) scratch_.clear();
+  }
+
+  // Note [Folding to a power of two]: halving and doubling need a power-of-two number of ranks.
+  // With n = p + e ranks (p the largest power of two <= n), the first 2e ranks pair up: each odd
+  // one writes its whole tensor to the even one below it (a fold, one direction only), sits out
+  // the halving and doubling among the p remaining ranks, and then reads the result back (an
+  // unfold). The remaining ranks take virtual ranks 0..p-1 in order. Folds and unfolds write in
+  // one direction only, and their pairs are disjoint, so the induction of Note [Synchronous
+  // pairs] still holds step by step.
+  struct Schedule {
+    int fold_partner = -1;      // the other rank of this rank's fold, or -1
+    bool folded = false;        // this rank hands its data to fold_partner and waits
+    int virtual_rank = 0;       // among the power-of-two ranks (unless folded)
+    int virtual_size = 1;       // that power of two
+    std::vector<int> partners;  // real ranks of the halving steps, in order (empty if folded)
+  };
+  static Schedule ScheduleOf(int rank, int size) {
+    Schedule schedule;
+    while (schedule.virtual_size * 2 <= size) schedule.virtual_size *= 2;
+    const int extra = size - schedule.virtual_size;
+    if (rank < 2 * extra) {
+      schedule.fold_partner = rank ^ 1;
+      schedule.folded = rank % 2 == 1;
+      schedule.virtual_rank = rank / 2;
+    } else {
+      schedule.virtual_rank = rank - extra;
+    }
+    if (schedule.folded) return schedule;
+    auto real_rank = [&](int virtual_rank) {
+      return virtual_rank < extra ? 2 * virtual_rank : virtual_rank + extra;
+    };
+    for (int mask = schedule.virtual_size / 2; mask >= 1; mask /= 2) {
+      schedule.partners.push_back(real_rank(schedule.virtual_rank ^ mask));
+    }
+    return schedule;
   }
 
   // Makes the pairs of a freshly connected mesh synchronous and primes their send buffers.
@@ -139,8 +178,10 @@ class PairwiseAllreduce {
     constexpr size_t kPrimingBytes = size_t{1} << 20;
     std::vector<char> outgoing(kPrimingBytes), incoming(kPrimingBytes);
     const int slot = context.nextSlot();
-    for (int mask = context.size / 2; mask >= 1; mask /= 2) {
-      const int peer = context.rank ^ mask;
+    const Schedule schedule = ScheduleOf(context.rank, context.size);
+    std::vector<int> peers = schedule.partners;  // in schedule order: the fold comes first
+    if (schedule.fold_partner >= 0) peers.insert(peers.begin(), schedule.fold_partner);
+    for (const int peer : peers) {
       auto& pair = context.getPair(peer);
       auto out = pair->createSendBuffer(slot, outgoing.data(), outgoing.size());
       auto in = pair->createRecvBuffer(slot, incoming.data(), incoming.size());
@@ -162,17 +203,29 @@ class PairwiseAllreduce {
   // Reduces `data` (count_ elements) in place on every rank.
   void run(char* data) {
     if (data != bound_) bind(data);
+    const Range all{0, count_};
+    const Range none{0, 0};
+    if (schedule_.folded) {  // Note [Folding to a power of two]
+      exchange(schedule_.fold_partner, fold_.out.get(), all, 0, nullptr, 0);
+      exchange(schedule_.fold_partner, nullptr, none, 0, fold_.in.get(), count_);
+      return;
+    }
+    if (schedule_.fold_partner >= 0) {
+      exchange(schedule_.fold_partner, nullptr, none, 0, fold_.in.get(), count_);
+      dpl::plugin::reduce_into(type_, op_, data, fold_scratch_.data(), count_);
+    }
     // Reduce-scatter: halve the range each step, keeping the half this rank's bit selects.
-    std::vector<Range> ranges{{0, count_}};
+    std::vector<Range> ranges{all};
     for (size_t step = 0; step < partners_.size(); ++step) {
       const Range range = ranges.back();
       const Range lower{range.begin, range.size / 2};
       const Range upper{range.begin + lower.size, range.size - lower.size};
-      const bool keep_upper = (context_->rank & (context_->size / 2 >> step)) != 0;
+      const bool keep_upper = (schedule_.virtual_rank & (schedule_.virtual_size / 2 >> step)) != 0;
       const Range keep = keep_upper ? upper : lower;
       const Range give = keep_upper ? lower : upper;
       Partner& partner = partners_[step];
-      exchange(partner, *partner.reduce_out, give, 0, *partner.scratch_in, keep.size);
+      exchange(partner.rank, partner.reduce_out.get(), give, 0, partner.scratch_in.get(),
+               keep.size);
       if (keep.size > 0) {
         dpl::plugin::reduce_into(type_, op_, data + keep.begin * element_size_, scratch_.data(),
                                  keep.size);
@@ -185,8 +238,11 @@ class PairwiseAllreduce {
       const Range mine = ranges[step + 1];
       const size_t theirs = ranges[step].size - mine.size;  // the other half of the parent
       Partner& partner = partners_[step];
-      exchange(partner, *partner.gather_out, mine, mine.begin * element_size_, *partner.gather_in,
-               theirs);
+      exchange(partner.rank, partner.gather_out.get(), mine, mine.begin * element_size_,
+               partner.gather_in.get(), theirs);
+    }
+    if (schedule_.fold_partner >= 0) {
+      exchange(schedule_.fold_partner, fold_.out.get(), all, 0, nullptr, 0);
     }
   }
 
@@ -214,12 +270,26 @@ class PairwiseAllreduce {
       partner.scratch_in.reset();
       partner.gather_in.reset();
     }
+    fold_.out.reset();
+    fold_.in.reset();
     for (Partner& partner : partners_) {
       auto& pair = context_->getPair(partner.rank);
       partner.reduce_out = pair->createSendBuffer(reduce_slot_, data, bytes);
       partner.gather_out = pair->createSendBuffer(gather_slot_, data, bytes);
       partner.scratch_in = pair->createRecvBuffer(reduce_slot_, scratch_.data(), scratch_.size());
       partner.gather_in = pair->createRecvBuffer(gather_slot_, data, bytes);
+    }
+    if (schedule_.fold_partner >= 0) {
+      // The folded rank writes its data into the partner's fold scratch and reads the result
+      // straight into its data; the partner reads into the scratch and writes from its data.
+      auto& pair = context_->getPair(schedule_.fold_partner);
+      fold_.out = pair->createSendBuffer(fold_slot_, data, bytes);
+      if (schedule_.folded) {
+        fold_.in = pair->createRecvBuffer(fold_slot_, data, bytes);
+      } else {
+        fold_scratch_.resize(bytes);
+        fold_.in = pair->createRecvBuffer(fold_slot_, fold_scratch_.data(), bytes);
+      }
     }
     bound_ = data;
   }
@@ -250,22 +320,22 @@ class PairwiseAllreduce {
 
   // One step with one partner: send `out_range` of our data (to `remote_offset` bytes into the
   // partner's buffer), receive `in_elements` into `in`, chunk by chunk (Note [Writing ahead]).
-  void exchange(Partner& partner, gloo::transport::Buffer& out, Range out_range,
-                size_t remote_offset, gloo::transport::Buffer& in, size_t in_elements) {
+  void exchange(int partner, gloo::transport::Buffer* out, Range out_range, size_t remote_offset,
+                gloo::transport::Buffer* in, size_t in_elements) {
     const size_t out_bytes = out_range.size * element_size_;
     const size_t out_chunks = ChunkCount(out_bytes);
     const size_t in_chunks = ChunkCount(in_elements * element_size_);
-    const bool write_first = context_->rank < partner.rank || kChunkBytes <= write_ahead_bytes_;
+    const bool write_first = context_->rank < partner || kChunkBytes <= write_ahead_bytes_;
     for (size_t chunk = 0; chunk < std::max(out_chunks, in_chunks); ++chunk) {
       auto send = [&] {
         if (chunk >= out_chunks) return;
         const size_t offset = chunk * kChunkBytes;
-        out.send(out_range.begin * element_size_ + offset,
-                 std::min(kChunkBytes, out_bytes - offset), remote_offset + offset);
-        out.waitSend();
+        out->send(out_range.begin * element_size_ + offset,
+                  std::min(kChunkBytes, out_bytes - offset), remote_offset + offset);
+        out->waitSend();
       };
       auto receive = [&] {
-        if (chunk < in_chunks) in.waitRecv();
+        if (chunk < in_chunks) in->waitRecv();
       };
       if (write_first) {
         send();
@@ -286,6 +356,13 @@ class PairwiseAllreduce {
   std::vector<char> scratch_;
   const int reduce_slot_;
   const int gather_slot_;
+  const int fold_slot_ = context_->nextSlot();  // after the others: the same order on every rank
+  const Schedule schedule_;
+  struct {
+    std::unique_ptr<gloo::transport::Buffer> out;  // folded: our data; partner: the result
+    std::unique_ptr<gloo::transport::Buffer> in;   // folded: the result; partner: fold_scratch_
+  } fold_;
+  std::vector<char> fold_scratch_;
   std::vector<Partner> partners_;
   char* bound_ = nullptr;
 };
@@ -319,12 +396,6 @@ class GlooBackend {
                                                         "ring_chunked or halving_doubling");
       }
     }
-    const bool power_of_two = (config.world_size & (config.world_size - 1)) == 0;
-    if (algorithm_ == Algorithm::kPairwise && !power_of_two) {
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                        "algorithm 'pairwise' needs a power-of-two world size, not " +
-                            std::to_string(config.world_size) + "; use auto");
-    }
     gloo::transport::tcp::attr attr;
     if (options.count("interface")) attr.iface = options.at("interface");
     if (options.count("address")) attr.hostname = options.at("address");
@@ -338,7 +409,7 @@ class GlooBackend {
     context_ = context;
     // Note [Synchronous pairs]: allreduce gets a second mesh whose pairs are synchronous.
     const bool pairwise = algorithm_ == Algorithm::kAuto || algorithm_ == Algorithm::kPairwise;
-    if (pairwise && power_of_two && config.world_size > 1) {
+    if (pairwise && config.world_size > 1) {
       auto exchange = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world_size);
       exchange->setTimeout(timeout);
       HostStore exchange_store(config.store, timeout, "gloo-sync/");
@@ -514,10 +585,9 @@ class GlooBackend {
       return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context_, pointers, n,
                                                                  reduction<T>(op));
     }
-    // Forced, or auto at a world size that is not a power of two (PairwiseAllreduce takes the
-    // others). Ring-chunked reduces each chunk once, so every rank gets the same bits; gloo's
-    // plain ring sums in each rank's own order, and at three or more ranks the float rounding
-    // would differ per rank and replicas drift apart.
+    // Forced (auto takes PairwiseAllreduce). Ring-chunked reduces each chunk once, so every
+    // rank gets the same bits; gloo's plain ring sums in each rank's own order, and at three or
+    // more ranks the float rounding would differ per rank and replicas drift apart.
     return std::make_unique<gloo::AllreduceRingChunked<T>>(context_, pointers, n, reduction<T>(op));
   }
 
@@ -530,9 +600,9 @@ class GlooBackend {
   std::map<std::tuple<int64_t, int, int>, CachedAllreduce> cached_;
   size_t cached_bytes_ = 0;
 
-  // kAuto: PairwiseAllreduce at power-of-two world sizes (Note [Synchronous pairs]), otherwise
-  // gloo's ring-chunked. The others force one algorithm (option algorithm=..., for benchmarks;
-  // halving_doubling falls back to ring-chunked where the world size is not a power of two).
+  // kAuto and kPairwise: PairwiseAllreduce (Note [Synchronous pairs]). The others force one of
+  // gloo's own algorithms (option algorithm=..., for benchmarks; halving_doubling falls back to
+  // ring-chunked where the world size is not a power of two).
   enum class Algorithm { kAuto, kPairwise, kRing, kRingChunked, kHalvingDoubling };
 
   dpl_backend_config_v1 config_;

@@ -228,7 +228,13 @@ INSTANTIATE_TEST_SUITE_P(TcpWorldFive, AllreduceMatrix,
                          ::testing::Combine(::testing::Values("tcp"), ::testing::Values(5),
                                             ::testing::Values<size_t>(1, 7, 1024)),
                          matrix_name);
-// World 4 takes gloo's two-step pairwise exchange (Note [Synchronous pairs]); 3 its own algorithms.
+// World 4 takes gloo's two-step pairwise exchange (Note [Synchronous pairs]); 3 folds one rank.
+// gloo folds ranks beyond a power of two into partners (Note [Folding to a power of two]): one
+// fold at 3 and 5 ranks, two at 6.
+INSTANTIATE_TEST_SUITE_P(GlooFolded, AllreduceMatrix,
+                         ::testing::Combine(::testing::Values("gloo"), ::testing::Values(5, 6),
+                                            ::testing::Values<size_t>(1, 7, 1024)),
+                         matrix_name);
 INSTANTIATE_TEST_SUITE_P(BackendsLarge, AllreduceMatrix,
                          ::testing::Combine(::testing::Values("tcp", "gloo"),
                                             ::testing::Values(2, 3, 4),
@@ -271,7 +277,6 @@ TEST(BackendGloo, EveryForcedAlgorithmIsExact) {
   if (!plugin_built("gloo")) GTEST_SKIP() << "gloo plugin not built";
   for (const std::string algorithm : {"ring", "ring_chunked", "halving_doubling", "pairwise"}) {
     for (const int world : {2, 3}) {
-      if (algorithm == "pairwise" && world == 3) continue;  // refused: see BackendErrors
       dpl::testing::RunOptions options;
       options.backend_options = "algorithm=" + algorithm;
       const auto reports = run_ranks(
@@ -526,20 +531,6 @@ TEST(BackendErrors, UnknownOptionAndBadAllgatherSizeAreInvalidArguments) {
     EXPECT_EQ(single_rank(backend, bad_root),
               std::make_pair(static_cast<int>(DPL_ERR_INVALID_ARGUMENT),
                              backend + ": broadcast root 1 is outside world size 1"));
-  }
-}
-
-// gloo's pairwise exchange halves the ranks each step, so it is refused where that cannot work.
-TEST(BackendErrors, GlooPairwiseAtThreeRanksSaysWhatToUse) {
-  if (!plugin_built("gloo")) GTEST_SKIP() << "gloo plugin not built";
-  dpl::testing::RunOptions options;
-  options.backend_options = "algorithm=pairwise";
-  const auto reports = run_ranks(
-      "gloo", 3, [](const RankContext&, RankReport*) { return true; }, options);
-  for (const auto& report : reports) {
-    EXPECT_EQ(report.status, DPL_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(std::string(report.message),
-              "gloo: algorithm 'pairwise' needs a power-of-two world size, not 3; use auto");
   }
 }
 
