@@ -91,9 +91,9 @@ class HostStore : public gloo::rendezvous::Store {
 // blocking sockets instead, but its own algorithms then deadlock: both ends of a pair write a
 // large message at once and neither reads. So allreduce runs this schedule over a second,
 // synchronous context (other world sizes fold to a power of two first: Note [Folding to a power
-// of two]): recursive halving (reduce-scatter) then doubling
-// (allgather), where each step is an exchange between two partners in which the LOWER rank
-// writes first and then reads, the higher one reads first and then writes. A write can then only
+// of two]): recursive halving (reduce-scatter) then doubling (allgather), where each step is an
+// exchange between two partners in which the LOWER rank writes first and then reads, the higher
+// one reads first and then writes. A write can then only
 // wait on a reader that is already reading, or on one still finishing an earlier step (whose
 // exchanges complete first, by induction over steps), whatever the socket buffer sizes. (Where
 // the kernel is sure to buffer a whole chunk, the higher rank writes first too: Note [Writing
@@ -120,9 +120,15 @@ class PairwiseAllreduce {
       partners_.emplace_back();
       partners_.back().rank = partner;
     }
-    // A rank that folds its data into a partner's owns no range and needs no scratch.
+    // A rank that folds its data into a partner's owns no range and needs no scratch; the
+    // partner it folds into takes the whole tensor before halving.
     if (schedule_.folded) scratch_.clear();
+    if (schedule_.fold_partner >= 0 && !schedule_.folded)
+      fold_scratch_.resize(count_ * element_size);
   }
+
+  // Memory this instance holds besides the caller's tensor.
+  size_t scratch_bytes() const { return scratch_.size() + fold_scratch_.size(); }
 
   // Note [Folding to a power of two]: halving and doubling need a power-of-two number of ranks.
   // With n = p + e ranks (p the largest power of two <= n), the first 2e ranks pair up: each odd
@@ -287,7 +293,6 @@ class PairwiseAllreduce {
       if (schedule_.folded) {
         fold_.in = pair->createRecvBuffer(fold_slot_, data, bytes);
       } else {
-        fold_scratch_.resize(bytes);
         fold_.in = pair->createRecvBuffer(fold_slot_, fold_scratch_.data(), bytes);
       }
     }
@@ -556,7 +561,7 @@ class GlooBackend {
         entry.pairwise = std::make_unique<PairwiseAllreduce>(
             exchange_context_, write_ahead_bytes_, static_cast<size_t>(count),
             dpl::plugin::element_type(tensor->dtype), dpl::plugin::element_size(tensor->dtype), op);
-        cached_bytes_ += bytes / 2;  // its scratch
+        cached_bytes_ += entry.pairwise->scratch_bytes();
       } else {
         entry.staging = std::make_shared<std::vector<char>>(bytes);
         entry.algorithm = make_allreduce<T>(reinterpret_cast<T*>(entry.staging->data()), count, op);
