@@ -1,11 +1,17 @@
-// The launcher's one error style: a Status value carrying a message that says what is wrong and
-// how to fix it (after Horovod's Status). Functions that can fail return Status or Result<T>;
-// exceptions are caught at the edges (main, worker entry) and turned into a Status.
+// The launcher's one error style: a Status value carrying a code and a message that says what is
+// wrong and how to fix it (after Horovod's Status). Functions that can fail return Status or
+// Result<T>; exceptions are caught at the edges (main, worker entry) and turned into a Status.
+//
+// The code is the SDK's dpl_status (dpl/common.h): a plugin's failure keeps the code it returned,
+// and a caller that must tell failures apart (a timeout from a lost peer, say) asks code(), never
+// the message.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <utility>
+
+#include "dpl/common.h"
 
 namespace dpl {
 
@@ -13,20 +19,37 @@ class [[nodiscard]] Status {
  public:
   Status() = default;
   static Status Ok() { return Status(); }
-  static Status Error(std::string message) { return Status(std::move(message)); }
+  // A failure the caller has no more specific code for (DPL_ERR_INTERNAL: "the message says what").
+  static Status Error(std::string message) { return Status(DPL_ERR_INTERNAL, std::move(message)); }
+  // A failure with a specific code; `code` must not be DPL_OK.
+  static Status Error(dpl_status code, std::string message) {
+    return Status(code == DPL_OK ? DPL_ERR_INTERNAL : code, std::move(message));
+  }
+  static Status Timeout(std::string message) { return Error(DPL_ERR_TIMEOUT, std::move(message)); }
+  static Status Communication(std::string message) {
+    return Error(DPL_ERR_COMMUNICATION, std::move(message));
+  }
+  static Status InvalidArgument(std::string message) {
+    return Error(DPL_ERR_INVALID_ARGUMENT, std::move(message));
+  }
+  static Status Io(std::string message) { return Error(DPL_ERR_IO, std::move(message)); }
 
-  bool ok() const { return !message_.has_value(); }
+  bool ok() const { return code_ == DPL_OK; }
+  dpl_status code() const { return code_; }
+  bool IsTimeout() const { return code_ == DPL_ERR_TIMEOUT; }
   const std::string& message() const {
     static const std::string kEmpty;
     return message_ ? *message_ : kEmpty;
   }
-  // Prepends context: Status::Error("x").WithContext("loading a") -> "loading a: x".
+  // Prepends context, keeping the code: Status::Error("x").WithContext("loading a") -> "loading a:
+  // x".
   Status WithContext(const std::string& context) const {
-    return ok() ? *this : Status(context + ": " + *message_);
+    return ok() ? *this : Status(code_, context + ": " + *message_);
   }
 
  private:
-  explicit Status(std::string message) : message_(std::move(message)) {}
+  Status(dpl_status code, std::string message) : code_(code), message_(std::move(message)) {}
+  dpl_status code_ = DPL_OK;
   std::optional<std::string> message_;
 };
 

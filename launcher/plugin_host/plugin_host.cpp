@@ -309,10 +309,11 @@ Status DescribeCallFailure(const LoadedPlugin& plugin, const std::string& functi
   const char* message = nullptr;
   if (plugin.backend != nullptr) message = plugin.backend->last_error();
   if (plugin.model != nullptr) message = plugin.model->last_error();
-  std::string text = std::string(KindWord(plugin.kind)) + " plugin '" + plugin.name + "' (" +
-                     plugin.path + ") " + function + " failed with " + StatusName(status);
-  if (message != nullptr && message[0] != '\0') text += ": " + std::string(message);
-  return Status::Error(text);
+  return PluginCallFailure(LabelOf(plugin), function, status, message);
+}
+
+PluginLabel LabelOf(const LoadedPlugin& plugin) {
+  return {KindWord(plugin.kind), plugin.name, plugin.path};
 }
 
 Result<LoadedPlugin> LoadPluginFile(const std::string& path) {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "common/plugin_status.hpp"
 #include "common/status.hpp"
-#include "common/status_name.hpp"
 #include "dpl/backend.h"
 #include "dpl/model.h"
 
@@ -78,6 +78,9 @@ Result<LoadedPlugin> ChooseBackend(const Discovery& discovery, const std::string
 
 // The enum name of a dpl_status, e.g. "DPL_ERR_NO_DEVICE".
 using ::dpl::StatusName;
+
+// How messages name this plugin: its kind, name and path.
+PluginLabel LabelOf(const LoadedPlugin& plugin);
 
 // The error for a failed plugin call (create, train_step, ...): names the plugin, its path, the
 // function and the status, and appends the plugin's last_error() text. Ok for DPL_OK. Call it on

@@ -388,10 +388,10 @@ class StoreClientImpl final : public StoreClient {
           std::min<std::chrono::steady_clock::duration>(backoff, deadline - now));
       backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
     }
-    return Status::Error("could not reach the rendezvous store at " + where_ + " within " +
-                         Seconds(options_.connect_timeout) + " (last error: " + last_error +
-                         "); check --master-addr and --master-port and that the launcher of "
-                         "--machine-id 0 is running");
+    return Status::Timeout("could not reach the rendezvous store at " + where_ + " within " +
+                           Seconds(options_.connect_timeout) + " (last error: " + last_error +
+                           "); check --master-addr and --master-port and that the launcher of "
+                           "--machine-id 0 is running");
   }
 
   Status Set(const std::string& key, const std::vector<uint8_t>& value) override {
@@ -461,30 +461,32 @@ class StoreClientImpl final : public StoreClient {
         .WithContext("joining the rendezvous store at " + where_);
   }
 
-  // One round trip. kTimeout replies become an error starting with wire::kTimeoutPrefix.
+  // One round trip. A kTimeout reply becomes a Status with code DPL_ERR_TIMEOUT, a lost connection
+  // DPL_ERR_COMMUNICATION.
   Status Call(const std::vector<uint8_t>& frame, const std::string& what,
               std::vector<uint8_t>* reply, std::chrono::milliseconds timeout = {}) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (broken_) {
-      return Status::Error("the connection to the rendezvous store at " + where_ +
-                           " was lost earlier; the launcher of --machine-id 0 probably exited");
+      return Status::Communication(
+          "the connection to the rendezvous store at " + where_ +
+          " was lost earlier; the launcher of --machine-id 0 probably exited");
     }
     uint8_t op = 0;
     std::string reason;
     if (!WriteFrame(socket_, frame) || !ReadFrame(socket_, &op, reply, &reason, AnyOp)) {
       broken_ = true;
-      return Status::Error("lost the connection to the rendezvous store at " + where_ + " during " +
-                           what + (reason.empty() ? "" : ": " + reason) +
-                           "; the launcher of --machine-id 0 probably exited or refused us");
+      return Status::Communication(
+          "lost the connection to the rendezvous store at " + where_ + " during " + what +
+          (reason.empty() ? "" : ": " + reason) +
+          "; the launcher of --machine-id 0 probably exited or refused us");
     }
     if (op == static_cast<uint8_t>(Op::kOk)) return Status::Ok();
     std::string message;
     wire::Reader reader(*reply);
     reader.String(&message);
     if (op == static_cast<uint8_t>(Op::kTimeout)) {
-      return Status::Error(
-          std::string(wire::kTimeoutPrefix) + " after " + Seconds(timeout) +
-          " waiting for store key(s) " +
+      return Status::Timeout(
+          "timed out after " + Seconds(timeout) + " waiting for store key(s) " +
           (!message.empty() && message.front() == '\'' ? message : "'" + message + "'"));
     }
     if (op == static_cast<uint8_t>(Op::kError)) {
@@ -532,8 +534,8 @@ struct PluginStoreViewAccess {
   }
   static dpl_status FromStatus(const Status& status) {
     if (status.ok()) return DPL_OK;
-    const bool timeout = status.message().rfind(wire::kTimeoutPrefix, 0) == 0;
-    return Fail(timeout ? DPL_ERR_TIMEOUT : DPL_ERR_COMMUNICATION, status.message());
+    // A store failure that is not a timeout is a lost or refused connection.
+    return Fail(status.IsTimeout() ? DPL_ERR_TIMEOUT : DPL_ERR_COMMUNICATION, status.message());
   }
   template <typename Body>
   static dpl_status Guard(Body body) {

@@ -21,9 +21,6 @@ inline constexpr uint32_t kMagic = 0x5344504Cu;  // "LPDS" on the wire: dpl stor
 inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr uint32_t kMaxBodyBytes = 64u * 1024u * 1024u;
 inline constexpr size_t kFrameHeaderBytes = 5;
-// Client-side error messages for an expired timeout start with this, so views can map them to
-// DPL_ERR_TIMEOUT.
-inline constexpr const char* kTimeoutPrefix = "timed out";
 
 enum class Op : uint8_t {
   kHello = 0x01,

@@ -691,9 +691,9 @@ int RunLoadedWorker(const cli::Options& options, std::future<Result<training::Tr
     created = backend_plugin->backend->create(&config, &backend);
   }
   if (created != DPL_OK || backend == nullptr) {
-    const char* message = backend_plugin->backend->last_error();
-    return Fail(Status::Error("backend " + backend_plugin->name + " failed to start: " +
-                              (message && *message ? message : plugin_host::StatusName(created))));
+    return Fail(plugin_host::DescribeCallFailure(*backend_plugin, "create",
+                                                 created == DPL_OK ? DPL_ERR_INTERNAL : created)
+                    .WithContext("backend " + backend_plugin->name + " failed to start"));
   }
   training::TrainingBackend training_backend{backend_plugin->backend, backend, config.device_type};
   auto sum_across_ranks = [&](const std::string& name, std::vector<double>* values) {

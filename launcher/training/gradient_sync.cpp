@@ -72,11 +72,9 @@ Result<GradientCompression> ParseGradientCompression(const std::string& name) {
 
 Status BackendHandle::Describe(const char* function, dpl_status status) const {
   if (status == DPL_OK) return Status::Ok();
-  const char* detail = plugin && plugin->last_error ? plugin->last_error() : "";
-  return Status::Error(std::string("backend '") +
-                       (plugin && plugin->header.name ? plugin->header.name : "?") +
-                       "': " + function + " failed with " + StatusName(status) +
-                       (detail && *detail ? std::string(": ") + detail : std::string()));
+  return PluginCallFailure(
+      {"backend", plugin && plugin->header.name ? plugin->header.name : "?", ""}, function, status,
+      plugin && plugin->last_error ? plugin->last_error() : nullptr);
 }
 
 uint16_t FloatToHalf(float value) {

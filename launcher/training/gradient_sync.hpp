@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/plugin_status.hpp"
 #include "common/status.hpp"
-#include "common/status_name.hpp"
 #include "dpl/backend.h"
 
 namespace dpl::training {

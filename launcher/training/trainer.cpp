@@ -26,10 +26,8 @@ using Clock = std::chrono::steady_clock;
 // Model calls fail with a status and a per-thread message; this joins them into one Status.
 Status ModelCall(const dpl_model_plugin_v2& plugin, const char* function, dpl_status status) {
   if (status == DPL_OK) return Status::Ok();
-  const char* detail = plugin.last_error ? plugin.last_error() : "";
-  return Status::Error(std::string("model '") + plugin.header.name + "': " + function +
-                       " failed with " + StatusName(status) +
-                       (detail && *detail ? std::string(": ") + detail : std::string()));
+  return PluginCallFailure({"model", plugin.header.name, ""}, function, status,
+                           plugin.last_error ? plugin.last_error() : nullptr);
 }
 
 struct ModelDeleter {

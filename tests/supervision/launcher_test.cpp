@@ -344,8 +344,10 @@ TEST_F(LauncherTest, ABackendThatFailsToStartIsReportedWithThePluginsMessage) {
                            OutputPath("m0"));
   const auto status = machine0.Wait(60s);
   EXPECT_TRUE(ExitedWith(status, 1)) << Describe(status);
+  EXPECT_TRUE(Contains(machine0.Output(), "[rank 0] error: backend tcp failed to start: "))
+      << machine0.Output();
   EXPECT_TRUE(Contains(machine0.Output(),
-                       "[rank 0] error: backend tcp failed to start: tcp: unknown backend option "
+                       "create failed with DPL_ERR_INVALID_ARGUMENT: tcp: unknown backend option "
                        "'bogus'"))
       << machine0.Output();
   EXPECT_TRUE(Contains(machine0.Output(),

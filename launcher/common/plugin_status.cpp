@@ -1,4 +1,4 @@
-#include "common/status_name.hpp"
+#include "common/plugin_status.hpp"
 
 namespace dpl {
 
@@ -26,6 +26,16 @@ const char* StatusName(dpl_status status) {
       return "DPL_ERR_INTERNAL";
   }
   return "unknown dpl_status";
+}
+
+Status PluginCallFailure(const PluginLabel& plugin, const std::string& function, dpl_status status,
+                         const char* last_error) {
+  if (status == DPL_OK) return Status::Ok();
+  std::string text = plugin.kind + " plugin '" + plugin.name + "'";
+  if (!plugin.path.empty()) text += " (" + plugin.path + ")";
+  text += " " + function + " failed with " + StatusName(status);
+  if (last_error != nullptr && last_error[0] != '\0') text += ": " + std::string(last_error);
+  return Status::Error(status, text);
 }
 
 }  // namespace dpl
