@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "dpl/support/half.hpp"
 #include "training/host_tensor.hpp"
 
 namespace dpl::training {
@@ -75,63 +76,6 @@ Status BackendHandle::Describe(const char* function, dpl_status status) const {
   return PluginCallFailure(
       {"backend", plugin && plugin->header.name ? plugin->header.name : "?", ""}, function, status,
       plugin && plugin->last_error ? plugin->last_error() : nullptr);
-}
-
-uint16_t FloatToHalf(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  const uint32_t sign = (bits >> 16) & 0x8000u;
-  const int32_t exponent = int32_t((bits >> 23) & 0xFF) - 127 + 15;
-  uint32_t mantissa = bits & 0x7FFFFFu;
-  if (((bits >> 23) & 0xFF) == 0xFF) return uint16_t(sign | 0x7C00u | (mantissa ? 0x200u : 0));
-  if (exponent >= 31) return uint16_t(sign | 0x7C00u);  // overflow -> inf
-  if (exponent <= 0) {
-    if (exponent < -10) return uint16_t(sign);
-    mantissa |= 0x800000u;
-    const int shift = 14 - exponent;
-    uint32_t half = mantissa >> shift;
-    const uint32_t rest = mantissa & ((1u << shift) - 1), halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (half & 1u))) ++half;
-    return uint16_t(sign | half);
-  }
-  uint32_t half = (uint32_t(exponent) << 10) | (mantissa >> 13);
-  const uint32_t rest = mantissa & 0x1FFFu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // may carry into exponent
-  return uint16_t(sign | half);
-}
-
-float HalfToFloat(uint16_t value) {
-  const uint32_t sign = uint32_t(value & 0x8000u) << 16;
-  const uint32_t exponent = (value >> 10) & 0x1Fu, mantissa = value & 0x3FFu;
-  float magnitude;
-  if (exponent == 0) {
-    magnitude = std::ldexp(float(mantissa), -24);
-  } else if (exponent == 31) {
-    magnitude = mantissa ? NAN : INFINITY;
-  } else {
-    magnitude = std::ldexp(float(mantissa | 0x400u), int(exponent) - 25);
-  }
-  uint32_t bits;
-  std::memcpy(&bits, &magnitude, 4);
-  bits |= sign;
-  float out;
-  std::memcpy(&out, &bits, 4);
-  return out;
-}
-
-uint16_t FloatToBfloat16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  if (std::isnan(value)) return uint16_t((bits >> 16) | 0x40u);
-  bits += 0x7FFFu + ((bits >> 16) & 1u);
-  return uint16_t(bits >> 16);
-}
-
-float Bfloat16ToFloat(uint16_t value) {
-  const uint32_t bits = uint32_t(value) << 16;
-  float out;
-  std::memcpy(&out, &bits, 4);
-  return out;
 }
 
 namespace {
@@ -280,7 +224,8 @@ Status GradientSynchronizer::ReduceHostFloats(float* data, size_t elements) {
     const bool half = compression_ == GradientCompression::kFp16;
     // Scale before the 16-bit sum, so the sum of world_size values stays in range.
     for (size_t i = 0; i < elements; ++i) {
-      flat16_[i] = half ? FloatToHalf(data[i] * scale) : FloatToBfloat16(data[i] * scale);
+      flat16_[i] =
+          half ? support::FloatToHalf(data[i] * scale) : support::FloatToBfloat16(data[i] * scale);
     }
     DLTensor tensor = HostTensor(flat16_.data(),
                                  DLDataType{uint8_t(half ? kDLFloat : kDLBfloat), 16, 1}, 1, shape);
@@ -288,7 +233,7 @@ Status GradientSynchronizer::ReduceHostFloats(float* data, size_t elements) {
         backend_.plugin->allreduce(backend_.backend, &tensor, DPL_REDUCE_SUM, nullptr);
     if (status == DPL_OK) {
       for (size_t i = 0; i < elements; ++i) {
-        data[i] = half ? HalfToFloat(flat16_[i]) : Bfloat16ToFloat(flat16_[i]);
+        data[i] = half ? support::HalfToFloat(flat16_[i]) : support::Bfloat16ToFloat(flat16_[i]);
       }
       return Status::Ok();
     }

@@ -134,10 +134,4 @@ class GradientSynchronizer {
   std::vector<std::future<Status>> launched_;
 };
 
-// float <-> IEEE half and bfloat16 (round to nearest even).
-uint16_t FloatToHalf(float value);
-float HalfToFloat(uint16_t value);
-uint16_t FloatToBfloat16(float value);
-float Bfloat16ToFloat(uint16_t value);
-
 }  // namespace dpl::training

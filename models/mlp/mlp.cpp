@@ -10,7 +10,7 @@ struct Mlp : torch::nn::Module {
   explicit Mlp(const dpl::torch_model::ModelOptions& options) {
     const int64_t hidden = options.GetInt("hidden", 128);
     if (hidden < 1) {
-      throw dpl::torch_model::InvalidOption("model \"mlp\": option \"hidden\" must be >= 1, got " +
+      throw dpl::torch_model::InvalidOption("option \"hidden\" must be >= 1, got " +
                                             std::to_string(hidden));
     }
     fc1 = register_module("fc1", torch::nn::Linear(784, hidden));

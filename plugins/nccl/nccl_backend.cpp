@@ -7,12 +7,13 @@
 #include <string>
 #include <thread>
 
-#include "plugin_support.hpp"
+#include "dpl/support/backend.hpp"
+#include "dpl/support/options.hpp"
 
 namespace {
 
-using dpl::plugin::ElementType;
-using dpl::plugin::PluginError;
+using dpl::support::ElementType;
+using dpl::support::PluginError;
 
 constexpr const char* kBackendName = "nccl";
 constexpr const char* kUniqueIdKey = "nccl/unique_id";
@@ -66,7 +67,7 @@ bool nccl_type(ElementType type, ncclDataType_t* out) {
 }
 
 void check_cuda_tensor(const DLTensor& tensor, const char* what) {
-  dpl::plugin::check_contiguous(tensor, what);
+  dpl::support::CheckContiguous(tensor, what);
   if (tensor.device.device_type != kDLCUDA) {
     throw PluginError(DPL_ERR_UNSUPPORTED, std::string(what) +
                                                " is not a CUDA tensor; the nccl backend moves "
@@ -77,7 +78,7 @@ void check_cuda_tensor(const DLTensor& tensor, const char* what) {
 class NcclBackend {
  public:
   explicit NcclBackend(const dpl_backend_config_v1& config) : config_(config) {
-    dpl::plugin::parse_options(config.options, {});
+    dpl::support::KeyValueOptions(config.options, "--backend-options").CheckAllKnown();
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
       cudaGetLastError();  // clear the sticky "no device" error
@@ -110,9 +111,9 @@ class NcclBackend {
     check_cuda_tensor(*tensor, "allreduce tensor");
     use_device();
     ncclDataType_t type;
-    if (!nccl_type(dpl::plugin::element_type(tensor->dtype), &type)) {
-      return dpl::plugin::fail(DPL_ERR_UNSUPPORTED, "nccl: allreduce does not support dtype " +
-                                                        dpl::plugin::dtype_name(tensor->dtype));
+    if (!nccl_type(dpl::support::ElementTypeOf(tensor->dtype), &type)) {
+      return dpl::support::Fail(DPL_ERR_UNSUPPORTED, "allreduce does not support dtype " +
+                                                         dpl::support::DtypeName(tensor->dtype));
     }
     ncclRedOp_t nccl_op;
     switch (op) {
@@ -129,12 +130,12 @@ class NcclBackend {
         nccl_op = ncclMax;
         break;
       default:
-        return dpl::plugin::fail(DPL_ERR_UNSUPPORTED,
-                                 "nccl: allreduce does not support op " + std::to_string(op));
+        return dpl::support::Fail(DPL_ERR_UNSUPPORTED,
+                                  "allreduce does not support op " + std::to_string(op));
     }
-    const size_t count = static_cast<size_t>(dpl::plugin::numel(*tensor));
+    const size_t count = static_cast<size_t>(dpl::support::ElementCount(*tensor));
     if (count == 0) return DPL_OK;
-    void* data = dpl::plugin::data_pointer(*tensor);
+    void* data = dpl::support::DataPointer(*tensor);
     check_nccl(ncclAllReduce(data, data, count, type, nccl_op, comm_, stream), "ncclAllReduce");
     return DPL_OK;
   }
@@ -143,14 +144,14 @@ class NcclBackend {
     check_cuda_tensor(*tensor, "broadcast tensor");
     use_device();
     if (root < 0 || root >= config_.world_size) {
-      return dpl::plugin::fail(DPL_ERR_INVALID_ARGUMENT,
-                               "nccl: broadcast root " + std::to_string(root) +
-                                   " is outside world size " + std::to_string(config_.world_size));
+      return dpl::support::Fail(DPL_ERR_INVALID_ARGUMENT, "broadcast root " + std::to_string(root) +
+                                                              " is outside world size " +
+                                                              std::to_string(config_.world_size));
     }
-    const size_t bytes =
-        static_cast<size_t>(dpl::plugin::numel(*tensor)) * dpl::plugin::element_size(tensor->dtype);
+    const size_t bytes = static_cast<size_t>(dpl::support::ElementCount(*tensor)) *
+                         dpl::support::ElementSize(tensor->dtype);
     if (bytes == 0) return DPL_OK;
-    void* data = dpl::plugin::data_pointer(*tensor);
+    void* data = dpl::support::DataPointer(*tensor);
     check_nccl(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream), "ncclBroadcast");
     return DPL_OK;
   }
@@ -159,18 +160,18 @@ class NcclBackend {
     check_cuda_tensor(*input, "allgather input");
     check_cuda_tensor(*output, "allgather output");
     use_device();
-    const size_t block =
-        static_cast<size_t>(dpl::plugin::numel(*input)) * dpl::plugin::element_size(input->dtype);
-    const size_t out_bytes =
-        static_cast<size_t>(dpl::plugin::numel(*output)) * dpl::plugin::element_size(output->dtype);
+    const size_t block = static_cast<size_t>(dpl::support::ElementCount(*input)) *
+                         dpl::support::ElementSize(input->dtype);
+    const size_t out_bytes = static_cast<size_t>(dpl::support::ElementCount(*output)) *
+                             dpl::support::ElementSize(output->dtype);
     if (out_bytes != block * static_cast<size_t>(config_.world_size)) {
-      return dpl::plugin::fail(DPL_ERR_INVALID_ARGUMENT,
-                               "nccl: allgather output holds " + std::to_string(out_bytes) +
-                                   " bytes but needs world_size * input = " +
-                                   std::to_string(block * config_.world_size));
+      return dpl::support::Fail(DPL_ERR_INVALID_ARGUMENT,
+                                "allgather output holds " + std::to_string(out_bytes) +
+                                    " bytes but needs world_size * input = " +
+                                    std::to_string(block * config_.world_size));
     }
     if (block == 0) return DPL_OK;
-    check_nccl(ncclAllGather(dpl::plugin::data_pointer(*input), dpl::plugin::data_pointer(*output),
+    check_nccl(ncclAllGather(dpl::support::DataPointer(*input), dpl::support::DataPointer(*output),
                              block, ncclUint8, comm_, stream),
                "ncclAllGather");
     return DPL_OK;
@@ -213,66 +214,55 @@ NcclBackend* as_nccl(dpl_backend* backend) {
   return reinterpret_cast<NcclBackend*>(backend);
 }
 
-void require(bool condition, const char* message) {
-  if (!condition) throw PluginError(DPL_ERR_INVALID_ARGUMENT, message);
-}
-
 dpl_status nccl_create(const dpl_backend_config_v1* config, dpl_backend** out) {
-  return dpl::plugin::guarded(kBackendName, [&] {
-    require(out != nullptr, "out is NULL");
+  return dpl::support::Guarded(kBackendName, [&] {
+    dpl::support::Require(out != nullptr, "out is NULL");
     *out = nullptr;
-    dpl::plugin::check_config(config);
-    try {
-      *out = reinterpret_cast<dpl_backend*>(new NcclBackend(*config));
-    } catch (const PluginError& error) {
-      // The no-device message is the whole message, without the "nccl: " prefix.
-      if (error.status() == DPL_ERR_NO_DEVICE)
-        return dpl::plugin::fail(error.status(), error.what());
-      throw;
-    }
+    dpl::support::CheckBackendConfig(config);
+    *out = reinterpret_cast<dpl_backend*>(new NcclBackend(*config));
     return DPL_OK;
   });
 }
 
 void nccl_destroy(dpl_backend* backend) {
-  dpl::plugin::guarded(kBackendName, [&] {
+  dpl::support::Guarded(kBackendName, [&] {
     delete as_nccl(backend);
     return DPL_OK;
   });
 }
 
 dpl_status nccl_allreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
-  return dpl::plugin::guarded(kBackendName, [&] {
-    require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
+  return dpl::support::Guarded(kBackendName, [&] {
+    dpl::support::Require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
     return as_nccl(backend)->allreduce(tensor, op, static_cast<cudaStream_t>(stream));
   });
 }
 
 dpl_status nccl_broadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
-  return dpl::plugin::guarded(kBackendName, [&] {
-    require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
+  return dpl::support::Guarded(kBackendName, [&] {
+    dpl::support::Require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
     return as_nccl(backend)->broadcast(tensor, root, static_cast<cudaStream_t>(stream));
   });
 }
 
 dpl_status nccl_allgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
                           void* stream) {
-  return dpl::plugin::guarded(kBackendName, [&] {
-    require(backend != nullptr && input != nullptr && output != nullptr,
-            "backend, input or output is NULL");
+  return dpl::support::Guarded(kBackendName, [&] {
+    dpl::support::Require(backend != nullptr && input != nullptr && output != nullptr,
+                          "backend, input or output is NULL");
     return as_nccl(backend)->allgather(input, output, static_cast<cudaStream_t>(stream));
   });
 }
 
 dpl_status nccl_barrier(dpl_backend* backend) {
-  return dpl::plugin::guarded(kBackendName, [&] {
-    require(backend != nullptr, "backend is NULL");
+  return dpl::support::Guarded(kBackendName, [&] {
+    dpl::support::Require(backend != nullptr, "backend is NULL");
     return as_nccl(backend)->barrier();
   });
 }
 
 const char* nccl_last_error() {
-  return dpl::plugin::last_error();
+  return dpl::support::LastError();
 }
 
 }  // namespace

@@ -20,13 +20,14 @@
 #include <string>
 #include <vector>
 
-#include "plugin_support.hpp"
-#include "reduce.hpp"
+#include "dpl/support/backend.hpp"
+#include "dpl/support/options.hpp"
+#include "dpl/support/reduce.hpp"
 
 namespace {
 
-using dpl::plugin::ElementType;
-using dpl::plugin::PluginError;
+using dpl::support::ElementType;
+using dpl::support::PluginError;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kBackendName = "tcp";
@@ -107,37 +108,37 @@ class TcpBackend {
   }
 
   dpl_status allreduce(DLTensor* tensor, dpl_reduce_op op) {
-    dpl::plugin::check_contiguous(*tensor, "allreduce tensor");
-    dpl::plugin::check_cpu(*tensor, kBackendName, "allreduce tensor");
-    const ElementType type = dpl::plugin::element_type(tensor->dtype);
+    dpl::support::CheckContiguous(*tensor, "allreduce tensor");
+    dpl::support::CheckHostTensor(*tensor, kBackendName, "allreduce tensor");
+    const ElementType type = dpl::support::ElementTypeOf(tensor->dtype);
     if (type == ElementType::kUnknown) {
-      return dpl::plugin::fail(DPL_ERR_UNSUPPORTED,
-                               "tcp: allreduce does not support dtype " +
-                                   dpl::plugin::dtype_name(tensor->dtype) +
-                                   "; use float16, bfloat16, float32, float64, int8, uint8, "
-                                   "int32 or int64");
+      return dpl::support::Fail(DPL_ERR_UNSUPPORTED,
+                                "allreduce does not support dtype " +
+                                    dpl::support::DtypeName(tensor->dtype) +
+                                    "; use float16, bfloat16, float32, float64, int8, uint8, "
+                                    "int32 or int64");
     }
     if (op < DPL_REDUCE_SUM || op > DPL_REDUCE_MAX) {
-      return dpl::plugin::fail(DPL_ERR_UNSUPPORTED, "tcp: allreduce does not support op " +
-                                                        std::to_string(op) +
-                                                        "; use sum, avg, min or max");
+      return dpl::support::Fail(
+          DPL_ERR_UNSUPPORTED,
+          "allreduce does not support op " + std::to_string(op) + "; use sum, avg, min or max");
     }
-    const size_t count = static_cast<size_t>(dpl::plugin::numel(*tensor));
+    const size_t count = static_cast<size_t>(dpl::support::ElementCount(*tensor));
     if (count == 0 || config_.world_size == 1) return DPL_OK;
-    ring_allreduce(static_cast<char*>(dpl::plugin::data_pointer(*tensor)), count,
-                   dpl::plugin::element_size(tensor->dtype), type, op);
+    ring_allreduce(static_cast<char*>(dpl::support::DataPointer(*tensor)), count,
+                   dpl::support::ElementSize(tensor->dtype), type, op);
     if (op == DPL_REDUCE_AVG) {
-      dpl::plugin::divide_in_place(type, dpl::plugin::data_pointer(*tensor), count,
-                                   config_.world_size);
+      dpl::support::DivideInPlace(type, dpl::support::DataPointer(*tensor), count,
+                                  config_.world_size);
     }
     return DPL_OK;
   }
 
   dpl_status broadcast(DLTensor* tensor, int32_t root) {
     const size_t bytes =
-        dpl::plugin::check_cpu_broadcast(*tensor, root, config_.world_size, kBackendName);
+        dpl::support::CheckHostBroadcast(*tensor, root, config_.world_size, kBackendName);
     if (bytes == 0 || config_.world_size == 1) return DPL_OK;
-    char* data = static_cast<char*>(dpl::plugin::data_pointer(*tensor));
+    char* data = static_cast<char*>(dpl::support::DataPointer(*tensor));
     const int next = (config_.rank + 1) % config_.world_size;
     const auto deadline = Clock::now() + timeout_;
     StepTransfer transfer;
@@ -159,10 +160,10 @@ class TcpBackend {
 
   dpl_status allgather(const DLTensor* input, DLTensor* output) {
     const size_t block =
-        dpl::plugin::check_cpu_allgather(*input, *output, config_.world_size, kBackendName);
+        dpl::support::CheckHostAllgather(*input, *output, config_.world_size, kBackendName);
     if (block == 0) return DPL_OK;
-    ring_allgather(static_cast<const char*>(dpl::plugin::data_pointer(*input)),
-                   static_cast<char*>(dpl::plugin::data_pointer(*output)), block);
+    ring_allgather(static_cast<const char*>(dpl::support::DataPointer(*input)),
+                   static_cast<char*>(dpl::support::DataPointer(*output)), block);
     return DPL_OK;
   }
 
@@ -369,7 +370,7 @@ class TcpBackend {
                            : (arrived / kReduceChunkBytes) * kReduceChunkBytes;
         ready -= ready % element_bytes;
         if (ready > reduced) {
-          dpl::plugin::reduce_into(type, op, target + reduced, scratch_.data() + reduced,
+          dpl::support::ReduceInto(type, op, target + reduced, scratch_.data() + reduced,
                                    (ready - reduced) / element_bytes);
           reduced = ready;
         }
@@ -425,30 +426,31 @@ dpl_status check_handle(dpl_backend* backend) {
 }
 
 dpl_status tcp_create(const dpl_backend_config_v1* config, dpl_backend** out) {
-  return dpl::plugin::guarded(kBackendName, [&] {
+  return dpl::support::Guarded(kBackendName, [&] {
     if (out == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = nullptr;
-    dpl::plugin::check_config(config);
+    dpl::support::CheckBackendConfig(config);
     if (config->device_type != kDLCPU) {
       throw PluginError(DPL_ERR_UNSUPPORTED,
                         "the tcp backend moves CPU tensors only; use --backend nccl for CUDA");
     }
-    const auto options = dpl::plugin::parse_options(config->options, {"address"});
-    const auto address = options.count("address") ? options.at("address") : "127.0.0.1";
+    const dpl::support::KeyValueOptions options(config->options, "--backend-options");
+    const std::string address = options.GetString("address", "127.0.0.1");
+    options.CheckAllKnown();
     *out = reinterpret_cast<dpl_backend*>(new TcpBackend(*config, address));
     return DPL_OK;
   });
 }
 
 void tcp_destroy(dpl_backend* backend) {
-  dpl::plugin::guarded(kBackendName, [&] {
+  dpl::support::Guarded(kBackendName, [&] {
     delete as_tcp(backend);
     return DPL_OK;
   });
 }
 
 dpl_status tcp_allreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
-  return dpl::plugin::guarded(kBackendName, [&] {
+  return dpl::support::Guarded(kBackendName, [&] {
     check_handle(backend);
     if (tensor == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "tensor is NULL");
     if (stream != nullptr)
@@ -458,7 +460,7 @@ dpl_status tcp_allreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op o
 }
 
 dpl_status tcp_broadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
-  return dpl::plugin::guarded(kBackendName, [&] {
+  return dpl::support::Guarded(kBackendName, [&] {
     check_handle(backend);
     if (tensor == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "tensor is NULL");
     if (stream != nullptr)
@@ -469,7 +471,7 @@ dpl_status tcp_broadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, v
 
 dpl_status tcp_allgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
                          void* stream) {
-  return dpl::plugin::guarded(kBackendName, [&] {
+  return dpl::support::Guarded(kBackendName, [&] {
     check_handle(backend);
     if (input == nullptr || output == nullptr) {
       throw PluginError(DPL_ERR_INVALID_ARGUMENT, "input or output is NULL");
@@ -481,14 +483,14 @@ dpl_status tcp_allgather(dpl_backend* backend, const DLTensor* input, DLTensor* 
 }
 
 dpl_status tcp_barrier(dpl_backend* backend) {
-  return dpl::plugin::guarded(kBackendName, [&] {
+  return dpl::support::Guarded(kBackendName, [&] {
     check_handle(backend);
     return as_tcp(backend)->barrier();
   });
 }
 
 const char* tcp_last_error() {
-  return dpl::plugin::last_error();
+  return dpl::support::LastError();
 }
 
 }  // namespace

@@ -14,12 +14,12 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "dpl/support/reduce.hpp"
 #include "rank_processes.hpp"
-#include "reduce.hpp"
 
 namespace {
 
-using dpl::plugin::ElementType;
+using dpl::support::ElementType;
 using dpl::testing::RankContext;
 using dpl::testing::RankReport;
 using dpl::testing::run_ranks;
@@ -67,10 +67,10 @@ void store_value(ElementType type, void* data, size_t i, double value) {
       static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value);
       break;
     case ElementType::kFloat16:
-      static_cast<uint16_t*>(data)[i] = dpl::plugin::float_to_half(static_cast<float>(value));
+      static_cast<uint16_t*>(data)[i] = dpl::support::FloatToHalf(static_cast<float>(value));
       break;
     case ElementType::kBFloat16:
-      static_cast<uint16_t*>(data)[i] = dpl::plugin::float_to_bfloat16(static_cast<float>(value));
+      static_cast<uint16_t*>(data)[i] = dpl::support::FloatToBfloat16(static_cast<float>(value));
       break;
     default:
       break;
@@ -88,9 +88,9 @@ double load_value(ElementType type, const void* data, size_t i) {
     case ElementType::kInt64:
       return static_cast<double>(static_cast<const int64_t*>(data)[i]);
     case ElementType::kFloat16:
-      return dpl::plugin::half_to_float(static_cast<const uint16_t*>(data)[i]);
+      return dpl::support::HalfToFloat(static_cast<const uint16_t*>(data)[i]);
     case ElementType::kBFloat16:
-      return dpl::plugin::bfloat16_to_float(static_cast<const uint16_t*>(data)[i]);
+      return dpl::support::Bfloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
     default:
       return 0;
   }
@@ -149,7 +149,7 @@ bool allreduce_sweep(const std::string& backend, const RankContext& ctx, size_t 
                      RankReport* report) {
   for (const auto& dtype : dtypes) {
     if (!backend_supports(backend, dtype.type)) continue;
-    const size_t bytes = count * dpl::plugin::element_size(dtype.dtype);
+    const size_t bytes = count * dpl::support::ElementSize(dtype.dtype);
     std::vector<char> buffer(bytes + 1);
     for (const auto op : ops) {
       for (size_t i = 0; i < count; ++i)
@@ -159,8 +159,9 @@ bool allreduce_sweep(const std::string& backend, const RankContext& ctx, size_t 
       const dpl_status status = ctx.plugin->allreduce(ctx.backend, &tensor, op, nullptr);
       if (status != DPL_OK) {
         report->status = status;
-        dpl::testing::set_message(report, std::string(dtype.name) + "/" + dpl::plugin::op_name(op) +
-                                              ": " + ctx.plugin->last_error());
+        dpl::testing::set_message(report, std::string(dtype.name) + "/" +
+                                              dpl::support::ReduceOpName(op) + ": " +
+                                              ctx.plugin->last_error());
         return true;
       }
       for (size_t i = 0; i < count; ++i) {
@@ -169,7 +170,7 @@ bool allreduce_sweep(const std::string& backend, const RankContext& ctx, size_t 
         if (std::fabs(actual - expected) > tolerance(dtype.type, expected)) {
           report->status = DPL_ERR_INTERNAL;
           std::ostringstream text;
-          text << dtype.name << "/" << dpl::plugin::op_name(op) << " count " << count
+          text << dtype.name << "/" << dpl::support::ReduceOpName(op) << " count " << count
                << ": element " << i << " is " << actual << ", expected " << expected;
           dpl::testing::set_message(report, text.str());
           return true;
@@ -501,12 +502,16 @@ TEST(BackendErrors, UnknownOptionAndBadAllgatherSizeAreInvalidArguments) {
   auto nothing = [](const RankContext&) { return DPL_OK; };
   EXPECT_EQ(single_rank("tcp", nothing, "adress=1.2.3.4"),
             std::make_pair(static_cast<int>(DPL_ERR_INVALID_ARGUMENT),
-                           std::string("tcp: unknown backend option 'adress'; allowed keys: "
-                                       "address")));
+                           std::string("tcp: unknown option \"adress\" in --backend-options; "
+                                       "known options: address")));
   EXPECT_EQ(single_rank("gloo", nothing, "port"),
             std::make_pair(static_cast<int>(DPL_ERR_INVALID_ARGUMENT),
-                           std::string("gloo: backend option 'port' is not key=value; allowed "
-                                       "keys: interface, address, algorithm, write_ahead")));
+                           std::string("gloo: --backend-options entry \"port\" is not key=value")));
+  EXPECT_EQ(single_rank("gloo", nothing, "colour=blue"),
+            std::make_pair(static_cast<int>(DPL_ERR_INVALID_ARGUMENT),
+                           std::string("gloo: unknown option \"colour\" in --backend-options; "
+                                       "known options: write_ahead, algorithm, interface, "
+                                       "address")));
   std::vector<float> in(4), out(3);
   auto short_output = [&](const RankContext& ctx) {
     int64_t in_shape = 4, out_shape = 3;
@@ -563,7 +568,7 @@ TEST(NcclBackend, WithoutAGpuCreateSaysWhyAndWhatToUse) {
   const auto [status, message] = single_rank("nccl", [](const RankContext&) { return DPL_OK; });
   if (status == DPL_OK) GTEST_SKIP() << "a GPU is present; see NcclOnGpu";
   EXPECT_EQ(status, DPL_ERR_NO_DEVICE);
-  EXPECT_EQ(message, "NCCL needs a CUDA device; none found; use --backend gloo");
+  EXPECT_EQ(message, "nccl: NCCL needs a CUDA device; none found; use --backend gloo");
 }
 
 #ifdef DPL_TEST_HAVE_CUDA
@@ -608,8 +613,8 @@ TEST(NcclBackend, OnGpuAtWorldSizeOne) {
                   tolerance(dtype.type, expected)) {
                 report->status = DPL_ERR_INTERNAL;
                 dpl::testing::set_message(report, std::string(dtype.name) + "/" +
-                                                      dpl::plugin::op_name(op) + ": element " +
-                                                      std::to_string(i) + " wrong");
+                                                      dpl::support::ReduceOpName(op) +
+                                                      ": element " + std::to_string(i) + " wrong");
                 return true;
               }
             }
@@ -618,10 +623,8 @@ TEST(NcclBackend, OnGpuAtWorldSizeOne) {
         return true;
       },
       options);
-  if (reports[0].status == DPL_ERR_NO_DEVICE &&
-      std::string(reports[0].message) ==
-          "NCCL needs a CUDA device; none found; use --backend gloo") {
-    GTEST_SKIP() << "no GPU on this machine";
+  if (reports[0].status == DPL_ERR_NO_DEVICE) {
+    GTEST_SKIP() << "no GPU on this machine: " << reports[0].message;
   }
   expect_all_ok_and_identical(reports);
 }

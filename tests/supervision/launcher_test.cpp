@@ -347,8 +347,8 @@ TEST_F(LauncherTest, ABackendThatFailsToStartIsReportedWithThePluginsMessage) {
   EXPECT_TRUE(Contains(machine0.Output(), "[rank 0] error: backend tcp failed to start: "))
       << machine0.Output();
   EXPECT_TRUE(Contains(machine0.Output(),
-                       "create failed with DPL_ERR_INVALID_ARGUMENT: tcp: unknown backend option "
-                       "'bogus'"))
+                       "create failed with DPL_ERR_INVALID_ARGUMENT: tcp: unknown option "
+                       "\"bogus\" in --backend-options"))
       << machine0.Output();
   EXPECT_TRUE(Contains(machine0.Output(),
                        "[launcher 0] error: job failed: rank 0 (machine 0, local rank 0, pid "))

@@ -49,6 +49,8 @@
 #include <vector>
 
 #include "dpl/model.h"
+#include "dpl/support/error.hpp"
+#include "dpl/support/options.hpp"
 
 #ifndef DPL_TORCH_MODEL_ABI_VERSION
 #define DPL_TORCH_MODEL_ABI_VERSION 2
@@ -61,161 +63,54 @@ namespace dpl {
 namespace torch_model {
 namespace {
 
-// Thrown by ModelOptions for a value it cannot parse; becomes DPL_ERR_INVALID_ARGUMENT.
-class InvalidOption : public std::invalid_argument {
+using support::PluginError;
+
+// What a model's constructor throws for an option value it cannot use; the host reports it as
+// DPL_ERR_INVALID_ARGUMENT, prefixed with the model's name.
+class InvalidOption : public PluginError {
  public:
-  using std::invalid_argument::invalid_argument;
+  explicit InvalidOption(const std::string& message)
+      : PluginError(DPL_ERR_INVALID_ARGUMENT, message) {}
 };
 
-// The "key=value,..." model options, handed to the module's constructor. Each Get* marks its key
-// as known, so after construction every key the module did not ask for is reported as unknown.
-class ModelOptions {
+// The "key=value,..." model options (--model-options), handed to the module's constructor. Each
+// Get* marks its key as known, so after construction every key the module did not ask for is
+// reported as unknown (dpl/support/options.hpp).
+class ModelOptions : public support::KeyValueOptions {
  public:
-  ModelOptions(std::string model_name, std::map<std::string, std::string> values,
-               c10::Device device)
-      : model_name_(std::move(model_name)), values_(std::move(values)), device_(device) {}
+  ModelOptions(const char* text, c10::Device device)
+      : KeyValueOptions(text, "--model-options"), device_(device) {}
 
   // The device the model lives on (already checked to exist).
   c10::Device device() const { return device_; }
 
-  std::string GetString(const std::string& key, const std::string& default_value) const {
-    known_keys_.push_back(key);
-    auto found = values_.find(key);
-    return found == values_.end() ? default_value : found->second;
-  }
-
-  // Accepts 0/1/true/false.
-  bool GetBool(const std::string& key, bool default_value) const {
-    const std::string text = GetString(key, default_value ? "1" : "0");
-    if (text == "1" || text == "true") return true;
-    if (text == "0" || text == "false") return false;
-    throw InvalidOption(Prefix() + "option \"" + key + "\" expects 0 or 1, got \"" + text + "\"");
-  }
-
-  int64_t GetInt(const std::string& key, int64_t default_value) const {
-    const std::string text = GetString(key, std::to_string(default_value));
-    try {
-      std::size_t used = 0;
-      const long long value = std::stoll(text, &used);
-      if (used == text.size()) return static_cast<int64_t>(value);
-    } catch (const std::exception&) {
-    }
-    throw InvalidOption(Prefix() + "option \"" + key + "\" expects an integer, got \"" + text +
-                        "\"");
-  }
-
-  double GetDouble(const std::string& key, double default_value) const {
-    std::ostringstream default_text;
-    default_text << default_value;
-    const std::string text = GetString(key, default_text.str());
-    try {
-      std::size_t used = 0;
-      const double value = std::stod(text, &used);
-      if (used == text.size()) return value;
-    } catch (const std::exception&) {
-    }
-    throw InvalidOption(Prefix() + "option \"" + key + "\" expects a number, got \"" + text + "\"");
-  }
-
-  // Throws InvalidOption for the first given key no Get* asked for.
-  void CheckAllKnown() const {
-    for (const auto& entry : values_) {
-      bool known = false;
-      for (const auto& key : known_keys_) known = known || key == entry.first;
-      if (known) continue;
-      std::string known_list;
-      std::vector<std::string> listed;
-      for (const auto& key : known_keys_) {
-        if (std::find(listed.begin(), listed.end(), key) != listed.end()) continue;
-        listed.push_back(key);
-        known_list += known_list.empty() ? key : ", " + key;
-      }
-      throw InvalidOption(Prefix() + "unknown option \"" + entry.first +
-                          "\" in --model-options; known options: " +
-                          (known_list.empty() ? std::string("(none)") : known_list));
-    }
-  }
-
  private:
-  std::string Prefix() const { return "model \"" + model_name_ + "\": "; }
-
-  std::string model_name_;
-  std::map<std::string, std::string> values_;
   c10::Device device_;
-  mutable std::vector<std::string> known_keys_;
 };
 
-// Splits "a=1,b=2" (spaces around entries ignored). Throws InvalidOption on "a", "=1", "a=1,a=2".
-inline std::map<std::string, std::string> ParseOptions(const std::string& model_name,
-                                                       const std::string& text) {
-  std::map<std::string, std::string> values;
-  std::stringstream stream(text);
-  std::string entry;
-  while (std::getline(stream, entry, ',')) {
-    const auto first = entry.find_first_not_of(' ');
-    if (first == std::string::npos) continue;
-    entry = entry.substr(first, entry.find_last_not_of(' ') - first + 1);
-    const auto equals = entry.find('=');
-    if (equals == std::string::npos || equals == 0) {
-      throw InvalidOption("model \"" + model_name + "\": --model-options entry \"" + entry +
-                          "\" is not key=value");
-    }
-    const std::string key = entry.substr(0, equals);
-    if (!values.emplace(key, entry.substr(equals + 1)).second) {
-      throw InvalidOption("model \"" + model_name + "\": option \"" + key +
-                          "\" is given twice in --model-options");
-    }
-  }
-  return values;
-}
-
-// Carries a status code with its message out of a plugin body.
-class PluginError : public std::runtime_error {
- public:
-  PluginError(dpl_status status, const std::string& message)
-      : std::runtime_error(message), status_(status) {}
-  dpl_status status() const { return status_; }
-
- private:
-  dpl_status status_;
-};
-
-inline std::string& LastErrorText() {
-  static thread_local std::string text;
-  return text;
-}
-
-// Runs `body`, turning every exception into a status plus the thread's last_error text, so no
-// exception crosses the plugin edge.
+// Runs `body` so that no exception crosses the plugin edge (dpl/support/error.hpp): every
+// message starts with `model "<name>": `, and libtorch's errors say which call failed.
 template <typename Body>
 dpl_status Guarded(const char* model_name, const char* what, Body&& body) {
-  try {
-    body();
-    LastErrorText().clear();
-    return DPL_OK;
-  } catch (const PluginError& error) {
-    LastErrorText() = error.what();
-    return error.status();
-  } catch (const InvalidOption& error) {
-    LastErrorText() = error.what();
-    return DPL_ERR_INVALID_ARGUMENT;
-  } catch (const c10::IndexError& error) {
-    LastErrorText() = std::string("model \"") + model_name + "\": " + what + ": " +
-                      error.what_without_backtrace();
-    return DPL_ERR_INVALID_ARGUMENT;
-  } catch (const c10::Error& error) {
-    LastErrorText() = std::string("model \"") + model_name + "\": " + what +
-                      " failed in libtorch: " + error.what_without_backtrace();
-    return DPL_ERR_INTERNAL;
-  } catch (const std::exception& error) {
-    LastErrorText() =
-        std::string("model \"") + model_name + "\": " + what + " failed: " + error.what();
-    return DPL_ERR_INTERNAL;
-  } catch (...) {
-    LastErrorText() =
-        std::string("model \"") + model_name + "\": " + what + " failed: unknown exception";
-    return DPL_ERR_INTERNAL;
-  }
+  return support::Guarded(std::string("model \"") + model_name + "\"", [&] {
+    try {
+      body();
+    } catch (const PluginError&) {
+      throw;
+    } catch (const c10::IndexError& error) {
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                        std::string(what) + ": " + error.what_without_backtrace());
+    } catch (const c10::Error& error) {
+      throw PluginError(DPL_ERR_INTERNAL, std::string(what) + " failed in libtorch: " +
+                                              error.what_without_backtrace());
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& error) {
+      throw PluginError(DPL_ERR_INTERNAL, std::string(what) + " failed: " + error.what());
+    } catch (...) {
+      throw PluginError(DPL_ERR_INTERNAL, std::string(what) + " failed: unknown exception");
+    }
+  });
 }
 
 inline std::string ShapeText(const int64_t* shape, int32_t ndim) {
@@ -310,16 +205,14 @@ struct Plugin {
 
   static ModelInstance& Get(dpl_model* model) {
     if (model == nullptr) {
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                        std::string("model \"") + Traits::kName + "\": model handle is NULL");
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT, std::string("model handle is NULL"));
     }
     return *reinterpret_cast<ModelInstance*>(model);
   }
 
   static void RequireNotNull(const void* pointer, const char* what) {
     if (pointer == nullptr) {
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                        std::string("model \"") + Traits::kName + "\": " + what + " is NULL");
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT, std::string(what) + " is NULL");
     }
   }
 
@@ -337,29 +230,26 @@ struct Plugin {
   static c10::Device SelectDevice(const dpl_model_config_v1& config) {
     if (config.device_type == kDLCPU) return c10::Device(c10::kCPU);
     if (config.device_type != kDLCUDA) {
-      throw PluginError(DPL_ERR_UNSUPPORTED, std::string("model \"") + Traits::kName +
-                                                 "\": device type " +
+      throw PluginError(DPL_ERR_UNSUPPORTED, std::string("device type ") +
                                                  std::to_string(config.device_type) +
                                                  " is not supported; use --device cpu or cuda");
     }
     if (!LibtorchHasCuda()) {
-      throw PluginError(DPL_ERR_NO_DEVICE,
-                        std::string("model \"") + Traits::kName +
-                            "\": this plugin's libtorch is a CPU-only build (no CUDA support); "
-                            "use --device cpu, or rebuild the plugin against a libtorch with CUDA");
+      throw PluginError(
+          DPL_ERR_NO_DEVICE,
+          std::string("this plugin's libtorch is a CPU-only build (no CUDA support); use --device "
+                      "cpu, or rebuild the plugin against a libtorch with CUDA"));
     }
     if (!torch::cuda::is_available()) {
-      throw PluginError(DPL_ERR_NO_DEVICE, std::string("model \"") + Traits::kName +
-                                               "\": libtorch has CUDA but sees no GPU (no driver, "
-                                               "or CUDA_VISIBLE_DEVICES hides them all); use "
-                                               "--device cpu");
+      throw PluginError(DPL_ERR_NO_DEVICE,
+                        std::string("libtorch has CUDA but sees no GPU (no driver, or "
+                                    "CUDA_VISIBLE_DEVICES hides them all); use --device cpu"));
     }
     const auto count = static_cast<int32_t>(torch::cuda::device_count());
     if (config.device_id < 0 || config.device_id >= count) {
       throw PluginError(DPL_ERR_NO_DEVICE,
-                        std::string("model \"") + Traits::kName + "\": CUDA device " +
-                            std::to_string(config.device_id) + " does not exist (" +
-                            std::to_string(count) + " visible)");
+                        std::string("CUDA device ") + std::to_string(config.device_id) +
+                            " does not exist (" + std::to_string(count) + " visible)");
     }
     return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(config.device_id));
   }
@@ -368,8 +258,7 @@ struct Plugin {
   // (libtorch allows setting it only before its first inter-op use).
   static void ConfigureThreads(int32_t num_threads) {
     if (num_threads < 1) {
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT, std::string("model \"") + Traits::kName +
-                                                      "\": num_threads must be >= 1, got " +
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT, std::string("num_threads must be >= 1, got ") +
                                                       std::to_string(num_threads));
     }
     if (at::get_num_threads() != num_threads) at::set_num_threads(num_threads);
@@ -409,17 +298,14 @@ struct Plugin {
       *out = nullptr;
       if (config->struct_size < sizeof(dpl_model_config_v1)) {
         throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                          std::string("model \"") + Traits::kName + "\": config struct_size " +
-                              std::to_string(config->struct_size) + " is smaller than " +
-                              std::to_string(sizeof(dpl_model_config_v1)) +
+                          std::string("config struct_size ") + std::to_string(config->struct_size) +
+                              " is smaller than " + std::to_string(sizeof(dpl_model_config_v1)) +
                               " (dpl_model_config_v1); rebuild the host against this SDK");
       }
       const c10::Device device = SelectDevice(*config);
       ConfigureThreads(config->num_threads);
       KeepLargeBuffersInHeap();
-      ModelOptions options(Traits::kName,
-                           ParseOptions(Traits::kName, config->options ? config->options : ""),
-                           device);
+      ModelOptions options(config->options, device);
       torch::manual_seed(config->seed);
       auto instance = std::make_unique<ModelInstance>();
       instance->module = ConstructModule<Module>(options);
@@ -435,8 +321,7 @@ struct Plugin {
       for (const auto& named : instance->module->named_parameters(/*recurse=*/true)) {
         torch::Tensor parameter = named.value();
         if (parameter.scalar_type() != torch::kFloat32 || !parameter.is_contiguous()) {
-          throw PluginError(DPL_ERR_UNSUPPORTED, std::string("model \"") + Traits::kName +
-                                                     "\": parameter " + named.key() +
+          throw PluginError(DPL_ERR_UNSUPPORTED, std::string("parameter ") + named.key() +
                                                      " is not a contiguous float32 tensor");
         }
         instance->parameter_names.push_back(named.key());
@@ -492,13 +377,11 @@ struct Plugin {
       RequireNotNull(info, "info");
       if (info->struct_size < sizeof(dpl_model_info_v1)) {
         throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                          std::string("model \"") + Traits::kName + "\": info struct_size " +
-                              std::to_string(info->struct_size) + " is smaller than " +
-                              std::to_string(sizeof(dpl_model_info_v1)));
+                          std::string("info struct_size ") + std::to_string(info->struct_size) +
+                              " is smaller than " + std::to_string(sizeof(dpl_model_info_v1)));
       }
       if (instance.input_shape.size() > DPL_MODEL_MAX_INPUT_DIMS) {
-        throw PluginError(DPL_ERR_INTERNAL, std::string("model \"") + Traits::kName +
-                                                "\": input has more than " +
+        throw PluginError(DPL_ERR_INTERNAL, std::string("input has more than ") +
                                                 std::to_string(DPL_MODEL_MAX_INPUT_DIMS) + " dims");
       }
       info->input_ndim = static_cast<uint32_t>(instance.input_shape.size());
@@ -516,15 +399,15 @@ struct Plugin {
       ModelInstance& instance = Get(model);
       RequireNotNull(parameter, "parameter");
       if (parameter->struct_size < sizeof(dpl_parameter_v1)) {
-        throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                          std::string("model \"") + Traits::kName + "\": parameter struct_size " +
-                              std::to_string(parameter->struct_size) + " is smaller than " +
-                              std::to_string(sizeof(dpl_parameter_v1)));
+        throw PluginError(DPL_ERR_INVALID_ARGUMENT, std::string("parameter struct_size ") +
+                                                        std::to_string(parameter->struct_size) +
+                                                        " is smaller than " +
+                                                        std::to_string(sizeof(dpl_parameter_v1)));
       }
       if (index >= instance.parameters.size()) {
         throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                          std::string("model \"") + Traits::kName + "\": parameter index " +
-                              std::to_string(index) + " is out of range; the model has " +
+                          std::string("parameter index ") + std::to_string(index) +
+                              " is out of range; the model has " +
                               std::to_string(instance.parameters.size()) + " parameters");
       }
       parameter->reserved = 0;
@@ -547,9 +430,8 @@ struct Plugin {
     return Guarded(Traits::kName, "set_mode", [&] {
       ModelInstance& instance = Get(model);
       if (mode != DPL_MODEL_MODE_TRAIN && mode != DPL_MODEL_MODE_EVAL) {
-        throw PluginError(DPL_ERR_INVALID_ARGUMENT, std::string("model \"") + Traits::kName +
-                                                        "\": unknown mode " +
-                                                        std::to_string(static_cast<int>(mode)));
+        throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                          std::string("unknown mode ") + std::to_string(static_cast<int>(mode)));
       }
       instance.module->train(mode == DPL_MODEL_MODE_TRAIN);
     });
@@ -568,7 +450,6 @@ struct Plugin {
                                                            const DLTensor* labels) {
     RequireNotNull(input, "input");
     RequireNotNull(labels, "labels");
-    const std::string prefix = std::string("model \"") + Traits::kName + "\": ";
     const auto& shape = instance.input_shape;
     std::vector<int64_t> expected_shape{-1};
     expected_shape.insert(expected_shape.end(), shape.begin(), shape.end());
@@ -583,7 +464,7 @@ struct Plugin {
       std::string wanted = "(batch";
       for (auto extent : shape) wanted += ", " + std::to_string(extent);
       throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                        prefix + "input must be a float32 tensor of shape " + wanted +
+                        "input must be a float32 tensor of shape " + wanted +
                             ") with batch >= 1; got " +
                             (input->shape ? ShapeText(input->shape, input->ndim) : "no shape") +
                             " of dtype code " + std::to_string(input->dtype.code) + " bits " +
@@ -593,8 +474,8 @@ struct Plugin {
     if (labels->dtype.code != kDLInt || labels->dtype.bits != 64 || labels->dtype.lanes != 1 ||
         labels->ndim != 1 || labels->shape == nullptr || labels->shape[0] != batch) {
       throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                        prefix + "labels must be an int64 tensor of shape (" +
-                            std::to_string(batch) + "); got " +
+                        "labels must be an int64 tensor of shape (" + std::to_string(batch) +
+                            "); got " +
                             (labels->shape ? ShapeText(labels->shape, labels->ndim) : "no shape") +
                             " of dtype code " + std::to_string(labels->dtype.code) + " bits " +
                             std::to_string(labels->dtype.bits));
@@ -605,14 +486,14 @@ struct Plugin {
         for (int32_t i = tensor->ndim - 1; i >= 0; --i) {
           if (tensor->shape[i] != 1 && tensor->strides[i] != compact) {
             throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                              prefix + "input and labels must be compact row-major tensors");
+                              "input and labels must be compact row-major tensors");
           }
           compact *= tensor->shape[i];
         }
       }
       if (!OnModelDevice(instance, tensor->device) && !InHostMemory(tensor->device)) {
         throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                          prefix + "input and labels must live on the model's device " +
+                          "input and labels must live on the model's device " +
                               instance.device.str() + " or in host memory");
       }
       RequireNotNull(tensor->data, "batch data");
@@ -705,8 +586,7 @@ struct Plugin {
       try {
         archive.save_to(path);
       } catch (const c10::Error& error) {
-        throw PluginError(DPL_ERR_IO, std::string("model \"") + Traits::kName +
-                                          "\": cannot write state file " + path + ": " +
+        throw PluginError(DPL_ERR_IO, std::string("cannot write state file ") + path + ": " +
                                           error.what_without_backtrace());
       }
     });
@@ -717,7 +597,7 @@ struct Plugin {
     return Guarded(Traits::kName, "load_state", [&] {
       ModelInstance& instance = Get(model);
       RequireNotNull(path, "path");
-      const std::string prefix = std::string("model \"") + Traits::kName + "\": state file " + path;
+      const std::string prefix = std::string("state file ") + path;
       torch::serialize::InputArchive archive;
       try {
         archive.load_from(path, instance.device);
@@ -755,7 +635,7 @@ struct Plugin {
   }
 
   static const char* LastError() {
-    return LastErrorText().c_str();
+    return support::LastError();
   }
 
   static dpl_status HostBatch(dpl_model* model, int64_t capacity, DLTensor* input,
@@ -765,10 +645,9 @@ struct Plugin {
       RequireNotNull(input, "input");
       RequireNotNull(labels, "labels");
       if (capacity < 1) {
-        throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                          std::string("model \"") + Traits::kName +
-                              "\": host_batch capacity must be >= 1, got " +
-                              std::to_string(capacity));
+        throw PluginError(
+            DPL_ERR_INVALID_ARGUMENT,
+            std::string("host_batch capacity must be >= 1, got ") + std::to_string(capacity));
       }
       if (!instance.host_input.defined() || instance.host_input.size(0) != capacity) {
         // Page-locked memory exists only with CUDA; a CPU model's batches need no copy at all.
@@ -808,9 +687,8 @@ struct Plugin {
     for (const auto& parameter : instance.parameters) total += uint64_t(parameter.numel());
     if (count != total) {
       throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                        std::string("model \"") + Traits::kName + "\": the host buffer holds " +
-                            std::to_string(count) + " floats, the parameters " +
-                            std::to_string(total));
+                        std::string("the host buffer holds ") + std::to_string(count) +
+                            " floats, the parameters " + std::to_string(total));
     }
   }
 
@@ -821,8 +699,7 @@ struct Plugin {
 
   static void RequireKnownTensors(dpl_model_tensors which) {
     if (which != DPL_MODEL_TENSORS_VALUES && which != DPL_MODEL_TENSORS_GRADIENTS) {
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT, std::string("model \"") + Traits::kName +
-                                                      "\": unknown tensor set " +
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT, std::string("unknown tensor set ") +
                                                       std::to_string(static_cast<int>(which)));
     }
   }
