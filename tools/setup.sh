@@ -11,6 +11,7 @@ required=(
   libgtest-dev googletest
   dataset-fashion-mnist
   python3-torch python3-numpy
+  protobuf-compiler libprotobuf-dev python3-protobuf
   iproute2
 )
 # Only for plotting benchmark results; a missing one is a warning, not a failure.
