@@ -1,5 +1,6 @@
 // The SDK's promises: struct prefixes (struct_size first), fixed enum values, the magic, and the
 // same layout in C and C++ (the C side is sdk_c_layout.c, compiled as strict C99).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -63,6 +64,14 @@ TEST(SdkTest, EnumValuesAreFixed) {
   EXPECT_EQ(DPL_ERR_INTERNAL, 9);
   EXPECT_EQ(DPL_PLUGIN_KIND_BACKEND, 1);
   EXPECT_EQ(DPL_PLUGIN_KIND_MODEL, 2);
+  EXPECT_EQ(DPL_PLUGIN_KIND_DATASET, 3);
+  EXPECT_EQ(DPL_DATASET_SPLIT_TRAIN, 0);
+  EXPECT_EQ(DPL_DATASET_SPLIT_TEST, 1);
+  EXPECT_EQ(DPL_PRECISION_FP32, 0);
+  EXPECT_EQ(DPL_PRECISION_BF16, 1);
+  EXPECT_EQ(DPL_PRECISION_FP16, 2);
+  EXPECT_EQ(DPL_MODEL_BROADCAST_BUFFERS, 1u);
+  EXPECT_EQ(DPL_MODEL_HOST_BATCH_SLOTS, 2);
   EXPECT_EQ(DPL_LOG_DEBUG, 0);
   EXPECT_EQ(DPL_LOG_INFO, 1);
   EXPECT_EQ(DPL_LOG_WARNING, 2);
@@ -73,8 +82,9 @@ TEST(SdkTest, EnumValuesAreFixed) {
   EXPECT_EQ(DPL_REDUCE_MAX, 3);
   EXPECT_EQ(DPL_MODEL_MODE_TRAIN, 0);
   EXPECT_EQ(DPL_MODEL_MODE_EVAL, 1);
-  EXPECT_EQ(DPL_BACKEND_ABI_VERSION, 1u);
-  EXPECT_EQ(DPL_MODEL_ABI_VERSION, 2u);
+  EXPECT_EQ(DPL_BACKEND_ABI_VERSION, 2u);
+  EXPECT_EQ(DPL_MODEL_ABI_VERSION, 3u);
+  EXPECT_EQ(DPL_DATASET_ABI_VERSION, 1u);
   EXPECT_EQ(DPL_MODEL_TENSORS_VALUES, 0);
   EXPECT_EQ(DPL_MODEL_TENSORS_GRADIENTS, 1);
   EXPECT_EQ(DPL_STORE_VERSION, 1u);
@@ -91,6 +101,22 @@ TEST(SdkTest, ModelAbiV2AppendsToV1) {
   EXPECT_GT(sizeof(dpl_model_plugin_v2), sizeof(dpl_model_plugin_v1));
 }
 
+// Version 3 appends to version 2's table, and its config and info begin with version 1's, so the
+// host hands an older plugin the prefix it knows.
+TEST(SdkTest, ModelAbiV3AppendsToV2AndItsStructsToV1s) {
+  EXPECT_EQ(offsetof(dpl_model_plugin_v3, write_tensors),
+            offsetof(dpl_model_plugin_v2, write_tensors));
+  EXPECT_EQ(offsetof(dpl_model_plugin_v3, buffer), sizeof(dpl_model_plugin_v2));
+  EXPECT_EQ(offsetof(dpl_model_config_v3, log_context), offsetof(dpl_model_config_v1, log_context));
+  EXPECT_EQ(offsetof(dpl_model_config_v3, rank), offsetof(dpl_model_config_v1, reserved));
+  EXPECT_EQ(offsetof(dpl_model_config_v3, input_ndim), sizeof(dpl_model_config_v1));
+  EXPECT_EQ(offsetof(dpl_model_info_v3, reserved), offsetof(dpl_model_info_v1, reserved));
+  EXPECT_EQ(offsetof(dpl_model_info_v3, buffer_count), sizeof(dpl_model_info_v1));
+  EXPECT_EQ(offsetof(dpl_backend_plugin_v2, last_error),
+            offsetof(dpl_backend_plugin_v1, last_error));
+  EXPECT_EQ(offsetof(dpl_backend_plugin_v2, synchronize), sizeof(dpl_backend_plugin_v1));
+}
+
 TEST(SdkTest, MagicSpellsDplpInMemory) {
   const uint32_t magic = DPL_PLUGIN_MAGIC;
   char bytes[5] = {};
@@ -105,6 +131,18 @@ TEST(SdkTest, EntrySymbolMacroNamesTheTable) {
   EXPECT_EQ(table->header.struct_size, sizeof(dpl_backend_plugin_v1));
   EXPECT_EQ(table->header.magic, DPL_PLUGIN_MAGIC);
   EXPECT_STREQ(table->header.name, "c");
+}
+
+TEST(SdkTest, EntrySymbolMacroExpandsAMacroArgument) {
+  // sdk_c_layout.c names its table through a macro; the symbol must carry the macro's value.
+  void* self = dlopen(nullptr, RTLD_NOW);
+  ASSERT_NE(self, nullptr);
+  const auto* header =
+      static_cast<const dpl_plugin_header*>(dlsym(self, "sdk_c_test_macro_named_entry"));
+  ASSERT_NE(header, nullptr) << "the entry symbol did not get the macro's value";
+  EXPECT_STREQ(header->name, "macro");
+  EXPECT_EQ(dlsym(self, "SDK_C_MACRO_NAMED_ENTRY"), nullptr);
+  dlclose(self);
 }
 
 }  // namespace

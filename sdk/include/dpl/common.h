@@ -47,7 +47,8 @@ typedef enum dpl_status {
 /* Plugin kinds. Values are fixed. */
 typedef enum dpl_plugin_kind {
   DPL_PLUGIN_KIND_BACKEND = 1, /* a communication backend (dpl/backend.h) */
-  DPL_PLUGIN_KIND_MODEL = 2    /* a model (dpl/model.h) */
+  DPL_PLUGIN_KIND_MODEL = 2,   /* a model (dpl/model.h) */
+  DPL_PLUGIN_KIND_DATASET = 3  /* a data set format (dpl/dataset.h) */
 } dpl_plugin_kind;
 
 typedef enum dpl_log_level {
@@ -93,8 +94,10 @@ typedef struct dpl_plugin_header {
  *     DPL_PLUGIN_EXPORT extern const dpl_backend_plugin_v1 my_backend_table
  *         DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v1);
  *     const dpl_backend_plugin_v1 my_backend_table = {...};
+ * The argument is macro-expanded first, so a macro that names the symbol names it here too.
  */
-#define DPL_PLUGIN_ENTRY_SYMBOL(symbol) __asm__(#symbol)
+#define DPL_PLUGIN_ENTRY_SYMBOL(symbol) DPL_PLUGIN_ENTRY_SYMBOL_NAMED_(symbol)
+#define DPL_PLUGIN_ENTRY_SYMBOL_NAMED_(symbol) __asm__(#symbol)
 
 #ifdef __cplusplus
 }
