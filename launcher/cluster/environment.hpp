@@ -1,0 +1,59 @@
+// What a cluster's environment says about the job: Slurm (inside an srun step) or the torchrun /
+// Kubernetes variables (MASTER_ADDR, WORLD_SIZE, RANK, ..., as torchrun and Kubeflow's PyTorchJob
+// set them). Only reads: precedence (flags win) is the caller's, so every value is optional and
+// "not given" stays distinguishable from a value. Rules: Note [Slurm environment] and
+// Note [torchrun and Kubernetes environment] in environment.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "common/status.hpp"
+
+namespace dpl::cluster {
+
+enum class Convention {
+  kNone,      // nothing recognised; description may still say why (a Slurm job outside srun)
+  kSlurm,     // an srun step: SLURM_JOB_ID and SLURM_STEP_ID set
+  kTorchrun,  // MASTER_ADDR, WORLD_SIZE, RANK, NODE_RANK, PET_* ... (torchrun, Kubeflow)
+};
+
+// "none", "slurm", "torchrun/kubernetes".
+const char* ConventionName(Convention convention);
+
+struct ClusterEnvironment {
+  Convention convention = Convention::kNone;
+  std::optional<int> num_machines;           // for --num-machines
+  std::optional<int> machine_id;             // for --machine-id, below num_machines when both set
+  std::optional<std::string> master_addr;    // for --master-addr
+  std::optional<int> master_port;            // for --master-port, 0..65535
+  std::optional<std::string> job_token;      // for --job-token
+  std::optional<int> processes_per_machine;  // for --num-processes
+  // One line saying what was taken from which variable, e.g. "Slurm job 42 step 0: 2 machines
+  // (SLURM_STEP_NUM_NODES), machine 1 (SLURM_NODEID), ..."; empty when there is nothing to say.
+  std::string description;
+};
+
+// The value of an environment variable, or nothing when it is unset. A variable set to "" counts
+// as unset (a template that left it blank, `export X=`), as for MASTER_ADDR before.
+using EnvironmentLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// Reads the environment through `lookup`. Errors name the variable and its value: a value that
+// is not a number, values that contradict each other (RANK >= WORLD_SIZE), or a layout dpl
+// cannot run (several Slurm tasks per node, a launcher started by torchrun, an elastic range).
+Result<ClusterEnvironment> ReadClusterEnvironment(const EnvironmentLookup& lookup);
+Result<ClusterEnvironment> ReadClusterEnvironment(
+    const std::map<std::string, std::string>& variables);
+
+// The process's own environment (getenv), for the launcher.
+EnvironmentLookup ProcessEnvironment();
+
+// The port of a Slurm step's store, the same on every node of the step:
+// kSlurmPortBase + (job_id % 900) * 10 + step_id % 10, in [20000, 28999]. See Note [Slurm port].
+inline constexpr int kSlurmPortBase = 20000;
+int SlurmStorePort(int64_t job_id, int64_t step_id);
+
+}  // namespace dpl::cluster
