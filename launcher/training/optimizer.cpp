@@ -16,12 +16,15 @@ std::vector<std::vector<float>> ZeroBuffers(const std::vector<size_t>& sizes) {
 class Adadelta final : public Optimizer {
  public:
   Adadelta(const OptimizerOptions& o, const std::vector<size_t>& sizes)
-      : options_(o), square_avg_(ZeroBuffers(sizes)), acc_delta_(ZeroBuffers(sizes)) {}
+      : Optimizer(o.learning_rate),
+        options_(o),
+        square_avg_(ZeroBuffers(sizes)),
+        acc_delta_(ZeroBuffers(sizes)) {}
 
   void Step(const std::vector<float*>& parameters,
             const std::vector<const float*>& gradients) override {
     const float rho = float(options_.rho), one_minus_rho = float(1.0 - options_.rho);
-    const float eps = float(options_.eps), neg_lr = float(-options_.learning_rate);
+    const float eps = float(options_.eps), neg_lr = float(-learning_rate_);
     const float weight_decay = float(options_.weight_decay);
     for (size_t t = 0; t < parameters.size(); ++t) {
       float* __restrict p = parameters[t];
@@ -57,11 +60,11 @@ class Adadelta final : public Optimizer {
 class Sgd final : public Optimizer {
  public:
   Sgd(const OptimizerOptions& o, const std::vector<size_t>& sizes)
-      : options_(o), momentum_buffer_(ZeroBuffers(sizes)) {}
+      : Optimizer(o.learning_rate), options_(o), momentum_buffer_(ZeroBuffers(sizes)) {}
 
   void Step(const std::vector<float*>& parameters,
             const std::vector<const float*>& gradients) override {
-    const float momentum = float(options_.momentum), neg_lr = float(-options_.learning_rate);
+    const float momentum = float(options_.momentum), neg_lr = float(-learning_rate_);
     const float weight_decay = float(options_.weight_decay);
     const bool first = steps_ == 0;
     for (size_t t = 0; t < parameters.size(); ++t) {
@@ -96,7 +99,10 @@ class Sgd final : public Optimizer {
 class Adam final : public Optimizer {
  public:
   Adam(const OptimizerOptions& o, const std::vector<size_t>& sizes)
-      : options_(o), exp_avg_(ZeroBuffers(sizes)), exp_avg_sq_(ZeroBuffers(sizes)) {}
+      : Optimizer(o.learning_rate),
+        options_(o),
+        exp_avg_(ZeroBuffers(sizes)),
+        exp_avg_sq_(ZeroBuffers(sizes)) {}
 
   void Step(const std::vector<float*>& parameters,
             const std::vector<const float*>& gradients) override {
@@ -106,7 +112,7 @@ class Adam final : public Optimizer {
     const float beta2 = float(b2), one_minus_beta2 = float(1.0 - b2);
     const double bias_correction1 = 1.0 - std::pow(b1, double(steps_));
     const double bias_correction2 = 1.0 - std::pow(b2, double(steps_));
-    const float neg_step_size = float(-(options_.learning_rate / bias_correction1));
+    const float neg_step_size = float(-(learning_rate_ / bias_correction1));
     const float bias_correction2_sqrt = float(std::sqrt(bias_correction2));
     const float eps = float(options_.adam_eps), weight_decay = float(options_.weight_decay);
     for (size_t t = 0; t < parameters.size(); ++t) {

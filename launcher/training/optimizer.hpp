@@ -37,9 +37,15 @@ class Optimizer {
   virtual std::vector<std::vector<float>*> StateBuffers() = 0;
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps) { steps_ = steps; }
+  // The learning rate of the following steps. A schedule sets it before every step, as
+  // torch.optim.lr_scheduler writes param_group['lr'] (see lr_schedule.hpp).
+  double learning_rate() const { return learning_rate_; }
+  void set_learning_rate(double learning_rate) { learning_rate_ = learning_rate; }
 
  protected:
+  explicit Optimizer(double learning_rate) : learning_rate_(learning_rate) {}
   int64_t steps_ = 0;
+  double learning_rate_;
 };
 
 // Builds the optimizer named by options.name for parameters of `sizes` elements each. The error
