@@ -19,7 +19,7 @@
 namespace dpl::training {
 namespace {
 
-// --- helpers -------------------------------------------------------------------------------
+// --- rendering values, files ---------------------------------------------------------------
 
 std::string Hex(const uint8_t* data, size_t size) {
   static const char kDigits[] = "0123456789abcdef";
