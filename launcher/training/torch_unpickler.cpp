@@ -1,0 +1,331 @@
+#include "training/torch_unpickler.hpp"
+
+#include "training/pickle_opcodes.hpp"
+
+namespace dpl::training {
+namespace pickle {
+
+// Moves a container's children to `out`.
+void TakeChildren(Node& node, std::vector<NodeRef>* out) {
+  const auto take = [out](std::vector<NodeRef>& items) {
+    for (NodeRef& item : items) out->push_back(std::move(item));
+    items.clear();
+  };
+  if (ListNode* list = std::get_if<ListNode>(&node.payload)) take(list->items);
+  if (TupleNode* tuple = std::get_if<TupleNode>(&node.payload)) take(tuple->items);
+  if (DictNode* dict = std::get_if<DictNode>(&node.payload)) {
+    for (auto& entry : dict->entries) out->push_back(std::move(entry.second));
+    dict->entries.clear();
+  }
+}
+
+// Frees the nodes only this one holds without recursing: a hostile pickle may nest millions deep.
+Node::~Node() {
+  std::vector<NodeRef> pending;
+  TakeChildren(*this, &pending);
+  while (!pending.empty()) {
+    NodeRef next = std::move(pending.back());
+    pending.pop_back();
+    if (next.use_count() == 1) TakeChildren(*next, &pending);  // `next` then dies childless
+  }
+}
+
+// What a node is, for messages.
+std::string Describe(const NodeRef& node) {
+  switch (node->payload.index()) {
+    case 0:
+      return "a " + std::get<TorchValue>(node->payload).TypeName();
+    case 1:
+      return "a list";
+    case 2:
+      return "a tuple";
+    case 3:
+      return "a dict";
+    case 4:
+      return "a function";
+    case 5:
+      return "a storage type";
+    default:
+      return "a storage";
+  }
+}
+
+namespace {
+
+// The opcode's name as CPython's pickletools prints it, for the common ones this reader refuses.
+std::string OpcodeName(uint8_t op) {
+  static constexpr struct {
+    uint8_t op;
+    const char* name;
+  } kNames[] = {
+      {'0', "POP"},        {'1', "POP_MARK"},   {'2', "DUP"},      {'F', "FLOAT"},
+      {'I', "INT"},        {'L', "LONG"},       {'P', "PERSID"},   {'S', "STRING"},
+      {'T', "BINSTRING"},  {'V', "UNICODE"},    {'d', "DICT"},     {'g', "GET"},
+      {'i', "INST"},       {'l', "LIST"},       {'o', "OBJ"},      {'p', "PUT"},
+      {0x81, "NEWOBJ"},    {0x92, "NEWOBJ_EX"}, {'B', "BINBYTES"}, {'C', "SHORT_BINBYTES"},
+      {0x8f, "EMPTY_SET"}, {0x91, "FROZENSET"}};
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02x", op);
+  for (const auto& known : kNames) {
+    if (known.op == op) return std::string(known.name) + " (" + hex + ")";
+  }
+  return hex;
+}
+
+}  // namespace
+
+Unpickler::~Unpickler() {
+  std::vector<NodeRef> children;
+  for (const std::weak_ptr<Node>& weak : containers_) {
+    if (const NodeRef node = weak.lock()) TakeChildren(*node, &children);
+  }
+}
+
+Result<TorchValue> Unpickler::Run() {
+  NodeRef result;
+  while (!result) {
+    op_at_ = at_;
+    uint8_t op = 0;
+    if (!Take(1, &op)) return Malformed("it ends without a STOP opcode");
+    if (op == pickle::kStop) {
+      DPL_RETURN_IF_ERROR(Pop(&result));
+    } else {
+      DPL_RETURN_IF_ERROR(Step(op));
+    }
+  }
+  // Drop every other reference, so that conversion can move what only the result holds.
+  stack_.clear();
+  memo_.clear();
+  storages_.clear();
+  in_result_ = true;  // messages from here on are about the result, not one opcode
+  return Convert(result, 0, false);
+}
+
+Status Unpickler::Step(uint8_t op) {
+  switch (op) {
+    case pickle::kProto: {
+      uint8_t protocol = 0;
+      DPL_RETURN_IF_ERROR(TakeOrFail(1, &protocol));
+      if (protocol > 5) {
+        return Malformed("pickle protocol " + std::to_string(protocol) + " is newer than 5");
+      }
+      return Status::Ok();
+    }
+    case pickle::kFrame: {
+      uint64_t ignored = 0;
+      return TakeLittle(8, &ignored);
+    }
+    case pickle::kMark:
+      marks_.push_back(stack_.size());
+      return Status::Ok();
+    case pickle::kNone:
+      PushValue(TorchValue::None());
+      return Status::Ok();
+    case pickle::kNewTrue:
+    case pickle::kNewFalse:
+      PushValue(TorchValue::Bool(op == pickle::kNewTrue));
+      return Status::Ok();
+    case pickle::kBinInt1:
+    case pickle::kBinInt2:
+    case pickle::kBinInt:
+    case pickle::kLong1:
+    case pickle::kLong4:
+      return Integer(op);
+    case pickle::kBinFloat: {
+      uint8_t bytes[8] = {};
+      DPL_RETURN_IF_ERROR(TakeOrFail(8, bytes));
+      uint64_t bits = 0;
+      for (uint8_t b : bytes) bits = (bits << 8) | b;
+      double value;
+      std::memcpy(&value, &bits, 8);
+      PushValue(TorchValue::Float(value));
+      return Status::Ok();
+    }
+    case pickle::kShortBinUnicode:
+      return Text(1);
+    case pickle::kBinUnicode:
+      return Text(4);
+    case pickle::kBinUnicode8:
+      return Text(8);
+    case pickle::kEmptyList:
+      PushContainer(ListNode{});
+      return Status::Ok();
+    case pickle::kEmptyTuple:
+      PushContainer(TupleNode{});
+      return Status::Ok();
+    case pickle::kEmptyDict:
+      PushContainer(DictNode{});
+      return Status::Ok();
+    case pickle::kTuple: {
+      TupleNode tuple;
+      DPL_RETURN_IF_ERROR(PopMark(&tuple.items));
+      PushContainer(std::move(tuple));
+      return Status::Ok();
+    }
+    case pickle::kTuple1:
+    case pickle::kTuple2:
+    case pickle::kTuple3: {
+      TupleNode tuple;
+      tuple.items.resize(size_t(op - pickle::kTuple1 + 1));
+      for (size_t i = tuple.items.size(); i-- > 0;) DPL_RETURN_IF_ERROR(Pop(&tuple.items[i]));
+      PushContainer(std::move(tuple));
+      return Status::Ok();
+    }
+    case pickle::kBinPut:
+      return Memo(1, true);
+    case pickle::kLongBinPut:
+      return Memo(4, true);
+    case pickle::kMemoize:
+      return Memo(0, true);
+    case pickle::kBinGet:
+      return Memo(1, false);
+    case pickle::kLongBinGet:
+      return Memo(4, false);
+    case pickle::kGlobal: {
+      std::string module, name;
+      DPL_RETURN_IF_ERROR(TakeLine(&module));
+      DPL_RETURN_IF_ERROR(TakeLine(&name));
+      return Global(module, name);
+    }
+    case pickle::kStackGlobal: {
+      NodeRef name, module;
+      DPL_RETURN_IF_ERROR(Pop(&name));
+      DPL_RETURN_IF_ERROR(Pop(&module));
+      const TorchValue* name_value = As<TorchValue>(name);
+      const TorchValue* module_value = As<TorchValue>(module);
+      if (!name_value || !name_value->AsString() || !module_value || !module_value->AsString()) {
+        return Malformed("STACK_GLOBAL needs two strings");
+      }
+      return Global(*module_value->AsString(), *name_value->AsString());
+    }
+    case pickle::kBinPersId:
+      return PersistentId();
+    case pickle::kReduce:
+      return Reduce();
+    case pickle::kBuild:
+      return Build();
+    case pickle::kSetItem:
+    case pickle::kSetItems: {
+      std::vector<NodeRef> items(2);
+      if (op == pickle::kSetItem) {
+        DPL_RETURN_IF_ERROR(Pop(&items[1]));
+        DPL_RETURN_IF_ERROR(Pop(&items[0]));
+      } else {
+        DPL_RETURN_IF_ERROR(PopMark(&items));
+      }
+      NodeRef target;
+      DPL_RETURN_IF_ERROR(Top(&target));
+      DictNode* dict = As<DictNode>(target);
+      if (!dict) return Malformed("SETITEM(S) on " + Describe(target) + ", not a dict");
+      return SetItems(dict, items);
+    }
+    case pickle::kAppend:
+    case pickle::kAppends: {
+      std::vector<NodeRef> items(1);
+      if (op == pickle::kAppend) {
+        DPL_RETURN_IF_ERROR(Pop(&items[0]));
+      } else {
+        DPL_RETURN_IF_ERROR(PopMark(&items));
+      }
+      NodeRef target;
+      DPL_RETURN_IF_ERROR(Top(&target));
+      ListNode* list = As<ListNode>(target);
+      if (!list) return Malformed("APPEND(S) on " + Describe(target) + ", not a list");
+      for (NodeRef& item : items) list->items.push_back(std::move(item));
+      return Status::Ok();
+    }
+    default:
+      return Unsupported("the pickle opcode " + OpcodeName(op));
+  }
+}
+
+Status Unpickler::Integer(uint8_t op) {
+  uint64_t bits = 0;
+  int64_t value = 0;
+  if (op == pickle::kBinInt1 || op == pickle::kBinInt2) {
+    DPL_RETURN_IF_ERROR(TakeLittle(op == pickle::kBinInt1 ? 1 : 2, &bits));
+    value = int64_t(bits);
+  } else if (op == pickle::kBinInt) {
+    DPL_RETURN_IF_ERROR(TakeLittle(4, &bits));
+    value = int32_t(uint32_t(bits));
+  } else {
+    uint64_t length = 0;
+    DPL_RETURN_IF_ERROR(TakeLittle(op == pickle::kLong1 ? 1 : 4, &length));
+    if (length > size_ - at_) return Malformed("an integer runs past the end");
+    const uint8_t* bytes = data_ + at_;
+    at_ += size_t(length);
+    // Two's complement, little-endian: it fits int64 when every byte beyond the eighth only
+    // repeats the sign.
+    const size_t low = size_t(std::min<uint64_t>(length, 8));
+    for (size_t i = 0; i < low; ++i) bits |= uint64_t(bytes[i]) << (8 * i);
+    if (low > 0 && low < 8 && (bytes[low - 1] & 0x80)) bits |= ~uint64_t(0) << (8 * low);
+    const uint8_t sign = (low > 0 && (bytes[low - 1] & 0x80)) ? 0xFF : 0x00;
+    for (size_t i = 8; i < length; ++i) {
+      if (bytes[i] != sign) return Unsupported("an integer that does not fit 64 bits");
+    }
+    value = int64_t(bits);
+  }
+  PushValue(TorchValue::Int(value));
+  return Status::Ok();
+}
+
+Status Unpickler::Text(size_t length_bytes) {
+  uint64_t length = 0;
+  DPL_RETURN_IF_ERROR(TakeLittle(length_bytes, &length));
+  if (length > size_ - at_) return Malformed("a string runs past the end");
+  std::string text(reinterpret_cast<const char*>(data_ + at_), size_t(length));
+  at_ += size_t(length);
+  if (!IsPickleUtf8(text)) return Malformed("a string is not valid UTF-8");
+  PushValue(TorchValue::String(std::move(text)));
+  return Status::Ok();
+}
+
+Status Unpickler::Memo(size_t index_bytes, bool put) {
+  uint64_t index = memo_.size();
+  if (index_bytes > 0) DPL_RETURN_IF_ERROR(TakeLittle(index_bytes, &index));
+  if (put) {
+    NodeRef top;
+    DPL_RETURN_IF_ERROR(Top(&top));
+    memo_[index] = std::move(top);
+    return Status::Ok();
+  }
+  const auto found = memo_.find(index);
+  if (found == memo_.end()) {
+    return Malformed("it refers to memo entry " + std::to_string(index) + ", never stored");
+  }
+  Push(found->second);
+  return Status::Ok();
+}
+
+Status Unpickler::SetItems(DictNode* dict, std::vector<NodeRef>& items) {
+  if (items.size() % 2 != 0) return Malformed("SETITEMS with an odd number of objects");
+  for (size_t i = 0; i < items.size(); i += 2) {
+    const TorchValue* key = As<TorchValue>(items[i]);
+    TorchDictKey dict_key;
+    if (key && key->AsString()) {
+      dict_key = *key->AsString();
+    } else if (key && key->AsInt()) {
+      dict_key = *key->AsInt();
+    } else {
+      return Unsupported("a dict key that is " + Describe(items[i]) + " (keys must be str or int)");
+    }
+    const auto [position, inserted] = dict->index.emplace(dict_key, dict->entries.size());
+    if (inserted) {
+      dict->entries.emplace_back(std::move(dict_key), std::move(items[i + 1]));
+    } else {
+      dict->entries[position->second].second = std::move(items[i + 1]);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace pickle
+
+Result<TorchValue> UnpickleTorchValue(const uint8_t* data, size_t size, const std::string& record,
+                                      const TorchStorageLoader& load_storage,
+                                      const UnpickleLimits& limits) {
+  pickle::Unpickler unpickler(data, size, record, load_storage, limits);
+  return unpickler.Run();
+}
+
+}  // namespace dpl::training

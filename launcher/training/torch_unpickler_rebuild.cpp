@@ -1,0 +1,306 @@
+// What the globals the unpickler knows build (Note [A restricted unpickler]): OrderedDicts,
+// storages and tensors; and the conversion of the result into TorchValues, within the limits.
+#include "training/torch_unpickler.hpp"
+
+namespace dpl::training::pickle {
+namespace {
+
+// A global's name for a message: printable ASCII only, at most 100 characters.
+std::string Printable(const std::string& text) {
+  std::string out;
+  for (char c : text.substr(0, 100)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return text.size() > 100 ? out + "..." : out;
+}
+
+}  // namespace
+
+Status Unpickler::Global(const std::string& module, const std::string& name) {
+  if (module == "collections" && name == "OrderedDict") {
+    Push(MakeNode(Callable::kOrderedDict));
+    return Status::Ok();
+  }
+  if (module == "torch._utils" && name == "_rebuild_tensor_v2") {
+    Push(MakeNode(Callable::kRebuildTensor));
+    return Status::Ok();
+  }
+  if (module == "torch._utils" && name == "_rebuild_parameter") {
+    Push(MakeNode(Callable::kRebuildParameter));
+    return Status::Ok();
+  }
+  const std::string full = Printable(module + "." + name);
+  if (module == "torch") {
+    for (TorchDtype dtype :
+         {TorchDtype::kFloat32, TorchDtype::kFloat64, TorchDtype::kFloat16, TorchDtype::kBFloat16,
+          TorchDtype::kInt64, TorchDtype::kInt32, TorchDtype::kInt16, TorchDtype::kInt8,
+          TorchDtype::kUInt8, TorchDtype::kBool}) {
+      if (name == TorchStorageTypeName(dtype)) {
+        Push(MakeNode(StorageType{dtype}));
+        return Status::Ok();
+      }
+    }
+    if (name.size() > 7 && name.compare(name.size() - 7, 7, "Storage") == 0) {
+      return Unsupported("a tensor of storage type " + full + " (supported dtypes: float32, " +
+                         "float64, float16, bfloat16, int64, int32, int16, int8, uint8, bool)");
+    }
+  }
+  if (module == "torch._utils" && name.rfind("_rebuild_", 0) == 0) {
+    return Unsupported("a tensor rebuilt by " + full +
+                       " (sparse, quantized or other special tensors; only dense ones are read)");
+  }
+  return Status::InvalidArgument(
+      record_ + " calls the Python global '" + full + "' (at byte " + std::to_string(op_at_) +
+      "), which is not part of a state dict; this reader runs no Python code and rebuilds only " +
+      "tensors, None, bools, ints, floats, strings, lists, tuples and dicts: save plain data, " +
+      "such as model.state_dict()");
+}
+
+Status Unpickler::PersistentId() {
+  NodeRef pid;
+  DPL_RETURN_IF_ERROR(Pop(&pid));
+  const TupleNode* tuple = As<TupleNode>(pid);
+  const auto string_at = [&](size_t i) -> const std::string* {
+    const TorchValue* value = As<TorchValue>(tuple->items[i]);
+    return value ? value->AsString() : nullptr;
+  };
+  if (!tuple || tuple->items.size() != 5 || !string_at(0) || *string_at(0) != "storage") {
+    return Unsupported("a persistent id other than torch's ('storage', type, key, location, " +
+                       std::string("numel)"));
+  }
+  const StorageType* type = As<StorageType>(tuple->items[1]);
+  const std::string* key = string_at(2);
+  const TorchValue* numel = As<TorchValue>(tuple->items[4]);
+  if (!type || !key || !string_at(3) || !numel || !numel->AsInt() || *numel->AsInt() < 0) {
+    return Malformed("a storage's persistent id is not (str, storage type, str, str, int >= 0)");
+  }
+  // The location (e.g. 'cuda:0') is ignored: the bytes are the same, and the host reads to CPU.
+  const auto cached = storages_.find(*key);
+  if (cached != storages_.end()) {
+    if (std::get<Storage>(cached->second->payload).dtype != type->dtype) {
+      return Unsupported("storage '" + Printable(*key) + "' viewed as two dtypes");
+    }
+    Push(cached->second);
+    return Status::Ok();
+  }
+  const uint64_t element = TorchDtypeSize(type->dtype);
+  const uint64_t count = uint64_t(*numel->AsInt());
+  uint64_t expected = 0;
+  if (__builtin_mul_overflow(count, element, &expected) || expected > limits_.max_tensor_bytes) {
+    return Malformed("storage '" + Printable(*key) + "' claims " + std::to_string(count) +
+                     " elements, more than the file can hold");
+  }
+  Result<std::vector<uint8_t>> bytes = load_storage_(*key);
+  if (!bytes.ok()) return bytes.status();
+  if (bytes->size() != expected) {
+    return Malformed("storage '" + Printable(*key) + "' should hold " + std::to_string(count) +
+                     " " + TorchDtypeName(type->dtype) + " elements (" + std::to_string(expected) +
+                     " bytes) but its record has " + std::to_string(bytes->size()) + " bytes");
+  }
+  NodeRef node =
+      MakeNode(Storage{type->dtype, int64_t(count),
+                       std::make_shared<const std::vector<uint8_t>>(std::move(bytes).value())});
+  storages_.emplace(*key, node);
+  Push(std::move(node));
+  return Status::Ok();
+}
+
+Status Unpickler::Reduce() {
+  NodeRef args_node, callable_node;
+  DPL_RETURN_IF_ERROR(Pop(&args_node));
+  DPL_RETURN_IF_ERROR(Pop(&callable_node));
+  const Callable* callable = As<Callable>(callable_node);
+  const TupleNode* args = As<TupleNode>(args_node);
+  if (!callable) return Malformed("REDUCE calls " + Describe(callable_node));
+  if (!args) return Malformed("REDUCE's arguments are " + Describe(args_node) + ", not a tuple");
+  switch (*callable) {
+    case Callable::kOrderedDict: {
+      if (!args->items.empty()) return Unsupported("an OrderedDict built from arguments");
+      DictNode dict;
+      dict.python_type = TorchDict::PythonType::kOrderedDict;
+      PushContainer(std::move(dict));
+      return Status::Ok();
+    }
+    case Callable::kRebuildTensor:
+      return RebuildTensor(args->items);
+    case Callable::kRebuildParameter: {
+      // (data, requires_grad, backward_hooks): an nn.Parameter is read as its tensor.
+      const TorchValue* data = args->items.size() == 3 ? As<TorchValue>(args->items[0]) : nullptr;
+      if (!data || !data->AsTensor()) {
+        return Malformed("_rebuild_parameter's arguments are not (tensor, bool, hooks)");
+      }
+      Push(args->items[0]);
+      return Status::Ok();
+    }
+  }
+  return Status::Ok();
+}
+
+Status Unpickler::Build() {
+  NodeRef state, target;
+  DPL_RETURN_IF_ERROR(Pop(&state));
+  DPL_RETURN_IF_ERROR(Top(&target));
+  // torch gives a state dict's OrderedDict its _metadata (module versions) as attribute state:
+  // that is Python-side bookkeeping, dropped here (load_state_dict works without it).
+  const DictNode* dict = As<DictNode>(target);
+  const DictNode* attributes = As<DictNode>(state);
+  const TorchValue* none = As<TorchValue>(state);
+  if (!dict || dict->python_type != TorchDict::PythonType::kOrderedDict ||
+      !(attributes || (none && none->IsNone()))) {
+    return Unsupported("object state (BUILD) for " + Describe(target));
+  }
+  return Status::Ok();
+}
+
+Status Unpickler::Shape(const NodeRef& node, const char* what, std::vector<int64_t>* out) const {
+  const TupleNode* tuple = As<TupleNode>(node);
+  if (!tuple) return Malformed(std::string("a tensor's ") + what + " is not a tuple");
+  for (const NodeRef& item : tuple->items) {
+    const TorchValue* value = As<TorchValue>(item);
+    if (!value || !value->AsInt() || *value->AsInt() < 0) {
+      return Malformed(std::string("a tensor's ") + what + " holds something not an int >= 0");
+    }
+    out->push_back(*value->AsInt());
+  }
+  return Status::Ok();
+}
+
+// _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks
+// [, metadata]): the view is gathered into a contiguous copy, whatever its offset and strides.
+Status Unpickler::RebuildTensor(const std::vector<NodeRef>& args) {
+  if (args.size() != 6 && args.size() != 7) {
+    return Malformed("_rebuild_tensor_v2 takes 6 or 7 arguments, not " +
+                     std::to_string(args.size()));
+  }
+  const Storage* storage = As<Storage>(args[0]);
+  const TorchValue* offset = As<TorchValue>(args[1]);
+  const TorchValue* requires_grad = As<TorchValue>(args[4]);
+  const DictNode* hooks = As<DictNode>(args[5]);
+  if (!storage || !offset || !offset->AsInt() || *offset->AsInt() < 0 || !requires_grad ||
+      !requires_grad->AsBool() || !hooks) {
+    return Malformed("_rebuild_tensor_v2's arguments are not (storage, int, tuple, tuple, bool, " +
+                     std::string("OrderedDict)"));
+  }
+  if (!hooks->entries.empty()) return Unsupported("a tensor with backward hooks");
+  if (args.size() == 7) {
+    const DictNode* metadata = As<DictNode>(args[6]);
+    const TorchValue* none = As<TorchValue>(args[6]);
+    if (!(metadata && metadata->entries.empty()) && !(none && none->IsNone())) {
+      return Unsupported("a tensor with metadata");
+    }
+  }
+  TorchTensor tensor;
+  tensor.dtype = storage->dtype;
+  std::vector<int64_t> strides;
+  DPL_RETURN_IF_ERROR(Shape(args[2], "size", &tensor.shape));
+  DPL_RETURN_IF_ERROR(Shape(args[3], "stride", &strides));
+  if (strides.size() != tensor.shape.size()) {
+    return Malformed("a tensor's size and stride differ in length");
+  }
+  const int64_t count = tensor.NumElements();
+  const uint64_t element = TorchDtypeSize(tensor.dtype);
+  uint64_t bytes = 0;
+  if (count < 0 || __builtin_mul_overflow(uint64_t(count), element, &bytes) ||
+      __builtin_add_overflow(tensor_bytes_, bytes, &tensor_bytes_) ||
+      tensor_bytes_ > limits_.max_tensor_bytes) {
+    return Malformed("its tensors would take more than " +
+                     std::to_string(limits_.max_tensor_bytes) + " bytes");
+  }
+  // The last element read must lie inside the storage.
+  int64_t last = *offset->AsInt();
+  for (size_t d = 0; d < strides.size() && count > 0; ++d) {
+    int64_t step = 0;
+    if (__builtin_mul_overflow(tensor.shape[d] - 1, strides[d], &step) ||
+        __builtin_add_overflow(last, step, &last)) {
+      last = INT64_MAX;
+    }
+  }
+  if (count > 0 && last >= storage->numel) {
+    return Malformed("a tensor's view reaches element " + std::to_string(last) +
+                     " of a storage of " + std::to_string(storage->numel));
+  }
+  tensor.data.resize(size_t(bytes));
+  if (count == 0) {
+    PushValue(TorchValue::Tensor(std::move(tensor)));
+    return Status::Ok();
+  }
+  const uint8_t* source = storage->bytes->data() + uint64_t(*offset->AsInt()) * element;
+  bool contiguous = true;
+  int64_t expected_stride = 1;  // every dim is >= 1 here, so this stays below `count`
+  for (size_t d = tensor.shape.size(); d-- > 0;) {
+    if (tensor.shape[d] != 1 && strides[d] != expected_stride) contiguous = false;
+    expected_stride *= tensor.shape[d];
+  }
+  if (contiguous) {
+    std::memcpy(tensor.data.data(), source, size_t(bytes));
+  } else {
+    // Odometer over the index; the offsets cannot overflow, as `last` did not.
+    std::vector<int64_t> index(tensor.shape.size(), 0);
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t position = 0;
+      for (size_t d = 0; d < index.size(); ++d) position += index[d] * strides[d];
+      std::memcpy(tensor.data.data() + uint64_t(i) * element, source + uint64_t(position) * element,
+                  size_t(element));
+      for (size_t d = index.size(); d-- > 0;) {
+        if (++index[d] < tensor.shape[d]) break;
+        index[d] = 0;
+      }
+    }
+  }
+  PushValue(TorchValue::Tensor(std::move(tensor)));
+  return Status::Ok();
+}
+
+// A node reachable twice (shared here or above) is copied; one reachable once is moved.
+Result<TorchValue> Unpickler::Convert(const NodeRef& node, size_t depth, bool shared_above) {
+  if (depth > kMaxTorchValueDepth) {
+    return Unsupported("containers nested deeper than " + std::to_string(kMaxTorchValueDepth));
+  }
+  if (node->converting) return Unsupported("a container that contains itself");
+  if (++values_ > limits_.max_values) {
+    return Unsupported("more than " + std::to_string(limits_.max_values) + " values");
+  }
+  const bool shared = shared_above || node.use_count() > 1;
+  if (TorchValue* value = As<TorchValue>(node)) {
+    if (const TorchTensor* tensor = value->AsTensor(); tensor && shared) {
+      // A copy of a shared tensor (tied weights) costs memory again.
+      if (__builtin_add_overflow(tensor_bytes_, tensor->data.size(), &tensor_bytes_) ||
+          tensor_bytes_ > limits_.max_tensor_bytes) {
+        return Malformed("its tensors would take more than " +
+                         std::to_string(limits_.max_tensor_bytes) + " bytes");
+      }
+    }
+    return shared ? *value : std::move(*value);
+  }
+  node->converting = true;
+  Result<TorchValue> result = TorchValue::None();
+  if (const ListNode* list = As<ListNode>(node)) {
+    TorchValue::Items items;
+    for (const NodeRef& item : list->items) {
+      Result<TorchValue> converted = Convert(item, depth + 1, shared);
+      if (!converted.ok()) return converted.status();
+      items.push_back(std::move(converted).value());
+    }
+    result = TorchValue::List(std::move(items));
+  } else if (const TupleNode* tuple = As<TupleNode>(node)) {
+    TorchValue::Items items;
+    for (const NodeRef& item : tuple->items) {
+      Result<TorchValue> converted = Convert(item, depth + 1, shared);
+      if (!converted.ok()) return converted.status();
+      items.push_back(std::move(converted).value());
+    }
+    result = TorchValue::Tuple(std::move(items));
+  } else if (const DictNode* dict = As<DictNode>(node)) {
+    TorchDict out(dict->python_type);
+    for (const auto& [key, item] : dict->entries) {
+      Result<TorchValue> converted = Convert(item, depth + 1, shared);
+      if (!converted.ok()) return converted.status();
+      out.Set(key, std::move(converted).value());
+    }
+    result = TorchValue::FromDict(std::move(out));
+  } else {
+    return Unsupported(Describe(node) + " where a value belongs");
+  }
+  node->converting = false;
+  return result;
+}
+
+}  // namespace dpl::training::pickle

@@ -1,0 +1,752 @@
+#include "training/torch_archive.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+
+#include "training/torch_pickle.hpp"
+#include "training/zip_archive.hpp"
+
+namespace dpl::training {
+namespace {
+
+// --- rendering values, files ---------------------------------------------------------------
+
+std::string Hex(const uint8_t* data, size_t size) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < size; ++i) {
+    out += kDigits[data[i] >> 4];
+    out += kDigits[data[i] & 15];
+  }
+  return out;
+}
+std::string Hex(const std::string& text) {
+  return Hex(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+}
+
+std::string Render(const TorchValue& value);
+
+std::string RenderKey(const TorchDictKey& key) {
+  if (const auto* text = std::get_if<std::string>(&key)) return "str:" + Hex(*text);
+  return "int:" + std::to_string(std::get<int64_t>(key));
+}
+
+std::string RenderItems(const TorchValue::Items& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + Render(items[i]);
+  return out;
+}
+
+// Mirrors render() of torch_archive_reference.py.
+std::string Render(const TorchValue& value) {
+  switch (value.kind()) {
+    case TorchValue::Kind::kNone:
+      return "None";
+    case TorchValue::Kind::kBool:
+      return std::string("bool:") + (*value.AsBool() ? "True" : "False");
+    case TorchValue::Kind::kInt:
+      return "int:" + std::to_string(*value.AsInt());
+    case TorchValue::Kind::kFloat: {
+      uint8_t bits[8];
+      std::memcpy(bits, value.AsFloat(), 8);
+      std::reverse(bits, bits + 8);
+      return "float:" + Hex(bits, 8);
+    }
+    case TorchValue::Kind::kString:
+      return "str:" + Hex(*value.AsString());
+    case TorchValue::Kind::kList:
+      return "list[" + RenderItems(*value.AsList()) + "]";
+    case TorchValue::Kind::kTuple:
+      return "tuple(" + RenderItems(*value.AsTuple()) + ")";
+    case TorchValue::Kind::kDict: {
+      std::string out = value.TypeName() + "{";
+      bool first = true;
+      for (const TorchDictEntry& entry : *value.AsDict()) {
+        out += (first ? "" : ",") + RenderKey(entry.key) + ":" + Render(entry.value);
+        first = false;
+      }
+      return out + "}";
+    }
+    case TorchValue::Kind::kTensor: {
+      const TorchTensor& tensor = *value.AsTensor();
+      std::string shape;
+      for (size_t i = 0; i < tensor.shape.size(); ++i) {
+        shape += (i ? " " : "") + std::to_string(tensor.shape[i]);
+      }
+      return std::string("tensor<") + TorchDtypeName(tensor.dtype) + ",[" + shape + "]," +
+             Hex(tensor.data.data(), tensor.data.size()) + ">";
+    }
+  }
+  return "?";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// A string literal with its NUL bytes: "\x80\x02N."_b.
+std::string operator""_b(const char* text, size_t size) {
+  return std::string(text, size);
+}
+
+std::string Le32(uint32_t v) {
+  std::string out;
+  for (int i = 0; i < 4; ++i) out += char(v >> (8 * i));
+  return out;
+}
+
+// Writes an archive in torch.save's layout holding `pickle` as <name>/data.pkl and `storages`
+// as <name>/data/0, 1, ... (with a version record unless `version` is empty).
+void WriteRawArchive(const std::string& path, const std::string& name, const std::string& pickle,
+                     const std::vector<std::string>& storages, const std::string& version = "3\n") {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ZipWriter zip(fd, path);
+  ASSERT_TRUE(zip.Add(name + "/data.pkl", pickle.data(), pickle.size()).ok());
+  for (size_t i = 0; i < storages.size(); ++i) {
+    ASSERT_TRUE(
+        zip.Add(name + "/data/" + std::to_string(i), storages[i].data(), storages[i].size()).ok());
+  }
+  if (!version.empty()) {
+    ASSERT_TRUE(zip.Add(name + "/version", version.data(), version.size()).ok());
+  }
+  ASSERT_TRUE(zip.Finish().ok());
+  ::close(fd);
+}
+
+TorchTensor F32(std::vector<int64_t> shape, std::vector<float> values) {
+  return TorchTensor::Of<float>(std::move(shape), values);
+}
+TorchTensor Raw(TorchDtype dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
+  return TorchTensor{dtype, std::move(shape), std::move(bytes)};
+}
+TorchValue Str(const char* text) {
+  return TorchValue::String(text);
+}
+
+// A state dict of torch.nn.Sequential(Linear(3, 2), BatchNorm1d(2)), as nn.Module returns it.
+TorchValue ModelStateDict() {
+  return TorchValue::OrderedDict({
+      {"0.weight", TorchValue::Tensor(F32({2, 3}, {0.5f, -1.25f, 2, 3, -4, 1e-3f}))},
+      {"0.bias", TorchValue::Tensor(F32({2}, {0.25f, -0.75f}))},
+      {"1.weight", TorchValue::Tensor(F32({2}, {1, 1.5f}))},
+      {"1.bias", TorchValue::Tensor(F32({2}, {0, -0.5f}))},
+      {"1.running_mean", TorchValue::Tensor(F32({2}, {0.1f, 0.2f}))},
+      {"1.running_var", TorchValue::Tensor(F32({2}, {0.9f, 1.1f}))},
+      {"1.num_batches_tracked", TorchValue::Tensor(TorchTensor::Of<int64_t>({}, {7}))},
+  });
+}
+
+// What the C++ side writes for torch.load: every kind of value, every dtype, odd shapes.
+TorchValue CppCheckpoint() {
+  const int64_t kMin = std::numeric_limits<int64_t>::min();
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  TorchValue::Entries ints;
+  for (int64_t v : {int64_t(0), int64_t(255), int64_t(256), int64_t(65535), int64_t(65536),
+                    int64_t(-1), int64_t(-129), int64_t(INT32_MIN), int64_t(INT32_MAX),
+                    int64_t(INT32_MAX) + 1, int64_t(INT32_MIN) - 1, int64_t(1) << 40, kMin, kMax}) {
+    ints.emplace_back("i" + std::to_string(ints.size()), TorchValue::Int(v));
+  }
+  return TorchValue::Dict({
+      {"model", ModelStateDict()},
+      {"dtypes",
+       TorchValue::Dict({
+           {"float64", TorchValue::Tensor(TorchTensor::Of<double>({2, 2}, {1, -2.5, 1e300, 0}))},
+           {"float16", TorchValue::Tensor(
+                           Raw(TorchDtype::kFloat16, {3}, {0x00, 0x3c, 0x00, 0xc0, 0xff, 0x7b}))},
+           {"bfloat16",
+            TorchValue::Tensor(Raw(TorchDtype::kBFloat16, {2}, {0x80, 0x3f, 0x40, 0xc0}))},
+           {"int64", TorchValue::Tensor(TorchTensor::Of<int64_t>({2}, {kMin, kMax}))},
+           {"int32", TorchValue::Tensor(TorchTensor::Of<int32_t>({3}, {-5, 6, INT32_MAX}))},
+           {"int16", TorchValue::Tensor(TorchTensor::Of<int16_t>({2}, {-300, 300}))},
+           {"int8", TorchValue::Tensor(TorchTensor::Of<int8_t>({2}, {-128, 127}))},
+           {"uint8", TorchValue::Tensor(TorchTensor::Of<uint8_t>({2}, {0, 255}))},
+           {"bool", TorchValue::Tensor(TorchTensor::Of<bool>({3}, {true, false, true}))},
+       })},
+      {"shapes", TorchValue::Dict({
+                     {"scalar", TorchValue::Tensor(F32({}, {3.5f}))},
+                     {"empty", TorchValue::Tensor(F32({0}, {}))},
+                     {"empty_3d", TorchValue::Tensor(F32({2, 0, 3}, {}))},
+                     {"four_d", TorchValue::Tensor(F32({2, 1, 2, 3}, std::vector<float>(12, 2)))},
+                 })},
+      {"ints", TorchValue::Dict(std::move(ints))},
+      {"floats",
+       TorchValue::List({TorchValue::Float(0.5), TorchValue::Float(1e-300), TorchValue::Float(-0.0),
+                         TorchValue::Float(INFINITY), TorchValue::Float(std::nan(""))})},
+      {"name", Str("caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80")},
+      {"empty_string", Str("")},
+      {"flags", TorchValue::List({TorchValue::Bool(true), TorchValue::Bool(false), {}})},
+      {"betas", TorchValue::Tuple({TorchValue::Float(0.9), TorchValue::Float(0.999)})},
+      {"tuples", TorchValue::List({TorchValue::Tuple(), TorchValue::Tuple({TorchValue::Int(1)}),
+                                   TorchValue::Tuple({TorchValue::Int(1), TorchValue::Int(2),
+                                                      TorchValue::Int(3), TorchValue::Int(4)})})},
+      {"empty_list", TorchValue::List()},
+      {"nested",
+       TorchValue::Dict({
+           {"level", TorchValue::Int(1)},
+           {"deeper", TorchValue::OrderedDict(
+                          {{"level", TorchValue::Int(2)},
+                           {"tensors", TorchValue::List({TorchValue::Tensor(F32({1}, {9})),
+                                                         TorchValue::Tensor(F32({2}, {8, 7}))})}})},
+           {int64_t(7), Str("int key")},
+           {int64_t(-3), Str("negative int key")},
+           {"empty_dict", TorchValue::Dict()},
+           {"empty_ordered", TorchValue::OrderedDict()},
+       })},
+  });
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    // Memory-backed where there is one: the fuzzing rewrites a file thousands of times.
+    std::string pattern = std::string(::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") +
+                          "/dpl-torch-archive-XXXXXX";
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// --- against PyTorch: one Python run for the whole suite --------------------------------------
+
+class TorchReferenceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    Status written =
+        WriteTorchArchive(*dir_ / "cpp_checkpoint.pt", CppCheckpoint(), "cpp_checkpoint");
+    if (written.ok()) {
+      written = WriteTorchArchive(*dir_ / "cpp_state_dict.pt", ModelStateDict(), "cpp_state_dict");
+    }
+    if (!written.ok()) {
+      failure_ = written.message();
+      return;
+    }
+    const int fd = ::open((*dir_ / "cpp_zip64.zip").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ZipWriterOptions options;
+    options.zip64_threshold = 0;  // every record and offset with ZIP64 fields
+    ZipWriter zip(fd, "cpp_zip64.zip", options);
+    const std::string big(1000, 'x');
+    if (!zip.Add("z/small", "abc", 3).ok() || !zip.Add("z/empty", "", 0).ok() ||
+        !zip.Add("z/big", big.data(), big.size()).ok() || !zip.Finish().ok()) {
+      failure_ = "writing cpp_zip64.zip failed";
+    }
+    ::close(fd);
+
+    // python3-torch is a distribution package: prefer the system interpreter.
+    const std::string python =
+        ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    const std::string command = python + " " + DPL_TEST_SOURCE_DIR +
+                                "/tests/training/torch_archive_reference.py " + dir_->path() +
+                                " 2>&1";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    std::string output;
+    char buffer[4096];
+    while (pipe && std::fgets(buffer, sizeof buffer, pipe)) output += buffer;
+    const int status = pipe ? ::pclose(pipe) : -1;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+      skip_ = "python3 cannot import torch (install python3-torch): " + output;
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      failure_ = command + " failed:\n" + output;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_EQ(failure_, "");
+  }
+  static std::string Path(const std::string& name) { return *dir_ / name; }
+
+  static TempDir* dir_;
+  static std::string skip_;
+  static std::string failure_;
+};
+
+TempDir* TorchReferenceTest::dir_ = nullptr;
+std::string TorchReferenceTest::skip_;
+std::string TorchReferenceTest::failure_;
+
+TEST_F(TorchReferenceTest, TorchLoadsWhatCppWrites) {
+  // The script also ran load_state_dict(strict=True) on each "model", and loaded the state dict
+  // with torch.load(weights_only=True) too.
+  EXPECT_EQ(ReadFile(Path("cpp_checkpoint.pt.txt")), Render(CppCheckpoint()));
+  EXPECT_EQ(ReadFile(Path("cpp_state_dict.pt.txt")), Render(ModelStateDict()));
+  // Python's zipfile reads (and CRC-checks) records written with ZIP64 fields.
+  EXPECT_EQ(ReadFile(Path("cpp_zip64.zip.txt")),
+            "z/small 616263\nz/empty \nz/big " + Hex(std::string(1000, 'x')));
+  Result<std::unique_ptr<ZipReader>> zip = ZipReader::Open(Path("cpp_zip64.zip"));
+  ASSERT_TRUE(zip.ok()) << zip.status().message();
+  ASSERT_EQ((*zip)->records().size(), 3u);
+  Result<std::vector<uint8_t>> big = (*zip)->Read(*(*zip)->Find("z/big"));
+  ASSERT_TRUE(big.ok()) << big.status().message();
+  EXPECT_EQ(big->size(), 1000u);
+}
+
+TEST_F(TorchReferenceTest, CppReadsWhatTorchWrites) {
+  // torch.save(module.state_dict()) of Sequential(Linear(3, 2), BatchNorm1d(2)).
+  Result<TorchValue> read = ReadTorchArchive(Path("py_state_dict.pt"));
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(Render(*read), ReadFile(Path("py_state_dict.pt.txt")));
+  ASSERT_EQ(read->TypeName(), "OrderedDict");
+  std::vector<std::string> names;
+  for (const TorchDictEntry& entry : *read->AsDict()) {
+    names.push_back(std::get<std::string>(entry.key));
+  }
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean",
+                                      "1.running_var", "1.num_batches_tracked"}));
+  const TorchTensor* weight = read->Find("0.weight")->AsTensor();
+  ASSERT_NE(weight, nullptr);
+  EXPECT_EQ(weight->dtype, TorchDtype::kFloat32);
+  EXPECT_EQ(weight->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(weight->data.size(), 24u);
+  const TorchTensor* tracked = read->Find("1.num_batches_tracked")->AsTensor();
+  ASSERT_NE(tracked, nullptr);
+  EXPECT_EQ(tracked->dtype, TorchDtype::kInt64);
+  EXPECT_TRUE(tracked->shape.empty());
+  EXPECT_EQ(tracked->Values<int64_t>(), (std::vector<int64_t>{3}));  // three forward passes
+  EXPECT_EQ(read->Find("1.running_var")->AsTensor()->shape, (std::vector<int64_t>{2}));
+
+  // A checkpoint dict: Adam's state dict, big ints, views, every dtype, tied tensors.
+  read = ReadTorchArchive(Path("py_checkpoint.pt"));
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(Render(*read), ReadFile(Path("py_checkpoint.pt.txt")));
+  ASSERT_EQ(read->TypeName(), "dict");
+  EXPECT_EQ(*read->Find("step")->AsInt(), int64_t(1) << 40);
+  EXPECT_EQ(*read->Find("min")->AsInt(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(*read->Find("name")->AsString(), "caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80");
+  EXPECT_TRUE(std::isnan(*read->Find("nan")->AsFloat()));
+
+  // torch.optim keys its per-parameter state by int.
+  const TorchValue* optimizer = read->Find("optimizer");
+  ASSERT_NE(optimizer, nullptr);
+  const TorchValue* state = optimizer->Find("state");
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->AsDict()->size(), 4u);
+  const TorchValue* exp_avg =
+      state->Find(int64_t(0)) ? state->Find(int64_t(0))->Find("exp_avg") : nullptr;
+  ASSERT_NE(exp_avg, nullptr);
+  EXPECT_EQ(exp_avg->AsTensor()->shape, (std::vector<int64_t>{2, 3}));
+  const TorchValue& group = optimizer->Find("param_groups")->AsList()->at(0);
+  EXPECT_EQ(*group.Find("betas"),
+            TorchValue::Tuple({TorchValue::Float(0.9), TorchValue::Float(0.999)}));
+  EXPECT_EQ(*group.Find("params"), TorchValue::List({TorchValue::Int(0), TorchValue::Int(1),
+                                                     TorchValue::Int(2), TorchValue::Int(3)}));
+  EXPECT_TRUE(group.Find("foreach")->IsNone());
+
+  // Views of base = arange(12).reshape(3, 4) come back as contiguous copies.
+  const TorchValue* views = read->Find("views");
+  ASSERT_NE(views, nullptr);
+  EXPECT_EQ(*views->Find("transposed")->AsTensor(),
+            F32({4, 3}, {0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+  EXPECT_EQ(*views->Find("slice")->AsTensor(), F32({2, 2}, {5, 6, 9, 10}));
+  EXPECT_EQ(*views->Find("row")->AsTensor(), F32({4}, {8, 9, 10, 11}));
+  EXPECT_EQ(*views->Find("every_other")->AsTensor(), F32({3, 2}, {0, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(*views->Find("expanded")->AsTensor(), F32({3}, {1, 1, 1}));
+  const TorchValue::Items& tied = *read->Find("tied")->AsList();
+  EXPECT_EQ(tied.at(0), tied.at(1));
+  EXPECT_EQ(*read->Find("parameter")->AsTensor(), F32({2}, {1, 1}));
+  EXPECT_EQ(read->Find("dtypes")->Find("bfloat16")->AsTensor()->data,
+            (std::vector<uint8_t>{0x80, 0x3f, 0x40, 0xc0}));
+  EXPECT_EQ(read->Find("dtypes")->Find("int8")->AsTensor()->Values<int8_t>(),
+            (std::vector<int8_t>{-128, 127}));
+
+  // torch.save(..., pickle_protocol=4): FRAME, MEMOIZE, SHORT_BINUNICODE, STACK_GLOBAL.
+  read = ReadTorchArchive(Path("py_protocol4.pt"));
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(Render(*read), ReadFile(Path("py_protocol4.pt.txt")));
+  EXPECT_EQ(*read, TorchValue::Dict({{"weight", TorchValue::Tensor(F32({2, 2}, {1, 1, 1, 1}))},
+                                     {"names", TorchValue::List({Str("a"), Str("b")})}}));
+}
+
+TEST_F(TorchReferenceTest, RefusesTorchFilesThatHoldNoPlainData) {
+  std::string path = Path("py_torchscript.pt");
+  EXPECT_EQ(ReadTorchArchive(path).status().message(),
+            path + " is a TorchScript archive (written by torch.jit.save), not a state dict; in " +
+                "Python, save its weights with torch.save(torch.jit.load(path).state_dict(), " +
+                "new_path) and pass that file");
+  path = Path("py_legacy.pt");
+  EXPECT_EQ(ReadTorchArchive(path).status().message(),
+            path + " is a legacy torch.save file (the format of torch before 1.6), which this " +
+                "reader does not read; in Python, save it again in the zip format: " +
+                "torch.save(torch.load(path), new_path)");
+  path = Path("py_os_system.pt");
+  EXPECT_EQ(ReadTorchArchive(path).status().message(),
+            path + ": py_os_system/data.pkl calls the Python global 'posix.system' (at byte 2), " +
+                "which is not part of a state dict; this reader runs no Python code and " +
+                "rebuilds only tensors, None, bools, ints, floats, strings, lists, tuples and " +
+                "dicts: save plain data, such as model.state_dict()");
+}
+
+// --- C++ only ---------------------------------------------------------------------------------
+
+class TorchArchiveTest : public ::testing::Test {
+ protected:
+  TempDir dir_;
+};
+
+TEST_F(TorchArchiveTest, RoundTripsEveryKindOfValue) {
+  const std::string path = dir_ / "round_trip.pt";
+  ASSERT_TRUE(WriteTorchArchive(path, CppCheckpoint(), "round_trip").ok());
+  Result<TorchValue> read = ReadTorchArchive(path);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(*read, CppCheckpoint());
+  EXPECT_EQ(Render(*read), Render(CppCheckpoint()));
+  // Overwriting is atomic and leaves no temporary file behind.
+  ASSERT_TRUE(WriteTorchArchive(path, TorchValue::Int(5), "round_trip").ok());
+  EXPECT_EQ(*ReadTorchArchive(path), TorchValue::Int(5));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_.path()),
+                          std::filesystem::directory_iterator()),
+            1);
+}
+
+TEST_F(TorchArchiveTest, WritesTorchsLayoutWithAlignedRecords) {
+  const std::string path = dir_ / "layout.pt";
+  ASSERT_TRUE(WriteTorchArchive(path, ModelStateDict(), "layout").ok());
+  Result<std::unique_ptr<ZipReader>> zip = ZipReader::Open(path);
+  ASSERT_TRUE(zip.ok()) << zip.status().message();
+  std::vector<std::string> names;
+  const std::string bytes = ReadFile(path);
+  for (const ZipRecord& record : (*zip)->records()) {
+    names.push_back(record.name);
+    EXPECT_EQ(record.method, 0) << record.name;
+    const auto* header =
+        reinterpret_cast<const uint8_t*>(bytes.data() + record.local_header_offset);
+    const uint64_t data = record.local_header_offset + 30 + (header[26] | header[27] << 8) +
+                          (header[28] | header[29] << 8);
+    EXPECT_EQ(data % 64, 0u) << record.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"layout/data.pkl", "layout/data/0", "layout/data/1",
+                                             "layout/data/2", "layout/data/3", "layout/data/4",
+                                             "layout/data/5", "layout/data/6", "layout/version"}));
+  Result<std::vector<uint8_t>> version = (*zip)->Read(*(*zip)->Find("layout/version"));
+  ASSERT_TRUE(version.ok());
+  EXPECT_EQ(std::string(version->begin(), version->end()), "3\n");
+  Result<std::vector<uint8_t>> tracked = (*zip)->Read(*(*zip)->Find("layout/data/6"));
+  ASSERT_TRUE(tracked.ok());
+  EXPECT_EQ(*tracked, (std::vector<uint8_t>{7, 0, 0, 0, 0, 0, 0, 0}));
+}
+
+TEST_F(TorchArchiveTest, RefusesValuesItCannotWrite) {
+  const std::string path = dir_ / "bad.pt";
+  TorchValue short_data = TorchValue::Dict(
+      {{"model", TorchValue::Dict({{"w", TorchValue::Tensor(Raw(TorchDtype::kFloat32, {2, 3},
+                                                                std::vector<uint8_t>(20)))}})}});
+  EXPECT_EQ(WriteTorchArchive(path, short_data).message(),
+            "writing " + path + ": tensor root['model']['w'] has 20 bytes of data, which does " +
+                "not fit its shape [2, 3] of float32 (4 bytes an element)");
+  EXPECT_EQ(WriteTorchArchive(path, TorchValue::List({Str("ok"), Str("\xff")})).message(),
+            "writing " + path + ": string root[1] is not valid UTF-8");
+  TorchValue deep = TorchValue::Int(0);
+  std::string where = "root";
+  for (size_t i = 0; i <= kMaxTorchValueDepth; ++i) deep = TorchValue::List({std::move(deep)});
+  for (size_t i = 0; i < kMaxTorchValueDepth + 1; ++i) where += "[0]";
+  EXPECT_EQ(WriteTorchArchive(path, deep).message(),
+            "writing " + path + ": " + where + " is nested deeper than 200 containers");
+  EXPECT_EQ(WriteTorchArchive(path, TorchValue::Int(1), "a/b").message(),
+            "torch archive name 'a/b' for " + path +
+                " must be 1 to 255 letters, digits, '_', '-' or '.'");
+  const std::string missing = dir_ / "missing/x.pt";
+  Status status = WriteTorchArchive(missing, TorchValue::Int(1));
+  EXPECT_EQ(status.code(), DPL_ERR_IO);
+  EXPECT_EQ(status.message(), "creating " + missing + ".tmp." + std::to_string(::getpid()) +
+                                  " failed: No such file or directory");
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST_F(TorchArchiveTest, RefusesFilesThatAreNoTorchArchive) {
+  const std::string missing = dir_ / "missing.pt";
+  EXPECT_EQ(ReadTorchArchive(missing).status().message(),
+            "opening " + missing + " failed: No such file or directory");
+  const std::string empty = dir_ / "empty.pt";
+  WriteFile(empty, "");
+  EXPECT_EQ(ReadTorchArchive(empty).status().message(),
+            empty + " is empty, not a torch.save archive");
+  const std::string text = dir_ / "text.pt";
+  WriteFile(text, "0.weight,0.bias\n1,2\n");
+  EXPECT_EQ(ReadTorchArchive(text).status().message(),
+            text + " is not a torch.save archive (it is not a zip file); pass a file written by " +
+                "torch.save(obj, path)");
+  const std::string plain_zip = dir_ / "plain.zip";
+  {
+    const int fd = ::open(plain_zip.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ZipWriter zip(fd, plain_zip);
+    ASSERT_TRUE(zip.Add("hello.txt", "hi", 2).ok());
+    ASSERT_TRUE(zip.Finish().ok());
+    ::close(fd);
+  }
+  EXPECT_EQ(ReadTorchArchive(plain_zip).status().message(),
+            plain_zip + " is a zip archive but not a torch.save archive: its first record " +
+                "'hello.txt' is not inside a folder");
+  const std::string no_version = dir_ / "no_version.pt";
+  WriteRawArchive(no_version, "a", "\x80\x02N.", {}, "");
+  EXPECT_EQ(ReadTorchArchive(no_version).status().message(),
+            no_version + " has no version record ('a/version'); write it again with torch.save");
+  const std::string future = dir_ / "future.pt";
+  WriteRawArchive(future, "a", "\x80\x02N.", {}, "99");
+  EXPECT_EQ(ReadTorchArchive(future).status().message(),
+            future + " has an archive format version '99' that this reader does not know (it " +
+                "reads versions 1 to 10)");
+}
+
+TEST_F(TorchArchiveTest, RefusesTruncatedAndCorruptArchives) {
+  const std::string path = dir_ / "model.pt";
+  ASSERT_TRUE(WriteTorchArchive(path, ModelStateDict(), "model").ok());
+  const std::string good = ReadFile(path);
+  const std::string rewrite = "; write it again or use a good copy";
+
+  WriteFile(path, good.substr(0, good.size() / 2));
+  EXPECT_EQ(ReadTorchArchive(path).status().message(),
+            path + " is truncated: it has no zip end record (an interrupted write or an " +
+                "incomplete copy)" + rewrite);
+
+  // A flipped bit in a record's CRC in the central directory, then one in the record's data.
+  const size_t directory_name = good.rfind("model/data/0");
+  ASSERT_NE(directory_name, std::string::npos);
+  std::string bad_crc = good;
+  bad_crc[directory_name - 46 + 16] ^= 0x01;
+  WriteFile(path, bad_crc);
+  EXPECT_EQ(ReadTorchArchive(path).status().message(),
+            path + ": record 'model/data/0' fails its CRC-32 check: the file is corrupt" + rewrite);
+  const float weight = -1.25f;  // an element of model/data/0 (0.weight)
+  const size_t data = good.find(std::string(reinterpret_cast<const char*>(&weight), 4));
+  ASSERT_NE(data, std::string::npos);
+  std::string bad_data = good;
+  bad_data[data] ^= 0x40;
+  WriteFile(path, bad_data);
+  EXPECT_EQ(ReadTorchArchive(path).status().message(),
+            path + ": record 'model/data/0' fails its CRC-32 check: the file is corrupt" + rewrite);
+
+  // Every shorter prefix is refused; every single flipped byte is refused or changes nothing read.
+  const TorchValue expected = ModelStateDict();
+  for (size_t size = 0; size < good.size(); ++size) {
+    WriteFile(path, good.substr(0, size));
+    ASSERT_FALSE(ReadTorchArchive(path).ok()) << "prefix of " << size << " bytes";
+  }
+  for (size_t at = 0; at < good.size(); ++at) {
+    for (uint8_t flip : {0x01, 0x80, 0xff}) {
+      std::string flipped = good;
+      flipped[at] = char(uint8_t(flipped[at]) ^ flip);
+      WriteFile(path, flipped);
+      Result<TorchValue> read = ReadTorchArchive(path);
+      if (read.ok()) {
+        ASSERT_EQ(*read, expected) << "byte " << at << " ^ " << int(flip);
+      }
+    }
+  }
+}
+
+// --- hand-made pickles ------------------------------------------------------------------------
+
+std::string Global(const std::string& module, const std::string& name) {
+  return "c" + module + "\n" + name + "\n";
+}
+std::string Text(const std::string& text) {
+  return "X" + Le32(uint32_t(text.size())) + text;
+}
+std::string ShortText(const std::string& text) {  // protocol 4's SHORT_BINUNICODE
+  return "\x8c" + std::string(1, char(text.size())) + text;
+}
+std::string Small(uint8_t v) {
+  return std::string("K") + char(v);
+}
+std::string SmallTuple(const std::vector<uint8_t>& values) {
+  std::string out = "(";
+  for (uint8_t v : values) out += Small(v);
+  return out + "t";
+}
+// _rebuild_tensor_v2 of storage `key` (FloatStorage of `numel`), as torch.save writes it.
+std::string TensorPickle(const std::string& key, uint8_t numel, uint8_t offset,
+                         const std::vector<uint8_t>& size, const std::vector<uint8_t>& stride) {
+  return Global("torch._utils", "_rebuild_tensor_v2") + "((" + Text("storage") +
+         Global("torch", "FloatStorage") + Text(key) + Text("cpu") + Small(numel) + "tQ" +
+         Small(offset) + SmallTuple(size) + SmallTuple(stride) + "\x89" +
+         Global("collections", "OrderedDict") + ")Rt" + "R";
+}
+std::string Floats(const std::vector<float>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+}
+
+class TorchHandMadePickleTest : public TorchArchiveTest {
+ protected:
+  Result<TorchValue> Read(const std::string& pickle,
+                          const std::vector<std::string>& storages = {}) {
+    WriteRawArchive(path_, "a", pickle, storages);
+    return ReadTorchArchive(path_);
+  }
+  // The message for a refused pickle: the file and its pickle record, then `what`.
+  std::string Refusal(const std::string& what) { return path_ + ": a/data.pkl " + what; }
+  const std::string kReads =
+      ", which this reader does not rebuild: it reads tensors, None, bools, ints, floats, "
+      "strings, lists, tuples and dicts, as a state dict holds";
+  const std::string kRewrite = "; write the file again with torch.save";
+  std::string path_ = dir_ / "hand_made.pt";
+};
+
+TEST_F(TorchHandMadePickleTest, ReadsSharedObjectsAndTorchsDictState) {
+  // {'x': 1, 'y': [inner, inner], 'x': 9}, where inner = {'k': tensor} is memoized and fetched.
+  const std::string pickle = "\x80\x02}q\x00("_b + Text("x") + Small(1) + Text("y") + "](}q\x01(" +
+                             Text("k") + TensorPickle("0", 3, 1, {2}, {1}) + "uh\x01" + "e" +
+                             Text("x") + Small(9) + "u.";
+  Result<TorchValue> read = Read(pickle, {Floats({1, 2, 3})});
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  const TorchValue inner = TorchValue::Dict({{"k", TorchValue::Tensor(F32({2}, {2, 3}))}});
+  // Setting 'x' again keeps its first position, as in Python.
+  EXPECT_EQ(*read,
+            TorchValue::Dict({{"x", TorchValue::Int(9)}, {"y", TorchValue::List({inner, inner})}}));
+
+  // An OrderedDict with torch's _metadata attribute state (BUILD): the state is dropped.
+  const std::string ordered = Global("collections", "OrderedDict") + ")R(" + Text("a") + Small(1) +
+                              "u}(" + Text("_metadata") + Global("collections", "OrderedDict") +
+                              ")Rub.";
+  read = Read("\x80\x02" + ordered);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(*read, TorchValue::OrderedDict({{"a", TorchValue::Int(1)}}));
+}
+
+TEST_F(TorchHandMadePickleTest, RefusesWhatIsNoPlainData) {
+  EXPECT_EQ(Read("\x80\x02" + Global("os", "system") + Text("true") + "\x85R.").status().message(),
+            Refusal("calls the Python global 'os.system' (at byte 2), which is not part of a "
+                    "state dict; this reader runs no Python code and rebuilds only tensors, "
+                    "None, bools, ints, floats, strings, lists, tuples and dicts: save plain "
+                    "data, such as model.state_dict()"));
+  EXPECT_EQ(
+      Read("\x80\x04" + ShortText("builtins") + ShortText("eval") + "\x93.").status().message(),
+      Refusal("calls the Python global 'builtins.eval' (at byte 18), which is not part of "
+              "a state dict; this reader runs no Python code and rebuilds only tensors, "
+              "None, bools, ints, floats, strings, lists, tuples and dicts: save plain "
+              "data, such as model.state_dict()"));
+  EXPECT_EQ(Read("\x80\x02" + Global("torch", "ComplexFloatStorage") + ".").status().message(),
+            Refusal("holds a tensor of storage type torch.ComplexFloatStorage (supported dtypes: "
+                    "float32, float64, float16, bfloat16, int64, int32, int16, int8, uint8, "
+                    "bool) at byte 2" +
+                    kReads));
+  EXPECT_EQ(Read("\x80\x02i__main__\nX\n.").status().message(),
+            Refusal("holds the pickle opcode INST (0x69) at byte 2" + kReads));
+  EXPECT_EQ(Read("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01."_b).status().message(),
+            Refusal("holds an integer that does not fit 64 bits at byte 2" + kReads));
+  EXPECT_EQ(
+      Read("\x80\x02}(]K\x01u.").status().message(),
+      Refusal("holds a dict key that is a list (keys must be str or int) at byte 7" + kReads));
+  EXPECT_EQ(Read("\x80\x02]q\x00h\x00"
+                 "a."_b)
+                .status()
+                .message(),
+            Refusal("holds a container that contains itself" + kReads));
+}
+
+// 2^40 values described in a few hundred bytes, and a list nested 100000 deep (freed without
+// recursion).
+TEST(TorchUnpicklerTest, RefusesValuesThatExpandBeyondTheLimits) {
+  const TorchStorageLoader no_storages = [](const std::string&) -> Result<std::vector<uint8_t>> {
+    return Status::InvalidArgument("no storages");
+  };
+  std::string laughs = "\x80\x02]q\x00"_b;
+  for (int level = 0; level < 40; ++level) {
+    laughs += std::string("](h") + char(level) + "h" + char(level) + "eq" + char(level + 1);
+  }
+  laughs += ".";
+  UnpickleLimits limits;
+  limits.max_values = 1000;
+  Result<TorchValue> read = UnpickleTorchValue(reinterpret_cast<const uint8_t*>(laughs.data()),
+                                               laughs.size(), "p", no_storages, limits);
+  EXPECT_EQ(read.status().message(),
+            "p holds more than 1000 values, which this reader does not rebuild: it reads "
+            "tensors, None, bools, ints, floats, strings, lists, tuples and dicts, as a state "
+            "dict holds");
+  std::string deep = "\x80\x02";
+  for (int i = 0; i < 100000; ++i) deep += "]";
+  for (int i = 0; i < 99999; ++i) deep += "a";
+  deep += ".";
+  read = UnpickleTorchValue(reinterpret_cast<const uint8_t*>(deep.data()), deep.size(), "p",
+                            no_storages, {});
+  EXPECT_EQ(read.status().message(),
+            "p holds containers nested deeper than 200, which this reader does not rebuild: it "
+            "reads tensors, None, bools, ints, floats, strings, lists, tuples and dicts, as a "
+            "state dict holds");
+}
+
+TEST_F(TorchHandMadePickleTest, RefusesMalformedPicklesAndStorages) {
+  EXPECT_EQ(Read("\x80\x02}").status().message(),
+            Refusal("is not a valid pickle at byte 3: it ends without a STOP opcode" + kRewrite));
+  EXPECT_EQ(Read("\x80\x02}u.").status().message(),
+            Refusal("is not a valid pickle at byte 3: an opcode needs a MARK that was not set" +
+                    kRewrite));
+  EXPECT_EQ(Read("\x80\x02h\x05.").status().message(),
+            Refusal("is not a valid pickle at byte 2: it refers to memo entry 5, never stored" +
+                    kRewrite));
+  EXPECT_EQ(Read("\x80\x02X\xff\x00\x00\x00ab."_b).status().message(),
+            Refusal("is not a valid pickle at byte 2: a string runs past the end" + kRewrite));
+  const std::string tensor = "\x80\x02" + TensorPickle("0", 2, 0, {3}, {1}) + ".";
+  EXPECT_EQ(Read(tensor).status().message(),
+            Refusal("refers to storage '0', but the archive has no record 'a/data/0'; write "
+                    "the file again with torch.save"));
+  EXPECT_EQ(Read(tensor, {"abc"}).status().message(),
+            Refusal("is not a valid pickle at byte 86: storage '0' should hold 2 float32 "
+                    "elements (8 bytes) but its record has 3 bytes" +
+                    kRewrite));
+  EXPECT_EQ(Read(tensor, {Floats({1, 2})}).status().message(),
+            Refusal("is not a valid pickle at byte 126: a tensor's view reaches element 2 of a "
+                    "storage of 2" +
+                    kRewrite));
+}
+
+// Truncated or flipped pickles (with valid CRCs) never crash the unpickler.
+TEST(TorchUnpicklerTest, SurvivesTruncatedAndFlippedPickles) {
+  const TorchValue value = CppCheckpoint();  // the storages point into it
+  Result<TorchPickle> pickled = PickleTorchValue(value);
+  ASSERT_TRUE(pickled.ok());
+  const std::string& bytes = pickled->bytes;
+  const TorchStorageLoader load = [&](const std::string& key) -> Result<std::vector<uint8_t>> {
+    size_t index = 0;
+    for (char c : key) {
+      if (c < '0' || c > '9' || index > 1000) return Status::InvalidArgument("bad key");
+      index = index * 10 + size_t(c - '0');
+    }
+    if (index >= pickled->storages.size()) return Status::InvalidArgument("no storage");
+    return pickled->storages[index]->data;
+  };
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  Result<TorchValue> whole = UnpickleTorchValue(data, bytes.size(), "p", load, {});
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  EXPECT_EQ(*whole, value);
+  for (size_t size = 0; size < bytes.size(); ++size) {
+    ASSERT_FALSE(UnpickleTorchValue(data, size, "p", load, {}).ok()) << size;
+  }
+  size_t refused = 0;
+  for (size_t at = 0; at < bytes.size(); ++at) {
+    for (uint8_t flip : {0x01, 0x10, 0x80, 0xff}) {
+      std::string flipped = bytes;
+      flipped[at] = char(uint8_t(flipped[at]) ^ flip);
+      const auto* p = reinterpret_cast<const uint8_t*>(flipped.data());
+      refused += UnpickleTorchValue(p, flipped.size(), "p", load, {}).ok() ? 0 : 1;
+    }
+  }
+  EXPECT_GT(refused, 0u);
+}
+
+}  // namespace
+}  // namespace dpl::training
