@@ -10,7 +10,8 @@
 #include "common/log.hpp"
 #include "dpl/dpl.h"
 #include "plugin_host/plugin_host.hpp"
-#include "supervision/launch.hpp"
+#include "supervision/launcher.hpp"
+#include "worker/worker.hpp"
 
 namespace {
 
@@ -32,8 +33,10 @@ int Run(int argc, const char* const* argv) {
     case dpl::cli::Command::kVersion:
       // The ABI versions of plugins it loads, oldest..newest.
       std::cout << "dpl launcher " << DPL_SDK_VERSION_STRING << " (backend ABI v"
-                << dpl::plugin_host::kBackendAbiMax << ", model ABI v"
-                << dpl::plugin_host::kModelAbiMin << "..v" << dpl::plugin_host::kModelAbiMax
+                << dpl::plugin_host::kBackendAbiMin << "..v" << dpl::plugin_host::kBackendAbiMax
+                << ", model ABI v" << dpl::plugin_host::kModelAbiMin << "..v"
+                << dpl::plugin_host::kModelAbiMax << ", dataset ABI v"
+                << dpl::plugin_host::kDatasetAbiMin << "..v" << dpl::plugin_host::kDatasetAbiMax
                 << ")\n";
       return 0;
     case dpl::cli::Command::kPlugins: {
@@ -51,7 +54,7 @@ int Run(int argc, const char* const* argv) {
       // A worker has released everything it owns (backend, model, files) when RunWorker returns.
       // What is left are the static destructors of libtorch and the other plugin libraries,
       // about 0.1 s that the job would wait for; skip them.
-      const int exit_code = dpl::supervision::RunWorker(*options);
+      const int exit_code = dpl::worker::RunWorker(*options);
       std::fflush(nullptr);
       std::_Exit(exit_code);
     }

@@ -14,15 +14,18 @@
 #include "common/plugin_status.hpp"
 #include "common/status.hpp"
 #include "dpl/backend.h"
+#include "dpl/dataset.h"
 #include "dpl/model.h"
 
 namespace dpl::plugin_host {
 
 // The ABI versions this host understands, per kind.
-inline constexpr uint32_t kBackendAbiMin = 1, kBackendAbiMax = 1;
-inline constexpr uint32_t kModelAbiMin = 1, kModelAbiMax = 2;
+inline constexpr uint32_t kBackendAbiMin = 1, kBackendAbiMax = 2;
+inline constexpr uint32_t kModelAbiMin = 1, kModelAbiMax = 3;
+inline constexpr uint32_t kDatasetAbiMin = 1, kDatasetAbiMax = 1;
 
-// One loaded plugin library. Keeps the library mapped while alive; tables point into it.
+// One loaded plugin library. Keeps the library mapped while alive; tables point into it. Of the
+// table pointers, those of the plugin's kind and ABI version are set.
 struct LoadedPlugin {
   std::string path;
   dpl_plugin_kind kind;
@@ -30,13 +33,20 @@ struct LoadedPlugin {
   std::string name;
   std::string version;
   std::string description;
-  const dpl_backend_plugin_v1* backend = nullptr;  // set when kind == BACKEND
-  // Set when kind == MODEL: the plugin's table in the newest layout. An older plugin's table is
-  // adapted (Note [Adapting model ABI v1]): its v2-only functions are NULL.
+  const dpl_backend_plugin_v1* backend_v1 = nullptr;  // a backend of ABI v1
+  const dpl_backend_plugin_v2* backend_v2 = nullptr;  // a backend of ABI v2
+  // A model of ABI v1 or v2, in the v2 layout: a v1 table is adapted (Note [Adapting model ABI
+  // v1]), its v2-only functions NULL.
   const dpl_model_plugin_v2* model = nullptr;
-  std::shared_ptr<const dpl_model_plugin_v2> adapted_model;  // owns `model` for an older plugin
+  const dpl_model_plugin_v3* model_v3 = nullptr;  // a model of ABI v3
+  const dpl_dataset_plugin_v1* dataset = nullptr;
+  std::shared_ptr<const dpl_model_plugin_v2> adapted_model;  // owns `model` for a v1 plugin
   std::shared_ptr<void> library;                             // opaque owner of the mapped library
 };
+
+// The entries of a kind's newest table the host requires, by name: every one must be used by the
+// host (a test checks it).
+std::vector<std::string> RequiredFunctions(dpl_plugin_kind kind);
 
 // A file on the search path that is not a usable plugin, with the exact reason.
 struct RefusedPlugin {

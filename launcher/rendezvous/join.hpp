@@ -35,6 +35,8 @@ Status JoinAsLauncher(StoreClient& client, const JobShape& shape,
 
 // The key prefix of one attempt of the job, e.g. "attempt/0/".
 std::string AttemptPrefix(int attempt);
+// The environment variable in which a launcher tells its workers their attempt's number.
+inline constexpr const char* kAttemptEnvironmentVariable = "DPL_ATTEMPT";
 
 // Returns once `world_size` callers have entered the barrier `name` of this attempt.
 Status Barrier(StoreClient& client, const std::string& attempt_prefix, const std::string& name,

@@ -64,20 +64,6 @@ void CommunicationThread::Loop() {
   }
 }
 
-Result<GradientCompression> ParseGradientCompression(const std::string& name) {
-  if (name == "none" || name.empty()) return GradientCompression::kNone;
-  if (name == "fp16") return GradientCompression::kFp16;
-  if (name == "bf16") return GradientCompression::kBf16;
-  return Status::Error("unknown --grad-compression '" + name + "'; use none, fp16 or bf16");
-}
-
-Status BackendHandle::Describe(const char* function, dpl_status status) const {
-  if (status == DPL_OK) return Status::Ok();
-  return PluginCallFailure(
-      {"backend", plugin && plugin->header.name ? plugin->header.name : "?", ""}, function, status,
-      plugin && plugin->last_error ? plugin->last_error() : nullptr);
-}
-
 namespace {
 
 uintptr_t AddressOf(const DLTensor& tensor) {
@@ -107,10 +93,11 @@ std::optional<DLTensor> SpanOf(const std::vector<DLTensor>& gradients, const Buc
 
 }  // namespace
 
-GradientSynchronizer::GradientSynchronizer(BackendHandle backend, CommunicationThread* thread,
+GradientSynchronizer::GradientSynchronizer(Backend* backend, CommunicationThread* thread,
                                            int world_size, std::vector<DLTensor> gradients,
                                            std::vector<Bucket> buckets,
-                                           GradientCompression compression, GradientScaling scaling)
+                                           GradientCompression compression, GradientScaling scaling,
+                                           void* stream)
     : backend_(backend),
       thread_(thread),
       world_size_(world_size),
@@ -120,6 +107,7 @@ GradientSynchronizer::GradientSynchronizer(BackendHandle backend, CommunicationT
       host_memory_(gradients_.empty() || InHostMemory(gradients_.front().device)),
       compression_(compression),
       scaling_(scaling),
+      stream_(stream),
       bucket_of_parameter_(gradients_.size(), 0),
       span_shapes_(buckets_.size()),
       pending_(buckets_.size(), 0),
@@ -179,12 +167,13 @@ Status GradientSynchronizer::FinishStep() {
     Status s = f.get();
     if (first.ok() && !s.ok()) first = s;
   }
+  // Device collectives may still run on the backend's own stream (backend ABI v2).
+  if (first.ok() && !host_memory_) first = backend_->Synchronize(stream_);
   return first;
 }
 
 Status GradientSynchronizer::Allreduce(DLTensor tensor) {
-  return backend_.Describe(
-      "allreduce", backend_.plugin->allreduce(backend_.backend, &tensor, DPL_REDUCE_SUM, nullptr));
+  return backend_->Allreduce(&tensor, DPL_REDUCE_SUM, host_memory_ ? nullptr : stream_);
 }
 
 Status GradientSynchronizer::ReduceBucket(size_t bucket_index) {
@@ -229,17 +218,15 @@ Status GradientSynchronizer::ReduceHostFloats(float* data, size_t elements) {
     }
     DLTensor tensor = HostTensor(flat16_.data(),
                                  DLDataType{uint8_t(half ? kDLFloat : kDLBfloat), 16, 1}, 1, shape);
-    const dpl_status status =
-        backend_.plugin->allreduce(backend_.backend, &tensor, DPL_REDUCE_SUM, nullptr);
-    if (status == DPL_OK) {
+    const Status status = backend_->Allreduce(&tensor, DPL_REDUCE_SUM, nullptr);
+    if (status.ok()) {
       for (size_t i = 0; i < elements; ++i) {
         data[i] = half ? support::HalfToFloat(flat16_[i]) : support::Bfloat16ToFloat(flat16_[i]);
       }
       return Status::Ok();
     }
-    if (status != DPL_ERR_UNSUPPORTED) return backend_.Describe("allreduce", status);
-    log::Warning(std::string("backend '") + backend_.plugin->header.name + "' cannot allreduce " +
-                 (half ? "fp16" : "bf16") +
+    if (status.code() != DPL_ERR_UNSUPPORTED) return status;
+    log::Warning("backend '" + backend_->name() + "' cannot allreduce " + (half ? "fp16" : "bf16") +
                  " tensors; --grad-compression falls back to float32 for the rest of the run");
     compression_ = GradientCompression::kNone;
   }

@@ -27,9 +27,9 @@
 #include <thread>
 #include <vector>
 
-#include "common/plugin_status.hpp"
 #include "common/status.hpp"
-#include "dpl/backend.h"
+#include "training/backend.hpp"
+#include "training/config.hpp"
 
 namespace dpl::training {
 
@@ -63,20 +63,6 @@ class CommunicationThread {
   std::thread thread_;
 };
 
-enum class GradientCompression { kNone, kFp16, kBf16 };
-Result<GradientCompression> ParseGradientCompression(const std::string& name);
-
-// One backend to call collectives on; `describe_failure` turns a failed status (on the calling
-// thread) into a message with the plugin's last_error.
-struct BackendHandle {
-  const dpl_backend_plugin_v1* plugin = nullptr;
-  dpl_backend* backend = nullptr;
-  Status Describe(const char* function, dpl_status status) const;
-};
-
-// The enum name of a dpl_status, e.g. "DPL_ERR_TIMEOUT".
-using ::dpl::StatusName;
-
 // Whether the synchronizer finishes the average itself, or leaves the summed gradients for the
 // caller to scale (device memory the host cannot touch).
 enum class GradientScaling { kInBucket, kByCaller };
@@ -85,10 +71,12 @@ class GradientSynchronizer {
  public:
   // `gradients` are float32, compact, all in host memory (kDLCPU) or all on one device. With
   // kByCaller (required for device memory) the gradients end up summed, not averaged, and no
-  // compression is possible; the constructor's caller checks that.
-  GradientSynchronizer(BackendHandle backend, CommunicationThread* thread, int world_size,
+  // compression is possible; the constructor's caller checks that. `stream` is the stream that
+  // produces device gradients (the model's; NULL for host memory and the legacy default stream).
+  GradientSynchronizer(Backend* backend, CommunicationThread* thread, int world_size,
                        std::vector<DLTensor> gradients, std::vector<Bucket> buckets,
-                       GradientCompression compression, GradientScaling scaling);
+                       GradientCompression compression, GradientScaling scaling,
+                       void* stream = nullptr);
 
   // Starts a step whose gradients will be summed and, with kInBucket, multiplied by `scale`
   // (1 / (world_size * accumulation)).
@@ -97,7 +85,7 @@ class GradientSynchronizer {
   void OnGradientReady(uint32_t index);
   // Launches whatever is left (parameters without callbacks), waits for every bucket, returns the
   // first failure. After it returns, every gradient holds the sum over ranks times the scale
-  // (kInBucket), or the bare sum issued on the device's default stream (kByCaller).
+  // (kInBucket), or the bare sum, ordered before later work on the stream (kByCaller).
   Status FinishStep();
   GradientScaling scaling() const { return scaling_; }
   // For the C callback of the model plugin (set_gradient_ready_callback).
@@ -109,7 +97,7 @@ class GradientSynchronizer {
   Status Allreduce(DLTensor tensor);
   void LaunchReadyBucketsLocked();
 
-  BackendHandle backend_;
+  Backend* backend_;
   CommunicationThread* thread_;
   int world_size_;
   std::vector<DLTensor> gradients_;
@@ -120,6 +108,7 @@ class GradientSynchronizer {
   bool host_memory_;
   GradientCompression compression_;
   GradientScaling scaling_;
+  void* stream_;
   std::vector<size_t> bucket_of_parameter_;
   std::vector<int64_t> span_shapes_;  // shape storage of in_place_
   std::vector<float> flat_;

@@ -306,7 +306,7 @@ Result<Dataset> LoadIdxDataset(const std::string& directory, DatasetSplit split,
   return dataset;
 }
 
-Status CheckDatasetMatchesModel(const Dataset& dataset, const dpl_model_info_v1& info) {
+Status CheckDatasetMatchesModel(const Dataset& dataset, const dpl_model_info_v3& info) {
   std::ostringstream model_shape;
   int64_t model_elements = 1;
   model_shape << "(";

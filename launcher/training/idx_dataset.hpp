@@ -77,6 +77,6 @@ Result<Dataset> LoadIdxDataset(const std::string& directory, DatasetSplit split,
 
 // Checks that one image matches the model's declared input (described by `info`): the input must
 // be (rows, columns) or (1, rows, columns). Labels must be below info.num_classes.
-Status CheckDatasetMatchesModel(const Dataset& dataset, const dpl_model_info_v1& info);
+Status CheckDatasetMatchesModel(const Dataset& dataset, const dpl_model_info_v3& info);
 
 }  // namespace dpl::training

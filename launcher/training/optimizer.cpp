@@ -146,11 +146,15 @@ class Adam final : public Optimizer {
 
 Result<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerOptions& options,
                                                    const std::vector<size_t>& sizes) {
-  if (options.name == "adadelta") return std::unique_ptr<Optimizer>(new Adadelta(options, sizes));
-  if (options.name == "sgd") return std::unique_ptr<Optimizer>(new Sgd(options, sizes));
-  if (options.name == "adam") return std::unique_ptr<Optimizer>(new Adam(options, sizes));
-  return Status::Error("unknown --optimizer '" + options.name +
-                       "'; the known optimizers are adadelta, sgd, adam");
+  switch (options.kind) {
+    case OptimizerKind::kAdadelta:
+      return std::unique_ptr<Optimizer>(new Adadelta(options, sizes));
+    case OptimizerKind::kSgd:
+      return std::unique_ptr<Optimizer>(new Sgd(options, sizes));
+    case OptimizerKind::kAdam:
+      return std::unique_ptr<Optimizer>(new Adam(options, sizes));
+  }
+  return Status::Error("unknown optimizer kind " + std::to_string(int(options.kind)));
 }
 
 }  // namespace dpl::training

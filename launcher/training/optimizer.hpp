@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "training/config.hpp"
 
 namespace dpl::training {
 
 struct OptimizerOptions {
-  std::string name = "adadelta";  // adadelta | sgd | adam
+  OptimizerKind kind = OptimizerKind::kAdadelta;
   double learning_rate = 0.5;
   double momentum = 0.0;  // sgd
   double rho = 0.9;       // adadelta
@@ -48,8 +49,7 @@ class Optimizer {
   double learning_rate_;
 };
 
-// Builds the optimizer named by options.name for parameters of `sizes` elements each. The error
-// names the unknown optimizer and the known ones.
+// Builds the optimizer options.kind names for parameters of `sizes` elements each.
 Result<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerOptions& options,
                                                    const std::vector<size_t>& sizes);
 

@@ -88,7 +88,7 @@ class HostStore : public gloo::rendezvous::Store {
 
 class GlooBackend {
  public:
-  explicit GlooBackend(const dpl_backend_config_v1& config) : config_(config) {
+  explicit GlooBackend(const dpl_backend_config_v2& config) : config_(config) {
     const dpl::support::KeyValueOptions options(config.options, "--backend-options");
     write_ahead_ = options.GetChoice("write_ahead", "auto", {"auto", "off"}) == "auto";
     const std::string algorithm = options.GetChoice(
@@ -101,7 +101,11 @@ class GlooBackend {
     attr.iface = options.GetString("interface", "");
     attr.hostname = options.GetString("address", "");
     options.CheckAllKnown();
-    if (attr.iface.empty() && attr.hostname.empty()) attr.hostname = "127.0.0.1";
+    // By default the address the host found routes to machine 0 (dpl/backend_v2.h).
+    if (attr.iface.empty() && attr.hostname.empty()) {
+      const bool known = config.local_address != nullptr && config.local_address[0] != '\0';
+      attr.hostname = known ? config.local_address : "127.0.0.1";
+    }
     const std::chrono::milliseconds timeout(config.timeout_ms);
     device_ = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world_size);
@@ -312,7 +316,7 @@ class GlooBackend {
   // ring-chunked where the world size is not a power of two).
   enum class Algorithm { kAuto, kPairwise, kRing, kRingChunked, kHalvingDoubling };
 
-  dpl_backend_config_v1 config_;
+  dpl_backend_config_v2 config_;
   Algorithm algorithm_ = Algorithm::kAuto;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
@@ -352,7 +356,7 @@ dpl_status Collective(dpl_backend* backend, Body&& body) noexcept {
   return status;
 }
 
-dpl_status gloo_create(const dpl_backend_config_v1* config, dpl_backend** out) {
+dpl_status gloo_create(const dpl_backend_config_v2* config, dpl_backend** out) {
   const std::chrono::milliseconds timeout(config != nullptr ? config->timeout_ms : 0);
   return GuardedGloo(timeout, [&] {
     dpl::support::Require(out != nullptr, "out is NULL");
@@ -408,17 +412,22 @@ dpl_status gloo_barrier(dpl_backend* backend) {
   });
 }
 
+// A host backend's collectives are complete when they return (dpl/backend_v2.h).
+dpl_status gloo_synchronize(dpl_backend* /*backend*/, void* /*stream*/) {
+  return DPL_OK;
+}
+
 const char* gloo_last_error() {
   return dpl::support::LastError();
 }
 
 }  // namespace
 
-extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v1 dpl_gloo_backend_table
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v1);
-extern "C" const dpl_backend_plugin_v1 dpl_gloo_backend_table = {
-    {sizeof(dpl_backend_plugin_v1), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
-     DPL_BACKEND_ABI_VERSION_1, "gloo", "1.0.0", "gloo collectives over TCP (CPU tensors)"},
+extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v2 dpl_gloo_backend_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v2);
+extern "C" const dpl_backend_plugin_v2 dpl_gloo_backend_table = {
+    {sizeof(dpl_backend_plugin_v2), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
+     DPL_BACKEND_ABI_VERSION_2, "gloo", "1.0.0", "gloo collectives over TCP (CPU tensors)"},
     gloo_create,
     gloo_destroy,
     gloo_allreduce,
@@ -426,4 +435,5 @@ extern "C" const dpl_backend_plugin_v1 dpl_gloo_backend_table = {
     gloo_allgather,
     gloo_barrier,
     gloo_last_error,
+    gloo_synchronize,
 };

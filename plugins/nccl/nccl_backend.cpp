@@ -77,7 +77,7 @@ void check_cuda_tensor(const DLTensor& tensor, const char* what) {
 
 class NcclBackend {
  public:
-  explicit NcclBackend(const dpl_backend_config_v1& config) : config_(config) {
+  explicit NcclBackend(const dpl_backend_config_v2& config) : config_(config) {
     dpl::support::KeyValueOptions(config.options, "--backend-options").CheckAllKnown();
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -206,7 +206,7 @@ class NcclBackend {
         std::string("store: cannot exchange the NCCL unique id: ") + (message ? message : ""));
   }
 
-  dpl_backend_config_v1 config_;
+  dpl_backend_config_v2 config_;
   ncclComm_t comm_ = nullptr;
 };
 
@@ -214,7 +214,7 @@ NcclBackend* as_nccl(dpl_backend* backend) {
   return reinterpret_cast<NcclBackend*>(backend);
 }
 
-dpl_status nccl_create(const dpl_backend_config_v1* config, dpl_backend** out) {
+dpl_status nccl_create(const dpl_backend_config_v2* config, dpl_backend** out) {
   return dpl::support::Guarded(kBackendName, [&] {
     dpl::support::Require(out != nullptr, "out is NULL");
     *out = nullptr;
@@ -261,17 +261,26 @@ dpl_status nccl_barrier(dpl_backend* backend) {
   });
 }
 
+// The collectives run on the caller's stream: once that stream's work is done, so are they.
+dpl_status nccl_synchronize(dpl_backend* backend, void* stream) {
+  return dpl::support::Guarded(kBackendName, [&] {
+    dpl::support::Require(backend != nullptr, "backend is NULL");
+    check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+    return DPL_OK;
+  });
+}
+
 const char* nccl_last_error() {
   return dpl::support::LastError();
 }
 
 }  // namespace
 
-extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v1 dpl_nccl_backend_table
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v1);
-extern "C" const dpl_backend_plugin_v1 dpl_nccl_backend_table = {
-    {sizeof(dpl_backend_plugin_v1), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
-     DPL_BACKEND_ABI_VERSION_1, "nccl", "1.0.0", "NVIDIA NCCL collectives (CUDA tensors)"},
+extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v2 dpl_nccl_backend_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v2);
+extern "C" const dpl_backend_plugin_v2 dpl_nccl_backend_table = {
+    {sizeof(dpl_backend_plugin_v2), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
+     DPL_BACKEND_ABI_VERSION_2, "nccl", "1.0.0", "NVIDIA NCCL collectives (CUDA tensors)"},
     nccl_create,
     nccl_destroy,
     nccl_allreduce,
@@ -279,4 +288,5 @@ extern "C" const dpl_backend_plugin_v1 dpl_nccl_backend_table = {
     nccl_allgather,
     nccl_barrier,
     nccl_last_error,
+    nccl_synchronize,
 };

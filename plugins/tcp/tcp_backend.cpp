@@ -102,7 +102,7 @@ struct StepTransfer {
 
 class TcpBackend {
  public:
-  TcpBackend(const dpl_backend_config_v1& config, const std::string& address)
+  TcpBackend(const dpl_backend_config_v2& config, const std::string& address)
       : config_(config), timeout_(std::chrono::milliseconds(config.timeout_ms)) {
     if (config_.world_size > 1) connect_ring(address);
   }
@@ -224,6 +224,15 @@ class TcpBackend {
       if (::connect(candidate.fd(), reinterpret_cast<sockaddr*>(&peer), sizeof(peer)) == 0) {
         next_socket_ = std::move(candidate);
         break;
+      }
+      // The peer listens before it publishes its address, so a refusal there is final; on a
+      // loopback address it means the peer runs on another machine and named the wrong one.
+      if (errno == ECONNREFUSED && (ntohl(peer.sin_addr.s_addr) >> 24) == 127) {
+        throw PluginError(DPL_ERR_COMMUNICATION,
+                          "rank " + std::to_string(next) + " advertised the loopback address " +
+                              next_endpoint +
+                              ", which refuses connections here: it runs on another machine; "
+                              "give every machine --backend-options address=<its ip>");
       }
       if (Clock::now() >= deadline) {
         throw PluginError(DPL_ERR_TIMEOUT, "cannot connect to rank " + std::to_string(next) +
@@ -407,7 +416,7 @@ class TcpBackend {
     }
   }
 
-  dpl_backend_config_v1 config_;
+  dpl_backend_config_v2 config_;
   std::chrono::milliseconds timeout_;
   Socket next_socket_;
   Socket prev_socket_;
@@ -425,7 +434,7 @@ dpl_status check_handle(dpl_backend* backend) {
   return DPL_OK;
 }
 
-dpl_status tcp_create(const dpl_backend_config_v1* config, dpl_backend** out) {
+dpl_status tcp_create(const dpl_backend_config_v2* config, dpl_backend** out) {
   return dpl::support::Guarded(kBackendName, [&] {
     if (out == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = nullptr;
@@ -435,7 +444,9 @@ dpl_status tcp_create(const dpl_backend_config_v1* config, dpl_backend** out) {
                         "the tcp backend moves CPU tensors only; use --backend nccl for CUDA");
     }
     const dpl::support::KeyValueOptions options(config->options, "--backend-options");
-    const std::string address = options.GetString("address", "127.0.0.1");
+    // By default the address the host found routes to machine 0 (dpl/backend_v2.h).
+    const std::string local = config->local_address != nullptr ? config->local_address : "";
+    const std::string address = options.GetString("address", local.empty() ? "127.0.0.1" : local);
     options.CheckAllKnown();
     *out = reinterpret_cast<dpl_backend*>(new TcpBackend(*config, address));
     return DPL_OK;
@@ -489,17 +500,22 @@ dpl_status tcp_barrier(dpl_backend* backend) {
   });
 }
 
+// A host backend's collectives are complete when they return (dpl/backend_v2.h).
+dpl_status tcp_synchronize(dpl_backend* /*backend*/, void* /*stream*/) {
+  return DPL_OK;
+}
+
 const char* tcp_last_error() {
   return dpl::support::LastError();
 }
 
 }  // namespace
 
-extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v1 dpl_tcp_backend_table
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v1);
-extern "C" const dpl_backend_plugin_v1 dpl_tcp_backend_table = {
-    {sizeof(dpl_backend_plugin_v1), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
-     DPL_BACKEND_ABI_VERSION_1, "tcp", "1.0.0",
+extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v2 dpl_tcp_backend_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v2);
+extern "C" const dpl_backend_plugin_v2 dpl_tcp_backend_table = {
+    {sizeof(dpl_backend_plugin_v2), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
+     DPL_BACKEND_ABI_VERSION_2, "tcp", "1.0.0",
      "ring collectives over plain TCP sockets (CPU tensors)"},
     tcp_create,
     tcp_destroy,
@@ -508,4 +524,5 @@ extern "C" const dpl_backend_plugin_v1 dpl_tcp_backend_table = {
     tcp_allgather,
     tcp_barrier,
     tcp_last_error,
+    tcp_synchronize,
 };

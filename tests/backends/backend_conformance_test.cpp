@@ -550,15 +550,15 @@ TEST(BackendPlugins, ExportExactlyTheEntrySymbol) {
     std::string symbols;
     char line[512];
     while (std::fgets(line, sizeof(line), pipe.get()) != nullptr) symbols += line;
-    EXPECT_EQ(symbols, "dpl_backend_plugin_v1\n") << backend;
+    EXPECT_EQ(symbols, "dpl_backend_plugin_v2\n") << backend;
     std::string error;
     const auto* table =
         dpl::testing::load_backend(dpl::testing::plugin_path(backend, DPL_TEST_PLUGIN_DIR), &error);
     ASSERT_NE(table, nullptr) << error;
-    EXPECT_EQ(table->header.struct_size, sizeof(dpl_backend_plugin_v1));
+    EXPECT_EQ(table->header.struct_size, sizeof(dpl_backend_plugin_v2));
     EXPECT_EQ(table->header.magic, DPL_PLUGIN_MAGIC);
     EXPECT_EQ(table->header.kind, static_cast<uint32_t>(DPL_PLUGIN_KIND_BACKEND));
-    EXPECT_EQ(table->header.abi_version, 1u);
+    EXPECT_EQ(table->header.abi_version, 2u);
     EXPECT_EQ(std::string(table->header.name), backend);
   }
 }

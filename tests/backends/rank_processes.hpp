@@ -29,7 +29,7 @@ struct RankReport {
 };
 
 struct RankContext {
-  const dpl_backend_plugin_v1* plugin;
+  const dpl_backend_plugin_v2* plugin;
   dpl_backend* backend;
   int rank;
   int world_size;
@@ -77,9 +77,9 @@ inline std::vector<RankReport> run_ranks(const std::string& backend, int world_s
         set_message(&report, "load: " + error);
       } else {
         FileStore store(directory);
-        dpl_backend_config_v1 config{};
+        dpl_backend_config_v2 config{};
         config.struct_size = sizeof(config);
-        config.version = DPL_BACKEND_ABI_VERSION_1;
+        config.version = DPL_BACKEND_ABI_VERSION_2;
         config.rank = rank;
         config.world_size = world_size;
         config.local_rank = rank;
@@ -89,6 +89,7 @@ inline std::vector<RankReport> run_ranks(const std::string& backend, int world_s
         config.timeout_ms = options.timeout_ms;
         config.store = store.view();
         config.options = options.backend_options.c_str();
+        config.local_address = "127.0.0.1";  // every rank of these tests runs on this machine
         report.status = plugin->create(&config, &instance);
         if (report.status != DPL_OK) {
           set_message(&report, plugin->last_error());

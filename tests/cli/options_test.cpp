@@ -41,20 +41,20 @@ TEST_F(OptionsTest, DefaultsAreTheRecipe) {
   ASSERT_TRUE(options.ok()) << options.status().message();
   EXPECT_EQ(options->command, Command::kTrain);
   EXPECT_EQ(options->backend, "auto");
-  EXPECT_EQ(options->model, "convnet");
+  EXPECT_EQ(options->training.model, "convnet");
   EXPECT_EQ(options->num_processes, 1);
   EXPECT_EQ(options->num_machines, 1);
   EXPECT_EQ(options->machine_id, 0);
   EXPECT_EQ(options->master_addr, "127.0.0.1");
   EXPECT_EQ(options->master_port, kDefaultMasterPort);
-  EXPECT_EQ(options->batch_size, 128);
-  EXPECT_EQ(options->epochs, 1);
-  EXPECT_EQ(options->data_dir, kDefaultDataDir);
-  EXPECT_EQ(options->optimizer, "adadelta");
-  EXPECT_DOUBLE_EQ(options->learning_rate, 0.5);
+  EXPECT_EQ(options->training.batch_size, 128);
+  EXPECT_EQ(options->training.epochs, 1);
+  EXPECT_EQ(options->training.data_dir, kDefaultDataDir);
+  EXPECT_EQ(options->training.optimizer, training::OptimizerKind::kAdadelta);
+  EXPECT_DOUBLE_EQ(options->training.learning_rate, 0.5);
   EXPECT_EQ(options->rendezvous_timeout, kDefaultRendezvousTimeout);
-  EXPECT_EQ(options->bucket_cap_bytes, kDefaultBucketCapBytes);
-  EXPECT_TRUE(options->progress);
+  EXPECT_EQ(options->training.bucket_cap_bytes, kDefaultBucketCapBytes);
+  EXPECT_TRUE(options->training.progress);
   EXPECT_TRUE(options->plugin_dirs.empty());
 }
 
@@ -111,22 +111,22 @@ TEST_F(OptionsTest, ParsesTrainingFlags) {
   EXPECT_EQ(options->machine_id, 1);
   EXPECT_EQ(options->master_addr, "10.0.0.1");
   EXPECT_EQ(options->master_port, 1234);
-  EXPECT_EQ(options->epochs, 3);
-  EXPECT_EQ(options->batch_size, 64);
-  EXPECT_EQ(options->data_dir, "/data");
-  EXPECT_DOUBLE_EQ(options->learning_rate, 0.25);
-  EXPECT_DOUBLE_EQ(options->momentum, 0.9);
-  EXPECT_EQ(options->optimizer, "sgd");
-  EXPECT_EQ(options->grad_accum, 2);
-  EXPECT_EQ(options->bucket_cap_bytes, 1572864);
-  EXPECT_EQ(options->max_steps, 20);
-  EXPECT_EQ(options->seed, 18446744073709551615ull);
+  EXPECT_EQ(options->training.epochs, 3);
+  EXPECT_EQ(options->training.batch_size, 64);
+  EXPECT_EQ(options->training.data_dir, "/data");
+  EXPECT_DOUBLE_EQ(options->training.learning_rate, 0.25);
+  EXPECT_DOUBLE_EQ(options->training.momentum, 0.9);
+  EXPECT_EQ(options->training.optimizer, training::OptimizerKind::kSgd);
+  EXPECT_EQ(options->training.grad_accum, 2);
+  EXPECT_EQ(options->training.bucket_cap_bytes, 1572864);
+  EXPECT_EQ(options->training.max_steps, 20);
+  EXPECT_EQ(options->training.seed, 18446744073709551615ull);
   EXPECT_EQ(options->rendezvous_timeout, std::chrono::milliseconds(2500));
-  EXPECT_TRUE(options->drop_last);
-  EXPECT_FALSE(options->progress);
+  EXPECT_TRUE(options->training.drop_last);
+  EXPECT_FALSE(options->training.progress);
   EXPECT_EQ(options->plugin_dirs, (std::vector<std::string>{"/a", "/b"}));
-  EXPECT_EQ(options->device, "cuda");
-  EXPECT_EQ(options->grad_compression, "bf16");
+  EXPECT_EQ(options->training.device, training::Device::kCuda);
+  EXPECT_EQ(options->training.grad_compression, training::GradientCompression::kBf16);
 }
 
 TEST_F(OptionsTest, Subcommands) {
@@ -198,8 +198,10 @@ TEST_F(OptionsTest, BatchMustSplitEvenly) {
 
 TEST_F(OptionsTest, SyntaxErrors) {
   EXPECT_EQ(ErrorOf({"--no-such-flag"}), "unknown flag --no-such-flag; see launcher --help");
-  // No guessing of abbreviations: --epoch is not --epochs.
-  EXPECT_EQ(ErrorOf({"--epoch", "2"}), "unknown flag --epoch; see launcher --help");
+  // No guessing of abbreviations: --epoch is not --epochs, but the message points there.
+  EXPECT_EQ(ErrorOf({"--epoch", "2"}),
+            "unknown flag --epoch (did you mean --epochs?); see launcher --help");
+  EXPECT_EQ(ErrorOf({"--resume=yes"}), "--resume takes no value; see launcher --help");
   EXPECT_EQ(ErrorOf({"--epochs"}), "--epochs needs a value; see launcher --help");
   EXPECT_EQ(ErrorOf({"--epochs", "1", "--epochs", "2"}),
             "--epochs was given more than once; give it once");
@@ -279,10 +281,10 @@ TEST_F(OptionsTest, ConfigFileSetsFlagsAndCommandLineWins) {
   }
   auto options = Parse({"--config", path, "--epochs", "2"});
   ASSERT_TRUE(options.ok()) << options.status().message();
-  EXPECT_EQ(options->epochs, 2);
-  EXPECT_EQ(options->batch_size, 32);
+  EXPECT_EQ(options->training.epochs, 2);
+  EXPECT_EQ(options->training.batch_size, 32);
   EXPECT_EQ(options->backend, "tcp");
-  EXPECT_TRUE(options->drop_last);
+  EXPECT_TRUE(options->training.drop_last);
   EXPECT_EQ(options->plugin_dirs, std::vector<std::string>{"/from/config"});
 
   {
@@ -331,19 +333,56 @@ TEST_F(OptionsTest, WorkerArgumentsRoundTrip) {
   EXPECT_EQ(worker->store_addr, "127.0.0.1:5555");
   EXPECT_EQ(worker->backend, "gloo");
   EXPECT_EQ(worker->num_processes, 4);
-  EXPECT_DOUBLE_EQ(worker->learning_rate, 0.1);
+  EXPECT_DOUBLE_EQ(worker->training.learning_rate, 0.1);
   EXPECT_EQ(worker->rendezvous_timeout, std::chrono::milliseconds(250));
-  EXPECT_EQ(worker->bucket_cap_bytes, options->bucket_cap_bytes);
-  EXPECT_EQ(worker->seed, 7u);
+  EXPECT_EQ(worker->training.bucket_cap_bytes, options->training.bucket_cap_bytes);
+  EXPECT_EQ(worker->training.seed, 7u);
   EXPECT_EQ(worker->plugin_dirs, std::vector<std::string>{"/p"});
-  EXPECT_TRUE(worker->drop_last);
-  EXPECT_FALSE(worker->progress);
-  EXPECT_EQ(worker->model_options, "dropout=0");
-  EXPECT_EQ(worker->max_steps, 9);
-  EXPECT_EQ(worker->data_dir, options->data_dir);
+  EXPECT_TRUE(worker->training.drop_last);
+  EXPECT_FALSE(worker->training.progress);
+  EXPECT_EQ(worker->training.model_options, "dropout=0");
+  EXPECT_EQ(worker->training.max_steps, 9);
+  EXPECT_EQ(worker->training.data_dir, options->training.data_dir);
   // The worker knows it belongs to a selftest job.
   EXPECT_TRUE(worker->selftest_job);
   EXPECT_FALSE(Parse({})->selftest_job);
+}
+
+TEST_F(OptionsTest, NamesTakeDashesOrUnderscoresAndValuesTheirEqualsSign) {
+  auto options = Parse({"--num_processes", "2", "--batch-size=64", "--no_eval"});
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  EXPECT_EQ(options->num_processes, 2);
+  EXPECT_EQ(options->training.batch_size, 64);
+  EXPECT_FALSE(options->training.evaluate);
+  const std::string path = std::string(DPL_TEST_BINARY_DIR) + "/underscores.cfg";
+  {
+    std::ofstream file(path);
+    file << "num_processes = 2\nmax_steps = 3 # a comment after the value\n";
+  }
+  auto configured = Parse({"--config", path});
+  ASSERT_TRUE(configured.ok()) << configured.status().message();
+  EXPECT_EQ(configured->num_processes, 2);
+  EXPECT_EQ(configured->training.max_steps, 3);
+  {
+    std::ofstream file(path);
+    file << "num_procceses = 2\n";
+  }
+  EXPECT_EQ(ErrorOf({"--config", path}), "unknown flag num_procceses in config file " + path +
+                                             " (did you mean num-processes?); see launcher --help");
+}
+
+TEST_F(OptionsTest, AFolderIsNotAConfigFile) {
+  EXPECT_EQ(ErrorOf({"--config", DPL_TEST_BINARY_DIR}),
+            std::string("--config: '") + DPL_TEST_BINARY_DIR +
+                "' is a folder; pass a file of `name = value` lines");
+}
+
+TEST_F(OptionsTest, HelpLeavesOutTheFlagsALauncherGivesItsWorkers) {
+  const std::string help = HelpText();
+  for (const char* internal : {"--local-rank", "--worker-outputs", "--store-addr", "--worker "}) {
+    EXPECT_EQ(help.find(internal), std::string::npos) << internal;
+  }
+  EXPECT_NE(help.find("--selftest"), std::string::npos);
 }
 
 TEST_F(OptionsTest, HelpMentionsEveryRecipeFlag) {

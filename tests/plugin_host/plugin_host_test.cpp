@@ -38,7 +38,7 @@ TEST_F(PluginHostTest, LoadsGoodBackend) {
   EXPECT_EQ(plugin->name, "testgood");
   EXPECT_EQ(plugin->version, "0.0.1");
   EXPECT_EQ(plugin->description, "a plugin of the plugin host tests");
-  ASSERT_NE(plugin->backend, nullptr);
+  ASSERT_NE(plugin->backend_v1, nullptr);
   EXPECT_EQ(plugin->model, nullptr);
   EXPECT_NE(plugin->library, nullptr);
 }
@@ -50,7 +50,7 @@ TEST_F(PluginHostTest, LoadsGoodModel) {
   EXPECT_EQ(plugin->name, "testmodel");
   EXPECT_EQ(plugin->version, "0.0.2");
   ASSERT_NE(plugin->model, nullptr);
-  EXPECT_EQ(plugin->backend, nullptr);
+  EXPECT_EQ(plugin->backend_v1, nullptr);
 }
 
 TEST_F(PluginHostTest, ModelAbiV1IsAdaptedToTheNewestTable) {
@@ -93,11 +93,11 @@ TEST_F(PluginHostTest, RefusesModelV2WithoutAV2Function) {
 }
 
 TEST_F(PluginHostTest, RefusesNewerModelAbi) {
-  const std::string path = kBrokenModels + "/libmodelabi3.so";
+  const std::string path = kBrokenModels + "/libmodelabi99.so";
   EXPECT_EQ(Refusal(path), path +
-                               ": model plugin ABI v3 is newer than this launcher supports "
-                               "(v1..v2); upgrade the launcher or rebuild the plugin against SDK "
-                               "v2");
+                               ": model plugin ABI v99 is newer than this launcher supports "
+                               "(v1..v3); upgrade the launcher or rebuild the plugin against SDK "
+                               "v3");
 }
 
 TEST_F(PluginHostTest, BackendCreateFailureCarriesPluginMessage) {
@@ -109,7 +109,7 @@ TEST_F(PluginHostTest, BackendCreateFailureCarriesPluginMessage) {
   config.world_size = 1;
   config.options = "";
   dpl_backend* backend = nullptr;
-  const dpl_status status = plugin->backend->create(&config, &backend);
+  const dpl_status status = plugin->backend_v1->create(&config, &backend);
   EXPECT_EQ(backend, nullptr);
   EXPECT_EQ(DescribeCallFailure(*plugin, "create", status).message(),
             "backend plugin 'testgood' (" + kGood +
@@ -148,8 +148,9 @@ TEST_F(PluginHostTest, RefusesMissingFile) {
 
 TEST_F(PluginHostTest, RefusesLibraryWithoutEntrySymbol) {
   const std::string path = kBroken + "/libnosymbol.so";
-  EXPECT_EQ(Refusal(path),
-            path + ": not a dpl plugin: no symbol dpl_backend_plugin_v1 or dpl_model_plugin_v2");
+  EXPECT_EQ(Refusal(path), path +
+                               ": not a dpl plugin: no symbol dpl_backend_plugin_v2, "
+                               "dpl_model_plugin_v3 or dpl_dataset_plugin_v1");
 }
 
 TEST_F(PluginHostTest, RefusesBadMagic) {
@@ -163,15 +164,15 @@ TEST_F(PluginHostTest, RefusesNewerAbi) {
   const std::string path = kBroken + "/libabi9.so";
   EXPECT_EQ(Refusal(path), path +
                                ": backend plugin ABI v9 is newer than this launcher supports "
-                               "(v1..v1); upgrade the launcher or rebuild the plugin against SDK "
-                               "v1");
+                               "(v1..v2); upgrade the launcher or rebuild the plugin against SDK "
+                               "v2");
 }
 
 TEST_F(PluginHostTest, RefusesOlderAbi) {
   const std::string path = kBroken + "/libabi0.so";
   EXPECT_EQ(Refusal(path), path +
                                ": backend plugin ABI v0 is older than this launcher supports "
-                               "(v1..v1); rebuild the plugin against SDK v1");
+                               "(v1..v2); rebuild the plugin against SDK v2");
 }
 
 TEST_F(PluginHostTest, RefusesKindMismatch) {
@@ -221,7 +222,8 @@ TEST_F(PluginHostTest, DiscoveryListsGoodAndRefusedInOrder) {
       kBroken + "/libnosymbol.so", kBroken + "/libnullcreate.so", kBroken + "/libsmalltable.so"};
   EXPECT_EQ(refused, expected);
   EXPECT_EQ(discovery->refused[6].reason,
-            "not a dpl plugin: no symbol dpl_backend_plugin_v1 or dpl_model_plugin_v2");
+            "not a dpl plugin: no symbol dpl_backend_plugin_v2, dpl_model_plugin_v3 or "
+            "dpl_dataset_plugin_v1");
 }
 
 TEST_F(PluginHostTest, DuplicateNamesNameBothPaths) {
@@ -281,7 +283,7 @@ TEST_F(PluginHostTest, UnknownNameAlsoShowsRefusedFiles) {
   ASSERT_FALSE(backend.ok());
   EXPECT_NE(backend.status().message().find(
                 "; refused " + kBroken +
-                "/libabi9.so: backend plugin ABI v9 is newer than this launcher supports (v1..v1)"),
+                "/libabi9.so: backend plugin ABI v9 is newer than this launcher supports (v1..v2)"),
             std::string::npos)
       << backend.status().message();
 }

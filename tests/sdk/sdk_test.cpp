@@ -115,6 +115,8 @@ TEST(SdkTest, ModelAbiV3AppendsToV2AndItsStructsToV1s) {
   EXPECT_EQ(offsetof(dpl_backend_plugin_v2, last_error),
             offsetof(dpl_backend_plugin_v1, last_error));
   EXPECT_EQ(offsetof(dpl_backend_plugin_v2, synchronize), sizeof(dpl_backend_plugin_v1));
+  EXPECT_EQ(offsetof(dpl_backend_config_v2, options), offsetof(dpl_backend_config_v1, options));
+  EXPECT_EQ(offsetof(dpl_backend_config_v2, local_address), sizeof(dpl_backend_config_v1));
 }
 
 TEST(SdkTest, MagicSpellsDplpInMemory) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
 namespace dpl::training {
 namespace {
@@ -39,14 +40,6 @@ TEST(Buckets, EmptyAndOversized) {
   EXPECT_TRUE(AssignBuckets({}, 100).empty());
   EXPECT_EQ(Indices(AssignBuckets({1000, 1000}, 4)),
             (std::vector<std::vector<uint32_t>>{{1}, {0}}));
-}
-
-TEST(Compression, ParsesNames) {
-  EXPECT_EQ(*ParseGradientCompression("fp16"), GradientCompression::kFp16);
-  EXPECT_EQ(*ParseGradientCompression("bf16"), GradientCompression::kBf16);
-  EXPECT_EQ(*ParseGradientCompression("none"), GradientCompression::kNone);
-  EXPECT_EQ(ParseGradientCompression("int8").status().message(),
-            "unknown --grad-compression 'int8'; use none, fp16 or bf16");
 }
 
 TEST(CommunicationThread, RunsTasksInOrder) {
@@ -91,16 +84,16 @@ const char* NoError() {
   return "";
 }
 
-BackendHandle RecordingBackend() {
-  static dpl_backend_plugin_v1 table = [] {
-    dpl_backend_plugin_v1 t{};
-    t.header.name = "recording";
-    t.allreduce = RecordingAllreduce;
-    t.last_error = NoError;
-    return t;
-  }();
+// A backend whose allreduce doubles host memory and records every call; a fresh one per use.
+Backend* RecordingBackend() {
+  static std::unique_ptr<Backend> backend;
+  BackendFunctions functions;
+  functions.allreduce = RecordingAllreduce;
+  functions.last_error = NoError;
+  backend = std::make_unique<Backend>(functions, nullptr, PluginLabel{"backend", "recording", ""},
+                                      kDLCPU);
   Calls().clear();
-  return BackendHandle{&table, nullptr};
+  return backend.get();
 }
 
 // Gradients of `sizes` floats, at `addresses` (host pointers or fake device addresses).

@@ -207,7 +207,7 @@ TEST_F(IdxDatasetTest, ShapeMustMatchModel) {
   WriteRaw(Path("train-labels-idx1-ubyte"), IdxLabels(2));
   Result<Dataset> d = LoadIdxDataset(dir_, DatasetSplit::kTrain);
   ASSERT_TRUE(d.ok()) << d.status().message();
-  dpl_model_info_v1 info{};
+  dpl_model_info_v3 info{};
   info.input_ndim = 3;
   info.input_shape[0] = 1;
   info.input_shape[1] = 28;

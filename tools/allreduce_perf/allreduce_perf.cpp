@@ -120,9 +120,9 @@ int run_rank(const Options& options, int rank, const std::string& directory) {
     return 1;
   }
   dpl::testing::FileStore store(directory);
-  dpl_backend_config_v1 config{};
+  dpl_backend_config_v2 config{};
   config.struct_size = sizeof(config);
-  config.version = DPL_BACKEND_ABI_VERSION_1;
+  config.version = DPL_BACKEND_ABI_VERSION_2;
   config.rank = rank;
   config.world_size = options.world_size;
   config.local_rank = rank;
@@ -131,6 +131,7 @@ int run_rank(const Options& options, int rank, const std::string& directory) {
   config.timeout_ms = 120000;
   config.store = store.view();
   config.options = options.backend_options.c_str();
+  config.local_address = "127.0.0.1";  // every rank runs on this machine
   dpl_backend* backend = nullptr;
   if (plugin->create(&config, &backend) != DPL_OK) {
     std::fprintf(stderr, "rank %d: create failed: %s\n", rank, plugin->last_error());

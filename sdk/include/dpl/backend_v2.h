@@ -15,9 +15,12 @@
  *    at once) and returns DPL_ERR_TIMEOUT or DPL_ERR_COMMUNICATION naming the collective and the
  *    rank. A host backend's collectives are complete when they return, so its synchronize returns
  *    DPL_OK at once.
- * The config is version 1's (dpl_backend_config_v2 is the same struct, `version` set to 2). The
- * host adapts version-1 plugins: their collectives are complete in stream order when they return,
- * so the host treats their missing synchronize as one that returns at once.
+ *  - The config grew one field at its end, `local_address`: where this machine can be reached by
+ *    the others, so a backend binds and advertises an address that works across machines without
+ *    options (binding to what the host name resolves to, often 127.0.0.1, does not).
+ * The host adapts version-1 plugins (they get the v1 prefix of the config): their collectives are
+ * complete in stream order when they return, so the host treats their missing synchronize as one
+ * that returns at once.
  *
  * A plugin exports exactly one symbol for this version:
  *     DPL_PLUGIN_EXPORT extern const dpl_backend_plugin_v2 my_table
@@ -35,7 +38,28 @@ extern "C" {
 
 #define DPL_BACKEND_ABI_VERSION_2 2u
 
-typedef dpl_backend_config_v1 dpl_backend_config_v2;
+typedef struct dpl_backend_config_v2 {
+  /* --- The fields of dpl_backend_config_v1, in order and with its meanings. --- */
+  uint32_t struct_size; /* sizeof(dpl_backend_config_v2) as the host compiled it */
+  uint32_t version;     /* DPL_BACKEND_ABI_VERSION_2 */
+  int32_t rank;
+  int32_t world_size;
+  int32_t local_rank;
+  int32_t local_world_size;
+  int32_t device_type;
+  int32_t device_id;
+  int64_t timeout_ms;
+  const dpl_store_v1* store;
+  dpl_log_fn log;
+  void* log_context;
+  const char* options;
+  /* --- New in version 2. --- */
+  /* The IP address (text) of this machine's interface that routes to machine 0, where the store
+   * is: the address peers on other machines reach this one at (127.0.0.1 in a one-machine job).
+   * A backend binds and advertises it unless its options name an interface or an address. Never
+   * NULL; "" when the host could not tell. */
+  const char* local_address;
+} dpl_backend_config_v2;
 
 typedef struct dpl_backend_plugin_v2 {
   dpl_plugin_header header; /* kind DPL_PLUGIN_KIND_BACKEND, abi_version 2 */

@@ -174,10 +174,11 @@ DPL_PLUGIN_EXPORT extern const dpl_model_plugin_v2 test_table
     DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v2);
 const dpl_model_plugin_v2 test_table = {MODEL_HEADER(dpl_model_plugin_v2, 2, "nohostbatch"),
                                         MODEL_V1_FUNCTIONS, NULL, ReadTensors, WriteTensors};
-#elif defined(TEST_PLUGIN_MODEL_ABI3)
+#elif defined(TEST_PLUGIN_MODEL_ABI99)
+/* A model of an ABI version far beyond any probe: found by the symbol's pattern all the same. */
 DPL_PLUGIN_EXPORT extern const dpl_model_plugin_v2 test_table
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v3);
-const dpl_model_plugin_v2 test_table = {MODEL_HEADER(dpl_model_plugin_v2, 3, "modelabi3"),
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v99);
+const dpl_model_plugin_v2 test_table = {MODEL_HEADER(dpl_model_plugin_v2, 99, "modelabi99"),
                                         MODEL_V1_FUNCTIONS, HostBatch, ReadTensors, WriteTensors};
 #elif defined(TEST_PLUGIN_THREAD_AT_LOAD)
 /* A good backend whose library starts a thread as it loads: the launcher must not fork copies of

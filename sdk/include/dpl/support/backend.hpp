@@ -7,20 +7,20 @@
 #include <cstdint>
 #include <string>
 
-#include "dpl/backend_v1.h"
+#include "dpl/backend_v2.h"
 #include "dpl/support/error.hpp"
 #include "dpl/support/tensor.hpp"
 
 namespace dpl::support {
 
-// Refuses a config that is NULL, too small, has its rank outside the world, a timeout <= 0 or no
-// store.
-inline void CheckBackendConfig(const dpl_backend_config_v1* config) {
+// Refuses a config that is NULL, smaller than `Config` (dpl_backend_config_v1 or _v2: the one
+// the plugin's ABI version passes), has its rank outside the world, a timeout <= 0 or no store.
+template <typename Config>
+void CheckBackendConfig(const Config* config) {
   Require(config != nullptr, "config is NULL");
-  Require(config->struct_size >= sizeof(dpl_backend_config_v1),
-          "config struct_size " + std::to_string(config->struct_size) +
-              " is smaller than dpl_backend_config_v1 (" +
-              std::to_string(sizeof(dpl_backend_config_v1)) + ")");
+  Require(config->struct_size >= sizeof(Config),
+          "config struct_size " + std::to_string(config->struct_size) + " is smaller than the " +
+              std::to_string(sizeof(Config)) + " bytes of this plugin's backend ABI");
   Require(config->world_size >= 1 && config->rank >= 0 && config->rank < config->world_size,
           "rank " + std::to_string(config->rank) + " is outside world size " +
               std::to_string(config->world_size));
@@ -73,8 +73,8 @@ inline size_t CheckHostAllgather(const DLTensor& input, const DLTensor& output, 
 }
 
 // Sends a line through the host's log callback, if it gave one.
-inline void Log(const dpl_backend_config_v1& config, dpl_log_level level,
-                const std::string& message) {
+template <typename Config>
+void Log(const Config& config, dpl_log_level level, const std::string& message) {
   if (config.log != nullptr) config.log(config.log_context, level, message.c_str());
 }
 

@@ -1,0 +1,360 @@
+// The flag table (see flags.hpp). Each entry is built by one of the helpers below, which differ
+// only in how the value is read; the entries themselves are at the bottom, in FlagTable().
+#include "cli/flags.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include "cli/values.hpp"
+
+namespace dpl::cli {
+namespace {
+
+using training::TrainingConfig;
+
+constexpr int kMaxProcesses = 1024;
+constexpr int kMaxMachines = 1024;
+constexpr int kMaxEpochs = 1000000;
+constexpr int kMaxBatchSize = 1 << 20;
+constexpr int kMaxThreadsPerWorker = 1024;
+constexpr int kMaxGradAccum = 1024;
+constexpr int kMaxRestarts = 1000;
+constexpr double kMaxBucketCapMb = 4096.0;
+constexpr double kBytesPerMib = 1024.0 * 1024.0;
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+// Where a flag's value lives: a plain function, so one entry serves both the parser (writing)
+// and the workers' argv (reading).
+template <typename T>
+using Field = T& (*)(Options&);
+
+template <typename T>
+const T& Read(Field<T> field, const Options& options) {
+  return field(const_cast<Options&>(options));
+}
+
+std::vector<std::string> Args(const std::string& name, const std::string& value) {
+  return {"--" + name, value};
+}
+
+Flag Base(const char* name, const char* value_name, const char* help) {
+  Flag flag;
+  flag.name = name;
+  flag.value_name = value_name;
+  flag.help = help;
+  return flag;
+}
+
+// An integer in [min, max_of(options)]; the maximum may depend on a flag applied before.
+template <typename Int>
+Flag Integer(const char* name, const char* value_name, const char* help, int64_t min,
+             int64_t (*max_of)(const Options&), Field<Int> field) {
+  Flag flag = Base(name, value_name, help);
+  flag.apply = [=](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    int64_t value = 0;
+    DPL_RETURN_IF_ERROR(ParseInteger(label, text, min, max_of(parsed->options), &value));
+    field(parsed->options) = static_cast<Int>(value);
+    return Status::Ok();
+  };
+  flag.forward = [=](const Options& o) { return Args(name, std::to_string(Read(field, o))); };
+  return flag;
+}
+
+template <int64_t kMax>
+int64_t Constant(const Options&) {
+  return kMax;
+}
+
+Flag Unsigned64(const char* name, const char* value_name, const char* help, Field<uint64_t> field) {
+  Flag flag = Base(name, value_name, help);
+  flag.apply = [=](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    return ParseUnsigned64(label, text, &field(parsed->options));
+  };
+  flag.forward = [=](const Options& o) { return Args(name, std::to_string(Read(field, o))); };
+  return flag;
+}
+
+Flag Real(const char* name, const char* value_name, const char* help, const char* range,
+          bool (*in_range)(double), Field<double> field) {
+  Flag flag = Base(name, value_name, help);
+  flag.apply = [=](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    return ParseReal(label, text, range, in_range, &field(parsed->options));
+  };
+  flag.forward = [=](const Options& o) { return Args(name, ExactText(Read(field, o))); };
+  return flag;
+}
+
+Flag Seconds(const char* name, const char* help, Field<std::chrono::milliseconds> field) {
+  Flag flag = Base(name, "SECONDS", help);
+  flag.apply = [=](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    return ParseSeconds(label, text, &field(parsed->options));
+  };
+  flag.forward = [=](const Options& o) {
+    return Args(name, ExactText(static_cast<double>(Read(field, o).count()) / 1000.0));
+  };
+  return flag;
+}
+
+template <typename Enum>
+Flag Choice(const char* name, const char* value_name, const char* help,
+            const training::Spellings<Enum>& (*choices)(), Field<Enum> field) {
+  Flag flag = Base(name, value_name, help);
+  flag.apply = [=](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    return ParseChoice(label, text, choices(), &field(parsed->options));
+  };
+  flag.forward = [=](const Options& o) {
+    return Args(name, training::NameOf(choices(), Read(field, o)));
+  };
+  return flag;
+}
+
+// Free text; `non_empty` refuses "". Workers get it unless it is empty (the default of every
+// text flag, which some flags could not take back).
+Flag Text(const char* name, const char* value_name, const char* help, bool non_empty,
+          Field<std::string> field) {
+  Flag flag = Base(name, value_name, help);
+  flag.apply = [=](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    if (non_empty) return ParseNonEmpty(label, text, &field(parsed->options));
+    field(parsed->options) = text;
+    return Status::Ok();
+  };
+  flag.forward = [=](const Options& o) {
+    const std::string& value = Read(field, o);
+    return value.empty() ? std::vector<std::string>{} : Args(name, value);
+  };
+  return flag;
+}
+
+// A switch that sets `field` to `when_given`; workers get it when the field has that value.
+Flag Switch(const char* name, const char* help, bool when_given, Field<bool> field) {
+  Flag flag = Base(name, "", help);
+  flag.apply = [=](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    bool given = false;
+    DPL_RETURN_IF_ERROR(ParseBool(label, text, &given));
+    if (given) field(parsed->options) = when_given;
+    return Status::Ok();
+  };
+  flag.forward = [=](const Options& o) {
+    return Read(field, o) == when_given ? std::vector<std::string>{"--" + std::string(name)}
+                                        : std::vector<std::string>{};
+  };
+  return flag;
+}
+
+// A switch that picks the command (--help, --version, ...); never forwarded by the table.
+Flag CommandSwitch(const char* name, const char* help, bool ParsedFlags::*member) {
+  Flag flag = Base(name, "", help);
+  flag.apply = [=](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    return ParseBool(label, text, &(parsed->*member));
+  };
+  flag.forward = [](const Options&) { return std::vector<std::string>{}; };
+  return flag;
+}
+
+Flag Internal(Flag flag) {
+  flag.internal = true;
+  flag.forward = [](const Options&) { return std::vector<std::string>{}; };
+  return flag;
+}
+
+// A default from the environment variable `variable` when it is set and not empty.
+Flag FromEnvironment(Flag flag, const char* variable) {
+  flag.environment = [variable]() -> std::optional<std::pair<std::string, std::string>> {
+    const char* value = std::getenv(variable);
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    return std::make_pair(std::string(variable) + " (environment)", std::string(value));
+  };
+  return flag;
+}
+
+// --data-cache's default follows the XDG base directory rules, else no cache.
+std::optional<std::pair<std::string, std::string>> DefaultDataCache() {
+  const char* cache = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  std::string folder;
+  if (cache && *cache == '/') {
+    folder = std::string(cache) + "/dpl/data";
+  } else if (home && *home == '/') {
+    folder = std::string(home) + "/.cache/dpl/data";
+  } else {
+    return std::nullopt;
+  }
+  return std::make_pair(std::string("the data cache folder"), folder);
+}
+
+std::vector<Flag> BuildFlagTable() {
+  std::vector<Flag> flags;
+  auto add = [&](Flag flag) { flags.push_back(std::move(flag)); };
+  // clang-format off
+  // --config is read by the parser itself, before every other flag (cli/options.cpp).
+  Flag config = Base("config", "FILE", "read more flags from FILE (`name = value` lines, names without dashes)");
+  config.apply = [](const std::string&, const std::string&, ParsedFlags*) { return Status::Ok(); };
+  config.forward = [](const Options&) { return std::vector<std::string>{}; };
+  add(config);
+  Flag plugin_dir = Base("plugin-dir", "DIR", "folder searched first for plugins (repeatable); then $DPL_PLUGIN_PATH, then the install's");
+  plugin_dir.repeatable = true;
+  plugin_dir.apply = [](const std::string&, const std::string& text, ParsedFlags* parsed) {
+    parsed->options.plugin_dirs.push_back(text);
+    return Status::Ok();
+  };
+  plugin_dir.forward = [](const Options& o) {
+    std::vector<std::string> args;
+    for (const auto& dir : o.plugin_dirs) args.insert(args.end(), {"--plugin-dir", dir});
+    return args;
+  };
+  add(plugin_dir);
+  add(Text("backend", "NAME", "communication backend: auto|gloo|nccl|tcp|<plugin name> (default auto)", true,
+           [](Options& o) -> std::string& { return o.backend; }));
+  add(Text("backend-options", "K=V,..", "backend-specific options \"key=value,key=value\"", false,
+           [](Options& o) -> std::string& { return o.backend_options; }));
+  add(Text("model", "NAME", "model plugin name (default convnet)", true,
+           [](Options& o) -> std::string& { return o.training.model; }));
+  add(Text("model-options", "K=V,..", "model-specific options \"key=value,key=value\"", false,
+           [](Options& o) -> std::string& { return o.training.model_options; }));
+  add(Integer<int>("num-machines", "N", "machines in the job, 1..1024 (default 1)", 1, Constant<kMaxMachines>,
+                   [](Options& o) -> int& { return o.num_machines; }));
+  add(Integer<int>("machine-id", "N", "this machine's index, 0..num-machines-1 (default 0)", 0,
+                   [](const Options& o) -> int64_t { return o.num_machines - 1; },
+                   [](Options& o) -> int& { return o.machine_id; }));
+  add(Integer<int>("num-processes", "N", "workers on this machine, 1..1024 (default 1)", 1, Constant<kMaxProcesses>,
+                   [](Options& o) -> int& { return o.num_processes; }));
+  add(FromEnvironment(Text("master-addr", "HOST", "host of machine 0's store (default $MASTER_ADDR or 127.0.0.1)", true,
+                           [](Options& o) -> std::string& { return o.master_addr; }), "MASTER_ADDR"));
+  add(FromEnvironment(Integer<int>("master-port", "PORT", "port of machine 0's store, 0..65535 (default $MASTER_PORT or 29500)", 0,
+                                   Constant<65535>, [](Options& o) -> int& { return o.master_port; }), "MASTER_PORT"));
+  // Never forwarded in argv, which every user can read in `ps`: the launcher hands the token to
+  // its workers as DPL_JOB_TOKEN in their environment instead.
+  Flag job_token = FromEnvironment(Text("job-token", "TOKEN", "shared secret of the job (default $DPL_JOB_TOKEN)", false,
+                                        [](Options& o) -> std::string& { return o.job_token; }), "DPL_JOB_TOKEN");
+  job_token.forward = [](const Options&) { return std::vector<std::string>{}; };
+  add(job_token);
+  add(Seconds("rendezvous-timeout", "seconds to wait for every worker to join (default 300)",
+              [](Options& o) -> std::chrono::milliseconds& { return o.rendezvous_timeout; }));
+  add(Seconds("backend-timeout", "seconds a backend call may block (default 300)",
+              [](Options& o) -> std::chrono::milliseconds& { return o.backend_timeout; }));
+  add(Integer<int>("threads-per-worker", "N", "compute threads per worker, 0 = cores / workers (default 0)", 0,
+                   Constant<kMaxThreadsPerWorker>, [](Options& o) -> int& { return o.threads_per_worker; }));
+  add(Text("log-dir", "DIR", "write one log file per rank into this folder", false,
+           [](Options& o) -> std::string& { return o.log_dir; }));
+  add(Integer<int>("epochs", "N", "passes over the training set, 1..1000000 (default 1)", 1, Constant<kMaxEpochs>,
+                   [](Options& o) -> int& { return o.training.epochs; }));
+  add(Integer<int>("batch-size", "N", "GLOBAL batch size, divisible by the world size (default 128)", 1,
+                   Constant<kMaxBatchSize>, [](Options& o) -> int& { return o.training.batch_size; }));
+  add(Text("data-dir", "DIR", "folder holding the IDX .gz files (default /usr/share/datasets/fashion-mnist)", true,
+           [](Options& o) -> std::string& { return o.training.data_dir; }));
+  Flag data_cache = Base("data-cache", "DIR", "folder for inflated copies of .gz data, or none (default $XDG_CACHE_HOME/dpl/data or ~/.cache/dpl/data)");
+  data_cache.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    std::string& folder = parsed->options.training.data_cache_dir;
+    DPL_RETURN_IF_ERROR(ParseNonEmpty(label, text, &folder));
+    if (folder == "none") folder.clear();
+    return Status::Ok();
+  };
+  data_cache.environment = DefaultDataCache;
+  data_cache.forward = [](const Options& o) {
+    const std::string& folder = o.training.data_cache_dir;
+    return Args("data-cache", folder.empty() ? "none" : folder);
+  };
+  add(data_cache);
+  add(Integer<int64_t>("max-steps", "N", "stop after this many optimizer steps, 0 = no limit (default 0)", 0,
+                       Constant<kInt64Max>, [](Options& o) -> int64_t& { return o.training.max_steps; }));
+  add(Unsigned64("seed", "N", "seed of initialisation, shuffling and dropout (default 0)",
+                 [](Options& o) -> uint64_t& { return o.training.seed; }));
+  add(Choice<training::Device>("device", "DEVICE", "cpu|cuda (default cpu)", training::DeviceNames,
+             [](Options& o) -> training::Device& { return o.training.device; }));
+  add(Choice<training::OptimizerKind>("optimizer", "NAME", "adadelta|sgd|adam (default adadelta)", training::OptimizerNames,
+             [](Options& o) -> training::OptimizerKind& { return o.training.optimizer; }));
+  add(Real("lr", "RATE", "learning rate, > 0 (default 0.5)", "greater than 0", [](double x) { return x > 0; },
+           [](Options& o) -> double& { return o.training.learning_rate; }));
+  add(Real("momentum", "M", "SGD momentum, 0 <= m < 1 (default 0)", "at least 0 and less than 1",
+           [](double x) { return x >= 0 && x < 1; }, [](Options& o) -> double& { return o.training.momentum; }));
+  add(Integer<int>("grad-accum", "K", "micro-batches per optimizer step, 1..1024 (default 1)", 1, Constant<kMaxGradAccum>,
+                   [](Options& o) -> int& { return o.training.grad_accum; }));
+  add(Choice<training::GradientCompression>("grad-compression", "KIND", "none|fp16|bf16 (default none)", training::CompressionNames,
+             [](Options& o) -> training::GradientCompression& { return o.training.grad_compression; }));
+  Flag bucket = Base("bucket-cap-mb", "MIB", "gradient bucket size in MiB, > 0 and <= 4096 (default 25)");
+  bucket.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    double megabytes = 0;
+    DPL_RETURN_IF_ERROR(ParseReal(label, text, "greater than 0 and at most 4096",
+                                  [](double x) { return x > 0 && x <= kMaxBucketCapMb; }, &megabytes));
+    parsed->options.training.bucket_cap_bytes =
+        std::max<int64_t>(1, static_cast<int64_t>(std::llround(megabytes * kBytesPerMib)));
+    return Status::Ok();
+  };
+  bucket.forward = [](const Options& o) {
+    return Args("bucket-cap-mb", ExactText(static_cast<double>(o.training.bucket_cap_bytes) / kBytesPerMib));
+  };
+  add(bucket);
+  add(Integer<int>("log-interval", "N", "log the loss every N batches, >= 1 (default 10)", 1,
+                   Constant<std::numeric_limits<int>::max()>, [](Options& o) -> int& { return o.training.log_interval; }));
+  add(Text("metrics", "FILE", "append JSON-lines metrics to FILE", false,
+           [](Options& o) -> std::string& { return o.training.metrics_file; }));
+  add(Text("checkpoint-dir", "DIR", "folder for checkpoints", false,
+           [](Options& o) -> std::string& { return o.training.checkpoint_dir; }));
+  add(Integer<int64_t>("checkpoint-every", "N", "checkpoint every N steps, 0 = only at the end (default 0)", 0,
+                       Constant<kInt64Max>, [](Options& o) -> int64_t& { return o.training.checkpoint_every; }));
+  add(Integer<int>("max-restarts", "N", "restart a failed job up to N times, 0..1000 (default 0)", 0,
+                   Constant<kMaxRestarts>, [](Options& o) -> int& { return o.max_restarts; }));
+  add(Text("dump-parameters", "DIR", "each rank writes its final parameters to DIR/rank-N.bin", false,
+           [](Options& o) -> std::string& { return o.training.dump_parameters_dir; }));
+  add(CommandSwitch("help", "print this help and exit", &ParsedFlags::help));
+  add(CommandSwitch("version", "print the version and ABI versions and exit", &ParsedFlags::version));
+  Flag selftest = CommandSwitch("selftest", "rendezvous, then a barrier and an allgather of ranks through the backend; no training",
+                                &ParsedFlags::selftest);
+  selftest.forward = [](const Options& o) {
+    return o.selftest_job ? std::vector<std::string>{"--selftest"} : std::vector<std::string>{};
+  };
+  add(selftest);
+  add(Switch("drop-last", "drop the last incomplete batch", true,
+             [](Options& o) -> bool& { return o.training.drop_last; }));
+  add(Switch("resume", "resume from the newest checkpoint", true, [](Options& o) -> bool& { return o.training.resume; }));
+  add(Switch("no-progress", "no terminal progress bar", false, [](Options& o) -> bool& { return o.training.progress; }));
+  add(Switch("no-eval", "skip the test-set evaluation at the end", false,
+             [](Options& o) -> bool& { return o.training.evaluate; }));
+  add(Switch("mirror-parameters", "run the optimizer on a host copy of the parameters, as --device cuda always does (on cpu: to test that path)",
+             true, [](Options& o) -> bool& { return o.training.mirror_parameters; }));
+  // Set by the launcher for its workers.
+  add(Internal(CommandSwitch("worker", "run as a worker of a launcher", &ParsedFlags::worker)));
+  add(Internal(Integer<int>("local-rank", "N", "the worker's index on this machine", 0,
+                            [](const Options& o) -> int64_t { return o.num_processes - 1; },
+                            [](Options& o) -> int& { return o.local_rank; })));
+  Flag outputs = Internal(Base("worker-outputs", "FD,..", "load once, then fork one worker per output descriptor"));
+  outputs.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    std::istringstream list(text);
+    for (std::string item; std::getline(list, item, ',');) {
+      int64_t fd = -1;
+      DPL_RETURN_IF_ERROR(ParseInteger(label, item, 0, std::numeric_limits<int>::max(), &fd));
+      parsed->options.worker_output_fds.push_back(static_cast<int>(fd));
+    }
+    return Status::Ok();
+  };
+  add(outputs);
+  add(Internal(Text("store-addr", "HOST:PORT", "host:port of the running store", false,
+                    [](Options& o) -> std::string& { return o.store_addr; })));
+  // clang-format on
+  return flags;
+}
+
+}  // namespace
+
+const std::vector<Flag>& FlagTable() {
+  static const std::vector<Flag> table = BuildFlagTable();
+  return table;
+}
+
+std::string CanonicalFlagName(const std::string& name) {
+  std::string canonical = name;
+  for (char& c : canonical) c = c == '_' ? '-' : c;
+  return canonical;
+}
+
+const Flag* FindFlag(const std::string& name) {
+  const std::string canonical = CanonicalFlagName(name);
+  for (const Flag& flag : FlagTable()) {
+    if (flag.name == canonical) return &flag;
+  }
+  return nullptr;
+}
+
+}  // namespace dpl::cli

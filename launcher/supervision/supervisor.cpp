@@ -1,0 +1,377 @@
+// Note [Starting workers safely]: workers are started with fork + exec of this same binary in
+// worker mode. Everything the child needs (argv, environment, pipe ends) is prepared before
+// fork(), and between fork() and execve() the child only makes async-signal-safe calls, so the
+// store's threads in the launcher cannot leave the child with a held lock, and OpenMP/libtorch
+// thread pools only ever start inside the fresh worker image.
+//
+// Note [No orphans]: each worker asks for SIGKILL when its parent dies (PR_SET_PDEATHSIG) and
+// then checks that the parent did not die before that request took effect. The signal follows
+// the thread that forked, so workers are forked from the launcher's main thread only.
+//
+#include "supervision/supervisor.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/log.hpp"
+#include "supervision/worker_environment.hpp"
+#include "worker/device_policy.hpp"
+
+namespace dpl::supervision {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr size_t kRootCauseLines = 20;
+constexpr auto kFailurePollInterval = 200ms;
+constexpr auto kExitPollInterval = 1ms;
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void OnStopSignal(int signal_number) {
+  g_stop_signal = signal_number;
+}
+
+// Waits until the worker loader named the pids of the workers it forked and exited; by then every
+// worker is this launcher's child (Note [One load per machine]).
+Result<std::vector<pid_t>> ReadWorkerPids(pid_t loader, int report_fd, int expected) {
+  std::string report;
+  for (;;) {
+    if (g_stop_signal != 0) {
+      kill(loader, SIGKILL);
+      waitpid(loader, nullptr, 0);
+      return Status::Error("the launcher was stopped by signal " + SignalName(g_stop_signal) +
+                           " while its workers were starting");
+    }
+    pollfd fd{report_fd, POLLIN, 0};
+    if (poll(&fd, 1, 100) <= 0) continue;  // a timeout or a signal: look at g_stop_signal again
+    char buffer[256];
+    const ssize_t count = read(report_fd, buffer, sizeof buffer);
+    if (count < 0 && errno == EINTR) continue;
+    if (count <= 0) break;
+    report.append(buffer, static_cast<size_t>(count));
+  }
+  std::vector<pid_t> pids;
+  std::istringstream list(report);
+  for (pid_t pid = 0; list >> pid;) pids.push_back(pid);
+  if (expected == 1 && pids == std::vector<pid_t>{loader}) return pids;  // it is the worker
+  int status = 0;
+  while (waitpid(loader, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || static_cast<int>(pids.size()) != expected) {
+    return Status::Error(
+        "the process that loads the plugins and the data for this machine's "
+        "workers (pid " +
+        std::to_string(loader) + ") failed before it started " + std::to_string(expected) +
+        " worker(s): " + DescribeExit(status) + "; its own messages, if any, are above");
+  }
+  return pids;
+}
+
+// Whether `pid` is stopped (SIGSTOP, a debugger): state 'T' or 't' in /proc/PID/stat.
+bool IsStopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto end_of_name = line.rfind(')');
+  return end_of_name != std::string::npos && end_of_name + 2 < line.size() &&
+         (line[end_of_name + 2] == 'T' || line[end_of_name + 2] == 't');
+}
+
+// Closes every descriptor of `fds` and clears it.
+void CloseAll(std::vector<int>* fds) {
+  for (int fd : *fds) close(fd);
+  fds->clear();
+}
+
+}  // namespace
+
+void InstallStopHandlers() {
+  struct sigaction action {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+int StopSignal() {
+  return g_stop_signal;
+}
+
+std::string SignalName(int signal_number) {
+  const char* abbrev = sigabbrev_np(signal_number);
+  return std::to_string(signal_number) + (abbrev ? std::string(" (SIG") + abbrev + ")" : "");
+}
+
+std::string DescribeExit(int wait_status) {
+  if (WIFSIGNALED(wait_status)) return "killed by signal " + SignalName(WTERMSIG(wait_status));
+  return "exit code " + std::to_string(WEXITSTATUS(wait_status));
+}
+
+Supervisor::Supervisor(const cli::Options& options, rendezvous::StoreClient& client,
+                       const rendezvous::JobShape& shape, int attempt)
+    : options_(options),
+      client_(client),
+      shape_(shape),
+      attempt_(attempt),
+      prefix_(rendezvous::AttemptPrefix(attempt)) {}
+
+Supervisor::~Supervisor() {
+  StopAll();
+  for (auto& worker : workers_) {
+    if (worker.output_fd >= 0) close(worker.output_fd);
+  }
+}
+
+Result<std::vector<std::unique_ptr<std::ofstream>>> Supervisor::OpenLogFiles() const {
+  std::vector<std::unique_ptr<std::ofstream>> files(static_cast<size_t>(shape_.num_processes));
+  if (options_.log_dir.empty()) return files;
+  ::mkdir(options_.log_dir.c_str(), 0755);  // an existing folder is fine
+  for (int local = 0; local < shape_.num_processes; ++local) {
+    const std::string path =
+        options_.log_dir + "/rank-" + std::to_string(shape_.RankOf(local)) + ".log";
+    auto file = std::make_unique<std::ofstream>(path, std::ios::app);
+    if (!*file) {
+      return Status::Io("cannot write the log file " + path + " (--log-dir " + options_.log_dir +
+                        "): check that the folder is writable");
+    }
+    files[static_cast<size_t>(local)] = std::move(file);
+  }
+  return files;
+}
+
+// Fork + exec of the worker loader (Note [Starting workers safely]): argv and environment are
+// ready before fork(), and the child makes async-signal-safe calls only.
+Result<pid_t> Supervisor::StartLoader(const std::vector<std::string>& arguments,
+                                      const std::vector<std::string>& environment,
+                                      const std::vector<int>& output_write_fds,
+                                      int report_write_fd) {
+  std::vector<std::string> argv_text = arguments, envp_text = environment;
+  std::vector<char*> argv, envp;
+  for (auto& argument : argv_text) argv.push_back(argument.data());
+  argv.push_back(nullptr);
+  for (auto& entry : envp_text) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  const pid_t launcher_pid = getpid();
+  const pid_t loader = fork();
+  if (loader < 0) {
+    return Status::Error(std::string("cannot start worker processes (fork): ") + strerror(errno));
+  }
+  if (loader == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher_pid) _exit(127);
+    dup2(report_write_fd, STDOUT_FILENO);
+    for (int fd : output_write_fds) fcntl(fd, F_SETFD, 0);  // these survive the exec
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    execve("/proc/self/exe", argv.data(), envp.data());
+    _exit(127);
+  }
+  return loader;
+}
+
+Status Supervisor::Spawn(const std::string& store_addr) {
+  cli::Options worker_options = options_;
+  worker_options.threads_per_worker = worker::ThreadsPerWorker(options_);
+  worker_options.training.resume = options_.training.resume || attempt_ > 0;
+  auto log_files = OpenLogFiles();
+  if (!log_files.ok()) return log_files.status();
+  // One pipe per worker for its stdout and stderr, and one on which the loader names the pids
+  // of the workers it forked (Note [One load per machine]).
+  std::vector<int> output_read_fds, output_write_fds, report_fds(2, -1);
+  for (int local = 0; local <= shape_.num_processes; ++local) {
+    int pipe_fds[2];
+    if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+      const std::string reason = strerror(errno);
+      CloseAll(&output_read_fds);
+      CloseAll(&output_write_fds);
+      return Status::Error("cannot create a pipe for the workers: " + reason);
+    }
+    const bool report = local == shape_.num_processes;
+    (report ? report_fds[0] : output_read_fds.emplace_back()) = pipe_fds[0];
+    (report ? report_fds[1] : output_write_fds.emplace_back()) = pipe_fds[1];
+  }
+  std::vector<std::string> arguments = {"/proc/self/exe"};
+  for (auto& argument : cli::WorkerLoaderArguments(worker_options, output_write_fds, store_addr)) {
+    arguments.push_back(argument);
+  }
+  auto loader = StartLoader(
+      arguments, WorkerEnvironment(options_, worker_options.threads_per_worker, attempt_),
+      output_write_fds, report_fds[1]);
+  CloseAll(&output_write_fds);
+  close(report_fds[1]);
+  auto pids = loader.ok() ? ReadWorkerPids(*loader, report_fds[0], shape_.num_processes)
+                          : Result<std::vector<pid_t>>(loader.status());
+  close(report_fds[0]);
+  if (!pids.ok()) {
+    CloseAll(&output_read_fds);
+    return pids.status();
+  }
+  for (int local = 0; local < shape_.num_processes; ++local) {
+    Worker worker;
+    worker.local_rank = local;
+    worker.rank = shape_.RankOf(local);
+    worker.pid = (*pids)[static_cast<size_t>(local)];
+    worker.output_fd = output_read_fds[static_cast<size_t>(local)];
+    worker.log_file = std::move((*log_files)[static_cast<size_t>(local)]);
+    workers_.push_back(std::move(worker));
+  }
+  return Status::Ok();
+}
+
+Status Supervisor::Failed(const std::string& message) {
+  StopAll();  // first: an unresponsive store must not keep the workers running
+  (void)rendezvous::PublishFailure(client_, prefix_, message);
+  return Status::Error(message);
+}
+
+Status Supervisor::Supervise() {
+  auto next_poll = std::chrono::steady_clock::now();
+  for (;;) {
+    PumpOutput(100);
+    ReapExited();
+    if (g_stop_signal != 0) {
+      return Failed("the launcher of machine " + std::to_string(shape_.machine_id) +
+                    " was stopped by signal " + SignalName(g_stop_signal));
+    }
+    for (auto& worker : workers_) {
+      if (worker.exited &&
+          !(WIFEXITED(worker.wait_status) && WEXITSTATUS(worker.wait_status) == 0)) {
+        return Failed(RootCause(worker));
+      }
+    }
+    if (AllExited()) return Status::Ok();
+    if (std::chrono::steady_clock::now() < next_poll) continue;
+    next_poll = std::chrono::steady_clock::now() + kFailurePollInterval;
+    auto failure = rendezvous::CheckFailure(client_, prefix_);
+    if (!failure.ok()) {
+      StopAll();
+      return failure.status().WithContext("stopping this machine's workers");
+    }
+    if (failure->has_value()) {
+      StopAll();
+      return Status::Error("the job failed elsewhere: " + **failure);
+    }
+  }
+}
+
+void Supervisor::StopAll() {
+  for (auto& worker : workers_) {
+    if (!worker.exited) kill(worker.pid, IsStopped(worker.pid) ? SIGKILL : SIGTERM);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + cli::kDefaultStopGracePeriod;
+  while (!AllExited() && std::chrono::steady_clock::now() < deadline) {
+    PumpOutput(50);
+    ReapExited();
+  }
+  for (auto& worker : workers_) {
+    if (!worker.exited) kill(worker.pid, SIGKILL);
+  }
+  while (!AllExited()) {
+    PumpOutput(50);
+    ReapExited();
+  }
+  PumpOutput(0);
+}
+
+bool Supervisor::AllExited() const {
+  for (const auto& worker : workers_) {
+    if (!worker.exited) return false;
+  }
+  return true;
+}
+
+void Supervisor::ReapExited() {
+  for (auto& worker : workers_) {
+    if (worker.exited) continue;
+    int status = 0;
+    if (waitpid(worker.pid, &status, WNOHANG) == worker.pid) {
+      // Drain what it wrote before it exited, so its last lines are in the root cause.
+      while (ReadOutput(worker)) {
+      }
+      worker.exited = true;
+      worker.wait_status = status;
+    }
+  }
+}
+
+void Supervisor::PumpOutput(int timeout_ms) {
+  std::vector<pollfd> fds;
+  std::vector<Worker*> owners;
+  for (auto& worker : workers_) {
+    if (worker.output_fd >= 0) {
+      fds.push_back({worker.output_fd, POLLIN, 0});
+      owners.push_back(&worker);
+    }
+  }
+  if (fds.empty()) {
+    // Every worker closed its output, so each is exiting: look again soon, not after the full
+    // timeout, or the job's end waits up to that long for nothing.
+    if (timeout_ms > 0) std::this_thread::sleep_for(kExitPollInterval);
+    return;
+  }
+  if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents != 0) ReadOutput(*owners[i]);
+  }
+}
+
+bool Supervisor::ReadOutput(Worker& worker) {
+  if (worker.output_fd < 0) return false;
+  pollfd fd{worker.output_fd, POLLIN, 0};
+  if (poll(&fd, 1, 0) <= 0) return false;
+  char buffer[4096];
+  const ssize_t count = read(worker.output_fd, buffer, sizeof buffer);
+  if (count <= 0) {
+    if (!worker.partial_line.empty()) Line(worker, worker.partial_line);
+    worker.partial_line.clear();
+    close(worker.output_fd);
+    worker.output_fd = -1;
+    return false;
+  }
+  worker.partial_line.append(buffer, static_cast<size_t>(count));
+  size_t end;
+  while ((end = worker.partial_line.find('\n')) != std::string::npos) {
+    Line(worker, worker.partial_line.substr(0, end));
+    worker.partial_line.erase(0, end + 1);
+  }
+  return true;
+}
+
+void Supervisor::Line(Worker& worker, std::string line) {
+  const std::string prefix = "[rank " + std::to_string(worker.rank) + "]";
+  if (line.rfind(prefix, 0) != 0) line = prefix + " " + line;
+  if (worker.log_file) *worker.log_file << line << '\n' << std::flush;
+  worker.last_lines.push_back(line);
+  if (worker.last_lines.size() > kRootCauseLines) worker.last_lines.pop_front();
+  // Rank 0 speaks for the job; other ranks reach the console only with warnings and errors.
+  if (worker.rank == 0 || line.find("error:") != std::string::npos ||
+      line.find("warning:") != std::string::npos) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+  }
+}
+
+std::string Supervisor::RootCause(const Worker& worker) const {
+  std::string message = "rank " + std::to_string(worker.rank) + " (machine " +
+                        std::to_string(shape_.machine_id) + ", local rank " +
+                        std::to_string(worker.local_rank) + ", pid " + std::to_string(worker.pid) +
+                        ") failed first: " + DescribeExit(worker.wait_status);
+  if (worker.last_lines.empty()) return message + "; it wrote no output";
+  message += "; the last lines of its log (the root cause):";
+  for (const auto& line : worker.last_lines) message += "\n    " + line;
+  return message;
+}
+
+}  // namespace dpl::supervision

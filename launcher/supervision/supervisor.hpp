@@ -1,0 +1,81 @@
+// One attempt of the job on this machine: start the machine's workers (through the worker loader,
+// Note [One load per machine] in launcher/worker/worker_main.cpp), relay their output, and stop
+// all of them when one fails, when another machine reports a failure, or on SIGINT/SIGTERM.
+#pragma once
+
+#include <sys/types.h>
+
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/options.hpp"
+#include "common/status.hpp"
+#include "rendezvous/join.hpp"
+#include "rendezvous/store.hpp"
+
+namespace dpl::supervision {
+
+// SIGINT and SIGTERM from now on only record the signal, for the supervisor to act on.
+void InstallStopHandlers();
+// The stop signal received, or 0.
+int StopSignal();
+// "15 (SIGTERM)".
+std::string SignalName(int signal_number);
+// "exit code 1" or "killed by signal 9 (SIGKILL)" for a waitpid status.
+std::string DescribeExit(int wait_status);
+
+class Supervisor {
+ public:
+  Supervisor(const cli::Options& options, rendezvous::StoreClient& client,
+             const rendezvous::JobShape& shape, int attempt);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Starts this machine's workers, which reach the store at `store_addr` (host:port).
+  Status Spawn(const std::string& store_addr);
+  // Runs until every local worker exited. Ok when the job succeeded on this machine.
+  Status Supervise();
+  // SIGTERM to every running worker, SIGKILL to those still alive after the grace period (at
+  // once to a stopped one, which could not act on SIGTERM).
+  void StopAll();
+
+ private:
+  // One running worker: its pid, the read end of its merged stdout/stderr, its log.
+  struct Worker {
+    int rank = 0;
+    int local_rank = 0;
+    pid_t pid = -1;
+    int output_fd = -1;
+    std::string partial_line;
+    std::deque<std::string> last_lines;
+    std::unique_ptr<std::ofstream> log_file;
+    bool exited = false;
+    int wait_status = 0;
+  };
+
+  Result<std::vector<std::unique_ptr<std::ofstream>>> OpenLogFiles() const;
+  Result<pid_t> StartLoader(const std::vector<std::string>& arguments,
+                            const std::vector<std::string>& environment,
+                            const std::vector<int>& output_write_fds, int report_write_fd);
+  // Stops the workers, then records `message` as the job's failure for the other machines.
+  Status Failed(const std::string& message);
+  bool AllExited() const;
+  void ReapExited();
+  void PumpOutput(int timeout_ms);
+  bool ReadOutput(Worker& worker);
+  void Line(Worker& worker, std::string line);
+  std::string RootCause(const Worker& worker) const;
+
+  const cli::Options& options_;
+  rendezvous::StoreClient& client_;
+  rendezvous::JobShape shape_;
+  int attempt_;
+  std::string prefix_;
+  std::vector<Worker> workers_;
+};
+
+}  // namespace dpl::supervision

@@ -1,0 +1,299 @@
+#include "training/placement.hpp"
+
+#include "common/log.hpp"
+#include "training/host_tensor.hpp"
+
+namespace dpl::training {
+namespace {
+
+// A CPU model with a host backend, no mirror: the optimizer updates the model's own memory, whose
+// gradients are summed in buckets while backward runs and scaled there.
+class InPlacePlacement final : public ParameterPlacement {
+ public:
+  using ParameterPlacement::ParameterPlacement;
+
+  Status Setup() {
+    DPL_RETURN_IF_ERROR(ListParameters());
+    UseModelMemory();
+    if (backend_ == nullptr) return Status::Ok();
+    std::vector<DLTensor> tensors;
+    for (const HostParameter& p : parameters_) tensors.push_back(p.model_gradient);
+    return StartSynchronizer(std::move(tensors), GradientScaling::kInBucket, /*callbacks=*/true);
+  }
+  Status BroadcastInitialValues() override { return BroadcastOnModel(); }
+  Status FinishGradients(const Status& step, float scale, StepProfile* profile) override {
+    DPL_RETURN_IF_ERROR(FinishSynchronizer(step));
+    profile->Lap(StepPhase::kCommunicationWait);
+    if (!sync_) ScaleGradients(scale);
+    return Status::Ok();
+  }
+  Status PublishValues(StepProfile* profile) override {
+    DPL_RETURN_IF_ERROR(model_.ZeroGradients());
+    profile->Lap(StepPhase::kOptimizer);
+    return Status::Ok();
+  }
+  Status ValuesChanged() override { return Status::Ok(); }
+};
+
+// A device model with a host backend: after backward the gradients are read into the host copy
+// and summed there; the new values are written back after the optimizer.
+class HostCopyPlacement final : public ParameterPlacement {
+ public:
+  using ParameterPlacement::ParameterPlacement;
+
+  Status Setup() {
+    DPL_RETURN_IF_ERROR(ListParameters());
+    UseHostCopy();
+    std::vector<DLTensor> tensors;
+    host_gradient_shapes_.resize(parameters_.size());
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      host_gradient_shapes_[i] = int64_t(parameters_[i].elements);
+      tensors.push_back(HostTensor(parameters_[i].gradient, DLDataType{kDLFloat, 32, 1}, 1,
+                                   &host_gradient_shapes_[i]));
+    }
+    // The host copy is filled after backward, so no callbacks: FinishStep launches every bucket.
+    return StartSynchronizer(std::move(tensors), GradientScaling::kInBucket, /*callbacks=*/false);
+  }
+  Status BroadcastInitialValues() override {
+    DPL_RETURN_IF_ERROR(ReadFromModel(DPL_MODEL_TENSORS_VALUES));
+    if (!comm_) return Status::Ok();
+    int64_t shape[1] = {int64_t(host_values_.size())};
+    DLTensor values = HostTensor(host_values_.data(), DLDataType{kDLFloat, 32, 1}, 1, shape);
+    DPL_RETURN_IF_ERROR(
+        comm_->Submit([this, &values] { return backend_->Broadcast(&values, 0, nullptr); }).get());
+    return WriteValuesToModel();
+  }
+  Status FinishGradients(const Status& step, float /*scale*/, StepProfile* profile) override {
+    Status read = step;
+    if (read.ok()) read = ReadFromModel(DPL_MODEL_TENSORS_GRADIENTS);
+    profile->Lap(StepPhase::kCopies);
+    DPL_RETURN_IF_ERROR(FinishSynchronizer(read));
+    profile->Lap(StepPhase::kCommunicationWait);
+    return Status::Ok();
+  }
+  Status PublishValues(StepProfile* profile) override {
+    DPL_RETURN_IF_ERROR(WriteValuesToModel());
+    profile->Lap(StepPhase::kCopies);
+    DPL_RETURN_IF_ERROR(model_.ZeroGradients());
+    profile->Lap(StepPhase::kOptimizer);
+    return Status::Ok();
+  }
+  Status ValuesChanged() override { return WriteValuesToModel(); }
+};
+
+// The backend reaches the model's memory but the optimizer runs on a host copy (a device model
+// with a device backend, or --mirror-parameters): the model's gradients are summed in buckets
+// while backward runs, then read into the host copy and scaled there (the host never touches
+// device memory).
+class ModelCollectivesPlacement final : public ParameterPlacement {
+ public:
+  using ParameterPlacement::ParameterPlacement;
+
+  Status Setup() {
+    DPL_RETURN_IF_ERROR(ListParameters());
+    UseHostCopy();
+    if (backend_ == nullptr) return Status::Ok();
+    if (settings_.compression != GradientCompression::kNone) {
+      return Status::InvalidArgument(
+          std::string("--grad-compression ") + NameOf(CompressionNames(), settings_.compression) +
+          " converts gradients in host memory, but with --device " +
+          NameOf(DeviceNames(), settings_.device) + " and the '" + backend_->name() +
+          "' backend they are summed on the device; use --grad-compression none");
+    }
+    std::vector<DLTensor> tensors;
+    for (const HostParameter& p : parameters_) tensors.push_back(p.model_gradient);
+    return StartSynchronizer(std::move(tensors), GradientScaling::kByCaller, /*callbacks=*/true);
+  }
+  Status BroadcastInitialValues() override {
+    DPL_RETURN_IF_ERROR(BroadcastOnModel());
+    return ReadFromModel(DPL_MODEL_TENSORS_VALUES);
+  }
+  Status FinishGradients(const Status& step, float scale, StepProfile* profile) override {
+    DPL_RETURN_IF_ERROR(FinishSynchronizer(step));
+    profile->Lap(StepPhase::kCommunicationWait);
+    DPL_RETURN_IF_ERROR(ReadFromModel(DPL_MODEL_TENSORS_GRADIENTS));
+    profile->Lap(StepPhase::kCopies);
+    ScaleGradients(scale);
+    return Status::Ok();
+  }
+  Status PublishValues(StepProfile* profile) override {
+    DPL_RETURN_IF_ERROR(WriteValuesToModel());
+    profile->Lap(StepPhase::kCopies);
+    DPL_RETURN_IF_ERROR(model_.ZeroGradients());
+    profile->Lap(StepPhase::kOptimizer);
+    return Status::Ok();
+  }
+  Status ValuesChanged() override { return WriteValuesToModel(); }
+};
+
+template <typename Strategy>
+Result<std::unique_ptr<ParameterPlacement>> Build(PlacementKind kind, Model& model,
+                                                  Backend* backend,
+                                                  const PlacementSettings& settings) {
+  auto strategy = std::make_unique<Strategy>(kind, model, backend, settings);
+  DPL_RETURN_IF_ERROR(strategy->Setup());
+  return std::unique_ptr<ParameterPlacement>(std::move(strategy));
+}
+
+}  // namespace
+
+ParameterPlacement::ParameterPlacement(PlacementKind kind, Model& model, Backend* backend,
+                                       const PlacementSettings& settings)
+    : kind_(kind), model_(model), backend_(backend), settings_(settings) {}
+
+ParameterPlacement::~ParameterPlacement() = default;
+
+Result<std::unique_ptr<ParameterPlacement>> ParameterPlacement::Create(
+    Model& model, Backend* backend, const PlacementSettings& settings) {
+  // The model's memory decides whether a host copy is needed; the backend's whether the sums can
+  // be made on the model's own tensors. Parameters share one device, so the first one tells.
+  dpl_parameter_v2 first{};
+  const bool has_parameters = model.info().parameter_count > 0;
+  if (has_parameters) DPL_RETURN_IF_ERROR(model.Parameter(0, &first));
+  const DLDevice device = has_parameters ? first.value.device : DLDevice{kDLCPU, 0};
+  const bool host_model = InHostMemory(device);
+  if (host_model && !settings.mirror_parameters) {
+    return Build<InPlacePlacement>(PlacementKind::kInPlace, model, backend, settings);
+  }
+  DPL_RETURN_IF_ERROR(CheckSupported(model.name(), model.abi_version(), settings));
+  const bool backend_reaches_model =
+      backend == nullptr || (host_model ? backend->device_type() == kDLCPU
+                                        : backend->device_type() == device.device_type);
+  if (backend_reaches_model) {
+    return Build<ModelCollectivesPlacement>(PlacementKind::kModelCollectives, model, backend,
+                                            settings);
+  }
+  return Build<HostCopyPlacement>(PlacementKind::kHostCopy, model, backend, settings);
+}
+
+Status ParameterPlacement::CheckSupported(const std::string& model_name, uint32_t abi_version,
+                                          const PlacementSettings& settings) {
+  const bool host_copy = settings.device != Device::kCpu || settings.mirror_parameters;
+  if (!host_copy || abi_version >= 2) return Status::Ok();
+  return Status::InvalidArgument(
+      "model '" + model_name +
+      "' is a model ABI v1 plugin, which trains on the CPU with its parameters updated in "
+      "place; rebuild it against the dpl SDK (model ABI v2) for " +
+      (settings.device == Device::kCuda ? std::string("--device cuda")
+                                        : std::string("--mirror-parameters")));
+}
+
+Status ParameterPlacement::ListParameters() {
+  for (uint32_t i = 0; i < model_.info().parameter_count; ++i) {
+    dpl_parameter_v2 p{};
+    DPL_RETURN_IF_ERROR(model_.Parameter(i, &p));
+    const bool float32 = p.value.dtype.code == kDLFloat && p.value.dtype.bits == 32 &&
+                         p.gradient.dtype.code == kDLFloat && p.gradient.dtype.bits == 32;
+    const bool same_place = p.value.device.device_type == p.gradient.device.device_type &&
+                            p.value.device.device_id == p.gradient.device.device_id;
+    if (!float32 || !same_place || ElementCount(p.value) != ElementCount(p.gradient)) {
+      return Status::InvalidArgument(
+          "model '" + model_.name() + "': parameter " + std::to_string(i) + " (" +
+          (p.name ? p.name : "?") +
+          ") is not a float32 tensor with a gradient of the same size and place");
+    }
+    HostParameter parameter;
+    parameter.name = p.name ? p.name : "";
+    parameter.elements = ElementCount(p.value);
+    parameter.model_value = p.value;
+    parameter.model_gradient = p.gradient;
+    total_elements_ += parameter.elements;
+    parameters_.push_back(parameter);
+  }
+  return Status::Ok();
+}
+
+void ParameterPlacement::UseModelMemory() {
+  for (HostParameter& p : parameters_) {
+    p.value = HostData<float>(p.model_value);
+    p.gradient = HostData<float>(p.model_gradient);
+    values_.push_back(p.value);
+    gradients_.push_back(p.gradient);
+  }
+}
+
+void ParameterPlacement::UseHostCopy() {
+  host_values_.assign(total_elements_, 0.0f);
+  host_gradients_.assign(total_elements_, 0.0f);
+  size_t offset = 0;
+  for (HostParameter& p : parameters_) {
+    p.value = host_values_.data() + offset;
+    p.gradient = host_gradients_.data() + offset;
+    values_.push_back(p.value);
+    gradients_.push_back(p.gradient);
+    offset += p.elements;
+  }
+  if (settings_.rank == 0) {
+    log::Info("the optimizer updates a host copy of the " + std::to_string(total_elements_) +
+              " parameters and writes it to the model every step");
+  }
+}
+
+Status ParameterPlacement::StartSynchronizer(std::vector<DLTensor> tensors, GradientScaling scaling,
+                                             bool callbacks) {
+  if (backend_ == nullptr) return Status::Ok();
+  comm_ = std::make_unique<CommunicationThread>();
+  std::vector<size_t> sizes;
+  for (const HostParameter& p : parameters_) sizes.push_back(p.elements);
+  std::vector<Bucket> buckets = AssignBuckets(sizes, settings_.bucket_cap_bytes);
+  if (settings_.rank == 0) {
+    log::Info("gradients of " + std::to_string(parameters_.size()) + " parameters in " +
+              std::to_string(buckets.size()) + " bucket(s) of at most " +
+              std::to_string(settings_.bucket_cap_bytes) + " bytes, summed " +
+              (callbacks ? "in the model's memory" : "in the host copy"));
+  }
+  sync_ = std::make_unique<GradientSynchronizer>(
+      backend_, comm_.get(), settings_.world_size, std::move(tensors), std::move(buckets),
+      settings_.compression, scaling, model_.info().stream);
+  if (!callbacks) return Status::Ok();
+  return model_.SetGradientReadyCallback(GradientSynchronizer::GradientReadyTrampoline,
+                                         sync_.get());
+}
+
+void ParameterPlacement::BeginStep(float scale) {
+  if (sync_) sync_->BeginStep(scale);
+}
+
+Status ParameterPlacement::FinishSynchronizer(const Status& step) {
+  if (!sync_) return step;
+  Status reduced = sync_->FinishStep();  // always drain the communication thread
+  DPL_RETURN_IF_ERROR(step);
+  return reduced.WithContext("averaging gradients");
+}
+
+// Rank 0's parameters go to every rank on the model's own tensors.
+Status ParameterPlacement::BroadcastOnModel() {
+  if (!comm_) return Status::Ok();
+  return comm_
+      ->Submit([this] {
+        for (HostParameter& p : parameters_) {
+          DPL_RETURN_IF_ERROR(backend_->Broadcast(&p.model_value, 0, model_.info().stream));
+        }
+        return backend_->Synchronize(model_.info().stream);
+      })
+      .get();
+}
+
+Status ParameterPlacement::ReadFromModel(dpl_model_tensors which) {
+  std::vector<float>& host = which == DPL_MODEL_TENSORS_VALUES ? host_values_ : host_gradients_;
+  return model_.ReadTensors(which, host.data(), uint64_t(host.size()));
+}
+
+Status ParameterPlacement::WriteValuesToModel() {
+  return model_.WriteTensors(DPL_MODEL_TENSORS_VALUES, host_values_.data(),
+                             uint64_t(host_values_.size()));
+}
+
+void ParameterPlacement::ScaleGradients(float scale) {
+  if (scale == 1.0f) return;
+  for (HostParameter& p : parameters_) {
+    for (size_t i = 0; i < p.elements; ++i) p.gradient[i] *= scale;
+  }
+}
+
+Status ParameterPlacement::Detach() {
+  if (!sync_) return Status::Ok();
+  return model_.SetGradientReadyCallback(nullptr, nullptr);
+}
+
+}  // namespace dpl::training

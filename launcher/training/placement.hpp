@@ -1,0 +1,116 @@
+// Where the optimizer's parameters live and where their gradients are summed: the placement
+// strategy of a run, chosen once from the model's memory, the backend's and the options.
+//
+// Note [Host copy of the parameters]: the optimizer runs in the host, on float32 host memory. A
+// CPU model's parameters and gradients ARE host memory and are updated in place. A model on a
+// device the host cannot address (CUDA) gets a host copy instead, the way ZeRO-Offload runs a CPU
+// optimizer for a GPU model: each optimizer step reads the summed gradients into the copy
+// (read_tensors), scales them, updates the copy of the parameters and writes it back
+// (write_tensors). Checkpoints, --resume and --dump-parameters use the copy. Gradients are summed
+// where the backend reaches them: on the device by a device backend (nccl), bucket by bucket
+// while backward runs; by a host backend (gloo, tcp) in the host copy, after backward.
+// --mirror-parameters takes the host-copy path for a CPU model, so it is tested without a GPU.
+//
+// So there are three strategies (placement.cpp): kInPlace (host model, host backend: the model's
+// own memory, summed in buckets while backward runs), kHostCopy (summed in the host copy after
+// backward: a device model with a host backend) and kModelCollectives (summed in the model's own
+// tensors while backward runs, then read into the host copy: a device model with a device
+// backend, or --mirror-parameters). No other part of training asks which one it got.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+#include "training/backend.hpp"
+#include "training/config.hpp"
+#include "training/gradient_sync.hpp"
+#include "training/model.hpp"
+#include "training/step_profile.hpp"
+
+namespace dpl::training {
+
+enum class PlacementKind { kInPlace, kHostCopy, kModelCollectives };
+
+// One parameter tensor as the optimizer sees it (host memory) and as the model holds it.
+struct HostParameter {
+  std::string name;
+  size_t elements = 0;
+  float* value = nullptr;
+  float* gradient = nullptr;
+  DLTensor model_value{};
+  DLTensor model_gradient{};
+};
+
+struct PlacementSettings {
+  int rank = 0;
+  int world_size = 1;
+  bool mirror_parameters = false;
+  GradientCompression compression = GradientCompression::kNone;
+  int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
+  Device device = Device::kCpu;  // for messages
+};
+
+class ParameterPlacement {
+ public:
+  // Chooses and sets up the strategy for `model`'s parameters. `backend` is NULL at world size 1.
+  static Result<std::unique_ptr<ParameterPlacement>> Create(Model& model, Backend* backend,
+                                                            const PlacementSettings& settings);
+  // Whether a plugin of `abi_version` can train with these settings: a host copy (a device
+  // model, --mirror-parameters) needs model ABI v2. Asked before the model is created.
+  static Status CheckSupported(const std::string& model_name, uint32_t abi_version,
+                               const PlacementSettings& settings);
+  ParameterPlacement(PlacementKind kind, Model& model, Backend* backend,
+                     const PlacementSettings& settings);
+  virtual ~ParameterPlacement();
+
+  PlacementKind kind() const { return kind_; }
+  const std::vector<HostParameter>& parameters() const { return parameters_; }
+  size_t total_elements() const { return total_elements_; }
+  // The optimizer's view: every parameter's host values and gradients, in parameter order.
+  const std::vector<float*>& values() const { return values_; }
+  const std::vector<const float*>& gradients() const { return gradients_; }
+
+  // Copies rank 0's parameters to every rank (and into the host copy).
+  virtual Status BroadcastInitialValues() = 0;
+  // Before the train_step that ends an optimizer step: its gradients may start to be summed.
+  void BeginStep(float scale);
+  // After that train_step, whose status is `step` (the communication is drained even when it
+  // failed): the gradients in host memory hold the sum over ranks times `scale`.
+  virtual Status FinishGradients(const Status& step, float scale, StepProfile* profile) = 0;
+  // After the optimizer updated the host values: the model computes with them, gradients zeroed.
+  virtual Status PublishValues(StepProfile* profile) = 0;
+  // The host values were overwritten (a checkpoint, a state dict): the model gets them.
+  virtual Status ValuesChanged() = 0;
+  // Stops the model from calling back into the gradient synchronizer.
+  Status Detach();
+
+ protected:
+  Status ListParameters();
+  void UseModelMemory();
+  void UseHostCopy();
+  // Sums the gradients `tensors` in buckets; with callbacks, as the model reports them ready.
+  Status StartSynchronizer(std::vector<DLTensor> tensors, GradientScaling scaling, bool callbacks);
+  Status BroadcastOnModel();
+  Status ReadFromModel(dpl_model_tensors which);
+  Status WriteValuesToModel();
+  void ScaleGradients(float scale);
+  Status FinishSynchronizer(const Status& step);
+
+  PlacementKind kind_;
+  Model& model_;
+  Backend* backend_;
+  PlacementSettings settings_;
+  std::vector<HostParameter> parameters_;
+  size_t total_elements_ = 0;
+  std::vector<float*> values_;
+  std::vector<const float*> gradients_;
+  std::vector<float> host_values_, host_gradients_;  // the host copy, parameters back to back
+  std::vector<int64_t> host_gradient_shapes_;        // of the host copy's DLTensors
+  std::unique_ptr<CommunicationThread> comm_;
+  std::unique_ptr<GradientSynchronizer> sync_;
+};
+
+}  // namespace dpl::training

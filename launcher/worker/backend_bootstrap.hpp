@@ -1,0 +1,30 @@
+// Creating a worker's communication backend: its config from the worker's identity and the
+// options, its own view of the store, and the fallback of a host backend for a GPU model.
+#pragma once
+
+#include <memory>
+
+#include "cli/options.hpp"
+#include "common/status.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "rendezvous/store.hpp"
+#include "training/backend.hpp"
+#include "training/trainer.hpp"
+
+namespace dpl::worker {
+
+// A connected backend, and the store view it holds on to (valid while this lives).
+struct ConnectedBackend {
+  std::unique_ptr<rendezvous::PluginStoreView> store_view;
+  std::unique_ptr<training::Backend> backend;
+};
+
+// Creates and connects `plugin` for this worker, blocking up to --backend-timeout. A backend that
+// moves host memory only (gloo, tcp) refuses a CUDA device; it is then created for host memory,
+// where the GPU model's gradients are summed (Note [Host copy of the parameters]).
+Result<ConnectedBackend> StartBackend(const plugin_host::LoadedPlugin& plugin,
+                                      const cli::Options& options,
+                                      const training::WorkerIdentity& identity,
+                                      rendezvous::StoreClient& store, const std::string& prefix);
+
+}  // namespace dpl::worker

@@ -1,0 +1,191 @@
+// The worker role of `launcher` (`--worker`): with --worker-outputs, the machine's worker loader,
+// which loads once and forks the workers; with --local-rank, one worker, which loads on its own.
+//
+// Note [One load per machine]: loading libtorch is most of a worker's start-up (about 0.6 s of
+// CPU: ~290 libraries, their relocations and libtorch's operator registrations), and N workers
+// paid it N times on the machine's cores. So the launcher starts one worker loader (`--worker
+// --worker-outputs FD,..`, fork + exec as above): it loads the plugins and reads the data sets
+// once, then forks the N workers, which inherit both (the data pages are shared until written,
+// and they are never written), names their pids on its stdout and exits. (For one worker it
+// names itself and becomes the worker: a fork would only add copy-on-write faults.) The launcher is
+// a child subreaper (PR_SET_CHILD_SUBREAPER), so the orphaned workers become its children and it
+// supervises them as before; each worker asks for its death signal only once adopted. fork()
+// copies only the calling thread, so the loader forks only when it has no other thread: the
+// data thread has ended, libtorch and the bundled plugins start none at load, and if some
+// plugin did, the loader says so and lets each worker exec a fresh image and load on its own.
+// The workers never touch OpenMP or libtorch thread pools before the fork; those start in each
+// worker.
+#include "worker/worker.hpp"
+
+#include <dirent.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <optional>
+
+#include "common/log.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "training/trainer.hpp"
+#include "worker/worker_session.hpp"
+
+extern char** environ;
+
+namespace dpl::worker {
+namespace {
+
+// Takes fd `own` as stdout and stderr and closes the other workers' outputs. Async-signal-safe.
+void TakeOutput(const std::vector<int>& output_fds, size_t own) {
+  dup2(output_fds[own], STDOUT_FILENO);
+  dup2(output_fds[own], STDERR_FILENO);
+  for (int fd : output_fds) {
+    if (fd != STDOUT_FILENO && fd != STDERR_FILENO) close(fd);
+  }
+}
+
+// In a freshly forked worker (async-signal-safe calls only: the loader may have more than one
+// thread, Note [One load per machine]): waits until the loader exits and the launcher adopts
+// this process, and only then asks for SIGKILL at the launcher's death (Note [No orphans]):
+// asked earlier, the signal would come at the loader's exit. False when the launcher is gone.
+bool WaitForAdoption(pid_t loader_pid, pid_t launcher_pid) {
+  for (;;) {
+    const pid_t parent = getppid();
+    if (parent == launcher_pid) break;
+    if (parent != loader_pid) return false;  // adopted by another process: the launcher died
+    const timespec pause{0, 100 * 1000};
+    nanosleep(&pause, nullptr);
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  return getppid() == launcher_pid;
+}
+
+// Tells the launcher which processes its workers are, in local-rank order.
+bool ReportWorkerPids(const std::vector<pid_t>& pids) {
+  std::string report;
+  for (pid_t pid : pids) report += std::to_string(pid) + " ";
+  report += "\n";
+  return write(STDOUT_FILENO, report.data(), report.size()) == static_cast<ssize_t>(report.size());
+}
+
+// Runs this process as worker `local` with what the loader loaded; does not return.
+[[noreturn]] void RunAsWorker(const cli::Options& options, int local,
+                              std::optional<Result<training::TrainingData>> data,
+                              Result<plugin_host::Discovery> discovery) {
+  cli::Options worker_options = options;
+  worker_options.local_rank = local;
+  worker_options.worker_output_fds.clear();
+  std::promise<Result<training::TrainingData>> loaded;
+  if (data) {
+    loaded.set_value(std::move(*data));
+  } else {
+    loaded.set_value(Status::Error("not needed by a selftest"));
+  }
+  const int exit_code = RunWorkerSession(worker_options, loaded.get_future(), std::move(discovery));
+  std::fflush(nullptr);
+  std::_Exit(exit_code);
+}
+
+int CountThreads() {
+  int threads = 0;
+  if (DIR* tasks = opendir("/proc/self/task")) {
+    while (const dirent* entry = readdir(tasks)) {
+      if (entry->d_name[0] != '.') ++threads;
+    }
+    closedir(tasks);
+  }
+  return threads;
+}
+
+// The machine's worker loader (Note [One load per machine]).
+int RunWorkerLoader(const cli::Options& options) {
+  log::SetPrefix("[launcher " + std::to_string(options.machine_id) + "]");
+  const pid_t launcher_pid = getppid();
+  const pid_t loader_pid = getpid();
+  std::optional<Result<training::TrainingData>> data;
+  std::future<Result<training::TrainingData>> loading;
+  if (!options.selftest_job) loading = training::StartLoadingData(options.training);
+  Result<plugin_host::Discovery> discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
+  if (loading.valid()) data = loading.get();  // the thread has ended: fork() copies only this one
+  if (options.num_processes == 1) {
+    // The only worker needs no copy: the loader names itself and becomes that worker. Its output
+    // replaces the report pipe, which tells the launcher that the report is complete.
+    if (!ReportWorkerPids({getpid()})) {
+      return Fail(Status::Error("cannot tell the launcher the pid of its worker"));
+    }
+    TakeOutput(options.worker_output_fds, 0);
+    RunAsWorker(options, 0, std::move(data), std::move(discovery));
+  }
+  // A plugin may start a thread while it loads; a forked copy of it would miss that thread and
+  // its locks, so such a machine's workers are started fresh from the executable instead.
+  const bool fork_in_place = CountThreads() == 1;
+  std::vector<std::vector<std::string>> worker_arguments;
+  std::vector<std::vector<char*>> worker_argv;
+  if (!fork_in_place) {
+    log::Warning("a plugin started a thread while loading; each worker loads the plugins itself");
+    for (int local = 0; local < options.num_processes; ++local) {
+      std::vector<std::string> arguments = {"/proc/self/exe"};
+      for (auto& argument : cli::WorkerArguments(options, local, options.store_addr)) {
+        arguments.push_back(argument);
+      }
+      worker_arguments.push_back(std::move(arguments));
+    }
+    for (auto& arguments : worker_arguments) {
+      std::vector<char*> argv;
+      for (auto& argument : arguments) argv.push_back(argument.data());
+      argv.push_back(nullptr);
+      worker_argv.push_back(std::move(argv));
+    }
+  }
+  std::fflush(nullptr);  // nothing buffered may be written twice by the copies
+  std::vector<pid_t> pids;
+  for (int local = 0; local < options.num_processes; ++local) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      const std::string reason = strerror(errno);
+      for (pid_t started : pids) kill(started, SIGKILL);
+      for (pid_t started : pids) waitpid(started, nullptr, 0);
+      return Fail(Status::Error("cannot start worker processes (fork): " + reason));
+    }
+    if (pid == 0) {
+      TakeOutput(options.worker_output_fds, static_cast<size_t>(local));
+      if (!WaitForAdoption(loader_pid, launcher_pid)) _exit(127);
+      if (!fork_in_place) {
+        execve("/proc/self/exe", worker_argv[static_cast<size_t>(local)].data(), environ);
+        _exit(127);
+      }
+      RunAsWorker(options, local, std::move(data), std::move(discovery));
+    }
+    pids.push_back(pid);
+  }
+  if (!ReportWorkerPids(pids)) {
+    for (pid_t started : pids) kill(started, SIGKILL);
+    return Fail(Status::Error("cannot tell the launcher the pids of its workers"));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunWorker(const cli::Options& options) {
+  // A write to a socket whose peer died must fail with EPIPE, which a backend turns into an error
+  // naming the peer, not kill the worker with SIGPIPE (gloo writes with plain writev; PyTorch
+  // gets the same from Python, which ignores SIGPIPE). The SDK promises it to plugins (common.h).
+  // The disposition is inherited by the forked workers and kept across exec.
+  std::signal(SIGPIPE, SIG_IGN);
+  if (!options.worker_output_fds.empty()) return RunWorkerLoader(options);
+  // A worker started on its own: start-up work that needs no peer runs before the join, so it
+  // overlaps the other workers' start-up instead of adding to it: the data sets load on a thread
+  // while the plugins (libtorch is most of a second) load here. Selftest jobs need no data.
+  std::future<Result<training::TrainingData>> data;
+  if (!options.selftest_job) data = training::StartLoadingData(options.training);
+  Result<plugin_host::Discovery> discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
+  return RunWorkerSession(options, std::move(data), std::move(discovery));
+}
+
+}  // namespace dpl::worker

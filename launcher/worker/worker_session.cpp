@@ -1,0 +1,102 @@
+#include "worker/worker_session.hpp"
+
+#include <sys/prctl.h>
+
+#include <cstdlib>
+
+#include "common/log.hpp"
+#include "rendezvous/join.hpp"
+#include "rendezvous/store.hpp"
+#include "worker/backend_bootstrap.hpp"
+#include "worker/device_policy.hpp"
+#include "worker/selftest.hpp"
+
+namespace dpl::worker {
+namespace {
+
+// This worker's connection to the job's store, joined with every other rank of this attempt.
+Result<std::unique_ptr<rendezvous::StoreClient>> JoinJob(const cli::Options& options,
+                                                         const training::WorkerIdentity& identity,
+                                                         const std::string& prefix) {
+  const auto colon = options.store_addr.rfind(':');
+  if (colon == std::string::npos) {
+    return Status::InvalidArgument("--store-addr '" + options.store_addr + "' is not host:port");
+  }
+  rendezvous::StoreClientOptions client_options;
+  client_options.host = options.store_addr.substr(0, colon);
+  client_options.port = std::atoi(options.store_addr.c_str() + colon + 1);
+  client_options.job_token = options.job_token;
+  client_options.connect_timeout = options.rendezvous_timeout;
+  auto client = rendezvous::StoreClient::Connect(client_options);
+  if (!client.ok()) return client.status();
+  Status joined = rendezvous::Barrier(**client, prefix, "join", identity.world_size,
+                                      options.rendezvous_timeout);
+  if (!joined.ok()) return joined.WithContext("waiting for all ranks to join");
+  return client;
+}
+
+training::ModelPlugin ModelPluginOf(const plugin_host::LoadedPlugin& plugin) {
+  return {plugin.model, plugin.model_v3, plugin.abi_version, plugin_host::LabelOf(plugin)};
+}
+
+}  // namespace
+
+int Fail(const Status& status) {
+  log::Error(status.message());
+  return 1;
+}
+
+int RunWorkerSession(const cli::Options& options, std::future<Result<training::TrainingData>> data,
+                     Result<plugin_host::Discovery> discovery) {
+  if (options.local_rank < 0 || options.local_rank >= options.num_processes) {
+    return Fail(Status::InvalidArgument("--local-rank " + std::to_string(options.local_rank) +
+                                        " is out of range [0, " +
+                                        std::to_string(options.num_processes) +
+                                        "); --worker is started by the launcher, not by hand"));
+  }
+  const training::WorkerIdentity identity = PlaceWorker(options, options.local_rank);
+  log::SetPrefix("[rank " + std::to_string(identity.rank) + "]");
+  // `ps` and `top` show which rank a process is; the tests find workers by this name too.
+  const std::string process_name = "dpl-rank-" + std::to_string(identity.rank);
+  prctl(PR_SET_NAME, process_name.c_str());
+  const char* attempt_text = std::getenv(rendezvous::kAttemptEnvironmentVariable);
+  const std::string prefix = rendezvous::AttemptPrefix(attempt_text ? std::atoi(attempt_text) : 0);
+  auto store = JoinJob(options, identity, prefix);
+  if (!store.ok()) return Fail(store.status());
+
+  if (!discovery.ok()) return Fail(discovery.status());
+  std::string reason;
+  auto backend_plugin = plugin_host::ChooseBackend(
+      *discovery, options.backend,
+      training::NameOf(training::DeviceNames(), options.training.device), &reason);
+  if (!backend_plugin.ok()) return Fail(backend_plugin.status());
+  if (identity.rank == 0 && !reason.empty()) log::Info(reason);
+  auto backend = StartBackend(*backend_plugin, options, identity, **store, prefix);
+  if (!backend.ok()) return Fail(backend.status());
+  if (options.selftest_job) {
+    const Status checked =
+        RunSelftest(**store, prefix, identity, *backend->backend, options.rendezvous_timeout);
+    return checked.ok() ? 0 : Fail(checked);
+  }
+  auto model_plugin =
+      plugin_host::FindPlugin(*discovery, DPL_PLUGIN_KIND_MODEL, options.training.model);
+  if (!model_plugin.ok()) return Fail(model_plugin.status());
+  rendezvous::StoreClient& client = **store;
+  auto sum_across_ranks = [&](const std::string& name, std::vector<double>* values) {
+    return rendezvous::SumAcrossRanks(client, prefix, name, identity.rank, identity.world_size,
+                                      values, options.backend_timeout);
+  };
+  Status trained =
+      training::RunTraining(options.training, identity, backend->backend.get(),
+                            ModelPluginOf(*model_plugin), std::move(data), sum_across_ranks);
+  if (trained.ok()) return 0;
+  // Note [Failing fast]: the error goes out first, and the backend is left to the process's end
+  // instead of torn down: a backend's teardown may wait on its peers (gloo's does), which would
+  // keep this failure from the launcher for as long as --backend-timeout. The closed sockets
+  // tell the peers at once.
+  const int exit_code = Fail(trained);
+  (void)backend->backend.release();
+  return exit_code;
+}
+
+}  // namespace dpl::worker
