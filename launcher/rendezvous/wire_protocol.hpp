@@ -5,8 +5,11 @@
 // kOk or kError and then closes. Requests: kSet {key, bytes}, kGet {key, i64 timeout_ms},
 // kWait {u32 count, key..., i64 timeout_ms}, kAdd {key, i64 delta}, kDelete {key}. Replies:
 // kOk {op-specific}, kTimeout {message}, kError {message}. Strings and byte strings are a uint32
-// length followed by that many bytes. A body above kMaxBodyBytes, an unknown op or a malformed
-// body closes that connection (the server logs why) and the server keeps serving the others.
+// length followed by that many bytes. A body above kMaxBodyBytes (a handshake above 4 KiB), an
+// unknown op, a malformed body, or a handshake or frame that does not complete within its deadline
+// (StoreServerOptions) closes that connection (the server logs why, rate-limited) and the server
+// keeps serving the others. Requests and replies alternate: a client sends its next request once
+// it has read the reply to the last.
 #pragma once
 
 #include <cstddef>
