@@ -375,7 +375,7 @@ if ((train_ok)); then
       record SKIP "CUDA, 2 ranks, gloo: no gloo plugin in build-gpu-deps/plugins"
       continue
     fi
-    rm -rf "$work/params_$backend"
+    rm -rf "$work/params_$backend" && mkdir -p "$work/params_$backend"
     # NVIDIA_TF32_OVERRIDE=0: cuDNN and cuBLAS in float32, as the CPU computes.
     NVIDIA_TF32_OVERRIDE=0 timeout 150 "$launcher" "${train[@]}" --device cuda --backend "$backend" \
       --dump-parameters "$work/params_$backend" >"$log" 2>&1
