@@ -1,93 +1,149 @@
 #!/usr/bin/env bash
-# GPU check for the nccl backend, for a machine with a GPU and a pip-installed Python torch with
-# CUDA (no Debian dev packages there: no Boost, maybe no system CUDA toolkit, gtest or dlpack).
+# The GPU check of dpl (docs/gpu.md), for a machine with one GPU, CUDA (nvcc), CMake, ninja and a
+# pip torch with CUDA, but no Debian packages and no network: tools/gpu_prepare.sh makes on a dev
+# machine what it needs besides (build-gpu-deps: the launcher, the gloo plugin, data, GoogleTest).
 #
-# It builds ONLY what the check needs -- the SDK, plugins/common, the nccl and tcp plugins, the
-# backend conformance test and the allreduce bench -- through a small generated CMake super-project, so
-# the top-level CMakeLists (which requires Boost and the launcher) is not configured at all.
-# Then it runs the NCCL conformance tests (world size 1 on real CUDA tensors, and the plugin
-# symbol/table check), then tools/allreduce_perf over the tcp backend (the bench moves CPU
-# tensors only; it has no CUDA path). Then one short CUDA training run: the convnet plugin built
-# against pip torch (CUDA), trained with --device cuda --backend nccl at world size 1 by a launcher
-# binary prepared on the dev machine (tools/gpu_prepare.sh; carry build-gpu-deps), and the same
-# steps on the CPU for comparison. Everything it prints also goes to $OUT if set.
-# Budget: under 8 minutes (the build is ~1 minute on 16 cores).
-set -euo pipefail
+#  1. builds the nccl and tcp plugins and the nccl tests against the CUDA runtime and the very
+#     libnccl.so.2 that pip torch loads (one process holds one libnccl.so.2: the model plugin's
+#     libtorch and the nccl plugin must agree on it), and the convnet plugin against pip torch;
+#  2. runs the nccl tests: the engine with fakes, and the plugin at world size 1 on real CUDA
+#     tensors (NCCL refuses two ranks on one GPU, "Duplicate GPU detected");
+#  3. measures NCCL allreduce through the plugin at world size 1 (tools/bench/nccl_bus_bandwidth.py);
+#  4. checks that --num-processes 2 --backend nccl on one GPU is refused at once, saying why;
+#  5. trains 2 ranks sharing the GPU through gloo and through tcp: the ranks' parameters must be
+#     bit-identical, the losses those of the same run on the CPU within float tolerance;
+#  6. measures samples/s on one GPU against the PyTorch DDP peer (tools/bench/bench_gpu.py).
+# Without a GPU (a dry run) it builds and runs what it can and says what it skipped. It writes at
+# most 8 files to $OUT (gpu_check.log holds everything it prints). Budget: 8 minutes on 16 cores.
+set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$(mktemp -d /tmp/dpl_gpu_check_out.XXXXXX)}"
 mkdir -p "$out"
-log="$out/gpu_check.log"
-exec > >(tee "$log") 2>&1
+exec > >(tee "$out/gpu_check.log") 2>&1
+tee_pid=$!
 work="$(mktemp -d /tmp/dpl_gpu_check.XXXXXX)"
+deps="$repo/build-gpu-deps"
 jobs="$(nproc)"
-echo "== dpl gpu_check: repo $repo, work $work, output $out"
+started=$SECONDS
+results=()
+record() {  # record PASS|FAIL|SKIP "what"
+  results+=("$1 $2")
+  echo "$1 $2"
+}
+step() { echo; echo "== [$((SECONDS - started)) s] $*"; }
+
+echo "== dpl gpu_check: repo $repo, work $work, output $out, $jobs cores"
 date -u
 
-echo "== GPU"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || echo "nvidia-smi missing"
-
-echo "== torch (for its bundled CUDA runtime, NCCL and headers)"
-python3 - > "$work/torch_paths.sh" <<'PY'
-import os, glob, sys
+step "GPU and pip torch"
+smi_gpus=0
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+  smi_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+else
+  echo "no nvidia-smi"
+fi
+# Where pip torch's CUDA runtime and NCCL are: the files its process maps after `import torch`
+# (what the model plugin's libtorch will load), else the wheels' folders: nvidia/cu13/{include,lib}
+# for CUDA 13, nvidia/cuda_runtime and nvidia/nccl for CUDA 12 (NCCL keeps nvidia/nccl in both).
+python3 - >"$work/torch.sh" <<'PY'
+import glob, os, shlex, sys
+def put(name, value):
+    print(f"{name}={shlex.quote(str(value))}")
 try:
     import torch
-except ImportError:
-    print('echo "torch not importable; using system CUDA/NCCL/dlpack only"')
-    print('TORCH_CMAKE_PREFIX=""; TORCH_DIR=""; PIP_CUDART_ROOT=""; PIP_NCCL_ROOT=""')
+except Exception as error:  # no torch, or a broken one
+    put("TORCH_OK", 0)
+    put("TORCH_WHY", f"python3 cannot import torch ({error.__class__.__name__}: {error})")
     sys.exit(0)
-print(f'echo "torch {torch.__version__}, cuda {torch.version.cuda}, available {torch.cuda.is_available()}, devices {torch.cuda.device_count()}"')
-print(f'TORCH_CMAKE_PREFIX="{torch.utils.cmake_prefix_path}"')
 torch_dir = os.path.dirname(torch.__file__)
-print(f'TORCH_DIR="{torch_dir}"')
-# pip wheels put the CUDA runtime and NCCL under site-packages/nvidia/<lib>/{include,lib}.
 site = os.path.dirname(torch_dir)
-def first(pattern):
-    hits = sorted(glob.glob(os.path.join(site, pattern)))
-    return os.path.dirname(os.path.dirname(hits[0])) if hits else ""
-print(f'PIP_CUDART_ROOT="{first("nvidia/cuda_runtime/include/cuda_runtime_api.h")}"')
-print(f'PIP_NCCL_ROOT="{first("nvidia/nccl/include/nccl.h")}"')
+def mapped(stem):
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if len(line.split()) >= 6}
+    return sorted(os.path.realpath(p) for p in paths if os.path.basename(p).startswith(stem))
+def first(*patterns):
+    for pattern in patterns:
+        hits = sorted(glob.glob(os.path.join(site, pattern)))
+        if hits:
+            return os.path.realpath(hits[0])
+    return ""
+nccl = (mapped("libnccl.so") or [""])[0] or first("nvidia/nccl/lib/libnccl.so.2",
+                                                  "nvidia/cu13/lib/libnccl.so.2",
+                                                  "nvidia/*/lib/libnccl.so.2")
+cudart = (mapped("libcudart.so") or [""])[0] or first("nvidia/cu13/lib/libcudart.so.*",
+                                                      "nvidia/cuda_runtime/lib/libcudart.so.*")
+def include_beside(library, header):
+    root = os.path.dirname(os.path.dirname(library)) if library else ""
+    return root if root and os.path.exists(os.path.join(root, "include", header)) else ""
+put("TORCH_OK", 1)
+put("TORCH_VERSION", torch.__version__)
+put("TORCH_CUDA", torch.version.cuda or "none")
+put("TORCH_GPUS", torch.cuda.device_count() if torch.version.cuda else 0)
+put("TORCH_NCCL_VERSION", ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else "none")
+put("TORCH_NCCL_MAPPED", 1 if mapped("libnccl.so") else 0)
+put("TORCH_CMAKE_PREFIX", torch.utils.cmake_prefix_path)
+put("TORCH_DIR", torch_dir)
+put("TORCH_NCCL_LIB", nccl)
+put("TORCH_NCCL_ROOT", include_beside(nccl, "nccl.h"))
+put("TORCH_CUDART_LIB", cudart)
+put("TORCH_CUDART_ROOT", include_beside(cudart, "cuda_runtime_api.h"))
 PY
+TORCH_OK=0 TORCH_WHY="python3 failed" TORCH_GPUS=0
 # shellcheck disable=SC1091
-source "$work/torch_paths.sh"
-
-# CUDA runtime and NCCL: a system toolkit if there is one, else the pip wheels torch uses.
-cuda_args=()
-if [[ -x /usr/local/cuda/bin/nvcc ]]; then
-  cuda_args+=("-DCUDAToolkit_ROOT=/usr/local/cuda")
-elif [[ -n "$PIP_CUDART_ROOT" ]]; then
-  cuda_args+=("-DDPL_CUDA_RUNTIME_ROOT=$PIP_CUDART_ROOT")
-fi
-if [[ -f /usr/local/cuda/include/nccl.h ]]; then
-  cuda_args+=("-DNCCL_ROOT=/usr/local/cuda")
-elif [[ -n "$PIP_NCCL_ROOT" ]]; then
-  cuda_args+=("-DNCCL_ROOT=$PIP_NCCL_ROOT")
-fi
-echo "CUDA/NCCL: ${cuda_args[*]:-none found}"
-
-# DLPack header: the system one, else the copy torch bundles (ATen/dlpack.h).
-dlpack_dir="$work/dlpack_include"
-if [[ -f /usr/include/dlpack/dlpack.h ]]; then
-  dlpack_dir=/usr/include
+source "$work/torch.sh"
+gpus=$smi_gpus
+if [[ $TORCH_OK == 1 ]]; then
+  echo "torch $TORCH_VERSION, CUDA $TORCH_CUDA, NCCL $TORCH_NCCL_VERSION, GPUs $TORCH_GPUS"
+  echo "torch's libnccl: ${TORCH_NCCL_LIB:-none} (mapped by import torch: $TORCH_NCCL_MAPPED);" \
+    "its libcudart: ${TORCH_CUDART_LIB:-none}"
+  gpus=$TORCH_GPUS
 else
-  mkdir -p "$dlpack_dir/dlpack"
-  cp "$TORCH_DIR/include/ATen/dlpack.h" "$dlpack_dir/dlpack/dlpack.h" ||
-    { echo "FAIL: no dlpack/dlpack.h and no torch ATen/dlpack.h"; exit 1; }
+  echo "$TORCH_WHY"
+fi
+if ((gpus > 0)); then
+  echo "GPUs: $gpus: a real run"
+else
+  echo "no GPU: a dry run (builds and runs what needs no GPU, says what it skips)"
 fi
 
-# GoogleTest: built from a source tree -- GTEST_SOURCE_DIR, else /usr/src/googletest, else
-# build-gpu-deps/googletest in the checkout (an ignored folder: copy /usr/src/googletest there on
-# a dev machine and carry it to the GPU machine) -- else an installed package if CMake finds one.
-gtest_args=()
-for candidate in "${GTEST_SOURCE_DIR:-}" /usr/src/googletest "$repo/build-gpu-deps/googletest"; do
-  if [[ -n "$candidate" && -f "$candidate/CMakeLists.txt" ]]; then
-    gtest_args+=("-DDPL_GTEST_SOURCE_DIR=$candidate")
-    break
-  fi
+step "CUDA runtime, NCCL and DLPack for the plugin"
+cuda_args=()
+if [[ -f /usr/local/cuda/include/cuda_runtime_api.h ]]; then
+  cuda_args+=("-DCUDAToolkit_ROOT=/usr/local/cuda")
+elif [[ -n ${TORCH_CUDART_ROOT:-} ]]; then
+  cuda_args+=("-DDPL_CUDA_RUNTIME_ROOT=$TORCH_CUDART_ROOT")
+fi
+nccl_args=()
+if [[ -n ${TORCH_NCCL_LIB:-} && -n ${TORCH_NCCL_ROOT:-} ]]; then
+  nccl_args+=("-DDPL_NCCL_LIBRARY=$TORCH_NCCL_LIB" "-DDPL_NCCL_INCLUDE_DIR=$TORCH_NCCL_ROOT/include")
+elif [[ -n ${TORCH_NCCL_LIB:-} && -f /usr/local/cuda/include/nccl.h ]]; then
+  # A wheel without its header: the toolkit's nccl.h, torch's library; a symbol the library lacks
+  # fails the link (--no-undefined), not the run.
+  nccl_args+=("-DDPL_NCCL_LIBRARY=$TORCH_NCCL_LIB" "-DDPL_NCCL_INCLUDE_DIR=/usr/local/cuda/include")
+elif [[ -f /usr/local/cuda/include/nccl.h ]]; then
+  nccl_args+=("-DNCCL_ROOT=/usr/local/cuda")
+fi
+echo "CUDA: ${cuda_args[*]:-none found}; NCCL: ${nccl_args[*]:-none found}"
+dlpack_dir=""
+for candidate in "$deps/include" /usr/include; do
+  [[ -f $candidate/dlpack/dlpack.h ]] && { dlpack_dir=$candidate; break; }
 done
+if [[ -z $dlpack_dir && -n ${TORCH_DIR:-} && -f $TORCH_DIR/include/ATen/dlpack.h ]]; then
+  dlpack_dir="$work/dlpack_include"
+  mkdir -p "$dlpack_dir/dlpack" && cp "$TORCH_DIR/include/ATen/dlpack.h" "$dlpack_dir/dlpack/"
+fi
+gtest_dir=""
+for candidate in "${GTEST_SOURCE_DIR:-}" "$deps/googletest" /usr/src/googletest; do
+  [[ -n $candidate && -f $candidate/CMakeLists.txt ]] && { gtest_dir=$candidate; break; }
+done
+echo "DLPack: ${dlpack_dir:-none}; GoogleTest sources: ${gtest_dir:-none}"
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
 
-# The head of both generated CMake projects (named $1): what the top-level CMakeLists sets up
-# for the plugin folders, without Boost or the launcher.
+# The head of both generated CMake projects (named $1): what the top-level CMakeLists sets up for
+# the plugin folders, without Boost or the launcher.
 project_head() {
   cat <<CMAKE
 cmake_minimum_required(VERSION 3.18)
@@ -104,34 +160,43 @@ set(DPL_INSTALL_PLUGIN_DIR "\${CMAKE_INSTALL_LIBDIR}/dpl/plugins")
 set(DPL_BUILD_PLUGIN_DIR "\${CMAKE_BINARY_DIR}/plugins_out")
 file(MAKE_DIRECTORY "\${DPL_BUILD_PLUGIN_DIR}")
 include("$repo/cmake/DplPlugin.cmake")
+find_package(Threads REQUIRED)
 add_subdirectory("$repo/sdk" sdk)
 CMAKE
 }
 
-super="$work/super"
-mkdir -p "$super"
-project_head dpl_gpu_check > "$super/CMakeLists.txt"
-cat >> "$super/CMakeLists.txt" <<CMAKE
+# The convnet plugin against pip torch, in the background while the rest builds and runs.
+model_status=skipped
+if [[ $TORCH_OK == 1 && $TORCH_CUDA != none && -n $dlpack_dir ]]; then
+  mkdir -p "$work/models"
+  project_head dpl_gpu_models >"$work/models/CMakeLists.txt"
+  cat >>"$work/models/CMakeLists.txt" <<CMAKE
+include("$repo/sdk/cmake/DplTorchModel.cmake")
+add_subdirectory("$repo/models/convnet" models/convnet)
+CMAKE
+  (cmake -S "$work/models" -B "$work/models-build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$TORCH_CMAKE_PREFIX" -DDLPACK_INCLUDE_DIR="$dlpack_dir" \
+    ${cuda_args[@]+"${cuda_args[@]}"} &&
+    timeout 420 cmake --build "$work/models-build" --target dpl_model_convnet -j "$jobs") \
+    >"$work/models_build.log" 2>&1 &
+  model_pid=$!
+  model_status=building
+fi
+
+step "build: nccl and tcp plugins, nccl tests"
+mkdir -p "$work/super"
+project_head dpl_gpu_check >"$work/super/CMakeLists.txt"
+cat >>"$work/super/CMakeLists.txt" <<CMAKE
 set(DPL_WITH_NCCL ON)
-find_package(Threads REQUIRED)
-add_subdirectory("$repo/plugins/common" plugins/common)
 add_subdirectory("$repo/plugins/nccl" plugins/nccl)
 add_subdirectory("$repo/plugins/tcp" plugins/tcp)
-add_subdirectory("$repo/tools/allreduce_perf" tools/allreduce_perf)
 if(DPL_GTEST_SOURCE_DIR)
   add_subdirectory("\${DPL_GTEST_SOURCE_DIR}" gtest EXCLUDE_FROM_ALL)
   if(NOT TARGET GTest::gtest)
     add_library(GTest::gtest ALIAS gtest)
     add_library(GTest::gtest_main ALIAS gtest_main)
   endif()
-  set(GTest_FOUND TRUE)
-else()
-  find_package(GTest QUIET)
-endif()
-if(GTest_FOUND)
-  include(GoogleTest)
-  enable_testing()
-  # Same contract as tests/CMakeLists.txt's dpl_add_test, without the launcher.
+  # tests/CMakeLists.txt's dpl_add_test, without the launcher and ctest.
   function(dpl_add_test name)
     cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBRARIES" \${ARGN})
     add_executable(\${name} \${ARG_SOURCES})
@@ -142,93 +207,229 @@ if(GTest_FOUND)
       DPL_TEST_BINARY_DIR="\${CMAKE_CURRENT_BINARY_DIR}" DPL_TEST_SOURCE_DIR="$repo")
   endfunction()
   add_subdirectory("$repo/tests/backends" tests/backends)
-else()
-  message(STATUS "gpu_check: GoogleTest not found; set GTEST_SOURCE_DIR to build the conformance test")
 endif()
 CMAKE
-
-echo "== configure"
-cmake_bin="$(command -v cmake || true)"
-if [[ -z "$cmake_bin" ]]; then
-  python3 -m pip install --quiet cmake ninja 2>/dev/null || true
-  cmake_bin="$(command -v cmake)"
-fi
-generator=()
-if command -v ninja >/dev/null; then generator=(-G Ninja); fi
-"$cmake_bin" -S "$super" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$TORCH_CMAKE_PREFIX" -DDLPACK_INCLUDE_DIR="$dlpack_dir" \
-  "${cuda_args[@]}" "${gtest_args[@]}" | tee "$out/configure.log"
-grep -q "dpl: nccl backend:" "$out/configure.log" || { echo "FAIL: nccl plugin not configured"; exit 1; }
-
-echo "== build"
-targets=(dpl_backend_nccl dpl_backend_tcp allreduce_perf)
-"$cmake_bin" --build "$work/build" --target help | grep -q backend_conformance_test &&
-  targets+=(backend_conformance_test)
-timeout 300 "$cmake_bin" --build "$work/build" --target "${targets[@]}" -j "$jobs"
-nm -D --defined-only "$work/build/plugins_out/libdpl_backend_nccl.so" | tee "$out/nccl_symbols.txt"
-
-# The pip CUDA/NCCL libraries are not on the loader path by default.
-export LD_LIBRARY_PATH="${PIP_NCCL_ROOT:+$PIP_NCCL_ROOT/lib:}${PIP_CUDART_ROOT:+$PIP_CUDART_ROOT/lib:}${TORCH_DIR:+$TORCH_DIR/lib:}${LD_LIBRARY_PATH:-}"
-
-status=0
-if [[ ! -x "$work/build/tests/backends/backend_conformance_test" ]]; then
-  echo "FAIL: no GoogleTest sources or package here, so the conformance test was not built;"
-  echo "      set GTEST_SOURCE_DIR or copy /usr/src/googletest to build-gpu-deps/googletest"
-  status=2
+build_log="$out/build.log"
+plugins_ok=0
+if [[ -z $dlpack_dir ]]; then
+  record FAIL "build: no dlpack/dlpack.h (run tools/gpu_prepare.sh and copy build-gpu-deps here)"
+elif ! cmake -S "$work/super" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DDLPACK_INCLUDE_DIR="$dlpack_dir" ${gtest_dir:+"-DDPL_GTEST_SOURCE_DIR=$gtest_dir"} \
+  ${cuda_args[@]+"${cuda_args[@]}"} ${nccl_args[@]+"${nccl_args[@]}"} >"$build_log" 2>&1; then
+  tail -n 30 "$build_log"
+  record FAIL "build: configuring the plugins failed (build.log)"
+elif ! grep "dpl: nccl backend:" "$build_log"; then
+  grep "dpl: nccl backend skipped" "$build_log"
+  record FAIL "build: the nccl plugin was not configured (no CUDA runtime or NCCL found)"
 else
-  echo "== NCCL conformance (world size 1, CUDA tensors)"
-  timeout 180 "$work/build/tests/backends/backend_conformance_test" \
-    --gtest_filter='NcclBackend.*:BackendPlugins.*' \
-    --gtest_output="xml:$out/nccl_conformance.xml" || status=1
-fi
-echo "== bandwidth bench (CPU tensors: the bench drives tcp; 2 ranks on loopback)"
-timeout 180 "$work/build/tools/allreduce_perf/allreduce_perf" --backend tcp --world-size 2 \
-  --min-bytes 8 --max-bytes 256M --iters 5 --check \
-  --plugin-dir "$work/build/plugins_out" | tee "$out/allreduce_perf_tcp.txt" || status=1
-
-echo "== CUDA training run (convnet plugin on pip torch, --device cuda, nccl, world size 1)"
-deps="$repo/build-gpu-deps"
-launcher="$deps/bin/launcher"
-if [[ ! -x "$launcher" || ! -d "$deps/fashion-mnist" ]]; then
-  echo "FAIL: no $launcher or $deps/fashion-mnist: run tools/gpu_prepare.sh on the dev machine"
-  echo "      and carry build-gpu-deps (the launcher needs Boost, which this machine lacks)"
-  status=1
-else
-  # A project of its own: if pip torch's CMake files do not configure here, the NCCL checks above
-  # still stand.
-  models="$work/models"
-  mkdir -p "$models"
-  project_head dpl_gpu_models > "$models/CMakeLists.txt"
-  cat >> "$models/CMakeLists.txt" <<CMAKE
-include("$repo/sdk/cmake/DplTorchModel.cmake")
-add_subdirectory("$repo/models/convnet" models/convnet)
-CMAKE
-  if "$cmake_bin" -S "$models" -B "$work/models-build" "${generator[@]}" \
-       -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_CMAKE_PREFIX" \
-       -DDLPACK_INCLUDE_DIR="$dlpack_dir" ${cuda_args[@]+"${cuda_args[@]}"} \
-       >"$out/models_configure.log" 2>&1 &&
-     timeout 300 "$cmake_bin" --build "$work/models-build" --target dpl_model_convnet -j "$jobs" \
-       >"$out/models_build.log" 2>&1; then
-    plugins="$work/models-build/plugins_out"
-    cp "$work/build/plugins_out/"libdpl_backend_*.so "$plugins/"
-    train=(--model convnet --num-processes 1 --max-steps 300 --log-interval 100 --no-progress
-           --master-port 0 --data-dir "$deps/fashion-mnist" --plugin-dir "$plugins")
-    timeout 240 "$launcher" "${train[@]}" --device cuda --backend nccl 2>&1 |
-      tee "$out/train_cuda_nccl.log" || status=1
-    grep -q "training done: 300 steps" "$out/train_cuda_nccl.log" ||
-      { echo "FAIL: the CUDA training run did not finish its 300 steps"; status=1; }
-    grep -q "test set: average loss" "$out/train_cuda_nccl.log" ||
-      { echo "FAIL: the CUDA training run printed no test-set accuracy"; status=1; }
-    echo "== the same 300 steps on the CPU (tcp backend), for comparison"
-    timeout 240 "$launcher" "${train[@]}" --device cpu --backend tcp 2>&1 |
-      tee "$out/train_cpu_tcp.log" || status=1
-    grep -h "training done\|test set" "$out/train_cuda_nccl.log" "$out/train_cpu_tcp.log"
+  targets=(dpl_backend_nccl dpl_backend_tcp)
+  [[ -n $gtest_dir ]] && targets+=(nccl_engine_test nccl_backend_test)
+  if timeout 300 cmake --build "$work/build" -j "$jobs" --target "${targets[@]}" >>"$build_log" 2>&1; then
+    plugins_ok=1
+    record PASS "build: ${targets[*]}"
   else
-    echo "FAIL: could not build the convnet plugin against pip torch; see below"
-    tail -n 40 "$out/models_configure.log" "$out/models_build.log" 2>/dev/null
-    status=1
+    grep -E "error|Error" "$build_log" | head -n 20
+    record FAIL "build: ${targets[*]} (build.log)"
   fi
 fi
-echo "== done (status $status); logs in $out"
-date -u
-exit "$status"
+nccl_plugin="$work/build/plugins_out/libdpl_backend_nccl.so"
+if ((plugins_ok)); then
+  symbols=$(nm -D --defined-only "$nccl_plugin" | awk '{print $3}')
+  if [[ $symbols == dpl_backend_plugin_v2 ]]; then
+    record PASS "the nccl plugin exports exactly dpl_backend_plugin_v2"
+  else
+    record FAIL "the nccl plugin exports: $symbols"
+  fi
+  echo "the nccl plugin loads: $(ldd "$nccl_plugin" | awk '/nccl|cudart/ {print $3}' | paste -sd ' ')"
+fi
+
+# The prepared libraries (gloo's), pip torch's and its CUDA libraries on the loader path.
+nvidia_dirs=""
+if [[ -n ${TORCH_DIR:-} ]]; then
+  for dir in "$(dirname "$TORCH_DIR")"/nvidia/*/lib; do [[ -d $dir ]] && nvidia_dirs+="$dir:"; done
+fi
+export LD_LIBRARY_PATH="$deps/lib:${TORCH_DIR:+$TORCH_DIR/lib:}$nvidia_dirs${LD_LIBRARY_PATH:-}"
+
+step "nccl tests"
+tests_log="$out/nccl_tests.log"
+if ((plugins_ok)) && [[ -n $gtest_dir ]]; then
+  if timeout 60 "$work/build/tests/backends/nccl_engine_test" >"$tests_log" 2>&1; then
+    record PASS "nccl_engine_test (ordering, watchdog, abort, setup checks; fakes)"
+  else
+    record FAIL "nccl_engine_test (nccl_tests.log)"
+  fi
+  timeout 240 "$work/build/tests/backends/nccl_backend_test" >>"$tests_log" 2>&1
+  backend_rc=$?
+  grep -E "^\[ +(OK|FAILED|SKIPPED) +\] NcclBackend\.[A-Za-z]+ \(" "$tests_log"
+  skipped=$(grep -cE "^\[  SKIPPED \] NcclBackend\.OnGpu[A-Za-z]+ \(" "$tests_log" || true)
+  if ((backend_rc != 0)); then
+    record FAIL "nccl_backend_test (exit $backend_rc; nccl_tests.log)"
+  elif ((gpus > 0 && skipped > 0)); then
+    record FAIL "nccl_backend_test: $skipped GPU tests skipped on a machine with a GPU"
+  elif ((gpus > 0)); then
+    record PASS "nccl_backend_test on the GPU (every dtype and op, broadcast, allgather, barrier, synchronize, stream order, setup timeout)"
+  else
+    record PASS "nccl_backend_test without a GPU (refusal); its GPU tests skipped"
+  fi
+else
+  record SKIP "nccl tests: ${gtest_dir:+the plugins did not build}${gtest_dir:-no GoogleTest sources}"
+fi
+
+step "NCCL allreduce through the plugin at world size 1"
+if ((gpus > 0 && plugins_ok)) && [[ $TORCH_OK == 1 ]]; then
+  if timeout 120 python3 "$repo/tools/bench/nccl_bus_bandwidth.py" --plugin "$nccl_plugin" \
+    >"$out/nccl_bandwidth.txt" 2>&1; then
+    record PASS "nccl_bus_bandwidth (one libnccl.so.2 in the process, sums right)"
+  else
+    record FAIL "nccl_bus_bandwidth (nccl_bandwidth.txt)"
+  fi
+  cat "$out/nccl_bandwidth.txt"
+else
+  record SKIP "nccl_bus_bandwidth: needs a GPU, pip torch and the built plugin"
+fi
+
+step "the convnet plugin against pip torch"
+if [[ $model_status == building ]]; then
+  if wait "$model_pid"; then
+    model_status=built
+    record PASS "convnet plugin built against pip torch $TORCH_VERSION"
+  else
+    model_status=failed
+    tail -n 30 "$work/models_build.log"
+    record FAIL "the convnet plugin did not build against pip torch (build.log)"
+  fi
+  cat "$work/models_build.log" >>"$build_log"
+else
+  if [[ $TORCH_OK != 1 ]]; then
+    record SKIP "convnet plugin: needs pip torch with CUDA ($TORCH_WHY)"
+  else
+    record SKIP "convnet plugin: needs pip torch with CUDA (this one has CUDA $TORCH_CUDA) and DLPack"
+  fi
+fi
+
+launcher="$deps/bin/launcher"
+plugins="$work/models-build/plugins_out"
+train_ok=0
+if [[ $model_status == built && -x $launcher && -d $deps/fashion-mnist ]] && ((plugins_ok)); then
+  cp "$work/build/plugins_out/"libdpl_backend_*.so "$plugins/"
+  [[ -f $deps/plugins/libdpl_backend_gloo.so ]] && cp "$deps/plugins/libdpl_backend_gloo.so" "$plugins/"
+  echo "plugins: $(cd "$plugins" && echo *.so)"
+  train_ok=1
+elif [[ ! -x $launcher ]]; then
+  echo "no $launcher: run tools/gpu_prepare.sh on a dev machine and copy build-gpu-deps here"
+fi
+common=(--model convnet --log-interval 10 --no-progress --master-port 0 --backend-timeout 120
+        --data-dir "$deps/fashion-mnist" --data-cache "$work/data-cache" --plugin-dir "$plugins")
+
+step "--num-processes 2 --backend nccl on one GPU must be refused at once"
+if ((train_ok && gpus == 1)); then
+  refusal_start=$SECONDS
+  refusal=$(timeout 60 "$launcher" "${common[@]}" --device cuda --num-processes 2 --backend nccl \
+    --max-steps 5 2>&1)
+  refusal_rc=$?
+  echo "$refusal" | tail -n 8
+  if ((refusal_rc == 124)); then
+    record FAIL "2 ranks on nccl on one GPU: no answer within 60 s (it hangs)"
+  elif ((refusal_rc == 0)); then
+    record FAIL "2 ranks on nccl on one GPU were not refused"
+  elif grep -qi "nccl" <<<"$refusal" && grep -qiE "gloo|tcp" <<<"$refusal" &&
+    grep -qiE "gpu|device" <<<"$refusal" && ! grep -q "unknown --backend" <<<"$refusal"; then
+    record PASS "2 ranks on nccl on one GPU refused in $((SECONDS - refusal_start)) s, saying why and what to use"
+  else
+    record FAIL "2 ranks on nccl on one GPU failed without saying why and what to use"
+  fi
+elif ((train_ok)); then
+  record SKIP "the nccl refusal: this machine has $gpus GPUs, not 1"
+else
+  record SKIP "the nccl refusal: needs a GPU, the launcher and the CUDA convnet plugin"
+fi
+
+step "2 ranks sharing the GPU through gloo and tcp, against the same run on the CPU"
+train=("${common[@]}" --num-processes 2 --max-steps 100 --seed 0 --model-options dropout=0)
+compare_losses() {  # compare_losses CUDA_LOG CPU_LOG: the logged losses agree within tolerance
+  python3 - "$1" "$2" <<'PY'
+import math, re, sys
+def losses(path):
+    with open(path, errors="replace") as f:
+        return [float(m.group(1)) for m in re.finditer(r"training loss: ([-0-9.eE+naif]+)", f.read())]
+cuda, cpu = losses(sys.argv[1]), losses(sys.argv[2])
+if not cuda or len(cuda) != len(cpu):
+    sys.exit(f"{len(cuda)} losses logged on the GPU, {len(cpu)} on the CPU")
+if any(math.isnan(v) or math.isinf(v) for v in cuda + cpu):
+    sys.exit("a loss is not finite")
+worst = max(abs(a - b) / (0.01 + 0.01 * abs(b)) for a, b in zip(cuda, cpu))
+print(f"{len(cuda)} losses, first {cuda[0]:.6f} vs {cpu[0]:.6f}, last {cuda[-1]:.6f} vs "
+      f"{cpu[-1]:.6f}; largest difference {worst:.2f} of the tolerance (0.01 + 1%)")
+sys.exit(0 if worst <= 1.0 else 1)
+PY
+}
+if ((train_ok)); then
+  timeout 150 "$launcher" "${train[@]}" --device cpu --backend tcp \
+    >"$out/train_cpu_tcp.log" 2>&1
+  cpu_rc=$?
+  grep -E "training done|test set" "$out/train_cpu_tcp.log"
+  ((cpu_rc == 0)) || record FAIL "the CPU reference run (exit $cpu_rc; train_cpu_tcp.log)"
+  for backend in gloo tcp; do
+    log="$out/train_cuda_$backend.log"
+    if [[ $backend == gloo && ! -f $plugins/libdpl_backend_gloo.so ]]; then
+      record SKIP "CUDA, 2 ranks, gloo: no gloo plugin in build-gpu-deps/plugins"
+      continue
+    fi
+    rm -rf "$work/params_$backend" && mkdir -p "$work/params_$backend"
+    # NVIDIA_TF32_OVERRIDE=0: cuDNN and cuBLAS in float32, as the CPU computes.
+    NVIDIA_TF32_OVERRIDE=0 timeout 150 "$launcher" "${train[@]}" --device cuda --backend "$backend" \
+      --dump-parameters "$work/params_$backend" >"$log" 2>&1
+    rc=$?
+    grep -iE "device 0|share|training done|test set" "$log" | head -n 6
+    if ((rc != 0)); then
+      tail -n 15 "$log"
+      record FAIL "CUDA, 2 ranks, $backend: exit $rc (train_cuda_$backend.log)"
+      continue
+    fi
+    if cmp -s "$work/params_$backend/rank-0.bin" "$work/params_$backend/rank-1.bin"; then
+      record PASS "CUDA, 2 ranks, $backend: both ranks' parameters bit-identical ($(stat -c %s "$work/params_$backend/rank-0.bin") bytes)"
+    else
+      record FAIL "CUDA, 2 ranks, $backend: the ranks' parameters differ (or were not written)"
+    fi
+    if ((cpu_rc == 0)) && compare_losses "$log" "$out/train_cpu_tcp.log"; then
+      record PASS "CUDA, 2 ranks, $backend: losses as on the CPU"
+    elif ((cpu_rc == 0)); then
+      record FAIL "CUDA, 2 ranks, $backend: losses differ from the CPU run's"
+    fi
+  done
+  if [[ -f $work/params_gloo/rank-0.bin && -f $work/params_tcp/rank-0.bin ]]; then
+    cmp -s "$work/params_gloo/rank-0.bin" "$work/params_tcp/rank-0.bin" &&
+      echo "gloo and tcp runs ended with the same parameters" ||
+      echo "gloo and tcp runs ended with different parameters (cuDNN picks algorithms per run)"
+  fi
+else
+  record SKIP "CUDA training with 2 ranks: needs a GPU, the launcher and the CUDA convnet plugin"
+fi
+
+step "samples/s on one GPU: dpl against the PyTorch DDP peer"
+if ((train_ok)); then
+  if timeout 200 python3 "$repo/tools/bench/bench_gpu.py" --launcher "$launcher" \
+    --plugin-dir "$plugins" --data "$deps/fashion-mnist" >"$out/bench_gpu.txt" 2>&1; then
+    record PASS "bench_gpu (dpl --device cuda against DDP --device cuda)"
+  else
+    record FAIL "bench_gpu (bench_gpu.txt)"
+  fi
+  cat "$out/bench_gpu.txt"
+else
+  record SKIP "bench_gpu: needs a GPU, the launcher and the CUDA convnet plugin"
+fi
+
+step "summary"
+passed=0 failed=0 skipped=0
+for line in "${results[@]}"; do
+  echo "$line"
+  case $line in PASS*) ((passed++)) ;; FAIL*) ((failed++)) ;; SKIP*) ((skipped++)) ;; esac
+done
+grep -h "samples/s on one GPU" "$out/bench_gpu.txt" 2>/dev/null
+grep -h "^| 268435456 \|^| 8 " "$out/nccl_bandwidth.txt" 2>/dev/null
+((gpus > 0)) || echo "dry run: no GPU here; the SKIP lines above need one"
+echo "gpu_check: $passed passed, $failed failed, $skipped skipped in $((SECONDS - started)) s; files in $out"
+rm -rf "$work"
+exec >&- 2>&-
+wait "$tee_pid" 2>/dev/null
+((failed == 0))

@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
 # Prepares, on a Debian dev machine, what tools/gpu_check.sh needs on the GPU machine but cannot
-# get there (no Debian packages, no network): a launcher binary with Boost and the C++ runtime
-# linked in (-DDPL_PORTABLE_LAUNCHER=ON), the Fashion-MNIST files and GoogleTest's sources. They
-# go to build-gpu-deps/ (an ignored folder), which the device run must carry:
+# build or get there (no Debian packages, no network), in build-gpu-deps/ (an ignored folder):
+#   bin/launcher          the launcher with Boost and the C++ runtime linked in
+#                         (-DDPL_PORTABLE_LAUNCHER=ON): the GPU machine has no Boost
+#   plugins/              the gloo backend plugin, built against Debian's libgloo
+#   lib/                  the libraries the gloo plugin needs beyond glibc and the C++ runtime
+#   include/dlpack/       the DLPack header the SDK compiles against
+#   fashion-mnist/        the data set's IDX .gz files
+#   googletest/           GoogleTest's sources, for the nccl tests
+# Usage:
 #   tools/gpu_prepare.sh
-#   run(command="bash tools/gpu_check.sh", carry=["build-gpu-deps"])
+#   then copy build-gpu-deps to the GPU machine, into the checkout's root, and run
+#   tools/gpu_check.sh there (docs/gpu.md).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 deps=$root/build-gpu-deps
 data=${DPL_GPU_DATA_DIR:-/usr/share/datasets/fashion-mnist}
+jobs=${DPL_GPU_PREPARE_JOBS:-2}
 
 cmake -S "$root" -B "$root/build-gpu-launcher" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DDPL_PORTABLE_LAUNCHER=ON -DDPL_BUILD_TESTS=OFF -DDPL_WITH_NCCL=OFF >/dev/null
-cmake --build "$root/build-gpu-launcher" --target launcher
+targets=(launcher)
+if cmake --build "$root/build-gpu-launcher" --target help | grep -q "^dpl_backend_gloo:"; then
+  targets+=(dpl_backend_gloo)
+else
+  echo "gpu_prepare: no gloo plugin (install libgloo-dev): the GPU check will skip its gloo run" >&2
+fi
+cmake --build "$root/build-gpu-launcher" -j "$jobs" --target "${targets[@]}"
+
 rm -rf "$deps"
-mkdir -p "$deps/bin" "$deps/fashion-mnist"
+mkdir -p "$deps/bin" "$deps/plugins" "$deps/lib" "$deps/include/dlpack" "$deps/fashion-mnist"
 cp "$root/build-gpu-launcher/launcher/launcher" "$deps/bin/launcher"
 strip "$deps/bin/launcher"
 if ldd "$deps/bin/launcher" | grep -q -E "boost|libstdc\+\+"; then
@@ -22,10 +37,31 @@ if ldd "$deps/bin/launcher" | grep -q -E "boost|libstdc\+\+"; then
   ldd "$deps/bin/launcher" >&2
   exit 1
 fi
+
+gloo_plugin=$root/build-gpu-launcher/plugins_out/libdpl_backend_gloo.so
+if [[ -f $gloo_plugin ]]; then
+  cp "$gloo_plugin" "$deps/plugins/"
+  strip "$deps/plugins/libdpl_backend_gloo.so"
+  # Everything it loads but the C runtime and the C++ runtime, which every machine with a pip
+  # torch has: libgloo and what libgloo needs (hiredis, ibverbs, netlink).
+  ldd "$gloo_plugin" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r library; do
+    case $(basename "$library") in
+      libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*.so.* | \
+        libstdc++.so.* | libgcc_s.so.*) ;;
+      *) cp -L "$library" "$deps/lib/" ;;
+    esac
+  done
+fi
+
+cp /usr/include/dlpack/dlpack.h "$deps/include/dlpack/" ||
+  { echo "gpu_prepare: no /usr/include/dlpack/dlpack.h (install libdlpack-dev)" >&2; exit 1; }
 cp "$data"/*-ubyte.gz "$deps/fashion-mnist/" ||
   { echo "gpu_prepare: no IDX .gz files in $data (install dataset-fashion-mnist)" >&2; exit 1; }
 if [[ -f /usr/src/googletest/CMakeLists.txt ]]; then
   cp -r /usr/src/googletest "$deps/googletest"
+else
+  echo "gpu_prepare: no /usr/src/googletest (install googletest): the GPU check will skip" \
+    "the nccl tests" >&2
 fi
 du -sh "$deps"
-echo "gpu_prepare: done; carry build-gpu-deps to the GPU machine"
+echo "gpu_prepare: done; copy build-gpu-deps to the GPU machine"

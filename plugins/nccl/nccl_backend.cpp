@@ -1,276 +1,327 @@
-// The nccl backend: one NCCL communicator per instance, unique id exchanged through the store.
+// The nccl backend (backend ABI v2): one NCCL communicator per instance, its unique id exchanged
+// through the store, collectives on a stream of the backend's own ordered after the caller's
+// (Note [Collectives on a stream of their own]), every wait bounded by the backend timeout
+// (Note [Watchdog without a thread], both in collective_engine.hpp).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <chrono>
-#include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 
+#include "collective_engine.hpp"
+#include "cuda_device_queue.hpp"
+#include "dpl/backend.h"
 #include "dpl/support/backend.hpp"
 #include "dpl/support/options.hpp"
+#include "dpl/support/reduce.hpp"
+#include "nccl_communicator.hpp"
+#include "setup_checks.hpp"
 
 namespace {
 
+using dpl::nccl::CheckCuda;
+using dpl::nccl::Progress;
 using dpl::support::ElementType;
 using dpl::support::PluginError;
 
 constexpr const char* kBackendName = "nccl";
-constexpr const char* kUniqueIdKey = "nccl/unique_id";
+static_assert(sizeof(ncclUniqueId) == dpl::nccl::kUniqueIdBytes,
+              "nccl.h's ncclUniqueId is not NCCL_UNIQUE_ID_BYTES long");
 
-void check_cuda(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) {
-    throw PluginError(DPL_ERR_INTERNAL, std::string(what) + ": " + cudaGetErrorString(error));
-  }
-}
+#ifdef DPL_NCCL_HAS_BFLOAT16
+constexpr const char* kDtypeList =
+    "float16, bfloat16, float32, float64, int8, uint8, int32 or int64";
+#else
+constexpr const char* kDtypeList = "float16, float32, float64, int8, uint8, int32 or int64";
+#endif
 
-void check_nccl(ncclResult_t result, const char* what) {
-  if (result != ncclSuccess) {
-    const dpl_status status = result == ncclSystemError || result == ncclRemoteError
-                                  ? DPL_ERR_COMMUNICATION
-                                  : DPL_ERR_INTERNAL;
-    throw PluginError(status, std::string(what) + ": " + ncclGetErrorString(result));
-  }
-}
-
-bool nccl_type(ElementType type, ncclDataType_t* out) {
+std::optional<ncclDataType_t> NcclType(ElementType type) {
   switch (type) {
     case ElementType::kFloat16:
-      *out = ncclFloat16;
-      return true;
+      return ncclFloat16;
     case ElementType::kFloat32:
-      *out = ncclFloat32;
-      return true;
+      return ncclFloat32;
     case ElementType::kFloat64:
-      *out = ncclFloat64;
-      return true;
+      return ncclFloat64;
     case ElementType::kInt8:
-      *out = ncclInt8;
-      return true;
+      return ncclInt8;
     case ElementType::kUInt8:
-      *out = ncclUint8;
-      return true;
+      return ncclUint8;
     case ElementType::kInt32:
-      *out = ncclInt32;
-      return true;
+      return ncclInt32;
     case ElementType::kInt64:
-      *out = ncclInt64;
-      return true;
-#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21000
+      return ncclInt64;
+#ifdef DPL_NCCL_HAS_BFLOAT16
     case ElementType::kBFloat16:
-      *out = ncclBfloat16;
-      return true;
+      return ncclBfloat16;
 #endif
     default:
-      return false;
+      return std::nullopt;
   }
 }
 
-void check_cuda_tensor(const DLTensor& tensor, const char* what) {
-  dpl::support::CheckContiguous(tensor, what);
-  if (tensor.device.device_type != kDLCUDA) {
-    throw PluginError(DPL_ERR_UNSUPPORTED, std::string(what) +
-                                               " is not a CUDA tensor; the nccl backend moves "
-                                               "kDLCUDA tensors only (use --backend gloo for CPU)");
+ncclRedOp_t NcclOp(dpl_reduce_op op) {
+  switch (op) {
+    case DPL_REDUCE_SUM:
+      return ncclSum;
+    case DPL_REDUCE_AVG:
+#ifdef DPL_NCCL_HAS_AVG
+      return ncclAvg;
+#else
+      throw PluginError(DPL_ERR_UNSUPPORTED,
+                        "allreduce op avg needs NCCL 2.10 or newer (built with " +
+                            dpl::nccl::NcclVersionText(NCCL_VERSION_CODE) +
+                            "); use sum and divide by the world size");
+#endif
+    case DPL_REDUCE_MIN:
+      return ncclMin;
+    case DPL_REDUCE_MAX:
+      return ncclMax;
   }
+  throw PluginError(DPL_ERR_UNSUPPORTED, "allreduce does not support op " + std::to_string(op) +
+                                             "; use sum, avg, min or max");
+}
+
+std::string Elements(const DLTensor& tensor) {
+  return std::to_string(dpl::support::ElementCount(tensor)) + " " +
+         dpl::support::DtypeName(tensor.dtype);
 }
 
 class NcclBackend {
  public:
-  explicit NcclBackend(const dpl_backend_config_v2& config) : config_(config) {
+  explicit NcclBackend(const dpl_backend_config_v2& config)
+      : config_(config), timeout_(config.timeout_ms) {
     dpl::support::KeyValueOptions(config.options, "--backend-options").CheckAllKnown();
+    CheckDevice();
+    UseDevice();
+    ncclUniqueId id;
+    if (config.rank == 0) {
+      CheckNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      dpl::nccl::PublishUniqueId(*config.store, &id, sizeof(id));
+    } else {
+      dpl::nccl::ReadUniqueId(*config.store, config.timeout_ms, &id, sizeof(id));
+    }
+    queue_ = std::make_unique<dpl::nccl::CudaDeviceQueue>();
+    auto log = [this](dpl_log_level level, const std::string& message) {
+      dpl::support::Log(config_, level, message);
+    };
+    Progress started;
+    communicator_ = std::make_unique<dpl::nccl::NcclCommunicator>(
+        id, config.rank, config.world_size, config.device_id, timeout_, log, &started);
+    engine_ = std::make_unique<dpl::nccl::CollectiveEngine>(
+        communicator_.get(), queue_.get(), &waiter_,
+        dpl::nccl::EngineIdentity{config.rank, config.world_size, timeout_}, log);
+    try {
+      engine_->AwaitReady(started);
+      CheckCuda(cudaMalloc(&barrier_token_, sizeof(int32_t)), "cudaMalloc (barrier token)");
+    } catch (...) {
+      engine_->Shutdown();
+      throw;
+    }
+    ncclGetVersion(&runtime_version_);
+    LogVersions();
+  }
+
+  ~NcclBackend() {
+    cudaSetDevice(config_.device_id);
+    engine_->Shutdown();
+    if (barrier_token_ != nullptr) cudaFree(barrier_token_);
+  }
+
+  void Allreduce(DLTensor* tensor, dpl_reduce_op op, void* stream) {
+    engine_->CheckUsable();
+    dpl::nccl::CheckDeviceTensor(*tensor, config_.device_id, "allreduce tensor");
+    const ElementType element = dpl::support::ElementTypeOf(tensor->dtype);
+    const auto type = NcclType(element);
+    if (!type) {
+      throw PluginError(DPL_ERR_UNSUPPORTED, "allreduce does not support dtype " +
+                                                 dpl::support::DtypeName(tensor->dtype) + "; use " +
+                                                 kDtypeList);
+    }
+    const ncclRedOp_t nccl_op = NcclOp(op);
+    // ncclAvg and ncclBfloat16 came with NCCL 2.10 (version code 21000): refused here, before an
+    // older library would fail the call and cost the communicator.
+    if ((op == DPL_REDUCE_AVG || element == ElementType::kBFloat16) && runtime_version_ < 21000) {
+      throw PluginError(DPL_ERR_UNSUPPORTED,
+                        "allreduce " + std::string(dpl::support::ReduceOpName(op)) + " of " +
+                            dpl::support::DtypeName(tensor->dtype) +
+                            " needs NCCL 2.10 or newer, and the loaded libnccl.so.2 is " +
+                            dpl::nccl::NcclVersionText(runtime_version_));
+    }
+    const size_t count = static_cast<size_t>(dpl::support::ElementCount(*tensor));
+    if (count == 0) return;
+    UseDevice();
+    void* data = dpl::support::DataPointer(*tensor);
+    engine_->Issue("allreduce",
+                   std::string(dpl::support::ReduceOpName(op)) + " of " + Elements(*tensor), stream,
+                   [&](void* own) {
+                     return communicator_->Answer(ncclAllReduce(data, data, count, *type, nccl_op,
+                                                                communicator_->handle(),
+                                                                static_cast<cudaStream_t>(own)));
+                   });
+  }
+
+  void Broadcast(DLTensor* tensor, int32_t root, void* stream) {
+    engine_->CheckUsable();
+    dpl::nccl::CheckDeviceTensor(*tensor, config_.device_id, "broadcast tensor");
+    dpl::support::Require(root >= 0 && root < config_.world_size,
+                          "broadcast root " + std::to_string(root) + " is outside world size " +
+                              std::to_string(config_.world_size));
+    const size_t bytes = dpl::support::ByteCount(*tensor);
+    if (bytes == 0) return;
+    UseDevice();
+    void* data = dpl::support::DataPointer(*tensor);
+    engine_->Issue("broadcast", Elements(*tensor) + " from rank " + std::to_string(root), stream,
+                   [&](void* own) {
+                     return communicator_->Answer(ncclBroadcast(data, data, bytes, ncclUint8, root,
+                                                                communicator_->handle(),
+                                                                static_cast<cudaStream_t>(own)));
+                   });
+  }
+
+  void Allgather(const DLTensor* input, DLTensor* output, void* stream) {
+    engine_->CheckUsable();
+    dpl::nccl::CheckDeviceTensor(*input, config_.device_id, "allgather input");
+    dpl::nccl::CheckDeviceTensor(*output, config_.device_id, "allgather output");
+    const size_t block = dpl::support::CheckAllgatherSizes(*input, *output, config_.world_size);
+    if (block == 0) return;
+    UseDevice();
+    const void* in = dpl::support::DataPointer(*input);
+    void* out = dpl::support::DataPointer(*output);
+    engine_->Issue("allgather", Elements(*input) + " per rank", stream, [&](void* own) {
+      return communicator_->Answer(ncclAllGather(in, out, block, ncclUint8, communicator_->handle(),
+                                                 static_cast<cudaStream_t>(own)));
+    });
+  }
+
+  // NCCL has no barrier: a one-element allreduce on the backend's stream, waited for.
+  void Barrier() {
+    engine_->CheckUsable();
+    UseDevice();
+    engine_->Issue("barrier", "allreduce of one int32", std::nullopt, [&](void* own) {
+      return communicator_->Answer(ncclAllReduce(barrier_token_, barrier_token_, 1, ncclInt32,
+                                                 ncclSum, communicator_->handle(),
+                                                 static_cast<cudaStream_t>(own)));
+    });
+    engine_->AwaitAll("barrier");
+  }
+
+  void Synchronize(void* stream) {
+    engine_->CheckUsable();
+    UseDevice();
+    engine_->Synchronize(stream);
+  }
+
+ private:
+  void CheckDevice() const {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
       cudaGetLastError();  // clear the sticky "no device" error
       throw PluginError(DPL_ERR_NO_DEVICE,
                         "NCCL needs a CUDA device; none found; use --backend gloo");
     }
-    if (config.device_id < 0 || config.device_id >= devices) {
-      throw PluginError(DPL_ERR_NO_DEVICE, "CUDA device " + std::to_string(config.device_id) +
+    if (config_.device_id < 0 || config_.device_id >= devices) {
+      throw PluginError(DPL_ERR_NO_DEVICE, "CUDA device " + std::to_string(config_.device_id) +
                                                " does not exist (this machine has " +
                                                std::to_string(devices) + ")");
     }
-    check_cuda(cudaSetDevice(config.device_id), "cudaSetDevice");
-    ncclUniqueId id;
-    const dpl_store_v1* store = config.store;
-    if (config.rank == 0) {
-      check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-      check_store(store->set(store->context, kUniqueIdKey, &id, sizeof(id)));
-    } else {
-      uint64_t size = 0;
-      check_store(
-          store->get(store->context, kUniqueIdKey, &id, sizeof(id), &size, config.timeout_ms));
+  }
+
+  // The current device is per thread, and the host may call from another thread than the one
+  // that created the instance.
+  void UseDevice() const { CheckCuda(cudaSetDevice(config_.device_id), "cudaSetDevice"); }
+
+  static void CheckNccl(ncclResult_t result, const char* what) {
+    if (result == ncclSuccess) return;
+    throw PluginError(result == ncclSystemError ? DPL_ERR_COMMUNICATION : DPL_ERR_INTERNAL,
+                      std::string(what) + ": " + ncclGetErrorString(result));
+  }
+
+  void LogVersions() const {
+    const int runtime = runtime_version_;
+    const std::string built = dpl::nccl::NcclVersionText(NCCL_VERSION_CODE);
+    dpl::support::Log(config_, DPL_LOG_INFO,
+                      "nccl: NCCL " + dpl::nccl::NcclVersionText(runtime) + " (built with " +
+                          built + "), rank " + std::to_string(config_.rank) + " of " +
+                          std::to_string(config_.world_size) + " on CUDA device " +
+                          std::to_string(config_.device_id));
+    if (runtime < NCCL_VERSION_CODE) {
+      dpl::support::Log(config_, DPL_LOG_WARNING,
+                        "nccl: the loaded libnccl.so.2 is older than the nccl.h the plugin was "
+                        "built with (" +
+                            built +
+                            "); build it against the NCCL the model's libtorch loads "
+                            "(NCCL_ROOT)");
     }
-    check_nccl(ncclCommInitRank(&comm_, config.world_size, id, config.rank), "ncclCommInitRank");
-  }
-  ~NcclBackend() {
-    if (comm_ != nullptr) ncclCommDestroy(comm_);
-  }
-
-  dpl_status allreduce(DLTensor* tensor, dpl_reduce_op op, cudaStream_t stream) {
-    check_cuda_tensor(*tensor, "allreduce tensor");
-    use_device();
-    ncclDataType_t type;
-    if (!nccl_type(dpl::support::ElementTypeOf(tensor->dtype), &type)) {
-      return dpl::support::Fail(DPL_ERR_UNSUPPORTED, "allreduce does not support dtype " +
-                                                         dpl::support::DtypeName(tensor->dtype));
-    }
-    ncclRedOp_t nccl_op;
-    switch (op) {
-      case DPL_REDUCE_SUM:
-        nccl_op = ncclSum;
-        break;
-      case DPL_REDUCE_AVG:
-        nccl_op = ncclAvg;
-        break;
-      case DPL_REDUCE_MIN:
-        nccl_op = ncclMin;
-        break;
-      case DPL_REDUCE_MAX:
-        nccl_op = ncclMax;
-        break;
-      default:
-        return dpl::support::Fail(DPL_ERR_UNSUPPORTED,
-                                  "allreduce does not support op " + std::to_string(op));
-    }
-    const size_t count = static_cast<size_t>(dpl::support::ElementCount(*tensor));
-    if (count == 0) return DPL_OK;
-    void* data = dpl::support::DataPointer(*tensor);
-    check_nccl(ncclAllReduce(data, data, count, type, nccl_op, comm_, stream), "ncclAllReduce");
-    return DPL_OK;
-  }
-
-  dpl_status broadcast(DLTensor* tensor, int32_t root, cudaStream_t stream) {
-    check_cuda_tensor(*tensor, "broadcast tensor");
-    use_device();
-    if (root < 0 || root >= config_.world_size) {
-      return dpl::support::Fail(DPL_ERR_INVALID_ARGUMENT, "broadcast root " + std::to_string(root) +
-                                                              " is outside world size " +
-                                                              std::to_string(config_.world_size));
-    }
-    const size_t bytes = static_cast<size_t>(dpl::support::ElementCount(*tensor)) *
-                         dpl::support::ElementSize(tensor->dtype);
-    if (bytes == 0) return DPL_OK;
-    void* data = dpl::support::DataPointer(*tensor);
-    check_nccl(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream), "ncclBroadcast");
-    return DPL_OK;
-  }
-
-  dpl_status allgather(const DLTensor* input, DLTensor* output, cudaStream_t stream) {
-    check_cuda_tensor(*input, "allgather input");
-    check_cuda_tensor(*output, "allgather output");
-    use_device();
-    const size_t block = static_cast<size_t>(dpl::support::ElementCount(*input)) *
-                         dpl::support::ElementSize(input->dtype);
-    const size_t out_bytes = static_cast<size_t>(dpl::support::ElementCount(*output)) *
-                             dpl::support::ElementSize(output->dtype);
-    if (out_bytes != block * static_cast<size_t>(config_.world_size)) {
-      return dpl::support::Fail(DPL_ERR_INVALID_ARGUMENT,
-                                "allgather output holds " + std::to_string(out_bytes) +
-                                    " bytes but needs world_size * input = " +
-                                    std::to_string(block * config_.world_size));
-    }
-    if (block == 0) return DPL_OK;
-    check_nccl(ncclAllGather(dpl::support::DataPointer(*input), dpl::support::DataPointer(*output),
-                             block, ncclUint8, comm_, stream),
-               "ncclAllGather");
-    return DPL_OK;
-  }
-
-  dpl_status barrier() {
-    // NCCL has no barrier: a one-element allreduce on a private stream, waited for.
-    use_device();
-    int32_t* token = nullptr;
-    check_cuda(cudaMalloc(&token, sizeof(int32_t)), "cudaMalloc");
-    cudaStream_t stream = nullptr;
-    cudaStreamCreate(&stream);
-    const ncclResult_t result = ncclAllReduce(token, token, 1, ncclInt32, ncclSum, comm_, stream);
-    const cudaError_t done = cudaStreamSynchronize(stream);
-    cudaStreamDestroy(stream);
-    cudaFree(token);
-    check_nccl(result, "ncclAllReduce (barrier)");
-    check_cuda(done, "cudaStreamSynchronize (barrier)");
-    return DPL_OK;
-  }
-
- private:
-  // The current device is per thread, and the host calls collectives from its own communication
-  // thread, not the one that created the communicator: a NULL stream means this device's.
-  void use_device() const { check_cuda(cudaSetDevice(config_.device_id), "cudaSetDevice"); }
-
-  void check_store(dpl_status status) {
-    if (status == DPL_OK) return;
-    const char* message = config_.store->last_error(config_.store->context);
-    throw PluginError(
-        status == DPL_ERR_TIMEOUT ? DPL_ERR_TIMEOUT : DPL_ERR_COMMUNICATION,
-        std::string("store: cannot exchange the NCCL unique id: ") + (message ? message : ""));
   }
 
   dpl_backend_config_v2 config_;
-  ncclComm_t comm_ = nullptr;
+  std::chrono::milliseconds timeout_;
+  dpl::nccl::SteadyWaiter waiter_;
+  std::unique_ptr<dpl::nccl::CudaDeviceQueue> queue_;
+  std::unique_ptr<dpl::nccl::NcclCommunicator> communicator_;
+  std::unique_ptr<dpl::nccl::CollectiveEngine> engine_;
+  int32_t* barrier_token_ = nullptr;
+  int runtime_version_ = 0;  // ncclGetVersion of the loaded libnccl.so.2
 };
 
-NcclBackend* as_nccl(dpl_backend* backend) {
+NcclBackend* AsNccl(dpl_backend* backend) {
   return reinterpret_cast<NcclBackend*>(backend);
 }
 
-dpl_status nccl_create(const dpl_backend_config_v2* config, dpl_backend** out) {
+dpl_status NcclCreate(const dpl_backend_config_v2* config, dpl_backend** out) {
   return dpl::support::Guarded(kBackendName, [&] {
     dpl::support::Require(out != nullptr, "out is NULL");
     *out = nullptr;
     dpl::support::CheckBackendConfig(config);
     *out = reinterpret_cast<dpl_backend*>(new NcclBackend(*config));
-    return DPL_OK;
   });
 }
 
-void nccl_destroy(dpl_backend* backend) {
-  dpl::support::Guarded(kBackendName, [&] {
-    delete as_nccl(backend);
-    return DPL_OK;
-  });
+void NcclDestroy(dpl_backend* backend) {
+  dpl::support::Guarded(kBackendName, [&] { delete AsNccl(backend); });
 }
 
-dpl_status nccl_allreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
+dpl_status NcclAllreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
   return dpl::support::Guarded(kBackendName, [&] {
     dpl::support::Require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
-    return as_nccl(backend)->allreduce(tensor, op, static_cast<cudaStream_t>(stream));
+    AsNccl(backend)->Allreduce(tensor, op, stream);
   });
 }
 
-dpl_status nccl_broadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
+dpl_status NcclBroadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
   return dpl::support::Guarded(kBackendName, [&] {
     dpl::support::Require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
-    return as_nccl(backend)->broadcast(tensor, root, static_cast<cudaStream_t>(stream));
+    AsNccl(backend)->Broadcast(tensor, root, stream);
   });
 }
 
-dpl_status nccl_allgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
-                          void* stream) {
+dpl_status NcclAllgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
+                         void* stream) {
   return dpl::support::Guarded(kBackendName, [&] {
     dpl::support::Require(backend != nullptr && input != nullptr && output != nullptr,
                           "backend, input or output is NULL");
-    return as_nccl(backend)->allgather(input, output, static_cast<cudaStream_t>(stream));
+    AsNccl(backend)->Allgather(input, output, stream);
   });
 }
 
-dpl_status nccl_barrier(dpl_backend* backend) {
+dpl_status NcclBarrier(dpl_backend* backend) {
   return dpl::support::Guarded(kBackendName, [&] {
     dpl::support::Require(backend != nullptr, "backend is NULL");
-    return as_nccl(backend)->barrier();
+    AsNccl(backend)->Barrier();
   });
 }
 
-// The collectives run on the caller's stream: once that stream's work is done, so are they.
-dpl_status nccl_synchronize(dpl_backend* backend, void* stream) {
+dpl_status NcclSynchronize(dpl_backend* backend, void* stream) {
   return dpl::support::Guarded(kBackendName, [&] {
     dpl::support::Require(backend != nullptr, "backend is NULL");
-    check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
-    return DPL_OK;
+    AsNccl(backend)->Synchronize(stream);
   });
 }
 
-const char* nccl_last_error() {
+const char* NcclLastError() {
   return dpl::support::LastError();
 }
 
@@ -280,13 +331,14 @@ extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v2 dpl_nccl_backend_table
     DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v2);
 extern "C" const dpl_backend_plugin_v2 dpl_nccl_backend_table = {
     {sizeof(dpl_backend_plugin_v2), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
-     DPL_BACKEND_ABI_VERSION_2, "nccl", "1.0.0", "NVIDIA NCCL collectives (CUDA tensors)"},
-    nccl_create,
-    nccl_destroy,
-    nccl_allreduce,
-    nccl_broadcast,
-    nccl_allgather,
-    nccl_barrier,
-    nccl_last_error,
-    nccl_synchronize,
+     DPL_BACKEND_ABI_VERSION_2, "nccl", "2.0.0",
+     "NVIDIA NCCL collectives on CUDA tensors, on a stream of their own"},
+    NcclCreate,
+    NcclDestroy,
+    NcclAllreduce,
+    NcclBroadcast,
+    NcclAllgather,
+    NcclBarrier,
+    NcclLastError,
+    NcclSynchronize,
 };

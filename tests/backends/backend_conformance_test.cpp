@@ -4,16 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <sstream>
 #include <tuple>
 
-#ifdef DPL_TEST_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
+#include "conformance_values.hpp"
 #include "dpl/support/reduce.hpp"
 #include "rank_processes.hpp"
 
@@ -23,120 +23,15 @@ using dpl::support::ElementType;
 using dpl::testing::RankContext;
 using dpl::testing::RankReport;
 using dpl::testing::run_ranks;
-
-bool plugin_built(const std::string& backend) {
-  struct stat info;
-  return ::stat(dpl::testing::plugin_path(backend, DPL_TEST_PLUGIN_DIR).c_str(), &info) == 0;
-}
-
-struct DtypeCase {
-  const char* name;
-  DLDataType dtype;
-  ElementType type;
-};
-
-const DtypeCase kDtypes[] = {
-    {"float32", {kDLFloat, 32, 1}, ElementType::kFloat32},
-    {"float64", {kDLFloat, 64, 1}, ElementType::kFloat64},
-    {"int32", {kDLInt, 32, 1}, ElementType::kInt32},
-    {"int64", {kDLInt, 64, 1}, ElementType::kInt64},
-    {"float16", {kDLFloat, 16, 1}, ElementType::kFloat16},
-    {"bfloat16", {kDLBfloat, 16, 1}, ElementType::kBFloat16},
-};
-const dpl_reduce_op kOps[] = {DPL_REDUCE_SUM, DPL_REDUCE_AVG, DPL_REDUCE_MIN, DPL_REDUCE_MAX};
-
-// Small integers in [-8, 8]: sums over 4 ranks stay exact in every dtype, so the expected
-// results are exact and the float tolerance only covers avg's division.
-double input_value(int rank, size_t index) {
-  return static_cast<double>(static_cast<int>((index * 7 + static_cast<size_t>(rank) * 3) % 17) -
-                             8);
-}
-
-void store_value(ElementType type, void* data, size_t i, double value) {
-  switch (type) {
-    case ElementType::kFloat32:
-      static_cast<float*>(data)[i] = static_cast<float>(value);
-      break;
-    case ElementType::kFloat64:
-      static_cast<double*>(data)[i] = value;
-      break;
-    case ElementType::kInt32:
-      static_cast<int32_t*>(data)[i] = static_cast<int32_t>(value);
-      break;
-    case ElementType::kInt64:
-      static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value);
-      break;
-    case ElementType::kFloat16:
-      static_cast<uint16_t*>(data)[i] = dpl::support::FloatToHalf(static_cast<float>(value));
-      break;
-    case ElementType::kBFloat16:
-      static_cast<uint16_t*>(data)[i] = dpl::support::FloatToBfloat16(static_cast<float>(value));
-      break;
-    default:
-      break;
-  }
-}
-
-double load_value(ElementType type, const void* data, size_t i) {
-  switch (type) {
-    case ElementType::kFloat32:
-      return static_cast<const float*>(data)[i];
-    case ElementType::kFloat64:
-      return static_cast<const double*>(data)[i];
-    case ElementType::kInt32:
-      return static_cast<const int32_t*>(data)[i];
-    case ElementType::kInt64:
-      return static_cast<double>(static_cast<const int64_t*>(data)[i]);
-    case ElementType::kFloat16:
-      return dpl::support::HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-    case ElementType::kBFloat16:
-      return dpl::support::Bfloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
-    default:
-      return 0;
-  }
-}
-
-bool is_integer(ElementType type) {
-  return type == ElementType::kInt32 || type == ElementType::kInt64;
-}
-
-double expected_value(ElementType type, dpl_reduce_op op, int world, size_t index) {
-  double sum = 0, low = 1e30, high = -1e30;
-  for (int r = 0; r < world; ++r) {
-    const double v = input_value(r, index);
-    sum += v;
-    low = std::min(low, v);
-    high = std::max(high, v);
-  }
-  switch (op) {
-    case DPL_REDUCE_SUM:
-      return sum;
-    case DPL_REDUCE_MIN:
-      return low;
-    case DPL_REDUCE_MAX:
-      return high;
-    case DPL_REDUCE_AVG:
-      return is_integer(type) ? static_cast<double>(static_cast<int64_t>(sum) / world)
-                              : sum / world;
-  }
-  return 0;
-}
-
-double tolerance(ElementType type, double expected) {
-  const double scale = std::max(1.0, std::fabs(expected));
-  switch (type) {
-    case ElementType::kFloat32:
-      return 1e-6 * scale;
-    case ElementType::kFloat64:
-      return 1e-12 * scale;
-    case ElementType::kFloat16:
-      return 1e-3 * scale;
-    case ElementType::kBFloat16:
-      return 8e-3 * scale;
-    default:
-      return 0;
-  }
-}
+using dpl::testing::values::DtypeCase;
+using dpl::testing::values::expected_value;
+using dpl::testing::values::input_value;
+using dpl::testing::values::kDtypes;
+using dpl::testing::values::kOps;
+using dpl::testing::values::load_value;
+using dpl::testing::values::plugin_built;
+using dpl::testing::values::store_value;
+using dpl::testing::values::tolerance;
 
 // gloo has no bfloat16: it must refuse it, not get it wrong.
 bool backend_supports(const std::string& backend, ElementType type) {
@@ -540,6 +435,7 @@ TEST(BackendErrors, UnknownOptionAndBadAllgatherSizeAreInvalidArguments) {
 }
 
 TEST(BackendPlugins, ExportExactlyTheEntrySymbol) {
+  // Every in-tree backend implements backend ABI version 2 (dpl/backend_v2.h).
   for (const std::string backend : {"tcp", "gloo", "nccl"}) {
     if (!plugin_built(backend)) continue;
     const std::string command = "nm -D --defined-only " +
@@ -559,75 +455,9 @@ TEST(BackendPlugins, ExportExactlyTheEntrySymbol) {
     EXPECT_EQ(table->header.magic, DPL_PLUGIN_MAGIC);
     EXPECT_EQ(table->header.kind, static_cast<uint32_t>(DPL_PLUGIN_KIND_BACKEND));
     EXPECT_EQ(table->header.abi_version, 2u);
+    EXPECT_NE(table->synchronize, nullptr);
     EXPECT_EQ(std::string(table->header.name), backend);
   }
 }
-
-TEST(NcclBackend, WithoutAGpuCreateSaysWhyAndWhatToUse) {
-  if (!plugin_built("nccl")) GTEST_SKIP() << "nccl plugin not built (no CUDA/NCCL at configure)";
-  const auto [status, message] = single_rank("nccl", [](const RankContext&) { return DPL_OK; });
-  if (status == DPL_OK) GTEST_SKIP() << "a GPU is present; see NcclOnGpu";
-  EXPECT_EQ(status, DPL_ERR_NO_DEVICE);
-  EXPECT_EQ(message, "nccl: NCCL needs a CUDA device; none found; use --backend gloo");
-}
-
-#ifdef DPL_TEST_HAVE_CUDA
-// On a machine with a GPU: the nccl backend at world size 1 with real CUDA tensors, every op on
-// float32 and int32, plus broadcast, allgather and barrier (tools/gpu_check.sh runs this).
-TEST(NcclBackend, OnGpuAtWorldSizeOne) {
-  if (!plugin_built("nccl")) GTEST_SKIP() << "nccl plugin not built (no CUDA/NCCL at configure)";
-  dpl::testing::RunOptions options;
-  options.device_type = kDLCUDA;
-  const auto reports = run_ranks(
-      "nccl", 1,
-      [&](const RankContext& ctx, RankReport* report) {
-        const size_t count = 1u << 20;
-        for (const auto& dtype : {kDtypes[0], kDtypes[2]}) {
-          for (const auto op : kOps) {
-            std::vector<char> host(count * 4);
-            for (size_t i = 0; i < count; ++i)
-              store_value(dtype.type, host.data(), i, input_value(0, i));
-            void* device = nullptr;
-            if (cudaMalloc(&device, host.size()) != cudaSuccess) {
-              report->status = DPL_ERR_NO_DEVICE;
-              dpl::testing::set_message(report, "cudaMalloc failed");
-              return true;
-            }
-            cudaMemcpy(device, host.data(), host.size(), cudaMemcpyHostToDevice);
-            int64_t shape = static_cast<int64_t>(count);
-            DLTensor tensor{device, {kDLCUDA, 0}, 1, dtype.dtype, &shape, nullptr, 0};
-            report->status = ctx.plugin->allreduce(ctx.backend, &tensor, op, nullptr);
-            cudaDeviceSynchronize();
-            cudaMemcpy(host.data(), device, host.size(), cudaMemcpyDeviceToHost);
-            if (report->status == DPL_OK)
-              report->status = ctx.plugin->broadcast(ctx.backend, &tensor, 0, nullptr);
-            if (report->status == DPL_OK) report->status = ctx.plugin->barrier(ctx.backend);
-            cudaFree(device);
-            if (report->status != DPL_OK) {
-              dpl::testing::set_message(report, ctx.plugin->last_error());
-              return true;
-            }
-            for (size_t i = 0; i < count; ++i) {
-              const double expected = expected_value(dtype.type, op, 1, i);
-              if (std::fabs(load_value(dtype.type, host.data(), i) - expected) >
-                  tolerance(dtype.type, expected)) {
-                report->status = DPL_ERR_INTERNAL;
-                dpl::testing::set_message(report, std::string(dtype.name) + "/" +
-                                                      dpl::support::ReduceOpName(op) +
-                                                      ": element " + std::to_string(i) + " wrong");
-                return true;
-              }
-            }
-          }
-        }
-        return true;
-      },
-      options);
-  if (reports[0].status == DPL_ERR_NO_DEVICE) {
-    GTEST_SKIP() << "no GPU on this machine: " << reports[0].message;
-  }
-  expect_all_ok_and_identical(reports);
-}
-#endif
 
 }  // namespace

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""The PyTorch DDP ConvNet peer (the shared peers' convnet_ddp.py: torch.distributed +
+torch.multiprocessing + DistributedSampler + DistributedDataParallel, on an MNIST-format IDX data
+folder) with the recipe's GPU part added: --device cuda puts each process on GPU `local rank`,
+wraps the model as DDP(device_ids=[local]) over NCCL, pins the loader's memory and copies each
+batch with non_blocking=True. Everything else is the peer's, so tools/bench/bench_gpu.py compares
+dpl's --device cuda against what a PyTorch user runs. A copy, so that the GPU machine needs
+nothing beside this checkout.
+Usage: convnet_ddp_cuda.py --data DIR [--device cuda --num-processes N --batch-size B
+                           --backend nccl --max-batches K --port P]
+--batch-size is per process, as in the recipe (it passes 128/N for N processes)."""
+import argparse, os, time, gzip, struct
+import numpy as np
+import torch, torch.nn as nn, torch.nn.functional as F
+import torch.distributed as dist, torch.multiprocessing as mp
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cn1 = nn.Conv2d(1, 16, 3, 1)
+        self.cn2 = nn.Conv2d(16, 32, 3, 1)
+        self.dp1 = nn.Dropout2d(0.10)
+        self.dp2 = nn.Dropout2d(0.25)
+        self.fc1 = nn.Linear(4608, 64)
+        self.fc2 = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = F.relu(self.cn1(x))
+        x = F.relu(self.cn2(x))
+        x = F.max_pool2d(x, 2)
+        x = self.dp1(x)
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = self.dp2(x)
+        return F.log_softmax(self.fc2(x), dim=1)
+
+
+def idx(path):
+    op = gzip.open if path.endswith('.gz') else open
+    with op(path, 'rb') as f:
+        data = f.read()
+    ndim = data[3]
+    dims = struct.unpack('>' + 'I' * ndim, data[4:4 + 4 * ndim])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def find(d, stem):
+    for n in (stem, stem + '.gz'):
+        if os.path.exists(os.path.join(d, n)):
+            return os.path.join(d, n)
+    raise FileNotFoundError(stem)
+
+
+def dataset(d):
+    x = torch.from_numpy(idx(find(d, 'train-images-idx3-ubyte')).copy()).float().div_(255).unsqueeze(1)
+    x = (x - 0.1302) / 0.3069
+    y = torch.from_numpy(idx(find(d, 'train-labels-idx1-ubyte')).astype(np.int64))
+    return torch.utils.data.TensorDataset(x, y)
+
+
+def train(local, args):
+    rank = args.machine_id * args.num_processes + local
+    cuda = args.device == 'cuda'
+    if cuda:
+        torch.cuda.set_device(local)
+    device = torch.device('cuda', local) if cuda else torch.device('cpu')
+    dist.init_process_group(backend=args.backend, init_method='env://',
+                            world_size=args.world_size, rank=rank)
+    torch.manual_seed(0)
+    ds = dataset(args.data)
+    sampler = torch.utils.data.distributed.DistributedSampler(ds, num_replicas=args.world_size, rank=rank)
+    dl = torch.utils.data.DataLoader(ds, batch_size=args.batch_size, shuffle=False, num_workers=0,
+                                     sampler=sampler, pin_memory=cuda)
+    model = ConvNet().to(device)
+    model = nn.parallel.DistributedDataParallel(model, device_ids=[local] if cuda else None)
+    opt = torch.optim.Adadelta(model.parameters(), lr=0.5)
+    model.train()
+    t0 = time.time()
+    n = 0
+    for epoch in range(args.epochs):
+        for b, (X, y) in enumerate(dl):
+            if args.max_batches and b >= args.max_batches:
+                break
+            X = X.to(device, non_blocking=True)
+            y = y.to(device, non_blocking=True)
+            loss = F.nll_loss(model(X), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            n += X.shape[0]
+            if b % 10 == 0 and local == 0 and not args.quiet:
+                print(f'epoch: {epoch} [{b}/{len(dl)}] training loss: {loss.item():.6f}', flush=True)
+    if rank == 0:
+        dt = time.time() - t0
+        print(f'rank0 samples {n} loop {dt:.3f}s  {n * args.world_size / dt:.1f} samples/s (global) loss {loss.item():.4f}', flush=True)
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument('--data', required=True)
+    p.add_argument('--device', default='cpu', choices=('cpu', 'cuda'))
+    p.add_argument('--num-machines', default=1, type=int)
+    p.add_argument('--num-processes', default=1, type=int)
+    p.add_argument('--machine-id', default=0, type=int)
+    p.add_argument('--epochs', default=1, type=int)
+    p.add_argument('--batch-size', default=128, type=int)
+    p.add_argument('--backend', default=None, help='default nccl for cuda, gloo for cpu')
+    p.add_argument('--max-batches', default=0, type=int)
+    p.add_argument('--port', default='8892')
+    p.add_argument('--quiet', action='store_true')
+    args = p.parse_args()
+    if args.backend is None:
+        args.backend = 'nccl' if args.device == 'cuda' else 'gloo'
+    args.world_size = args.num_processes * args.num_machines
+    os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
+    os.environ['MASTER_PORT'] = args.port
+    start = time.time()
+    mp.spawn(train, nprocs=args.num_processes, args=(args,))
+    print(f'Finished training in {time.time() - start:.3f} secs')
+
+
+if __name__ == '__main__':
+    main()
