@@ -12,11 +12,10 @@ namespace {
 // allocations, and glibc grows its heap 128 KiB at a time, each fresh 4 KiB page a fault. The
 // worker loader starts with glibc's heap grown 64 MiB at a time (MALLOC_TOP_PAD_) and backed by
 // transparent huge pages (glibc.malloc.hugetlb=1, which madvises the heap; it takes effect only
-// where the kernel allows THP on madvise, as Debian's does). Loading the ConvNet plugin took
-// 0.56 s and takes 0.42 s; launcher start to the end of one step, 2 workers: 0.90-1.10 s ->
-// 0.76-0.82 s; resident memory after the load 154 -> 156 MiB. The training steps then run on
-// that heap as well. glibc reads both only at exec, hence the environment. (The SDK's model
-// helper raises the top pad again in create, for hosts other than the launcher.)
+// where the kernel allows THP on madvise, as Debian's does): a quarter less load time for the
+// ConvNet plugin, at 2 MiB more memory (docs/performance.md, "Worker heap"). The training steps
+// then run on that heap as well. glibc reads both only at exec, hence the environment. (The
+// SDK's model helper raises the top pad again in create, for hosts other than the launcher.)
 constexpr const char* kTopPadEnv = "MALLOC_TOP_PAD_";
 constexpr const char* kWorkerTopPad = "67108864";
 constexpr const char* kTunablesEnv = "GLIBC_TUNABLES";

@@ -1,4 +1,4 @@
-// The recipe's ConvNet (RECIPE.md section 1) as a dpl model plugin.
+// The recipe's ConvNet (docs/recipe.md) as a dpl model plugin.
 #include "dpl/torch_model.hpp"
 #include "fused_ops.hpp"
 

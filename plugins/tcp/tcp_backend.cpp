@@ -38,8 +38,8 @@ constexpr int kSocketBufferBytes = 4 * 1024 * 1024;
 // Note [Sending in step with receiving]: a ring step sends at most kLeadBytes ahead of what it
 // has received, and one send() or recv() moves at most kMaxBytesPerCall. Without these a call
 // copied whatever the 4 MiB socket buffers allowed, one direction ran megabytes ahead of the
-// other, and the bytes in flight outgrew the caches: 16-64 MiB allreduces at two ranks ran at
-// 1.5-2.2 GB/s, 2.2-3.9 with them (docs/bandwidth.md). It cannot deadlock: were every rank held
+// other, and the bytes in flight outgrew the caches (the effect on 16-64 MiB allreduces is in
+// docs/bandwidth.md, "Third run"). It cannot deadlock: were every rank held
 // by the lead, each would have received exactly kLeadBytes more than its predecessor around the
 // ring, which is impossible; a rank whose receive is complete is no longer held.
 constexpr size_t kMaxBytesPerCall = 256 * 1024;
