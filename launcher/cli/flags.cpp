@@ -298,6 +298,10 @@ std::vector<Flag> BuildFlagTable() {
                    Constant<kMaxRestarts>, [](Options& o) -> int& { return o.max_restarts; }));
   add(Text("dump-parameters", "DIR", "each rank writes its final parameters to DIR/rank-N.bin", false,
            [](Options& o) -> std::string& { return o.training.dump_parameters_dir; }));
+  add(Text("export", "FILE", "at the end, rank 0 writes the trained model for Python to FILE (torch.load or torch.jit.load)", false,
+           [](Options& o) -> std::string& { return o.training.export_file; }));
+  add(Text("init-from", "FILE", "start from the state dict in FILE (torch.save of {name: tensor}), e.g. to fine-tune", false,
+           [](Options& o) -> std::string& { return o.training.init_from; }));
   add(CommandSwitch("help", "print this help and exit", &ParsedFlags::help));
   add(CommandSwitch("version", "print the version and ABI versions and exit", &ParsedFlags::version));
   Flag selftest = CommandSwitch("selftest", "rendezvous, then a barrier and an allgather of ranks through the backend; no training",

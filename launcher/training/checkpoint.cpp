@@ -1,186 +1,216 @@
 #include "training/checkpoint.hpp"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
+
+#include "training/torch_archive.hpp"
 
 namespace dpl::training {
 namespace {
 
-class Writer {
- public:
-  void Bytes(const void* data, size_t n) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    buffer.insert(buffer.end(), p, p + n);
-  }
-  void U64(uint64_t v) { Bytes(&v, 8); }
-  void String(const std::string& s) {
-    U64(s.size());
-    Bytes(s.data(), s.size());
-  }
-  void Floats(const std::vector<float>& v) {
-    U64(v.size());
-    Bytes(v.data(), v.size() * sizeof(float));
-  }
-  std::vector<uint8_t> buffer;
-};
+constexpr const char* kSuffix = ".pt";
+constexpr const char* kOldSuffix = ".dplckpt";  // DPLCKPT1, before checkpoints were torch files
+constexpr char kOldMagic[8] = {'D', 'P', 'L', 'C', 'K', 'P', 'T', '1'};
 
-class Reader {
- public:
-  Reader(const std::vector<uint8_t>& data, size_t end) : data_(data), end_(end) {}
-  bool Bytes(void* out, size_t n) {
-    if (end_ - position_ < n) return false;
-    std::memcpy(out, data_.data() + position_, n);
-    position_ += n;
-    return true;
-  }
-  bool U64(uint64_t* v) { return Bytes(v, 8); }
-  bool String(std::string* s) {
-    uint64_t n;
-    if (!U64(&n) || end_ - position_ < n) return false;
-    s->assign(reinterpret_cast<const char*>(data_.data() + position_), n);
-    position_ += n;
-    return true;
-  }
-  bool Floats(std::vector<float>* v) {
-    uint64_t n;
-    if (!U64(&n) || (end_ - position_) / sizeof(float) < n) return false;
-    v->resize(n);
-    return Bytes(v->data(), n * sizeof(float));
-  }
-  bool AtEnd() const { return position_ == end_; }
+const int64_t* AsInt(const TorchValue& value) {
+  return value.AsInt();
+}
+const TorchDict* AsDict(const TorchValue& value) {
+  return value.AsDict();
+}
+const std::string* AsString(const TorchValue& value) {
+  return value.AsString();
+}
+const TorchTensor* AsTensor(const TorchValue& value) {
+  return value.AsTensor();
+}
 
- private:
-  const std::vector<uint8_t>& data_;
-  size_t end_;
-  size_t position_ = 0;
-};
+bool EndsWith(const std::string& text, const std::string& suffix) {
+  return text.size() > suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
 
-std::string Errno(const std::string& what, const std::string& path) {
-  return what + " " + path + " failed: " + std::strerror(errno);
+Status OldFormat(const std::string& path) {
+  return Status::InvalidArgument(
+      "checkpoint " + path +
+      " is in dpl's old checkpoint format (DPLCKPT1), which this launcher no longer reads; "
+      "resume it with the dpl version that wrote it, or start afresh with another "
+      "--checkpoint-dir (checkpoints are now torch.save files Python can load)");
+}
+
+bool HasOldMagic(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  char magic[sizeof kOldMagic] = {};
+  return file.read(magic, sizeof magic) && std::memcmp(magic, kOldMagic, sizeof magic) == 0;
+}
+
+TorchValue Position(const CheckpointState& state) {
+  return TorchValue::Dict({{"epoch", TorchValue::Int(state.epoch)},
+                           {"step_in_epoch", TorchValue::Int(state.step_in_epoch)},
+                           {"global_step", TorchValue::Int(state.global_step)}});
+}
+
+TorchValue Optimizer(const CheckpointState& state) {
+  TorchDict per_parameter;
+  for (const OptimizerStateTensor& entry : state.optimizer_state) {
+    TorchValue* states = per_parameter.Find(entry.parameter);
+    if (states == nullptr) {
+      per_parameter.Set(entry.parameter, TorchValue::Dict());
+      states = per_parameter.Find(entry.parameter);
+    }
+    states->AsDict()->Set(entry.state, TorchValue::Tensor(entry.tensor));
+  }
+  return TorchValue::Dict({{"name", TorchValue::String(state.optimizer_name)},
+                           {"steps", TorchValue::Int(state.optimizer_steps)},
+                           {"state", TorchValue::FromDict(std::move(per_parameter))}});
+}
+
+// Reads a field of `dict` as `access` (one of the As... accessors) gives it, or says what is
+// wrong.
+template <typename T, typename Access>
+Result<const T*> Field(const TorchValue& dict, const std::string& key, Access access,
+                       const std::string& path) {
+  const TorchValue* value = dict.Find(key);
+  const T* typed = value ? access(*value) : nullptr;
+  if (typed == nullptr) {
+    return Status::InvalidArgument("checkpoint " + path + " has no valid '" + key +
+                                   "'; it was not written by dpl, or is damaged");
+  }
+  return typed;
+}
+
+Status ReadPosition(const TorchValue& root, const std::string& path, CheckpointState* state) {
+  const TorchValue* position = root.Find("position");
+  if (position == nullptr) return Field<int64_t>(root, "position", AsInt, path).status();
+  for (auto [key, target] : {std::pair<const char*, int64_t*>{"epoch", &state->epoch},
+                             {"step_in_epoch", &state->step_in_epoch},
+                             {"global_step", &state->global_step}}) {
+    auto value = Field<int64_t>(*position, key, AsInt, path);
+    if (!value.ok()) return value.status();
+    *target = **value;
+  }
+  return Status::Ok();
+}
+
+Status ReadOptimizer(const TorchValue& root, const std::string& path, CheckpointState* state) {
+  const TorchValue* optimizer = root.Find("optimizer");
+  if (optimizer == nullptr) return Field<TorchDict>(root, "optimizer", AsDict, path).status();
+  auto name = Field<std::string>(*optimizer, "name", AsString, path);
+  auto steps = Field<int64_t>(*optimizer, "steps", AsInt, path);
+  auto per_parameter = Field<TorchDict>(*optimizer, "state", AsDict, path);
+  if (!name.ok()) return name.status();
+  if (!steps.ok()) return steps.status();
+  if (!per_parameter.ok()) return per_parameter.status();
+  state->optimizer_name = **name;
+  state->optimizer_steps = **steps;
+  for (const TorchDictEntry& parameter : **per_parameter) {
+    const std::string* parameter_name = std::get_if<std::string>(&parameter.key);
+    const TorchDict* states = parameter.value.AsDict();
+    if (parameter_name == nullptr || states == nullptr) {
+      return Status::InvalidArgument("checkpoint " + path +
+                                     " has optimizer state that is not keyed by parameter name");
+    }
+    for (const TorchDictEntry& entry : *states) {
+      const std::string* state_name = std::get_if<std::string>(&entry.key);
+      const TorchTensor* tensor = entry.value.AsTensor();
+      if (state_name == nullptr || tensor == nullptr) {
+        return Status::InvalidArgument("checkpoint " + path + " has optimizer state of '" +
+                                       *parameter_name + "' that is not a tensor");
+      }
+      state->optimizer_state.push_back({*parameter_name, *state_name, *tensor});
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadTensors(const TorchValue& root, const std::string& path, CheckpointState* state) {
+  auto model = Field<TorchDict>(root, "model", AsDict, path);
+  if (!model.ok()) return model.status();
+  for (const TorchDictEntry& entry : **model) {
+    const std::string* name = std::get_if<std::string>(&entry.key);
+    const TorchTensor* tensor = entry.value.AsTensor();
+    if (name == nullptr || tensor == nullptr) {
+      return Status::InvalidArgument("checkpoint " + path +
+                                     "'s 'model' is not a state dict of named tensors");
+    }
+    state->model.push_back({*name, *tensor});
+  }
+  auto rng = Field<TorchTensor>(root, "rng", AsTensor, path);
+  if (!rng.ok()) return rng.status();
+  state->rng_state = (*rng)->data;
+  auto options = Field<TorchDict>(root, "options", AsDict, path);
+  if (!options.ok()) return options.status();
+  for (const TorchDictEntry& entry : **options) {
+    const std::string* key = std::get_if<std::string>(&entry.key);
+    const std::string* value = entry.value.AsString();
+    if (key == nullptr || value == nullptr) {
+      return Status::InvalidArgument("checkpoint " + path + "'s 'options' are not text");
+    }
+    state->options.emplace_back(*key, *value);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
 
 std::string CheckpointFileName(int64_t global_step) {
   char name[64];
-  std::snprintf(name, sizeof name, "checkpoint-%010lld.dplckpt",
-                static_cast<long long>(global_step));
+  std::snprintf(name, sizeof name, "checkpoint-%010lld%s", static_cast<long long>(global_step),
+                kSuffix);
   return name;
 }
 
 Status WriteCheckpoint(const std::string& directory, const CheckpointState& state) {
   if (::mkdir(directory.c_str(), 0755) != 0 && errno != EEXIST) {
-    return Status::Error(Errno("creating checkpoint folder", directory));
+    return Status::Io("creating checkpoint folder " + directory +
+                      " failed: " + std::strerror(errno));
   }
-  Writer w;
-  w.Bytes(kCheckpointMagic, sizeof kCheckpointMagic);
-  w.U64(kCheckpointVersion);
-  w.U64(uint64_t(state.global_step));
-  w.U64(uint64_t(state.epoch));
-  w.U64(uint64_t(state.step_in_epoch));
-  w.U64(uint64_t(state.optimizer_steps));
-  w.String(state.fingerprint);
-  w.U64(state.parameters.size());
-  for (const auto& p : state.parameters) w.Floats(p);
-  w.U64(state.optimizer_state.size());
-  for (const auto& b : state.optimizer_state) w.Floats(b);
-  const uint32_t crc = uint32_t(crc32(0L, w.buffer.data(), uInt(w.buffer.size())));
-  w.Bytes(&crc, sizeof crc);
-
-  const std::string final_path = directory + "/" + CheckpointFileName(state.global_step);
-  const std::string temp_path = final_path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::Error(Errno("creating", temp_path));
-  size_t written = 0;
-  while (written < w.buffer.size()) {
-    const ssize_t n = ::write(fd, w.buffer.data() + written, w.buffer.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Status error = Status::Error(Errno("writing", temp_path));
-      ::close(fd);
-      ::unlink(temp_path.c_str());
-      return error;
-    }
-    written += size_t(n);
+  TorchValue::Entries model, options;
+  for (const NamedTensor& entry : state.model) {
+    model.emplace_back(entry.name, TorchValue::Tensor(entry.tensor));
   }
-  if (::fsync(fd) != 0) {
-    Status error = Status::Error(Errno("fsync of", temp_path));
-    ::close(fd);
-    ::unlink(temp_path.c_str());
-    return error;
+  for (const auto& [key, value] : state.options) {
+    options.emplace_back(key, TorchValue::String(value));
   }
-  ::close(fd);
-  if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
-    Status error = Status::Error(Errno("renaming " + temp_path + " to", final_path));
-    ::unlink(temp_path.c_str());
-    return error;
-  }
-  const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);  // makes the rename itself durable
-    ::close(dir_fd);
-  }
-  return Status::Ok();
+  const TorchValue root =
+      TorchValue::Dict({{"format", TorchValue::String(kCheckpointFormat)},
+                        {"version", TorchValue::Int(kCheckpointVersion)},
+                        {"position", Position(state)},
+                        {"model", TorchValue::OrderedDict(std::move(model))},
+                        {"optimizer", Optimizer(state)},
+                        {"rng", TorchValue::Tensor(TorchTensor::Of<uint8_t>(
+                                    {int64_t(state.rng_state.size())}, state.rng_state))},
+                        {"options", TorchValue::Dict(std::move(options))}});
+  return WriteTorchArchive(directory + "/" + CheckpointFileName(state.global_step), root,
+                           "checkpoint");
 }
 
 Result<CheckpointState> ReadCheckpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("cannot open checkpoint " + path + ": " + std::strerror(errno));
-  std::vector<uint8_t> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string fix = "; delete it to resume from the previous checkpoint";
-  if (data.size() < sizeof kCheckpointMagic ||
-      std::memcmp(data.data(), kCheckpointMagic, sizeof kCheckpointMagic) != 0) {
-    return Status::Error("checkpoint " + path + " is not a dpl checkpoint (bad magic)" + fix);
+  if (HasOldMagic(path)) return OldFormat(path);
+  Result<TorchValue> root = ReadTorchArchive(path);
+  if (!root.ok()) return root.status().WithContext("reading checkpoint " + path);
+  auto format = Field<std::string>(*root, "format", AsString, path);
+  if (!format.ok() || **format != kCheckpointFormat) {
+    return Status::InvalidArgument("checkpoint " + path +
+                                   " is a torch file but not a dpl checkpoint (no 'format': '" +
+                                   kCheckpointFormat + "')");
   }
-  if (data.size() < sizeof kCheckpointMagic + 8 + 4) {
-    return Status::Error("checkpoint " + path + " is truncated (" + std::to_string(data.size()) +
-                         " bytes)" + fix);
-  }
-  const size_t body = data.size() - 4;
-  uint32_t stored_crc;
-  std::memcpy(&stored_crc, data.data() + body, 4);
-  const uint32_t crc = uint32_t(crc32(0L, data.data(), uInt(body)));
-  Reader r(data, body);
-  char magic[8];
-  uint64_t version = 0;
-  r.Bytes(magic, 8);
-  r.U64(&version);
-  if (version != kCheckpointVersion) {
-    return Status::Error("checkpoint " + path + " has format version " + std::to_string(version) +
-                         " but this launcher reads version " + std::to_string(kCheckpointVersion));
-  }
-  if (crc != stored_crc) {
-    return Status::Error("checkpoint " + path + " is corrupt or truncated (CRC-32 mismatch)" + fix);
+  auto version = Field<int64_t>(*root, "version", AsInt, path);
+  if (!version.ok()) return version.status();
+  if (**version != kCheckpointVersion) {
+    return Status::InvalidArgument("checkpoint " + path + " has format version " +
+                                   std::to_string(**version) + " but this launcher reads version " +
+                                   std::to_string(kCheckpointVersion));
   }
   CheckpointState state;
-  uint64_t global_step, epoch, step_in_epoch, optimizer_steps, count;
-  bool good = r.U64(&global_step) && r.U64(&epoch) && r.U64(&step_in_epoch) &&
-              r.U64(&optimizer_steps) && r.String(&state.fingerprint) && r.U64(&count);
-  for (uint64_t i = 0; good && i < count && good; ++i) {
-    state.parameters.emplace_back();
-    good = r.Floats(&state.parameters.back());
-  }
-  good = good && r.U64(&count);
-  for (uint64_t i = 0; good && i < count; ++i) {
-    state.optimizer_state.emplace_back();
-    good = r.Floats(&state.optimizer_state.back());
-  }
-  if (!good || !r.AtEnd()) {
-    return Status::Error("checkpoint " + path + " has a malformed body" + fix);
-  }
-  state.global_step = int64_t(global_step);
-  state.epoch = int64_t(epoch);
-  state.step_in_epoch = int64_t(step_in_epoch);
-  state.optimizer_steps = int64_t(optimizer_steps);
+  DPL_RETURN_IF_ERROR(ReadPosition(*root, path, &state));
+  DPL_RETURN_IF_ERROR(ReadOptimizer(*root, path, &state));
+  DPL_RETURN_IF_ERROR(ReadTensors(*root, path, &state));
   return state;
 }
 
@@ -188,18 +218,22 @@ Result<std::string> NewestCheckpoint(const std::string& directory) {
   DIR* dir = ::opendir(directory.c_str());
   if (!dir) {
     if (errno == ENOENT) return std::string();
-    return Status::Error(Errno("listing checkpoint folder", directory));
+    return Status::Io("listing checkpoint folder " + directory +
+                      " failed: " + std::strerror(errno));
   }
-  std::string newest;
-  const std::string suffix = ".dplckpt";
+  std::string newest, newest_old;
   while (const dirent* entry = ::readdir(dir)) {
     const std::string name = entry->d_name;
-    if (name.rfind("checkpoint-", 0) == 0 && name.size() > suffix.size() &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 && name > newest) {
-      newest = name;  // zero-padded steps sort as text
-    }
+    if (name.rfind("checkpoint-", 0) != 0) continue;
+    // Zero-padded steps sort as text.
+    if (EndsWith(name, kSuffix) && name > newest) newest = name;
+    if (EndsWith(name, kOldSuffix) && name > newest_old) newest_old = name;
   }
   ::closedir(dir);
+  const auto step_of = [](const std::string& name) { return name.substr(0, 21); };
+  if (!newest_old.empty() && (newest.empty() || step_of(newest_old) > step_of(newest))) {
+    return OldFormat(directory + "/" + newest_old);
+  }
   return newest.empty() ? std::string() : directory + "/" + newest;
 }
 

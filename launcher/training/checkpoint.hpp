@@ -1,43 +1,69 @@
-// Training checkpoints: parameters, optimizer state, sampler position and the options a resumed
-// run must match, in one self-checking file (magic, version, CRC-32 trailer). Written atomically:
-// a temporary file in the same folder, fsync, rename, fsync of the folder; so a crash mid-write
-// leaves the previous checkpoint untouched. The host writes the parameter buffers itself, so
-// checkpoints do not depend on a model plugin's save_state.
+// Training checkpoints that say what they hold, in PyTorch's own file format (torch.save of a
+// dict, written without libtorch by torch_archive.hpp), so `torch.load(path)` in Python gives:
+//
+//   {"format": "dpl-checkpoint", "version": 2,
+//    "position": {"epoch": E, "step_in_epoch": S, "global_step": G},  # the sampler position
+//    "model": OrderedDict{name: tensor},   # parameters, then buffers: a state dict
+//    "optimizer": {"name": "adadelta", "steps": N,
+//                  "state": {parameter name: {"square_avg": tensor, ...}}},
+//    "rng": tensor(uint8),                 # the model's random generators ([] when none)
+//    "options": {name: value text}}        # what a resumed run must match
+//
+// Written atomically (a temporary file in the same folder, fsync, rename, fsync of the folder),
+// so a crash mid-write leaves the previous checkpoint untouched. Files of the old format
+// (DPLCKPT1, *.dplckpt) are refused with what to do.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.hpp"
+#include "training/torch_value.hpp"
 
 namespace dpl::training {
 
-inline constexpr char kCheckpointMagic[8] = {'D', 'P', 'L', 'C', 'K', 'P', 'T', '1'};
-inline constexpr uint32_t kCheckpointVersion = 1;
+inline constexpr const char* kCheckpointFormat = "dpl-checkpoint";
+inline constexpr int64_t kCheckpointVersion = 2;
 
-struct CheckpointState {
-  int64_t global_step = 0;    // optimizer steps done
-  int64_t epoch = 0;          // the epoch to continue in
-  int64_t step_in_epoch = 0;  // batches of that epoch already done
-  int64_t optimizer_steps = 0;
-  std::string fingerprint;  // options that must match to resume, "k=v;k=v"
-  std::vector<std::vector<float>> parameters;
-  std::vector<std::vector<float>> optimizer_state;
+struct NamedTensor {
+  std::string name;
+  TorchTensor tensor;
 };
 
-// The file name for a step: "checkpoint-<step zero-padded to 10>.dplckpt".
+// One tensor of the optimizer's state: `state` ("exp_avg", ...) of parameter `parameter`.
+struct OptimizerStateTensor {
+  std::string parameter;
+  std::string state;
+  TorchTensor tensor;
+};
+
+struct CheckpointState {
+  int64_t epoch = 0;          // the epoch to continue in
+  int64_t step_in_epoch = 0;  // batches of that epoch already done
+  int64_t global_step = 0;    // optimizer steps done
+  std::vector<NamedTensor> model;
+  std::string optimizer_name;
+  int64_t optimizer_steps = 0;
+  std::vector<OptimizerStateTensor> optimizer_state;
+  std::vector<uint8_t> rng_state;
+  std::vector<std::pair<std::string, std::string>> options;
+};
+
+// The file name for a step: "checkpoint-<step zero-padded to 10>.pt".
 std::string CheckpointFileName(int64_t global_step);
 
 // Writes `state` to directory/CheckpointFileName(state.global_step) atomically (creates the
 // directory). The error names the path and the failed system call.
 Status WriteCheckpoint(const std::string& directory, const CheckpointState& state);
 
-// Reads and verifies one checkpoint file. Errors name the path: not a checkpoint, truncated,
-// checksum mismatch.
+// Reads and checks one checkpoint. Errors name the path: not a checkpoint, truncated, corrupt,
+// the old format.
 Result<CheckpointState> ReadCheckpoint(const std::string& path);
 
-// The newest checkpoint in `directory` (by step), or "" when there is none.
+// The newest checkpoint in `directory` (by step), or "" when there is none. A newer file of the
+// old format is refused.
 Result<std::string> NewestCheckpoint(const std::string& directory);
 
 }  // namespace dpl::training

@@ -1,32 +1,137 @@
 #include "training/checkpoint_policy.hpp"
 
 #include <cstring>
+#include <map>
 #include <sstream>
 
 #include "common/log.hpp"
+#include "training/buffers.hpp"
 #include "training/checkpoint.hpp"
 
 namespace dpl::training {
+namespace {
 
-CheckpointPolicy::CheckpointPolicy(const TrainingConfig& config, int rank, int world_size)
-    : config_(config), rank_(rank), world_size_(world_size) {}
-
-std::string CheckpointPolicy::Fingerprint() const {
-  std::ostringstream s;
-  s << "model=" << config_.model << ";model_options=" << config_.model_options
-    << ";optimizer=" << NameOf(OptimizerNames(), config_.optimizer)
-    << ";lr=" << config_.learning_rate << ";momentum=" << config_.momentum
-    << ";batch_size=" << config_.batch_size << ";world_size=" << world_size_
-    << ";seed=" << config_.seed << ";grad_accum=" << config_.grad_accum
-    << ";drop_last=" << (config_.drop_last ? 1 : 0);
-  return s.str();
+std::string Text(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
 }
+
+// Host floats as a tensor of `shape`.
+TorchTensor FloatTensor(const float* values, size_t count, std::vector<int64_t> shape) {
+  TorchTensor tensor;
+  tensor.dtype = TorchDtype::kFloat32;
+  tensor.shape = std::move(shape);
+  tensor.data.resize(count * sizeof(float));
+  std::memcpy(tensor.data.data(), values, tensor.data.size());
+  return tensor;
+}
+
+std::vector<int64_t> ShapeOf(const DLTensor& tensor) {
+  return std::vector<int64_t>(tensor.shape, tensor.shape + tensor.ndim);
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text = "(";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + ")";
+}
+
+Status CheckOptions(const CheckpointState& state, const TrainingConfig& config,
+                    const std::string& path) {
+  std::map<std::string, std::string> saved(state.options.begin(), state.options.end());
+  for (const auto& [flag, value] : ResumeOptions(config)) {
+    auto found = saved.find(flag);
+    const std::string then = found == saved.end() ? "(not set)" : found->second;
+    if (then != value) {
+      return Status::InvalidArgument("checkpoint " + path + " was written with " + flag + " " +
+                                     then + " but this run has " + flag + " " + value +
+                                     "; resume with the same options or use another "
+                                     "--checkpoint-dir");
+    }
+  }
+  return Status::Ok();
+}
+
+// Copies the checkpoint's tensor `name` into `out` (`bytes` long), checking shape and dtype.
+Status Restore(const std::map<std::string, const TorchTensor*>& tensors, const std::string& name,
+               TorchDtype dtype, const std::vector<int64_t>& shape, void* out, size_t bytes,
+               const std::string& path) {
+  auto found = tensors.find(name);
+  if (found == tensors.end()) {
+    return Status::InvalidArgument("checkpoint " + path + " has no tensor '" + name +
+                                   "'; it was written for another model");
+  }
+  const TorchTensor& tensor = *found->second;
+  if (tensor.dtype != dtype || tensor.shape != shape || tensor.data.size() != bytes) {
+    return Status::InvalidArgument("checkpoint " + path + ": tensor '" + name + "' is " +
+                                   TorchDtypeName(tensor.dtype) + " " + ShapeText(tensor.shape) +
+                                   ", the model has " + TorchDtypeName(dtype) + " " +
+                                   ShapeText(shape));
+  }
+  std::memcpy(out, tensor.data.data(), bytes);
+  return Status::Ok();
+}
+
+Status RestoreBuffers(const std::map<std::string, const TorchTensor*>& tensors, Model& model,
+                      const std::string& path) {
+  Result<std::vector<BufferInfo>> buffers = ListBuffers(model);
+  if (!buffers.ok()) return buffers.status();
+  if (buffers->empty()) return Status::Ok();
+  std::vector<uint8_t> bytes;
+  for (const BufferInfo& buffer : *buffers) {
+    Result<TorchDtype> dtype = TorchDtypeOfDl(buffer.value.dtype, "buffer " + buffer.name);
+    if (!dtype.ok()) return dtype.status();
+    const size_t offset = bytes.size();
+    bytes.resize(offset + buffer.bytes);
+    DPL_RETURN_IF_ERROR(Restore(tensors, buffer.name, *dtype, buffer.shape, bytes.data() + offset,
+                                buffer.bytes, path));
+  }
+  return model.WriteBuffers(bytes.data(), bytes.size());
+}
+
+Status RestoreOptimizer(const CheckpointState& state, const ParameterPlacement& placement,
+                        Optimizer& optimizer, const std::string& path) {
+  std::map<std::string, const TorchTensor*> tensors;
+  for (const OptimizerStateTensor& entry : state.optimizer_state) {
+    tensors[entry.parameter + "/" + entry.state] = &entry.tensor;
+  }
+  const std::vector<HostParameter>& parameters = placement.parameters();
+  const std::vector<std::string> names = optimizer.StateNames();
+  std::vector<std::vector<float>*> buffers = optimizer.StateBuffers();
+  for (size_t k = 0; k < buffers.size() && !parameters.empty(); ++k) {
+    const HostParameter& p = parameters[k % parameters.size()];
+    const std::string name = p.name + "/" + names[k / parameters.size()];
+    DPL_RETURN_IF_ERROR(Restore(tensors, name, TorchDtype::kFloat32, ShapeOf(p.model_value),
+                                buffers[k]->data(), buffers[k]->size() * sizeof(float), path)
+                            .WithContext("the optimizer's state"));
+  }
+  optimizer.set_steps(state.optimizer_steps);
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> ResumeOptions(const TrainingConfig& config) {
+  return {{"--model", config.model},
+          {"--model-options", config.model_options},
+          {"--optimizer", NameOf(OptimizerNames(), config.optimizer)},
+          {"--lr", Text(config.learning_rate)},
+          {"--momentum", Text(config.momentum)},
+          {"--batch-size", std::to_string(config.batch_size)},
+          {"--seed", std::to_string(config.seed)},
+          {"--grad-accum", std::to_string(config.grad_accum)},
+          {"--drop-last", config.drop_last ? "true" : "false"}};
+}
+
+CheckpointPolicy::CheckpointPolicy(const TrainingConfig& config, int rank)
+    : config_(config), rank_(rank) {}
 
 bool CheckpointPolicy::DueAfter(int64_t global_step) const {
   return config_.checkpoint_every > 0 && global_step % config_.checkpoint_every == 0;
 }
 
-Result<TrainingPosition> CheckpointPolicy::Resume(ParameterPlacement& placement,
+Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlacement& placement,
                                                   Optimizer& optimizer) const {
   if (!config_.resume) return TrainingPosition{};
   if (config_.checkpoint_dir.empty()) {
@@ -42,35 +147,17 @@ Result<TrainingPosition> CheckpointPolicy::Resume(ParameterPlacement& placement,
   }
   Result<CheckpointState> state = ReadCheckpoint(*newest);
   if (!state.ok()) return state.status();
-  const std::string expected = Fingerprint();
-  if (state->fingerprint != expected) {
-    return Status::InvalidArgument(
-        "checkpoint " + *newest + " was written with options '" + state->fingerprint +
-        "' but this run has '" + expected +
-        "'; resume with the same options or use another --checkpoint-dir");
-  }
-  const std::vector<HostParameter>& parameters = placement.parameters();
-  std::vector<std::vector<float>*> buffers = optimizer.StateBuffers();
-  bool shapes_match = state->parameters.size() == parameters.size() &&
-                      state->optimizer_state.size() == buffers.size();
-  for (size_t i = 0; shapes_match && i < parameters.size(); ++i) {
-    shapes_match = state->parameters[i].size() == parameters[i].elements;
-  }
-  for (size_t i = 0; shapes_match && i < buffers.size(); ++i) {
-    shapes_match = state->optimizer_state[i].size() == buffers[i]->size();
-  }
-  if (!shapes_match) {
-    return Status::InvalidArgument(
-        "checkpoint " + *newest +
-        " holds parameters or optimizer state of other shapes than this model");
-  }
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    std::memcpy(parameters[i].value, state->parameters[i].data(),
-                parameters[i].elements * sizeof(float));
+  DPL_RETURN_IF_ERROR(CheckOptions(*state, config_, *newest));
+  std::map<std::string, const TorchTensor*> tensors;
+  for (const NamedTensor& entry : state->model) tensors[entry.name] = &entry.tensor;
+  for (const HostParameter& p : placement.parameters()) {
+    DPL_RETURN_IF_ERROR(Restore(tensors, p.name, TorchDtype::kFloat32, ShapeOf(p.model_value),
+                                p.value, p.elements * sizeof(float), *newest));
   }
   DPL_RETURN_IF_ERROR(placement.ValuesChanged());
-  for (size_t i = 0; i < buffers.size(); ++i) *buffers[i] = state->optimizer_state[i];
-  optimizer.set_steps(state->optimizer_steps);
+  DPL_RETURN_IF_ERROR(RestoreBuffers(tensors, model, *newest));
+  DPL_RETURN_IF_ERROR(RestoreOptimizer(*state, placement, optimizer, *newest));
+  if (!state->rng_state.empty()) DPL_RETURN_IF_ERROR(model.SetRngState(state->rng_state));
   const TrainingPosition position{state->epoch, state->step_in_epoch, state->global_step};
   if (rank_ == 0) {
     log::Info("resumed from " + *newest + " at epoch " + std::to_string(position.epoch) +
@@ -80,19 +167,45 @@ Result<TrainingPosition> CheckpointPolicy::Resume(ParameterPlacement& placement,
   return position;
 }
 
-Status CheckpointPolicy::Save(const TrainingPosition& position, const ParameterPlacement& placement,
-                              Optimizer& optimizer) const {
+Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
+                              const ParameterPlacement& placement, Optimizer& optimizer) const {
   if (config_.checkpoint_dir.empty() || rank_ != 0) return Status::Ok();
   CheckpointState state;
-  state.global_step = position.global_step;
   state.epoch = position.epoch;
   state.step_in_epoch = position.step_in_epoch;
-  state.optimizer_steps = optimizer.steps();
-  state.fingerprint = Fingerprint();
+  state.global_step = position.global_step;
+  state.options = ResumeOptions(config_);
   for (const HostParameter& p : placement.parameters()) {
-    state.parameters.emplace_back(p.value, p.value + p.elements);
+    state.model.push_back({p.name, FloatTensor(p.value, p.elements, ShapeOf(p.model_value))});
   }
-  for (const std::vector<float>* b : optimizer.StateBuffers()) state.optimizer_state.push_back(*b);
+  Result<std::vector<BufferInfo>> buffers = ListBuffers(model);
+  if (!buffers.ok()) return buffers.status();
+  size_t total = 0;
+  for (const BufferInfo& buffer : *buffers) total += buffer.bytes;
+  std::vector<uint8_t> bytes(total);
+  if (total > 0) DPL_RETURN_IF_ERROR(model.ReadBuffers(bytes.data(), bytes.size()));
+  size_t offset = 0;
+  for (const BufferInfo& buffer : *buffers) {
+    Result<TorchDtype> dtype = TorchDtypeOfDl(buffer.value.dtype, "buffer " + buffer.name);
+    if (!dtype.ok()) return dtype.status();
+    TorchTensor tensor{
+        *dtype, buffer.shape,
+        std::vector<uint8_t>(bytes.begin() + offset, bytes.begin() + offset + buffer.bytes)};
+    state.model.push_back({buffer.name, std::move(tensor)});
+    offset += buffer.bytes;
+  }
+  state.optimizer_name = NameOf(OptimizerNames(), config_.optimizer);
+  state.optimizer_steps = optimizer.steps();
+  const std::vector<HostParameter>& parameters = placement.parameters();
+  const std::vector<std::string> names = optimizer.StateNames();
+  std::vector<std::vector<float>*> state_buffers = optimizer.StateBuffers();
+  for (size_t k = 0; k < state_buffers.size() && !parameters.empty(); ++k) {
+    const HostParameter& p = parameters[k % parameters.size()];
+    state.optimizer_state.push_back(
+        {p.name, names[k / parameters.size()],
+         FloatTensor(state_buffers[k]->data(), state_buffers[k]->size(), ShapeOf(p.model_value))});
+  }
+  if (model.HasV3()) DPL_RETURN_IF_ERROR(model.RngState(&state.rng_state));
   return WriteCheckpoint(config_.checkpoint_dir, state)
       .WithContext("writing a checkpoint to --checkpoint-dir " + config_.checkpoint_dir);
 }

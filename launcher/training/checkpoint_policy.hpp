@@ -1,13 +1,18 @@
 // When a run writes checkpoints and how it resumes from one: every --checkpoint-every steps and
 // at the end (rank 0 writes, into --checkpoint-dir), and with --resume from the newest, which
-// must have been written with the options that change the arithmetic (the fingerprint).
+// must have been written with the options that change the arithmetic (named and compared one by
+// one). A checkpoint holds the parameters and buffers by name, the optimizer's state by
+// parameter name, the position in the data and the model's random state (checkpoint.hpp).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.hpp"
 #include "training/config.hpp"
+#include "training/model.hpp"
 #include "training/optimizer.hpp"
 #include "training/placement.hpp"
 
@@ -21,26 +26,27 @@ struct TrainingPosition {
   int64_t global_step = 0;
 };
 
+// The options a resumed run must share with the one that wrote the checkpoint: (flag, value).
+std::vector<std::pair<std::string, std::string>> ResumeOptions(const TrainingConfig& config);
+
 class CheckpointPolicy {
  public:
-  CheckpointPolicy(const TrainingConfig& config, int rank, int world_size);
+  CheckpointPolicy(const TrainingConfig& config, int rank);
 
   // With --resume, restores the newest checkpoint into the host values (the placement hands them
-  // to the model) and the optimizer, and returns its position; else, or when there is none yet,
-  // the start. Refuses a checkpoint written with other options, naming both.
-  Result<TrainingPosition> Resume(ParameterPlacement& placement, Optimizer& optimizer) const;
+  // to the model), the model's buffers and random state, and the optimizer, and returns its
+  // position; else, or when there is none yet, the start.
+  Result<TrainingPosition> Resume(Model& model, ParameterPlacement& placement,
+                                  Optimizer& optimizer) const;
   // Whether a checkpoint is due after the optimizer step that made `global_step` steps.
   bool DueAfter(int64_t global_step) const;
   // Writes one (on rank 0, when --checkpoint-dir is set; a no-op elsewhere).
-  Status Save(const TrainingPosition& position, const ParameterPlacement& placement,
+  Status Save(const TrainingPosition& position, Model& model, const ParameterPlacement& placement,
               Optimizer& optimizer) const;
 
  private:
-  std::string Fingerprint() const;
-
   const TrainingConfig& config_;
   int rank_;
-  int world_size_;
 };
 
 }  // namespace dpl::training

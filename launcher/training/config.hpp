@@ -94,6 +94,12 @@ struct TrainingConfig {
 
   // Each rank writes its final parameters to dump_parameters_dir/rank-N.bin ("" = not).
   std::string dump_parameters_dir;
+
+  // The trained model for Python, written by rank 0 at the end ("" = not): the model's own
+  // export (a TorchScript module, or a state dict of the module's names).
+  std::string export_file;
+  // A state dict (torch.save of {name: tensor}) to start from ("" = the model's initialisation).
+  std::string init_from;
 };
 
 }  // namespace dpl::training

@@ -49,6 +49,7 @@ class Adadelta final : public Optimizer {
     for (auto& b : acc_delta_) out.push_back(&b);
     return out;
   }
+  std::vector<std::string> StateNames() const override { return {"square_avg", "acc_delta"}; }
 
  private:
   OptimizerOptions options_;
@@ -88,6 +89,7 @@ class Sgd final : public Optimizer {
     for (auto& b : momentum_buffer_) out.push_back(&b);
     return out;
   }
+  std::vector<std::string> StateNames() const override { return {"momentum_buffer"}; }
 
  private:
   OptimizerOptions options_;
@@ -136,6 +138,7 @@ class Adam final : public Optimizer {
     for (auto& b : exp_avg_sq_) out.push_back(&b);
     return out;
   }
+  std::vector<std::string> StateNames() const override { return {"exp_avg", "exp_avg_sq"}; }
 
  private:
   OptimizerOptions options_;

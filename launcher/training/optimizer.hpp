@@ -34,8 +34,12 @@ class Optimizer {
   // match the sizes given at creation.
   virtual void Step(const std::vector<float*>& parameters,
                     const std::vector<const float*>& gradients) = 0;
-  // The state to checkpoint: every buffer, in a fixed order, plus the step counter.
+  // The state to checkpoint: every buffer, in a fixed order, plus the step counter. The buffers
+  // are StateNames()[k] of every parameter in turn: buffer k * parameters + i is state k of
+  // parameter i.
   virtual std::vector<std::vector<float>*> StateBuffers() = 0;
+  // torch.optim's names of the per-parameter state ("exp_avg", ...).
+  virtual std::vector<std::string> StateNames() const = 0;
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps) { steps_ = steps; }
   // The learning rate of the following steps. A schedule sets it before every step, as

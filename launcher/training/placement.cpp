@@ -79,6 +79,20 @@ class HostCopyPlacement final : public ParameterPlacement {
     return Status::Ok();
   }
   Status ValuesChanged() override { return WriteValuesToModel(); }
+
+ protected:
+  Status BroadcastBuffers() override {
+    size_t total = 0;
+    for (const BufferInfo& buffer : buffers_) total += buffer.bytes;
+    if (!comm_ || total == 0) return Status::Ok();
+    std::vector<uint8_t> bytes(total);
+    DPL_RETURN_IF_ERROR(model_.ReadBuffers(bytes.data(), bytes.size()));
+    int64_t shape[1] = {int64_t(total)};
+    DLTensor tensor = HostTensor(bytes.data(), DLDataType{kDLUInt, 8, 1}, 1, shape);
+    DPL_RETURN_IF_ERROR(
+        comm_->Submit([this, &tensor] { return backend_->Broadcast(&tensor, 0, nullptr); }).get());
+    return model_.WriteBuffers(bytes.data(), bytes.size());
+  }
 };
 
 // The backend reaches the model's memory but the optimizer runs on a host copy (a device model
@@ -178,7 +192,32 @@ Status ParameterPlacement::CheckSupported(const std::string& model_name, uint32_
                                         : std::string("--mirror-parameters")));
 }
 
+Status ParameterPlacement::BroadcastInitialState() {
+  DPL_RETURN_IF_ERROR(BroadcastInitialValues());
+  return BroadcastBuffers();
+}
+
+Status ParameterPlacement::BeforeForward() {
+  if ((model_.info().flags & DPL_MODEL_BROADCAST_BUFFERS) == 0) return Status::Ok();
+  return BroadcastBuffers();
+}
+
+Status ParameterPlacement::BroadcastBuffers() {
+  if (!comm_ || buffers_.empty()) return Status::Ok();
+  return comm_
+      ->Submit([this] {
+        for (BufferInfo& buffer : buffers_) {
+          DPL_RETURN_IF_ERROR(backend_->Broadcast(&buffer.value, 0, model_.info().stream));
+        }
+        return backend_->Synchronize(model_.info().stream);
+      })
+      .get();
+}
+
 Status ParameterPlacement::ListParameters() {
+  Result<std::vector<BufferInfo>> buffers = ListBuffers(model_);
+  if (!buffers.ok()) return buffers.status();
+  buffers_ = std::move(*buffers);
   for (uint32_t i = 0; i < model_.info().parameter_count; ++i) {
     dpl_parameter_v2 p{};
     DPL_RETURN_IF_ERROR(model_.Parameter(i, &p));

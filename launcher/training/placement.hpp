@@ -25,6 +25,7 @@
 
 #include "common/status.hpp"
 #include "training/backend.hpp"
+#include "training/buffers.hpp"
 #include "training/config.hpp"
 #include "training/gradient_sync.hpp"
 #include "training/model.hpp"
@@ -73,8 +74,12 @@ class ParameterPlacement {
   const std::vector<float*>& values() const { return values_; }
   const std::vector<const float*>& gradients() const { return gradients_; }
 
-  // Copies rank 0's parameters to every rank (and into the host copy).
-  virtual Status BroadcastInitialValues() = 0;
+  // Copies rank 0's parameters and buffers to every rank (and the parameters into the host
+  // copy), as DDP does when it wraps a module.
+  Status BroadcastInitialState();
+  // Before each forward pass of training: rank 0's buffers to every rank, when the model asks
+  // for it (DPL_MODEL_BROADCAST_BUFFERS; DDP's broadcast_buffers=True).
+  Status BeforeForward();
   // Before the train_step that ends an optimizer step: its gradients may start to be summed.
   void BeginStep(float scale);
   // After that train_step, whose status is `step` (the communication is drained even when it
@@ -88,6 +93,10 @@ class ParameterPlacement {
   Status Detach();
 
  protected:
+  virtual Status BroadcastInitialValues() = 0;
+  // Rank 0's buffers to every rank: on the model's own tensors here; through host memory where
+  // the backend cannot reach the model's (HostCopyPlacement).
+  virtual Status BroadcastBuffers();
   Status ListParameters();
   void UseModelMemory();
   void UseHostCopy();
@@ -109,6 +118,7 @@ class ParameterPlacement {
   std::vector<const float*> gradients_;
   std::vector<float> host_values_, host_gradients_;  // the host copy, parameters back to back
   std::vector<int64_t> host_gradient_shapes_;        // of the host copy's DLTensors
+  std::vector<BufferInfo> buffers_;                  // the model's (ABI v3)
   std::unique_ptr<CommunicationThread> comm_;
   std::unique_ptr<GradientSynchronizer> sync_;
 };

@@ -1,6 +1,11 @@
 #include "training/trainer.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 
@@ -11,6 +16,7 @@
 #include "training/placement.hpp"
 #include "training/reporter.hpp"
 #include "training/sampler.hpp"
+#include "training/state_dict.hpp"
 
 namespace dpl::training {
 namespace {
@@ -30,7 +36,7 @@ class Trainer {
         model_plugin_(model_plugin),
         data_(std::move(data)),
         sum_across_ranks_(std::move(sum_across_ranks)),
-        checkpoints_(config, identity.rank, identity.world_size) {}
+        checkpoints_(config, identity.rank) {}
 
   Status Run();
 
@@ -41,6 +47,8 @@ class Trainer {
   Status TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices);
   Status OptimizerStep(float scale);
   Status Evaluate();
+  Status InitFrom();
+  Status Export() const;
   Status DumpParameters() const;
   bool StepLimitReached() const {
     return config_.max_steps > 0 && position_.global_step >= config_.max_steps;
@@ -73,8 +81,9 @@ class Trainer {
 
 Status Trainer::Run() {
   DPL_RETURN_IF_ERROR(Setup());
-  DPL_RETURN_IF_ERROR(placement_->BroadcastInitialValues());
-  Result<TrainingPosition> start = checkpoints_.Resume(*placement_, *optimizer_);
+  DPL_RETURN_IF_ERROR(InitFrom());
+  DPL_RETURN_IF_ERROR(placement_->BroadcastInitialState());
+  Result<TrainingPosition> start = checkpoints_.Resume(*model_, *placement_, *optimizer_);
   if (!start.ok()) return start.status();
   start_ = position_ = *start;
   stopped_ = StepLimitReached();  // a run resumed at its last step has nothing left to train
@@ -86,10 +95,11 @@ Status Trainer::Run() {
   end.epoch = mid_epoch ? epoch - 1 : epoch;
   if (!mid_epoch) end.step_in_epoch = 0;
   if (stopped_ && epoch == start_.epoch) end = start_;  // nothing trained: keep the position
-  DPL_RETURN_IF_ERROR(checkpoints_.Save(end, *placement_, *optimizer_));
+  DPL_RETURN_IF_ERROR(checkpoints_.Save(end, *model_, *placement_, *optimizer_));
   reporter_->OnTrainingEnd(position_.global_step, samples_done_, last_loss_, profile_);
   if (config_.evaluate) DPL_RETURN_IF_ERROR(Evaluate());
   DPL_RETURN_IF_ERROR(placement_->Detach());
+  DPL_RETURN_IF_ERROR(Export());
   return DumpParameters();
 }
 
@@ -192,8 +202,10 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
   ++micro_steps_;
   const bool optimizer_step = micro_steps_ == config_.grad_accum || batch + 1 == batches_;
   const float scale = 1.0f / float(identity_.world_size * micro_steps_);
-  if (optimizer_step) placement_->BeginStep(scale);
   profile_.Lap(StepPhase::kData);
+  DPL_RETURN_IF_ERROR(placement_->BeforeForward());
+  if (optimizer_step) placement_->BeginStep(scale);
+  profile_.Lap(StepPhase::kCommunicationWait);
   float loss = 0.0f;
   const Status step = model_->TrainStep(batch_.Input(n), batch_.Labels(n), &loss);
   profile_.Lap(StepPhase::kCompute);
@@ -212,7 +224,7 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
     if (checkpoints_.DueAfter(position_.global_step)) {
       TrainingPosition next = position_;
       next.epoch = epoch;
-      DPL_RETURN_IF_ERROR(checkpoints_.Save(next, *placement_, *optimizer_));
+      DPL_RETURN_IF_ERROR(checkpoints_.Save(next, *model_, *placement_, *optimizer_));
     }
     stopped_ = StepLimitReached();
   }
@@ -250,6 +262,37 @@ Status Trainer::Evaluate() {
   std::vector<double> totals = {loss_sum, double(correct), double(end - begin)};
   if (identity_.world_size > 1) DPL_RETURN_IF_ERROR(sum_across_ranks_("test-set", &totals));
   reporter_->OnEvaluation(totals[0], totals[1], totals[2]);
+  return Status::Ok();
+}
+
+// --init-from: rank 0 reads the state dict; the initial broadcast takes it to every rank.
+Status Trainer::InitFrom() {
+  if (config_.init_from.empty() || identity_.rank != 0) return Status::Ok();
+  const Status loaded = model_->HasV3() ? model_->LoadState(config_.init_from)
+                                        : ReadParameterStateDict(config_.init_from, *placement_);
+  DPL_RETURN_IF_ERROR(loaded.WithContext("--init-from " + config_.init_from));
+  log::Info("parameters from " + config_.init_from);
+  return Status::Ok();
+}
+
+// --export: the model's own export (v3), written to a temporary name and renamed; for older
+// plugins a state dict of the host's parameters.
+Status Trainer::Export() const {
+  if (config_.export_file.empty() || identity_.rank != 0) return Status::Ok();
+  if (!model_->HasV3()) {
+    return WriteParameterStateDict(config_.export_file, *placement_).WithContext("--export");
+  }
+  const std::string temporary = config_.export_file + ".tmp." + std::to_string(::getpid());
+  Status saved = model_->SaveState(temporary);
+  if (saved.ok() && std::rename(temporary.c_str(), config_.export_file.c_str()) != 0) {
+    saved = Status::Io("renaming " + temporary + " to " + config_.export_file +
+                       " failed: " + std::strerror(errno));
+  }
+  if (!saved.ok()) {
+    std::remove(temporary.c_str());
+    return saved.WithContext("--export");
+  }
+  log::Info("the trained model is in " + config_.export_file);
   return Status::Ok();
 }
 

@@ -6,8 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+
+#include "torch_reference.hpp"
 
 namespace dpl::training {
 namespace {
@@ -25,10 +28,18 @@ class CheckpointTest : public ::testing::Test {
     s.global_step = step;
     s.epoch = 2;
     s.step_in_epoch = 17;
+    s.optimizer_name = "adadelta";
     s.optimizer_steps = step;
-    s.fingerprint = "model=convnet;seed=0";
-    s.parameters = {std::vector<float>(elements, 1.5f), {-1.0f, 2.0f}};
-    s.optimizer_state = {std::vector<float>(elements, 0.25f), {}, {3.0f}};
+    s.options = {{"--model", "convnet"}, {"--seed", "0"}};
+    s.model = {{"fc.weight",
+                TorchTensor::Of<float>({int64_t(elements)}, std::vector<float>(elements, 1.5f))},
+               {"fc.bias", TorchTensor::Of<float>({2}, {-1.0f, 2.0f})},
+               {"bn.num_batches_tracked", TorchTensor::Of<int64_t>({}, {7})}};
+    s.optimizer_state = {
+        {"fc.weight", "square_avg",
+         TorchTensor::Of<float>({int64_t(elements)}, std::vector<float>(elements, 0.25f))},
+        {"fc.bias", "square_avg", TorchTensor::Of<float>({2}, {3.0f, 4.0f})}};
+    s.rng_state = {1, 2, 3, 250};
     return s;
   }
   std::string dir_;
@@ -42,39 +53,63 @@ TEST_F(CheckpointTest, RoundTripsAndFindsTheNewest) {
   ASSERT_TRUE(WriteCheckpoint(dir_, Sample(10, 10)).ok());
   Result<std::string> newest = NewestCheckpoint(dir_);
   ASSERT_TRUE(newest.ok());
-  EXPECT_EQ(*newest, dir_ + "/checkpoint-0000000010.dplckpt");
+  EXPECT_EQ(*newest, dir_ + "/checkpoint-0000000010.pt");
   Result<CheckpointState> read = ReadCheckpoint(*newest);
   ASSERT_TRUE(read.ok()) << read.status().message();
   const CheckpointState expected = Sample(10, 10);
   EXPECT_EQ(read->global_step, 10);
   EXPECT_EQ(read->epoch, 2);
   EXPECT_EQ(read->step_in_epoch, 17);
+  EXPECT_EQ(read->optimizer_name, "adadelta");
   EXPECT_EQ(read->optimizer_steps, 10);
-  EXPECT_EQ(read->fingerprint, expected.fingerprint);
-  EXPECT_EQ(read->parameters, expected.parameters);
-  EXPECT_EQ(read->optimizer_state, expected.optimizer_state);
+  EXPECT_EQ(read->options, expected.options);
+  ASSERT_EQ(read->model.size(), expected.model.size());
+  for (size_t i = 0; i < expected.model.size(); ++i) {
+    EXPECT_EQ(read->model[i].name, expected.model[i].name);
+    EXPECT_EQ(read->model[i].tensor, expected.model[i].tensor) << expected.model[i].name;
+  }
+  ASSERT_EQ(read->optimizer_state.size(), expected.optimizer_state.size());
+  for (size_t i = 0; i < expected.optimizer_state.size(); ++i) {
+    EXPECT_EQ(read->optimizer_state[i].parameter, expected.optimizer_state[i].parameter);
+    EXPECT_EQ(read->optimizer_state[i].state, expected.optimizer_state[i].state);
+    EXPECT_EQ(read->optimizer_state[i].tensor, expected.optimizer_state[i].tensor);
+  }
+  EXPECT_EQ(read->rng_state, expected.rng_state);
 }
 
-TEST_F(CheckpointTest, CorruptAndTruncatedFilesAreRefused) {
+// What the checkpoint holds is named, for Python's torch.load.
+TEST_F(CheckpointTest, PythonReadsTheCheckpointAsADict) {
+  ASSERT_TRUE(WriteCheckpoint(dir_, Sample(4, 3)).ok());
+  DPL_RUN_TORCH_REFERENCE("checkpoint_reference.py", dir_ + "/checkpoint-0000000004.pt");
+}
+
+TEST_F(CheckpointTest, CorruptTruncatedAndOldFilesAreRefused) {
   ASSERT_TRUE(WriteCheckpoint(dir_, Sample(3, 100)).ok());
-  const std::string path = dir_ + "/checkpoint-0000000003.dplckpt";
-  const std::string fix = "; delete it to resume from the previous checkpoint";
+  const std::string path = dir_ + "/checkpoint-0000000003.pt";
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(200);
+    f.seekp(300);
     f.put('\x7f');
   }
-  EXPECT_EQ(ReadCheckpoint(path).status().message(),
-            "checkpoint " + path + " is corrupt or truncated (CRC-32 mismatch)" + fix);
+  Result<CheckpointState> flipped = ReadCheckpoint(path);
+  ASSERT_FALSE(flipped.ok());
+  EXPECT_EQ(flipped.status().message().rfind("reading checkpoint " + path + ": ", 0), 0u)
+      << flipped.status().message();
   std::filesystem::resize_file(path, 150);
-  EXPECT_EQ(ReadCheckpoint(path).status().message(),
-            "checkpoint " + path + " is corrupt or truncated (CRC-32 mismatch)" + fix);
-  std::filesystem::resize_file(path, 10);
-  EXPECT_EQ(ReadCheckpoint(path).status().message(),
-            "checkpoint " + path + " is truncated (10 bytes)" + fix);
+  EXPECT_FALSE(ReadCheckpoint(path).ok());
   std::ofstream(path, std::ios::trunc) << "hello world, not a checkpoint";
-  EXPECT_EQ(ReadCheckpoint(path).status().message(),
-            "checkpoint " + path + " is not a dpl checkpoint (bad magic)" + fix);
+  EXPECT_FALSE(ReadCheckpoint(path).ok());
+  // The format before checkpoints were torch files: refused with what to do, also when it is the
+  // newest file of the folder.
+  const std::string old = dir_ + "/checkpoint-0000000005.dplckpt";
+  std::ofstream(old, std::ios::binary) << "DPLCKPT1 and the rest";
+  const std::string refusal =
+      "checkpoint " + old +
+      " is in dpl's old checkpoint format (DPLCKPT1), which this launcher no longer reads; "
+      "resume it with the dpl version that wrote it, or start afresh with another "
+      "--checkpoint-dir (checkpoints are now torch.save files Python can load)";
+  EXPECT_EQ(ReadCheckpoint(old).status().message(), refusal);
+  EXPECT_EQ(NewestCheckpoint(dir_).status().message(), refusal);
 }
 
 // A writer killed mid-write leaves the previous checkpoint intact and the newest still readable.
@@ -95,7 +130,7 @@ TEST_F(CheckpointTest, KillDuringWriteKeepsThePreviousOne) {
   ASSERT_TRUE(newest.ok());
   Result<CheckpointState> read = ReadCheckpoint(*newest);
   ASSERT_TRUE(read.ok()) << read.status().message();
-  Result<CheckpointState> first = ReadCheckpoint(dir_ + "/checkpoint-0000000001.dplckpt");
+  Result<CheckpointState> first = ReadCheckpoint(dir_ + "/checkpoint-0000000001.pt");
   ASSERT_TRUE(first.ok()) << first.status().message();
 }
 

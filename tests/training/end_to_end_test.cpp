@@ -147,12 +147,12 @@ TEST_F(EndToEndTest, ResumedRunEndsWithTheSameParameters) {
   RunResult first =
       RunLauncher(args + "--max-steps 8 --checkpoint-every 4 --checkpoint-dir " + checkpoints);
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  EXPECT_TRUE(fs::exists(checkpoints + "/checkpoint-0000000004.dplckpt"));
-  EXPECT_TRUE(fs::exists(checkpoints + "/checkpoint-0000000008.dplckpt"));
+  EXPECT_TRUE(fs::exists(checkpoints + "/checkpoint-0000000004.pt"));
+  EXPECT_TRUE(fs::exists(checkpoints + "/checkpoint-0000000008.pt"));
   RunResult second = RunLauncher(args + "--max-steps 16 --resume --checkpoint-dir " + checkpoints +
                                  " --dump-parameters " + resumed);
   ASSERT_EQ(second.exit_code, 0) << second.output;
-  EXPECT_NE(second.output.find("resumed from " + checkpoints + "/checkpoint-0000000008.dplckpt"),
+  EXPECT_NE(second.output.find("resumed from " + checkpoints + "/checkpoint-0000000008.pt"),
             std::string::npos)
       << second.output;
   const std::vector<float> a = ReadFloats(straight + "/rank-0.bin");

@@ -1,0 +1,30 @@
+// A model's buffers (model ABI v3): state that is not trained by gradients, such as BatchNorm's
+// running statistics, listed by name with their element type and shape.
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+#include "training/model.hpp"
+#include "training/torch_value.hpp"
+
+namespace dpl::training {
+
+struct BufferInfo {
+  std::string name;
+  DLTensor value{};  // on the model's device
+  std::vector<int64_t> shape;
+  size_t bytes = 0;
+};
+
+// Every buffer of `model`, in index order; none for a model of ABI v1 or v2.
+Result<std::vector<BufferInfo>> ListBuffers(const Model& model);
+
+// The torch dtype of a DLPack dtype, or an error naming it.
+Result<TorchDtype> TorchDtypeOfDl(const DLDataType& dtype, const std::string& what);
+
+}  // namespace dpl::training
