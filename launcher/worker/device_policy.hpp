@@ -1,10 +1,14 @@
 // The one place that decides what a worker computes on and with how many threads: its rank in the
-// job, its device (CPU or the CUDA device numbered like its local rank, as the recipe's
-// cuda.set_device(local_index)), and its intra-op thread count (--threads-per-worker, or the
-// machine's cores shared evenly by its workers).
+// job, its device (CPU, or the CUDA device numbered like its local rank, as the recipe's
+// cuda.set_device(local_index); workers share the GPUs in turn when a machine has fewer GPUs than
+// workers), and its intra-op thread count (--threads-per-worker, or the machine's cores shared
+// evenly by its workers).
 #pragma once
 
+#include <string>
+
 #include "cli/options.hpp"
+#include "common/status.hpp"
 #include "training/trainer.hpp"
 
 namespace dpl::worker {
@@ -13,7 +17,17 @@ namespace dpl::worker {
 // (and MKL's, OpenBLAS's) of the workers' environment.
 int ThreadsPerWorker(const cli::Options& options);
 
-// Who worker `local_rank` of this machine is and what it uses.
-training::WorkerIdentity PlaceWorker(const cli::Options& options, int local_rank);
+// The CUDA devices this process can see (CUDA_VISIBLE_DEVICES applies), asked of the driver
+// (libcuda, loaded only when asked); 0 without a driver or a GPU.
+int VisibleCudaDevices();
+
+// Who worker `local_rank` of this machine is and what it uses, on a machine with `cuda_devices`
+// GPUs (only asked for --device cuda).
+training::WorkerIdentity PlaceWorker(const cli::Options& options, int local_rank, int cuda_devices);
+
+// Refuses a backend that cannot share a GPU between workers (nccl) when this machine's workers
+// outnumber its GPUs, saying why and what to use instead.
+Status CheckBackendFitsDevices(const std::string& backend, const training::WorkerIdentity& identity,
+                               int cuda_devices);
 
 }  // namespace dpl::worker

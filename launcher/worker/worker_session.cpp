@@ -54,7 +54,9 @@ int RunWorkerSession(const cli::Options& options, std::future<Result<training::T
                                         std::to_string(options.num_processes) +
                                         "); --worker is started by the launcher, not by hand"));
   }
-  const training::WorkerIdentity identity = PlaceWorker(options, options.local_rank);
+  const bool cuda = options.training.device == training::Device::kCuda;
+  const int cuda_devices = cuda ? VisibleCudaDevices() : 0;
+  const training::WorkerIdentity identity = PlaceWorker(options, options.local_rank, cuda_devices);
   log::SetPrefix("[rank " + std::to_string(identity.rank) + "]");
   // `ps` and `top` show which rank a process is; the tests find workers by this name too.
   const std::string process_name = "dpl-rank-" + std::to_string(identity.rank);
@@ -71,6 +73,14 @@ int RunWorkerSession(const cli::Options& options, std::future<Result<training::T
       training::NameOf(training::DeviceNames(), options.training.device), &reason);
   if (!backend_plugin.ok()) return Fail(backend_plugin.status());
   if (identity.rank == 0 && !reason.empty()) log::Info(reason);
+  const Status fits = CheckBackendFitsDevices(backend_plugin->name, identity, cuda_devices);
+  if (!fits.ok()) return Fail(fits);
+  if (cuda && cuda_devices > 0 && identity.local_world_size > cuda_devices &&
+      identity.local_rank == 0) {
+    log::Info(std::to_string(identity.local_world_size) + " workers of this machine share its " +
+              std::to_string(cuda_devices) + " GPU(s): worker k computes on CUDA device k mod " +
+              std::to_string(cuda_devices));
+  }
   auto backend = StartBackend(*backend_plugin, options, identity, **store, prefix);
   if (!backend.ok()) return Fail(backend.status());
   if (options.selftest_job) {

@@ -18,6 +18,8 @@ Method (identical for dpl and the peer, so no implementation has to time itself)
     process tree; the launcher/spawn parent is excluded).
 The peer runs twice: as users run it, and "tuned" with glibc malloc thresholds raised
 (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_), which avoids page faults on every step.
+With --baseline LAUNCHER, an earlier dpl build runs in every repeat too (its own plugins next to
+it), and the table adds dpl/baseline: whether a change cost throughput, measured in the same way.
 """
 import argparse
 import json
@@ -107,8 +109,8 @@ def timed_run(cmd, env, worker_name_filter, steps_of_line):
     return arrivals, wall, max(peaks.values(), default=0)
 
 
-def dpl_command(args, processes, threads, backend, steps):
-    return [args.launcher, "--backend", backend, "--model", "convnet",
+def dpl_command(launcher, args, processes, threads, backend, steps):
+    return [launcher, "--backend", backend, "--model", "convnet",
             "--num-processes", str(processes), "--threads-per-worker", str(threads),
             "--batch-size", str(GLOBAL_BATCH), "--max-steps", str(steps), "--data-dir", args.data,
             "--master-port", "0", "--no-progress", "--no-eval", "--log-interval", "10"]
@@ -142,6 +144,7 @@ def main():
     p.add_argument("--configs", default="1x2-gloo,2x1-gloo,2x1-tcp",
                    help="comma list of <processes>x<threads>-<backend>")
     p.add_argument("--json", help="also write every measurement to this file")
+    p.add_argument("--baseline", help="an earlier dpl launcher to compare with, run alike")
     args = p.parse_args()
 
     base_env = dict(os.environ)
@@ -149,7 +152,7 @@ def main():
     base_env.pop("MALLOC_TRIM_THRESHOLD_", None)
     ports = iter(range(29610, 29610 + 10000))
     configs = args.configs.split(",")
-    sides = ("dpl", "peer", "tuned")
+    sides = ("dpl", "peer", "tuned") + (("baseline",) if args.baseline else ())
     # runs[config][side] = one measurement per repeat
     runs = {config: {side: [] for side in sides} for config in configs}
     for repeat in range(args.repeats):
@@ -163,15 +166,18 @@ def main():
             dpl_steps = lambda printed: printed
             peer_steps = lambda printed: printed + 1  # printed after batch index `printed`
             commands = {
-                "dpl": (lambda k: dpl_command(args, processes, threads, backend, k), env,
-                        lambda c: b"--worker" in c, dpl_steps),
+                "dpl": (lambda k: dpl_command(args.launcher, args, processes, threads, backend, k),
+                        env, lambda c: b"--worker" in c, dpl_steps),
+                "baseline": (lambda k: dpl_command(args.baseline, args, processes, threads,
+                                                   backend, k),
+                             env, lambda c: b"--worker" in c, dpl_steps),
                 "peer": (lambda k: peer_command(args, processes, "gloo", k, port), env, peer_filter,
                          peer_steps),
                 "tuned": (lambda k: peer_command(args, processes, "gloo", k, port),
                           dict(env, **TUNED_MALLOC), peer_filter, peer_steps),
             }
             # Rotate which side goes first, so no side always runs on the warmest machine.
-            order = sides[repeat % 3:] + sides[:repeat % 3]
+            order = sides[repeat % len(sides):] + sides[:repeat % len(sides)]
             for side in order:
                 make_cmd, side_env, worker_filter, steps_of_line = commands[side]
                 runs[config][side].append(one_measurement(make_cmd, side_env, worker_filter,
@@ -201,6 +207,13 @@ def main():
               f"{median(config, 'peer', 'startup'):.2f} | {paired(config, 'startup', 'peer'):.2f} | "
               f"{median(config, 'dpl', 'rss_mib'):.0f} | {median(config, 'peer', 'rss_mib'):.0f} | "
               f"{paired(config, 'rss_mib', 'peer'):.2f} |")
+    if args.baseline:
+        print("| config | dpl samples/s | baseline samples/s | dpl/baseline |")
+        print("|---|---|---|---|")
+        for config in configs:
+            print(f"| {config} | {median(config, 'dpl', 'rate'):.0f} | "
+                  f"{median(config, 'baseline', 'rate'):.0f} | "
+                  f"{paired(config, 'rate', 'baseline'):.3f}x |")
     if "1x2-gloo" in runs and "2x1-gloo" in runs:
         hidden = statistics.median(a["rate"] / b["rate"] for a, b in
                                    zip(runs["2x1-gloo"]["dpl"], runs["1x2-gloo"]["dpl"]))
