@@ -37,11 +37,18 @@ std::vector<Entry> ReadFolder(const std::string& folder, bool follow_links) {
   while (const dirent* item = ::readdir(dir)) {
     const std::string name = item->d_name;
     if (name == "." || name == "..") continue;
+    Entry entry;
+    entry.name = name;
+    // readdir's type saves a stat per file; links and file systems that do not tell need one.
+    if (item->d_type == DT_REG || item->d_type == DT_DIR) {
+      entry.regular = item->d_type == DT_REG;
+      entry.directory = item->d_type == DT_DIR;
+      entries.push_back(entry);
+      continue;
+    }
     struct stat info {};
     const std::string full = folder + "/" + name;
     const int got = follow_links ? ::stat(full.c_str(), &info) : ::lstat(full.c_str(), &info);
-    Entry entry;
-    entry.name = name;
     if (got == 0) {
       entry.directory = S_ISDIR(info.st_mode);
       entry.regular = S_ISREG(info.st_mode);

@@ -1,7 +1,8 @@
 // PNG (libpng) and JPEG (libjpeg-turbo) images decoded from memory into 8-bit pixels, the way
 // Pillow (PIL) reads them: no gamma or colour management, 16-bit samples reduced to their high
-// byte, alpha dropped, palettes expanded to RGB, JPEGs with libjpeg's default (accurate integer)
-// DCT and fancy upsampling. The format is told by the file's first bytes, not its name.
+// byte (as Pillow does for colour; its 16-bit grey to "L" clips at 255 instead), alpha dropped,
+// palettes expanded to RGB, JPEGs with libjpeg's default (accurate integer) DCT and fancy
+// upsampling. The format is told by the file's first bytes, not its name.
 #pragma once
 
 #include <cstddef>

@@ -212,6 +212,21 @@ TEST_F(ImageFolderTest, TheDecodedSplitIsCachedAndAChangedImageDecodesAgain) {
             0u);
 }
 
+TEST_F(ImageFolderTest, LinksToFilesAndClassFoldersAreFollowedLinksToInnerFoldersAreNot) {
+  Writer("standard " + dir_);
+  std::filesystem::create_directory_symlink(Path("train/dog"), Path("train/wolf"));
+  std::filesystem::create_symlink(Path("train/cat/a.png"), Path("train/dog/link.png"));
+  std::filesystem::create_directory_symlink(Path("train/cat/sub"), Path("train/dog/sub"));
+  Dataset dataset("imagefolder", At());
+  ASSERT_TRUE(dataset.ok()) << dataset.error();
+  EXPECT_EQ(dataset.Info().num_classes, 3);
+  EXPECT_EQ(dataset.Info().count, 4 + 6 + 6);  // dog gains link.png, not sub/
+  const Batch batch = dataset.Fill({0, 4, 10});
+  EXPECT_EQ(batch.labels, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_TRUE(std::equal(batch.input.begin(), batch.input.begin() + 30, batch.input.begin() + 30));
+  EXPECT_TRUE(std::equal(batch.input.begin(), batch.input.begin() + 30, batch.input.begin() + 60));
+}
+
 TEST_F(ImageFolderTest, FoldersThatAreRefused) {
   EXPECT_EQ(Refusal(At(), DPL_ERR_NOT_FOUND),
             Error("missing data folder: " + Path("train") +
