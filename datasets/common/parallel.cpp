@@ -33,11 +33,11 @@ void ParallelFor(int threads, int64_t count, const std::function<void(int64_t)>&
       }
     }
   };
-  const int64_t helpers = std::min<int64_t>(std::max(threads, 1), count) - 1;
+  const int64_t extra_threads = std::min<int64_t>(std::max(threads, 1), count) - 1;
   std::vector<std::thread> pool;
-  pool.reserve(size_t(helpers));
+  pool.reserve(size_t(extra_threads));
   try {
-    for (int64_t t = 0; t < helpers; ++t) pool.emplace_back(work);
+    for (int64_t t = 0; t < extra_threads; ++t) pool.emplace_back(work);
   } catch (...) {  // no thread to be had: the ones started and this one do the work
   }
   work();
