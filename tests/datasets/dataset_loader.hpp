@@ -1,0 +1,219 @@
+// Dataset plugins loaded from the build's plugin folder with dlopen and driven through the C ABI
+// only (dpl/dataset.h), as the launcher drives them, plus the scratch files the tests write.
+#pragma once
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dpl/dataset.h"
+
+namespace dpl::datasets::testing {
+
+// Loads libdpl_dataset_<name>.so once per process.
+inline const dpl_dataset_plugin_v1& Plugin(const std::string& name) {
+  static std::map<std::string, const dpl_dataset_plugin_v1*> loaded;
+  auto found = loaded.find(name);
+  if (found != loaded.end()) return *found->second;
+  const std::string path = std::string(DPL_TEST_PLUGIN_DIR) + "/libdpl_dataset_" + name + ".so";
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    ADD_FAILURE() << "dlopen " << path << ": " << dlerror();
+    std::abort();
+  }
+  auto* table = static_cast<const dpl_dataset_plugin_v1*>(dlsym(handle, "dpl_dataset_plugin_v1"));
+  if (table == nullptr) {
+    ADD_FAILURE() << path << " has no dpl_dataset_plugin_v1";
+    std::abort();
+  }
+  loaded[name] = table;
+  return *table;
+}
+
+// Log lines a dataset sent to the host, as "W: text" (level initial, then the message).
+struct LogLines {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  static void Callback(void* context, dpl_log_level level, const char* message) {
+    auto* self = static_cast<LogLines*>(context);
+    std::lock_guard<std::mutex> lock(self->mutex);
+    self->lines.push_back(std::string(1, "DIWE"[level]) + ": " + message);
+  }
+};
+
+struct Settings {
+  std::string path;
+  std::string options;
+  std::string cache_dir;
+  int32_t split = DPL_DATASET_SPLIT_TRAIN;
+  int32_t num_threads = 1;
+  uint64_t seed = 0;
+  LogLines* log = nullptr;
+};
+
+inline dpl_dataset_config_v1 ConfigOf(const Settings& settings) {
+  dpl_dataset_config_v1 config{};
+  config.struct_size = sizeof config;
+  config.version = DPL_DATASET_ABI_VERSION_1;
+  config.path = settings.path.c_str();
+  config.options = settings.options.c_str();
+  config.split = settings.split;
+  config.num_threads = settings.num_threads;
+  config.cache_dir = settings.cache_dir.c_str();
+  config.seed = settings.seed;
+  config.log = settings.log ? &LogLines::Callback : nullptr;
+  config.log_context = settings.log;
+  return config;
+}
+
+// A filled batch: floats row by row, and labels.
+struct Batch {
+  std::vector<float> input;
+  std::vector<int64_t> labels;
+};
+
+// One dataset instance, destroyed at scope end. A failed create leaves status() and error().
+class Dataset {
+ public:
+  Dataset(const std::string& plugin, const Settings& settings) : plugin_(Plugin(plugin)) {
+    const dpl_dataset_config_v1 config = ConfigOf(settings);
+    status_ = plugin_.create(&config, &dataset_);
+    if (status_ != DPL_OK) error_ = plugin_.last_error();
+  }
+  ~Dataset() { plugin_.destroy(dataset_); }
+  Dataset(const Dataset&) = delete;
+  Dataset& operator=(const Dataset&) = delete;
+
+  bool ok() const { return status_ == DPL_OK; }
+  dpl_status status() const { return status_; }
+  const std::string& error() const { return error_; }
+  dpl_dataset* get() const { return dataset_; }
+  const dpl_dataset_plugin_v1& plugin() const { return plugin_; }
+
+  dpl_dataset_info_v1 Info() const {
+    dpl_dataset_info_v1 info{};
+    info.struct_size = sizeof info;
+    EXPECT_EQ(plugin_.describe(dataset_, &info), DPL_OK) << plugin_.last_error();
+    return info;
+  }
+  std::vector<int64_t> SampleShape() const {
+    const dpl_dataset_info_v1 info = Info();
+    return std::vector<int64_t>(info.sample_shape, info.sample_shape + info.sample_ndim);
+  }
+  int64_t SampleElements() const {
+    int64_t elements = 1;
+    for (const int64_t extent : SampleShape()) elements *= extent;
+    return elements;
+  }
+
+  // Fills `indices` of `epoch`; on failure returns the status and leaves the message in *error.
+  dpl_status TryFill(const std::vector<int64_t>& indices, int64_t epoch, Batch* batch,
+                     std::string* error) const {
+    std::vector<int64_t> input_shape{int64_t(indices.size())};
+    for (const int64_t extent : SampleShape()) input_shape.push_back(extent);
+    std::vector<int64_t> label_shape{int64_t(indices.size())};
+    batch->input.assign(indices.size() * size_t(SampleElements()), -1234.5f);
+    batch->labels.assign(indices.size(), -1);
+    DLTensor input{};
+    input.data = batch->input.data();
+    input.device = {kDLCPU, 0};
+    input.ndim = int32_t(input_shape.size());
+    input.dtype = {kDLFloat, 32, 1};
+    input.shape = input_shape.data();
+    DLTensor labels{};
+    labels.data = batch->labels.data();
+    labels.device = {kDLCPU, 0};
+    labels.ndim = 1;
+    labels.dtype = {kDLInt, 64, 1};
+    labels.shape = label_shape.data();
+    const dpl_status status = plugin_.fill(dataset_, indices.data(), epoch, &input, &labels);
+    if (status != DPL_OK && error != nullptr) *error = plugin_.last_error();
+    return status;
+  }
+
+  Batch Fill(const std::vector<int64_t>& indices, int64_t epoch = 0) const {
+    Batch batch;
+    std::string error;
+    EXPECT_EQ(TryFill(indices, epoch, &batch, &error), DPL_OK) << error;
+    return batch;
+  }
+
+  // Every sample, in order.
+  Batch FillAll(int64_t epoch = 0) const {
+    std::vector<int64_t> indices(size_t(Info().count));
+    for (size_t i = 0; i < indices.size(); ++i) indices[i] = int64_t(i);
+    return Fill(indices, epoch);
+  }
+
+ private:
+  const dpl_dataset_plugin_v1& plugin_;
+  dpl_dataset* dataset_ = nullptr;
+  dpl_status status_ = DPL_OK;
+  std::string error_;
+};
+
+// A fresh folder under /tmp, removed with the fixture.
+class ScratchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/dpl-dataset-XXXXXX";
+    dir_ = ::mkdtemp(pattern);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  Settings At(const std::string& options = "") const {
+    Settings settings;
+    settings.path = dir_;
+    settings.options = options;
+    return settings;
+  }
+  std::string dir_;
+};
+
+inline void WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+inline std::vector<uint8_t> ReadBytes(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(file)), {});
+}
+
+// The interpreter with Debian's numpy and PIL (not a pyenv shim).
+inline std::string Python() {
+  return ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+}
+
+// Runs `code` with Python in `directory` (its working directory); fails the test on an error.
+inline void RunPython(const std::string& directory, const std::string& code) {
+  const std::string script = directory + "/.write_data.py";
+  std::ofstream(script) << "import os, sys\nimport numpy\n" << code << "\n";
+  const std::string command = "cd '" + directory + "' && " + Python() + " " + script + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  std::filesystem::remove(script);
+  ASSERT_EQ(status, 0) << "python failed:\n" << output;
+}
+
+// The recipe's ToTensor then Normalize of a byte, in float32 as the plugins compute it.
+inline float Normalised(uint8_t value, float mean, float std) {
+  return (float(value) * (1.0f / 255.0f) - mean) / std;
+}
+
+}  // namespace dpl::datasets::testing

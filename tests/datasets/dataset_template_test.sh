@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# usage: dataset_template_test.sh CMAKE BUILD_DIR TEMPLATE_DIR SCRATCH_DIR GENERATOR C_COMPILER PROBE
+# Installs the dpl build into SCRATCH_DIR/prefix, builds tools/dataset_template against that
+# prefix alone, checks that the plugin exports nothing but its entry symbol, and loads it with
+# PROBE (tests/datasets/dataset_probe, a host's loading, describe and fill) on CSV files written
+# here, good and bad. Each failure says which step broke.
+set -euo pipefail
+cmake_bin=$1 build_dir=$2 template_dir=$3 scratch=$4 generator=$5 c_compiler=$6 probe=$7
+prefix=$scratch/prefix
+template_build=$scratch/template-build
+data=$scratch/data
+
+fail() { echo "dataset template test FAILED: $*" >&2; exit 1; }
+
+rm -rf "$scratch"
+mkdir -p "$scratch" "$data"
+
+"$cmake_bin" --install "$build_dir" --prefix "$prefix" >"$scratch/install.log" 2>&1 ||
+  { cat "$scratch/install.log"; fail "cmake --install $build_dir"; }
+for path in include/dpl/dataset.h include/dpl/dataset_v1.h; do
+  [[ -e $prefix/$path ]] || fail "the install lacks $path"
+done
+
+# Only the installed package: no path into the source or build tree.
+"$cmake_bin" -S "$template_dir" -B "$template_build" -G "$generator" \
+  -DCMAKE_C_COMPILER="$c_compiler" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_C_FLAGS=-Werror >"$scratch/configure.log" 2>&1 ||
+  { cat "$scratch/configure.log"; fail "configuring the dataset template against $prefix"; }
+"$cmake_bin" --build "$template_build" >"$scratch/build.log" 2>&1 ||
+  { cat "$scratch/build.log"; fail "building the dataset template"; }
+plugin=$template_build/libdpl_dataset_csv.so
+[[ -f $plugin ]] || fail "the template build made no $plugin"
+
+exported=$(nm -D --defined-only "$plugin" | awk '{print $NF}')
+[[ $exported == dpl_dataset_plugin_v1 ]] ||
+  fail "$plugin exports more than dpl_dataset_plugin_v1: $exported"
+
+# Until the launcher lists dataset plugins, a host's loading is checked with the probe.
+printf '2,0.5,1.25,-2\n0,1,2,3\r\n\n1,-0.125,0,1e3\n' >"$data/train.csv"
+expected='dataset csv 1.0.0 v1
+shape (3) count 3 classes 3
+0: 2 | 0.5 1.25 -2
+1: 0 | 1 2 3
+2: 1 | -0.125 0 1000'
+output=$("$probe" "$plugin" "$data" train 2>&1) || fail "the probe could not use $plugin: $output"
+[[ $output == "$expected" ]] || fail "the probe read from $plugin:
+$output
+instead of:
+$expected"
+
+printf '1,0.5\n1,0.5,7\n' >"$data/test.csv"
+status=0
+output=$("$probe" "$plugin" "$data" test 2>&1) || status=$?
+[[ $status == 1 && $output == "dataset csv 1.0.0 v1
+create failed (status 1): dataset \"csv\": $data/test.csv:2: 2 values after the label, but line 1 has 1" ]] ||
+  fail "a bad line was not refused as expected (exit status $status): $output"
+rm "$data/test.csv"
+output=$("$probe" "$plugin" "$data" test 2>&1) || status=$?
+[[ $output == *"create failed (status 8): dataset \"csv\": missing data file $data/test.csv;"* ]] ||
+  fail "a missing file was not refused as expected: $output"
+echo "dataset template test passed: $plugin loads, describes and fills"
