@@ -242,8 +242,12 @@ std::vector<Flag> BuildFlagTable() {
                    [](Options& o) -> int& { return o.training.epochs; }));
   add(Integer<int>("batch-size", "N", "GLOBAL batch size, divisible by the world size (default 128)", 1,
                    Constant<kMaxBatchSize>, [](Options& o) -> int& { return o.training.batch_size; }));
-  add(Text("data-dir", "DIR", "folder holding the IDX .gz files (default /usr/share/datasets/fashion-mnist)", true,
+  add(Text("data", "FORMAT", "data set plugin: idx|npy|cifar10|imagefolder|<plugin name> (default idx)", true,
+           [](Options& o) -> std::string& { return o.training.data_format; }));
+  add(Text("data-dir", "DIR", "folder holding the data (default /usr/share/datasets/fashion-mnist, for idx)", true,
            [](Options& o) -> std::string& { return o.training.data_dir; }));
+  add(Text("data-options", "K=V,..", "data-set-specific options \"key=value,key=value\" (mean=, std=, crop=, flip=, ...)", false,
+           [](Options& o) -> std::string& { return o.training.data_options; }));
   Flag data_cache = Base("data-cache", "DIR", "folder for inflated copies of .gz data, or none (default $XDG_CACHE_HOME/dpl/data or ~/.cache/dpl/data)");
   data_cache.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
     std::string& folder = parsed->options.training.data_cache_dir;

@@ -8,7 +8,11 @@ namespace dpl::training {
 
 Status BatchBuffer::Allocate(Model& model, uint32_t slot, int64_t capacity,
                              const std::vector<int64_t>& sample_shape) {
-  if (model.HasHostCopy()) return model.HostBatch(slot, capacity, &input_, &labels_);
+  // The model's own memory where it has it for this slot (page-locked for a GPU model); a model
+  // of ABI v2 has one slot, of v1 none.
+  if (model.HasV3() || (model.HasHostCopy() && slot == 0)) {
+    return model.HostBatch(slot, capacity, &input_, &labels_);
+  }
   int64_t sample = 1;
   for (int64_t extent : sample_shape) sample *= extent;
   own_input_.assign(size_t(capacity * sample), 0.0f);

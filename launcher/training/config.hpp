@@ -55,8 +55,11 @@ struct TrainingConfig {
   std::string model = "convnet";
   std::string model_options;
 
-  // Data: MNIST-format IDX files; inflated copies of .gz files in data_cache_dir ("" = none).
+  // Data: the dataset plugin named by data_format reads data_dir with its data_options, and may
+  // keep derived copies in data_cache_dir ("" = none).
+  std::string data_format = "idx";
   std::string data_dir = kDefaultDataDir;
+  std::string data_options;
   std::string data_cache_dir;
 
   // The schedule of the run.

@@ -128,11 +128,11 @@ Status Model::EvalStep(const DLTensor& input, const DLTensor& labels, double* lo
 }
 
 Status Model::HostBatch(uint32_t slot, int64_t capacity, DLTensor* input, DLTensor* labels) {
-  if (HasV3()) {
+  if (HasV3() && slot != 0) {  // slot 0 is host_batch's buffer (dpl/model_v3.h)
     return Call("host_batch_slot",
                 plugin_.v3->host_batch_slot(instance_, slot, capacity, input, labels));
   }
-  if (!HasHostCopy() || slot != 0) {
+  if (!HasHostCopy() || slot != 0) {  // ABI v1: none; ABI v2: one
     return Status::Error(DPL_ERR_UNSUPPORTED,
                          "model '" + name() + "' has no host batch slot " + std::to_string(slot));
   }

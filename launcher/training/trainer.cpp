@@ -14,6 +14,7 @@
 #include "training/checkpoint_policy.hpp"
 #include "training/optimizer.hpp"
 #include "training/placement.hpp"
+#include "training/prefetch.hpp"
 #include "training/reporter.hpp"
 #include "training/sampler.hpp"
 #include "training/state_dict.hpp"
@@ -28,8 +29,7 @@ constexpr int64_t kEvaluationChunk = 128;
 class Trainer {
  public:
   Trainer(const TrainingConfig& config, const WorkerIdentity& identity, Backend* backend,
-          const ModelPlugin& model_plugin, std::future<Result<TrainingData>> data,
-          SumAcrossRanks sum_across_ranks)
+          const ModelPlugin& model_plugin, TrainingData data, SumAcrossRanks sum_across_ranks)
       : config_(config),
         identity_(identity),
         backend_(identity.world_size > 1 ? backend : nullptr),
@@ -45,6 +45,7 @@ class Trainer {
   Status CreateModel();
   Status TrainEpoch(int64_t epoch);
   Status TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices);
+  void Prefetch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices);
   Status OptimizerStep(float scale);
   Status Evaluate();
   Status InitFrom();
@@ -58,16 +59,16 @@ class Trainer {
   WorkerIdentity identity_;
   Backend* backend_;  // NULL at world size 1: nothing to average
   const ModelPlugin& model_plugin_;
-  std::future<Result<TrainingData>> data_;
+  TrainingData data_;
   SumAcrossRanks sum_across_ranks_;
   CheckpointPolicy checkpoints_;
-  Dataset train_, test_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<ParameterPlacement> placement_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<DistributedSampler> sampler_;
-  BatchBuffer batch_;
+  BatchBuffer buffers_[2];                       // the step's and the next one's (slots 0 and 1)
+  std::unique_ptr<BatchPrefetcher> prefetcher_;  // after the buffers: it must stop first
   StepProfile profile_;
   int local_batch_ = 0;
   int64_t batches_ = 0;  // per epoch and rank
@@ -117,21 +118,23 @@ Status Trainer::Setup() {
   DPL_RETURN_IF_ERROR(ParameterPlacement::CheckSupported(model_plugin_.label.name,
                                                          model_plugin_.abi_version, settings));
 
-  Result<TrainingData> data = data_.get();
-  if (!data.ok()) return data.status();
-  train_ = std::move(data->train);
-  test_ = std::move(data->test);
   DPL_RETURN_IF_ERROR(CreateModel());
   const dpl_model_info_v3& info = model_->info();
-  DPL_RETURN_IF_ERROR(CheckDatasetMatchesModel(train_, info));
-  if (config_.evaluate) DPL_RETURN_IF_ERROR(CheckDatasetMatchesModel(test_, info));
-
+  DPL_RETURN_IF_ERROR(CheckDataFitsModel(*data_.train, model_->name(), info.input_ndim,
+                                         info.input_shape, info.num_classes));
+  if (data_.test) {
+    DPL_RETURN_IF_ERROR(CheckDataFitsModel(*data_.test, model_->name(), info.input_ndim,
+                                           info.input_shape, info.num_classes));
+  }
   Result<std::unique_ptr<ParameterPlacement>> placement =
       ParameterPlacement::Create(*model_, backend_, settings);
   if (!placement.ok()) return placement.status();
   placement_ = std::move(*placement);
   const std::vector<int64_t> sample_shape(info.input_shape, info.input_shape + info.input_ndim);
-  DPL_RETURN_IF_ERROR(batch_.Allocate(*model_, 0, local_batch_, sample_shape));
+  for (uint32_t slot = 0; slot < 2; ++slot) {
+    DPL_RETURN_IF_ERROR(buffers_[slot].Allocate(*model_, slot, local_batch_, sample_shape));
+  }
+  prefetcher_ = std::make_unique<BatchPrefetcher>(*data_.train);
 
   OptimizerOptions optimizer_options;
   optimizer_options.kind = config_.optimizer;
@@ -147,8 +150,8 @@ Status Trainer::Setup() {
   if (!reporter.ok()) return reporter.status();
   reporter_ = std::move(*reporter);
   sampler_ = std::make_unique<DistributedSampler>(
-      train_.count, identity_.world_size, identity_.rank, config_.seed, ShuffleMode::kShuffle,
-      config_.drop_last ? RemainderMode::kDrop : RemainderMode::kPad);
+      data_.train->count(), identity_.world_size, identity_.rank, config_.seed,
+      ShuffleMode::kShuffle, config_.drop_last ? RemainderMode::kDrop : RemainderMode::kPad);
   batches_ = (sampler_->samples_per_rank() + local_batch_ - 1) / local_batch_;
   return Status::Ok();
 }
@@ -166,6 +169,11 @@ Status Trainer::CreateModel() {
   model_config.log = log::PluginLogCallback;
   model_config.log_context = nullptr;
   model_config.precision = DPL_PRECISION_FP32;
+  // The data's shape and classes, for a model that adapts to them (model ABI v3).
+  const std::vector<int64_t>& shape = data_.train->sample_shape();
+  model_config.input_ndim = uint32_t(std::min<size_t>(shape.size(), DPL_MODEL_MAX_INPUT_DIMS));
+  std::copy(shape.begin(), shape.begin() + model_config.input_ndim, model_config.input_shape);
+  model_config.num_classes = data_.train->num_classes();
   Result<std::unique_ptr<Model>> model = Model::Create(model_plugin_, model_config);
   if (!model.ok()) return model.status();
   model_ = std::move(*model);
@@ -180,25 +188,32 @@ Status Trainer::TrainEpoch(int64_t epoch) {
   epoch_samples_ = 0;
   micro_steps_ = 0;
   const int64_t first_batch = epoch == start_.epoch ? start_.step_in_epoch : 0;
-  for (int64_t batch = first_batch; batch < batches_ && !stopped_; ++batch) {
-    DPL_RETURN_IF_ERROR(TrainBatch(epoch, batch, indices));
+  Prefetch(epoch, first_batch, indices);
+  Status trained = Status::Ok();
+  for (int64_t batch = first_batch; batch < batches_ && !stopped_ && trained.ok(); ++batch) {
+    trained = TrainBatch(epoch, batch, indices);
   }
+  const Status prefetched = prefetcher_->Wait();  // none may outlive the epoch's indices
+  DPL_RETURN_IF_ERROR(trained);
+  if (!stopped_) DPL_RETURN_IF_ERROR(prefetched);
   reporter_->OnEpochEnd(epoch, epoch_samples_, last_loss_);
   return Status::Ok();
 }
 
-Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices) {
-  profile_.Restart();
+// Starts gathering batch `batch` of the epoch into its slot, when the epoch has one.
+void Trainer::Prefetch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices) {
+  if (batch >= batches_) return;
   const int64_t begin = batch * local_batch_;
   const int64_t n = std::min<int64_t>(local_batch_, int64_t(indices.size()) - begin);
-  const int64_t sample = train_.SampleElements();
-  float* input = batch_.input_data();
-  int64_t* labels = batch_.label_data();
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t index = indices[begin + i];
-    train_.NormalisedSample(index, input + i * sample);
-    labels[i] = train_.labels[index];
-  }
+  prefetcher_->Start(&buffers_[batch % 2], indices.data() + begin, n, epoch);
+}
+
+Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices) {
+  profile_.Restart();
+  const int64_t n = std::min<int64_t>(local_batch_, int64_t(indices.size()) - batch * local_batch_);
+  DPL_RETURN_IF_ERROR(prefetcher_->Wait().WithContext("reading the training data"));
+  BatchBuffer& buffer = buffers_[batch % 2];
+  Prefetch(epoch, batch + 1, indices);  // into the other slot, while this step runs
   ++micro_steps_;
   const bool optimizer_step = micro_steps_ == config_.grad_accum || batch + 1 == batches_;
   const float scale = 1.0f / float(identity_.world_size * micro_steps_);
@@ -207,7 +222,7 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
   if (optimizer_step) placement_->BeginStep(scale);
   profile_.Lap(StepPhase::kCommunicationWait);
   float loss = 0.0f;
-  const Status step = model_->TrainStep(batch_.Input(n), batch_.Labels(n), &loss);
+  const Status step = model_->TrainStep(buffer.Input(n), buffer.Labels(n), &loss);
   profile_.Lap(StepPhase::kCompute);
   DPL_RETURN_IF_ERROR(optimizer_step ? placement_->FinishGradients(step, scale, &profile_) : step);
   last_loss_ = loss;
@@ -235,26 +250,25 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
 // Each rank evaluates a contiguous shard of the test set; the sums go through one allreduce.
 Status Trainer::Evaluate() {
   DPL_RETURN_IF_ERROR(model_->SetMode(DPL_MODEL_MODE_EVAL));
-  const int64_t begin = test_.count * identity_.rank / identity_.world_size;
-  const int64_t end = test_.count * (identity_.rank + 1) / identity_.world_size;
+  DataSplit& test = *data_.test;
+  const int64_t begin = test.count() * identity_.rank / identity_.world_size;
+  const int64_t end = test.count() * (identity_.rank + 1) / identity_.world_size;
   const dpl_model_info_v3& info = model_->info();
   const std::vector<int64_t> sample_shape(info.input_shape, info.input_shape + info.input_ndim);
-  DPL_RETURN_IF_ERROR(batch_.Allocate(*model_, 0, kEvaluationChunk, sample_shape));
-  float* input = batch_.input_data();
-  int64_t* labels = batch_.label_data();
+  BatchBuffer& buffer = buffers_[0];
+  DPL_RETURN_IF_ERROR(buffer.Allocate(*model_, 0, kEvaluationChunk, sample_shape));
+  std::vector<int64_t> indices(static_cast<size_t>(kEvaluationChunk));
   double loss_sum = 0.0;
   int64_t correct = 0;
-  const int64_t sample = test_.SampleElements();
   for (int64_t first = begin; first < end; first += kEvaluationChunk) {
     const int64_t n = std::min(kEvaluationChunk, end - first);
-    for (int64_t i = 0; i < n; ++i) {
-      test_.NormalisedSample(first + i, input + i * sample);
-      labels[i] = test_.labels[first + i];
-    }
+    for (int64_t i = 0; i < n; ++i) indices[size_t(i)] = first + i;
+    DPL_RETURN_IF_ERROR(test.Fill(indices.data(), 0, buffer.Input(n), buffer.Labels(n))
+                            .WithContext("reading the test data"));
     double batch_loss = 0.0;
     int64_t batch_correct = 0;
     DPL_RETURN_IF_ERROR(
-        model_->EvalStep(batch_.Input(n), batch_.Labels(n), &batch_loss, &batch_correct));
+        model_->EvalStep(buffer.Input(n), buffer.Labels(n), &batch_loss, &batch_correct));
     loss_sum += batch_loss;
     correct += batch_correct;
   }
@@ -314,25 +328,8 @@ Status Trainer::DumpParameters() const {
 
 }  // namespace
 
-std::future<Result<TrainingData>> StartLoadingData(const TrainingConfig& config) {
-  return std::async(std::launch::async, [&config]() -> Result<TrainingData> {
-    TrainingData data;
-    Result<Dataset> train =
-        LoadIdxDataset(config.data_dir, DatasetSplit::kTrain, config.data_cache_dir);
-    if (!train.ok()) return train.status().WithContext("loading the training set");
-    data.train = std::move(*train);
-    if (config.evaluate) {
-      Result<Dataset> test =
-          LoadIdxDataset(config.data_dir, DatasetSplit::kTest, config.data_cache_dir);
-      if (!test.ok()) return test.status().WithContext("loading the test set");
-      data.test = std::move(*test);
-    }
-    return data;
-  });
-}
-
 Status RunTraining(const TrainingConfig& config, const WorkerIdentity& identity, Backend* backend,
-                   const ModelPlugin& model_plugin, std::future<Result<TrainingData>> data,
+                   const ModelPlugin& model_plugin, TrainingData data,
                    SumAcrossRanks sum_across_ranks) {
   Trainer trainer(config, identity, backend, model_plugin, std::move(data),
                   std::move(sum_across_ranks));

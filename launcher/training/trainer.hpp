@@ -7,14 +7,13 @@
 #pragma once
 
 #include <functional>
-#include <future>
 #include <string>
 #include <vector>
 
 #include "common/status.hpp"
 #include "training/backend.hpp"
 #include "training/config.hpp"
-#include "training/idx_dataset.hpp"
+#include "training/data.hpp"
 #include "training/model.hpp"
 
 namespace dpl::training {
@@ -30,25 +29,15 @@ struct WorkerIdentity {
   int32_t device_id = 0;
 };
 
-// The data sets a run reads: the training set and, unless --no-eval, the test set.
-struct TrainingData {
-  Dataset train;
-  Dataset test;  // empty (count 0) with --no-eval
-};
-
-// Starts reading and decompressing the data sets on a background thread, so that this overlaps the
-// worker's other start-up work (loading plugins, the rendezvous, the backend's connections).
-std::future<Result<TrainingData>> StartLoadingData(const TrainingConfig& config);
-
 // Adds a few host numbers element-wise over all ranks; every rank gets the same sums. The test-set
 // totals go through it whatever memory the backend moves (the launcher uses the store).
 using SumAcrossRanks = std::function<Status(const std::string& name, std::vector<double>* values)>;
 
-// Runs the whole training job for this rank on `data` (from StartLoadingData). `backend` is
+// Runs the whole training job for this rank on `data` (OpenTrainingData). `backend` is
 // connected (NULL at world size 1 is allowed); the model plugin is loaded but no instance exists
 // yet. Returns when training is done or failed.
 Status RunTraining(const TrainingConfig& config, const WorkerIdentity& identity, Backend* backend,
-                   const ModelPlugin& model_plugin, std::future<Result<TrainingData>> data,
+                   const ModelPlugin& model_plugin, TrainingData data,
                    SumAcrossRanks sum_across_ranks);
 
 }  // namespace dpl::training

@@ -23,12 +23,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <future>
 #include <optional>
+#include <thread>
 
 #include "common/log.hpp"
 #include "plugin_host/plugin_host.hpp"
@@ -75,20 +77,27 @@ bool ReportWorkerPids(const std::vector<pid_t>& pids) {
 
 // Runs this process as worker `local` with what the loader loaded; does not return.
 [[noreturn]] void RunAsWorker(const cli::Options& options, int local,
-                              std::optional<Result<training::TrainingData>> data,
+                              Result<training::TrainingData> data,
                               Result<plugin_host::Discovery> discovery) {
   cli::Options worker_options = options;
   worker_options.local_rank = local;
   worker_options.worker_output_fds.clear();
-  std::promise<Result<training::TrainingData>> loaded;
-  if (data) {
-    loaded.set_value(std::move(*data));
-  } else {
-    loaded.set_value(Status::Error("not needed by a selftest"));
-  }
-  const int exit_code = RunWorkerSession(worker_options, loaded.get_future(), std::move(discovery));
+  const int exit_code = RunWorkerSession(worker_options, std::move(data), std::move(discovery));
   std::fflush(nullptr);
   std::_Exit(exit_code);
+}
+
+// The training (and test) data through the --data plugin; none for a selftest.
+Result<training::TrainingData> OpenData(const cli::Options& options,
+                                        const Result<plugin_host::Discovery>& discovery) {
+  if (options.selftest_job) return training::TrainingData{};
+  if (!discovery.ok()) return discovery.status();
+  auto plugin =
+      plugin_host::FindPlugin(*discovery, DPL_PLUGIN_KIND_DATASET, options.training.data_format);
+  if (!plugin.ok()) return plugin.status();
+  const training::DatasetPlugin dataset{plugin->dataset, plugin_host::LabelOf(*plugin)};
+  const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return training::OpenTrainingData(dataset, options.training, threads);
 }
 
 int CountThreads() {
@@ -107,11 +116,10 @@ int RunWorkerLoader(const cli::Options& options) {
   log::SetPrefix("[launcher " + std::to_string(options.machine_id) + "]");
   const pid_t launcher_pid = getppid();
   const pid_t loader_pid = getpid();
-  std::optional<Result<training::TrainingData>> data;
-  std::future<Result<training::TrainingData>> loading;
-  if (!options.selftest_job) loading = training::StartLoadingData(options.training);
   Result<plugin_host::Discovery> discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
-  if (loading.valid()) data = loading.get();  // the thread has ended: fork() copies only this one
+  // Opened here once for the machine: the forked workers share the data's pages. Dataset
+  // plugins start no thread that outlives a call (dpl/dataset_v1.h), so fork() stays safe.
+  Result<training::TrainingData> data = OpenData(options, discovery);
   if (options.num_processes == 1) {
     // The only worker needs no copy: the loader names itself and becomes that worker. Its output
     // replaces the report pipe, which tells the launcher that the report is complete.
@@ -179,12 +187,10 @@ int RunWorker(const cli::Options& options) {
   // The disposition is inherited by the forked workers and kept across exec.
   std::signal(SIGPIPE, SIG_IGN);
   if (!options.worker_output_fds.empty()) return RunWorkerLoader(options);
-  // A worker started on its own: start-up work that needs no peer runs before the join, so it
-  // overlaps the other workers' start-up instead of adding to it: the data sets load on a thread
-  // while the plugins (libtorch is most of a second) load here. Selftest jobs need no data.
-  std::future<Result<training::TrainingData>> data;
-  if (!options.selftest_job) data = training::StartLoadingData(options.training);
+  // A worker started on its own: its start-up work that needs no peer (the plugins, libtorch is
+  // most of a second; the data) runs before the join, so it overlaps the other workers'.
   Result<plugin_host::Discovery> discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
+  Result<training::TrainingData> data = OpenData(options, discovery);
   return RunWorkerSession(options, std::move(data), std::move(discovery));
 }
 

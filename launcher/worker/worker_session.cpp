@@ -46,7 +46,7 @@ int Fail(const Status& status) {
   return 1;
 }
 
-int RunWorkerSession(const cli::Options& options, std::future<Result<training::TrainingData>> data,
+int RunWorkerSession(const cli::Options& options, Result<training::TrainingData> data,
                      Result<plugin_host::Discovery> discovery) {
   if (options.local_rank < 0 || options.local_rank >= options.num_processes) {
     return Fail(Status::InvalidArgument("--local-rank " + std::to_string(options.local_rank) +
@@ -91,6 +91,7 @@ int RunWorkerSession(const cli::Options& options, std::future<Result<training::T
   auto model_plugin =
       plugin_host::FindPlugin(*discovery, DPL_PLUGIN_KIND_MODEL, options.training.model);
   if (!model_plugin.ok()) return Fail(model_plugin.status());
+  if (!data.ok()) return Fail(data.status());
   rendezvous::StoreClient& client = **store;
   auto sum_across_ranks = [&](const std::string& name, std::vector<double>* values) {
     return rendezvous::SumAcrossRanks(client, prefix, name, identity.rank, identity.world_size,
@@ -98,7 +99,7 @@ int RunWorkerSession(const cli::Options& options, std::future<Result<training::T
   };
   Status trained =
       training::RunTraining(options.training, identity, backend->backend.get(),
-                            ModelPluginOf(*model_plugin), std::move(data), sum_across_ranks);
+                            ModelPluginOf(*model_plugin), std::move(*data), sum_across_ranks);
   if (trained.ok()) return 0;
   // Note [Failing fast]: the error goes out first, and the backend is left to the process's end
   // instead of torn down: a backend's teardown may wait on its peers (gloo's does), which would

@@ -1,8 +1,6 @@
-// One worker's life once its rank-independent start-up is done (or, for the data, under way):
-// join the job through the store, start the backend, then run the selftest or the training.
+// One worker's life once its rank-independent start-up is done (plugins loaded, data open): join
+// the job through the store, start the backend, then run the selftest or the training.
 #pragma once
-
-#include <future>
 
 #include "cli/options.hpp"
 #include "plugin_host/plugin_host.hpp"
@@ -11,7 +9,7 @@
 namespace dpl::worker {
 
 // Returns the process exit code; a failure is logged as this rank's error first.
-int RunWorkerSession(const cli::Options& options, std::future<Result<training::TrainingData>> data,
+int RunWorkerSession(const cli::Options& options, Result<training::TrainingData> data,
                      Result<plugin_host::Discovery> discovery);
 
 // Logs `status` as an error and returns exit code 1.
