@@ -3,7 +3,8 @@
 # Installs the dpl build into SCRATCH_DIR/prefix, builds tools/dataset_template against that
 # prefix alone, checks that the plugin exports nothing but its entry symbol, and loads it with
 # PROBE (tests/datasets/dataset_probe, a host's loading, describe and fill) on CSV files written
-# here, good and bad. Each failure says which step broke.
+# here, good and bad, and checks that the INSTALLED launcher lists it. Each failure says which step
+# broke.
 set -euo pipefail
 cmake_bin=$1 build_dir=$2 template_dir=$3 scratch=$4 generator=$5 c_compiler=$6 probe=$7
 prefix=$scratch/prefix
@@ -35,7 +36,13 @@ exported=$(nm -D --defined-only "$plugin" | awk '{print $NF}')
 [[ $exported == dpl_dataset_plugin_v1 ]] ||
   fail "$plugin exports more than dpl_dataset_plugin_v1: $exported"
 
-# Until the launcher lists dataset plugins, a host's loading is checked with the probe.
+status=0
+listing=$(env -u DPL_PLUGIN_PATH "$prefix/bin/launcher" plugins --plugin-dir "$template_build" 2>&1) ||
+  status=$?
+grep -Eq "^dataset +csv +1\.0\.0 +v1 +$plugin\$" <<<"$listing" ||
+  fail "the installed launcher does not list the template data set (exit status $status): $listing"
+
+# What a host reads through it, sample by sample, with the probe.
 printf '2,0.5,1.25,-2\n0,1,2,3\r\n\n1,-0.125,0,1e3\n' >"$data/train.csv"
 expected='dataset csv 1.0.0 v1
 shape (3) count 3 classes 3
