@@ -12,6 +12,7 @@ required=(
   dataset-fashion-mnist
   python3-torch python3-numpy
   protobuf-compiler libprotobuf-dev python3-protobuf
+  libpng-dev libjpeg-dev python3-pil
   iproute2
 )
 # Only for plotting benchmark results; a missing one is a warning, not a failure.
