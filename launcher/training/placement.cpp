@@ -71,13 +71,7 @@ class HostCopyPlacement final : public ParameterPlacement {
     profile->Lap(StepPhase::kCommunicationWait);
     return Status::Ok();
   }
-  Status PublishValues(StepProfile* profile) override {
-    DPL_RETURN_IF_ERROR(WriteValuesToModel());
-    profile->Lap(StepPhase::kCopies);
-    DPL_RETURN_IF_ERROR(model_.ZeroGradients());
-    profile->Lap(StepPhase::kOptimizer);
-    return Status::Ok();
-  }
+  Status PublishValues(StepProfile* profile) override { return PublishHostCopy(profile); }
   Status ValuesChanged() override { return WriteValuesToModel(); }
 
  protected:
@@ -130,13 +124,7 @@ class ModelCollectivesPlacement final : public ParameterPlacement {
     ScaleGradients(scale);
     return Status::Ok();
   }
-  Status PublishValues(StepProfile* profile) override {
-    DPL_RETURN_IF_ERROR(WriteValuesToModel());
-    profile->Lap(StepPhase::kCopies);
-    DPL_RETURN_IF_ERROR(model_.ZeroGradients());
-    profile->Lap(StepPhase::kOptimizer);
-    return Status::Ok();
-  }
+  Status PublishValues(StepProfile* profile) override { return PublishHostCopy(profile); }
   Status ValuesChanged() override { return WriteValuesToModel(); }
 };
 
@@ -321,6 +309,14 @@ Status ParameterPlacement::ReadFromModel(dpl_model_tensors which) {
 Status ParameterPlacement::WriteValuesToModel() {
   return model_.WriteTensors(DPL_MODEL_TENSORS_VALUES, host_values_.data(),
                              uint64_t(host_values_.size()));
+}
+
+Status ParameterPlacement::PublishHostCopy(StepProfile* profile) {
+  DPL_RETURN_IF_ERROR(WriteValuesToModel());
+  profile->Lap(StepPhase::kCopies);
+  DPL_RETURN_IF_ERROR(model_.ZeroGradients());
+  profile->Lap(StepPhase::kOptimizer);
+  return Status::Ok();
 }
 
 void ParameterPlacement::ScaleGradients(float scale) {

@@ -105,6 +105,8 @@ class ParameterPlacement {
   Status BroadcastOnModel();
   Status ReadFromModel(dpl_model_tensors which);
   Status WriteValuesToModel();
+  // The host copy's new values to the model, then its gradients zeroed.
+  Status PublishHostCopy(StepProfile* profile);
   void ScaleGradients(float scale);
   Status FinishSynchronizer(const Status& step);
 

@@ -6,9 +6,12 @@
 #include <cstring>
 
 #include "dataset_loader.hpp"
-#include "idx_files.hpp"
+#include "support/idx_writer.hpp"
 
 namespace dpl::datasets::testing {
+using ::dpl::testing::IdxImages;
+using ::dpl::testing::IdxLabels;
+using ::dpl::testing::WriteGz;
 namespace {
 
 std::vector<std::string> PluginNames() {

@@ -5,9 +5,12 @@
 #include <filesystem>
 
 #include "dataset_loader.hpp"
-#include "idx_files.hpp"
+#include "support/idx_writer.hpp"
 
 namespace dpl::datasets::testing {
+using ::dpl::testing::IdxImages;
+using ::dpl::testing::IdxLabels;
+using ::dpl::testing::WriteGz;
 namespace {
 
 class IdxTest : public ScratchTest {

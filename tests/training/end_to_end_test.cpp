@@ -14,7 +14,7 @@
 #include <regex>
 #include <sstream>
 
-#include "idx_writer.hpp"
+#include "support/idx_writer.hpp"
 
 namespace {
 
@@ -64,7 +64,7 @@ class EndToEndTest : public ::testing::Test {
     char pattern[] = "/tmp/dpl-e2e-XXXXXX";
     dir_ = ::mkdtemp(pattern);
     // 1280 synthetic 28x28 images: 20 steps of 64 fit in one epoch.
-    using namespace dpl::training::testing;
+    using namespace ::dpl::testing;
     WriteGz(dir_ + "/train-images-idx3-ubyte.gz", IdxImages(1280, 28, 28));
     WriteGz(dir_ + "/train-labels-idx1-ubyte.gz", IdxLabels(1280));
     WriteGz(dir_ + "/t10k-images-idx3-ubyte.gz", IdxImages(100, 28, 28));

@@ -1,4 +1,5 @@
-// Writes small MNIST-format (IDX) files for the training tests.
+// Writes small MNIST-format (IDX) files for tests: pixel i of an image file is (i * 7) % 256,
+// label i of a label file is i % classes.
 #pragma once
 
 #include <zlib.h>
@@ -8,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace dpl::training::testing {
+namespace dpl::testing {
 
 inline void PutBigEndian32(std::vector<uint8_t>& out, uint32_t v) {
   out.push_back(uint8_t(v >> 24));
@@ -48,4 +49,4 @@ inline void WriteGz(const std::string& path, const std::vector<uint8_t>& bytes) 
   gzclose(file);
 }
 
-}  // namespace dpl::training::testing
+}  // namespace dpl::testing
