@@ -2,6 +2,7 @@
 
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -70,6 +71,10 @@ int RunLauncher(const cli::Options& options) {
   client_options.port = port;
   client_options.job_token = options.job_token;
   client_options.connect_timeout = options.rendezvous_timeout;
+  // Machine 0 out of reach stops this machine within --backend-timeout, as a silent peer does.
+  client_options.call_timeout = std::min(client_options.call_timeout, options.backend_timeout);
+  client_options.keepalive_timeout =
+      std::min(client_options.keepalive_timeout, options.backend_timeout);
   auto client = rendezvous::StoreClient::Connect(client_options);
   if (!client.ok()) return Fail(client.status());
   Status joined = rendezvous::JoinAsLauncher(**client, shape, options.rendezvous_timeout);

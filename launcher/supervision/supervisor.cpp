@@ -8,6 +8,17 @@
 // then checks that the parent did not die before that request took effect. The signal follows
 // the thread that forked, so workers are forked from the launcher's main thread only.
 //
+// Note [Root cause]: when a rank fails, its peers fail too, a moment later: their backend sees
+// the closed connection or times out waiting, and so would a store call. Whichever exit the
+// launcher happens to see first is no root cause, and a launcher killed with its workers leaves
+// no failed worker to name at all. So a worker tells by its exit code (kPeerFailureExitCode)
+// whether its failure follows from a peer's, and a launcher whose first failed worker is such a
+// consequence looks for the failure it follows from, for up to kHeartbeatSilence: another local
+// worker that failed on its own (named at once), a failure another launcher published, or, on a
+// job of several machines, a machine whose launcher stopped its heartbeat (heartbeat.hpp). Only
+// when none shows up is the first consequence named. A job on one machine stops looking as soon
+// as all its workers exited. Failures are published only once named, the first published wins,
+// and every launcher takes a published failure as the job's.
 #include "supervision/supervisor.hpp"
 
 #include <fcntl.h>
@@ -21,12 +32,16 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "common/log.hpp"
+#include "supervision/heartbeat.hpp"
+#include "supervision/output_check.hpp"
 #include "supervision/worker_environment.hpp"
 #include "worker/device_policy.hpp"
+#include "worker/worker.hpp"
 
 namespace dpl::supervision {
 namespace {
@@ -36,6 +51,7 @@ using namespace std::chrono_literals;
 constexpr size_t kRootCauseLines = 20;
 constexpr auto kFailurePollInterval = 200ms;
 constexpr auto kExitPollInterval = 1ms;
+constexpr auto kAllExitedPollInterval = 20ms;
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 
@@ -89,6 +105,10 @@ bool IsStopped(pid_t pid) {
          (line[end_of_name + 2] == 'T' || line[end_of_name + 2] == 't');
 }
 
+std::string LogPath(const cli::Options& options, int rank) {
+  return options.log_dir + "/rank-" + std::to_string(rank) + ".log";
+}
+
 // Closes every descriptor of `fds` and clears it.
 void CloseAll(std::vector<int>* fds) {
   for (int fd : *fds) close(fd);
@@ -116,7 +136,12 @@ std::string SignalName(int signal_number) {
 
 std::string DescribeExit(int wait_status) {
   if (WIFSIGNALED(wait_status)) return "killed by signal " + SignalName(WTERMSIG(wait_status));
-  return "exit code " + std::to_string(WEXITSTATUS(wait_status));
+  const std::string code = "exit code " + std::to_string(WEXITSTATUS(wait_status));
+  return IsPeerFailure(wait_status) ? code + " (it lost a peer or the rendezvous store)" : code;
+}
+
+bool IsPeerFailure(int wait_status) {
+  return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == worker::kPeerFailureExitCode;
 }
 
 Supervisor::Supervisor(const cli::Options& options, rendezvous::StoreClient& client,
@@ -139,8 +164,7 @@ Result<std::vector<std::unique_ptr<std::ofstream>>> Supervisor::OpenLogFiles() c
   if (options_.log_dir.empty()) return files;
   ::mkdir(options_.log_dir.c_str(), 0755);  // an existing folder is fine
   for (int local = 0; local < shape_.num_processes; ++local) {
-    const std::string path =
-        options_.log_dir + "/rank-" + std::to_string(shape_.RankOf(local)) + ".log";
+    const std::string path = LogPath(options_, shape_.RankOf(local));
     auto file = std::make_unique<std::ofstream>(path, std::ios::app);
     if (!*file) {
       return Status::Io("cannot write the log file " + path + " (--log-dir " + options_.log_dir +
@@ -185,8 +209,14 @@ Status Supervisor::Spawn(const std::string& store_addr) {
   cli::Options worker_options = options_;
   worker_options.threads_per_worker = worker::ThreadsPerWorker(options_);
   worker_options.training.resume = options_.training.resume || attempt_ > 0;
+  // Published, so the other machines stop at once instead of waiting for this one's workers.
+  Status writable = CheckOutputsWritable(options_, shape_.machine_id);
+  if (!writable.ok()) return Failed(writable.message());
   auto log_files = OpenLogFiles();
-  if (!log_files.ok()) return log_files.status();
+  if (!log_files.ok()) return Failed(log_files.status().message());
+  if (shape_.num_machines > 1) {
+    heartbeat_ = std::make_unique<Heartbeat>(client_, prefix_, shape_.machine_id);
+  }
   // One pipe per worker for its stdout and stderr, and one on which the loader names the pids
   // of the workers it forked (Note [One load per machine]).
   std::vector<int> output_read_fds, output_write_fds, report_fds(2, -1);
@@ -216,7 +246,7 @@ Status Supervisor::Spawn(const std::string& store_addr) {
   close(report_fds[0]);
   if (!pids.ok()) {
     CloseAll(&output_read_fds);
-    return pids.status();
+    return Failed(pids.status().message());
   }
   for (int local = 0; local < shape_.num_processes; ++local) {
     Worker worker;
@@ -225,6 +255,7 @@ Status Supervisor::Spawn(const std::string& store_addr) {
     worker.pid = (*pids)[static_cast<size_t>(local)];
     worker.output_fd = output_read_fds[static_cast<size_t>(local)];
     worker.log_file = std::move((*log_files)[static_cast<size_t>(local)]);
+    if (worker.log_file) worker.log_path = LogPath(options_, worker.rank);
     workers_.push_back(std::move(worker));
   }
   return Status::Ok();
@@ -241,29 +272,87 @@ Status Supervisor::Supervise() {
   for (;;) {
     PumpOutput(100);
     ReapExited();
-    if (g_stop_signal != 0) {
-      return Failed("the launcher of machine " + std::to_string(shape_.machine_id) +
-                    " was stopped by signal " + SignalName(g_stop_signal));
+    if (g_stop_signal != 0) return Failed(StoppedBySignal());
+    if (!log_failure_.empty()) return Failed(log_failure_);
+    if (const Worker* failed = FirstFailed(FailureKind::kOwn)) return Failed(RootCause(*failed));
+    if (const Worker* failed = FirstFailed(FailureKind::kAny)) return FailedAfterPeer(*failed);
+    if (AllExited()) {
+      if (heartbeat_) heartbeat_->Finish();
+      return Status::Ok();
     }
-    for (auto& worker : workers_) {
-      if (worker.exited &&
-          !(WIFEXITED(worker.wait_status) && WEXITSTATUS(worker.wait_status) == 0)) {
-        return Failed(RootCause(worker));
-      }
-    }
-    if (AllExited()) return Status::Ok();
     if (std::chrono::steady_clock::now() < next_poll) continue;
     next_poll = std::chrono::steady_clock::now() + kFailurePollInterval;
-    auto failure = rendezvous::CheckFailure(client_, prefix_);
-    if (!failure.ok()) {
-      StopAll();
-      return failure.status().WithContext("stopping this machine's workers");
-    }
-    if (failure->has_value()) {
-      StopAll();
-      return Status::Error("the job failed elsewhere: " + **failure);
-    }
+    if (std::optional<Status> elsewhere = FailureElsewhere()) return *elsewhere;
   }
+}
+
+// Note [Root cause]: `first` failed because a peer or the store did; find out which.
+Status Supervisor::FailedAfterPeer(const Worker& first) {
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::vector<int64_t>> beats_before = std::vector<int64_t>();
+  if (shape_.num_machines > 1) beats_before = ReadHeartbeats(client_, prefix_, shape_);
+  if (!beats_before.ok()) return StoreLost(beats_before.status());
+  auto next_poll = start;
+  while (std::chrono::steady_clock::now() - start < kHeartbeatSilence) {
+    PumpOutput(20);
+    ReapExited();
+    if (g_stop_signal != 0) return Failed(StoppedBySignal());
+    if (const Worker* failed = FirstFailed(FailureKind::kOwn)) return Failed(RootCause(*failed));
+    if (shape_.num_machines == 1 && AllExited()) break;
+    if (AllExited()) std::this_thread::sleep_for(kAllExitedPollInterval);  // nothing to read
+    if (std::chrono::steady_clock::now() < next_poll) continue;
+    next_poll = std::chrono::steady_clock::now() + kFailurePollInterval;
+    if (std::optional<Status> elsewhere = FailureElsewhere()) return *elsewhere;
+  }
+  if (shape_.num_machines > 1) {
+    auto beats_after = ReadHeartbeats(client_, prefix_, shape_);
+    if (!beats_after.ok()) return StoreLost(beats_after.status());
+    const std::vector<int> silent = SilentMachines(*beats_before, *beats_after, shape_.machine_id);
+    if (!silent.empty()) return Failed(Vanished(silent, first));
+  }
+  return Failed(RootCause(first));
+}
+
+std::string Supervisor::Vanished(const std::vector<int>& machines, const Worker& first) const {
+  const bool one = machines.size() == 1;
+  std::string message = one ? "machine " : "machines ";
+  for (size_t i = 0; i < machines.size(); ++i) {
+    message += (i == 0 ? "" : ", ") + std::to_string(machines[i]);
+  }
+  return message + " vanished: " + (one ? "its launcher" : "their launchers") +
+         " stopped answering (no heartbeat in the rendezvous store for " +
+         std::to_string(kHeartbeatSilence.count()) +
+         " ms: killed, or the machine or the network to it is down); after " +
+         (one ? "it, " : "them, ") + Describe(first, FailureRole::kAfterPeer);
+}
+
+std::optional<Status> Supervisor::FailureElsewhere() {
+  auto failure = rendezvous::CheckFailure(client_, prefix_);
+  if (!failure.ok()) return StoreLost(failure.status());
+  if (!failure->has_value()) return std::nullopt;
+  StopAll();
+  return Status::Error("the job failed elsewhere: " + **failure);
+}
+
+Status Supervisor::StoreLost(const Status& error) {
+  StopAll();
+  return error.WithContext("machine " + std::to_string(shape_.machine_id) +
+                           " lost the rendezvous store of machine 0 and stopped its workers");
+}
+
+std::string Supervisor::StoppedBySignal() const {
+  return "the launcher of machine " + std::to_string(shape_.machine_id) +
+         " was stopped by signal " + SignalName(g_stop_signal);
+}
+
+const Supervisor::Worker* Supervisor::FirstFailed(FailureKind kind) const {
+  for (const auto& worker : workers_) {
+    if (!worker.exited || (WIFEXITED(worker.wait_status) && WEXITSTATUS(worker.wait_status) == 0)) {
+      continue;
+    }
+    if (kind == FailureKind::kAny || !IsPeerFailure(worker.wait_status)) return &worker;
+  }
+  return nullptr;
 }
 
 void Supervisor::StopAll() {
@@ -352,7 +441,14 @@ bool Supervisor::ReadOutput(Worker& worker) {
 void Supervisor::Line(Worker& worker, std::string line) {
   const std::string prefix = "[rank " + std::to_string(worker.rank) + "]";
   if (line.rfind(prefix, 0) != 0) line = prefix + " " + line;
-  if (worker.log_file) *worker.log_file << line << '\n' << std::flush;
+  if (worker.log_file) {
+    *worker.log_file << line << '\n' << std::flush;
+    if (!*worker.log_file && log_failure_.empty()) {
+      log_failure_ = "cannot write the log file " + worker.log_path + " (--log-dir " +
+                     options_.log_dir + "): " + std::strerror(errno) +
+                     "; free space there or pass another --log-dir";
+    }
+  }
   worker.last_lines.push_back(line);
   if (worker.last_lines.size() > kRootCauseLines) worker.last_lines.pop_front();
   // Rank 0 speaks for the job; other ranks reach the console only with warnings and errors.
@@ -364,12 +460,18 @@ void Supervisor::Line(Worker& worker, std::string line) {
 }
 
 std::string Supervisor::RootCause(const Worker& worker) const {
-  std::string message = "rank " + std::to_string(worker.rank) + " (machine " +
-                        std::to_string(shape_.machine_id) + ", local rank " +
-                        std::to_string(worker.local_rank) + ", pid " + std::to_string(worker.pid) +
-                        ") failed first: " + DescribeExit(worker.wait_status);
+  return Describe(worker, FailureRole::kRootCause);
+}
+
+std::string Supervisor::Describe(const Worker& worker, FailureRole role) const {
+  const bool root = role == FailureRole::kRootCause;
+  std::string message =
+      "rank " + std::to_string(worker.rank) + " (machine " + std::to_string(shape_.machine_id) +
+      ", local rank " + std::to_string(worker.local_rank) + ", pid " + std::to_string(worker.pid) +
+      ") failed" + (root ? " first" : "") + ": " + DescribeExit(worker.wait_status);
   if (worker.last_lines.empty()) return message + "; it wrote no output";
-  message += "; the last lines of its log (the root cause):";
+  message +=
+      root ? "; the last lines of its log (the root cause):" : "; the last lines of its log:";
   for (const auto& line : worker.last_lines) message += "\n    " + line;
   return message;
 }

@@ -8,6 +8,7 @@
 #include <deque>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ int StopSignal();
 std::string SignalName(int signal_number);
 // "exit code 1" or "killed by signal 9 (SIGKILL)" for a waitpid status.
 std::string DescribeExit(int wait_status);
+// Whether a worker's waitpid status says its failure follows from a peer's or the store's
+// (worker::kPeerFailureExitCode; Note [Root cause] in supervisor.cpp).
+bool IsPeerFailure(int wait_status);
+
+class Heartbeat;
 
 class Supervisor {
  public:
@@ -53,6 +59,7 @@ class Supervisor {
     std::string partial_line;
     std::deque<std::string> last_lines;
     std::unique_ptr<std::ofstream> log_file;
+    std::string log_path;
     bool exited = false;
     int wait_status = 0;
   };
@@ -63,12 +70,26 @@ class Supervisor {
                             const std::vector<int>& output_write_fds, int report_write_fd);
   // Stops the workers, then records `message` as the job's failure for the other machines.
   Status Failed(const std::string& message);
+  // Names the failure that `first`, a peer failure, follows from and fails with it.
+  Status FailedAfterPeer(const Worker& first);
+  // The job's failure as another launcher published it (this machine's workers stopped), or a
+  // lost store; nullopt while there is neither.
+  std::optional<Status> FailureElsewhere();
+  // Stops the workers after a store call failed with `error`.
+  Status StoreLost(const Status& error);
+  std::string StoppedBySignal() const;
+  enum class FailureKind { kOwn, kAny };  // kOwn: not a peer failure
+  const Worker* FirstFailed(FailureKind kind) const;
   bool AllExited() const;
   void ReapExited();
   void PumpOutput(int timeout_ms);
   bool ReadOutput(Worker& worker);
   void Line(Worker& worker, std::string line);
   std::string RootCause(const Worker& worker) const;
+  enum class FailureRole { kRootCause, kAfterPeer };
+  std::string Describe(const Worker& worker, FailureRole role) const;
+  // The failure of `machines`, whose launchers stopped their heartbeat, followed by `first`'s.
+  std::string Vanished(const std::vector<int>& machines, const Worker& first) const;
 
   const cli::Options& options_;
   rendezvous::StoreClient& client_;
@@ -76,6 +97,9 @@ class Supervisor {
   int attempt_;
   std::string prefix_;
   std::vector<Worker> workers_;
+  std::string log_failure_;  // the first log file that could not be written, and why
+  // Declared last: destroyed after ~Supervisor stopped the workers, so it beats until then.
+  std::unique_ptr<Heartbeat> heartbeat_;
 };
 
 }  // namespace dpl::supervision

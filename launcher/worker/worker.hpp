@@ -5,6 +5,12 @@
 
 namespace dpl::worker {
 
+// The exit code of a worker whose failure follows from another process's: its backend or the
+// store lost a peer or timed out waiting on one (DPL_ERR_COMMUNICATION, DPL_ERR_TIMEOUT). Any
+// other failure exits with 1. The launcher looks for such another failure to name as the job's
+// root cause (Note [Root cause] in supervision/supervisor.cpp).
+inline constexpr int kPeerFailureExitCode = 3;
+
 // With --worker-outputs: the machine's worker loader, which loads the plugins and the data once
 // and forks the workers (Note [One load per machine]). With --local-rank: one worker, which loads
 // on its own. A worker joins the job, creates the backend, then runs the selftest or the

@@ -2,6 +2,7 @@
 
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "common/log.hpp"
@@ -10,6 +11,7 @@
 #include "worker/backend_bootstrap.hpp"
 #include "worker/device_policy.hpp"
 #include "worker/selftest.hpp"
+#include "worker/worker.hpp"
 
 namespace dpl::worker {
 namespace {
@@ -27,6 +29,10 @@ Result<std::unique_ptr<rendezvous::StoreClient>> JoinJob(const cli::Options& opt
   client_options.port = std::atoi(options.store_addr.c_str() + colon + 1);
   client_options.job_token = options.job_token;
   client_options.connect_timeout = options.rendezvous_timeout;
+  // A worker cut off from machine 0 must fail within --backend-timeout, as a silent peer does.
+  client_options.call_timeout = std::min(client_options.call_timeout, options.backend_timeout);
+  client_options.keepalive_timeout =
+      std::min(client_options.keepalive_timeout, options.backend_timeout);
   auto client = rendezvous::StoreClient::Connect(client_options);
   if (!client.ok()) return client.status();
   Status joined = rendezvous::Barrier(**client, prefix, "join", identity.world_size,
@@ -43,7 +49,9 @@ training::ModelPlugin ModelPluginOf(const plugin_host::LoadedPlugin& plugin) {
 
 int Fail(const Status& status) {
   log::Error(status.message());
-  return 1;
+  const bool peer_failure =
+      status.code() == DPL_ERR_COMMUNICATION || status.code() == DPL_ERR_TIMEOUT;
+  return peer_failure ? kPeerFailureExitCode : 1;
 }
 
 int RunWorkerSession(const cli::Options& options, Result<training::TrainingData> data,

@@ -12,7 +12,8 @@ namespace dpl::worker {
 int RunWorkerSession(const cli::Options& options, Result<training::TrainingData> data,
                      Result<plugin_host::Discovery> discovery);
 
-// Logs `status` as an error and returns exit code 1.
+// Logs `status` as an error and returns the exit code it calls for: kPeerFailureExitCode (in
+// worker.hpp) for a lost or silent peer, else 1.
 int Fail(const Status& status);
 
 }  // namespace dpl::worker

@@ -11,12 +11,20 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -86,6 +94,55 @@ class HostStore : public gloo::rendezvous::Store {
   std::string prefix_;
 };
 
+// Note [Loopback refusals]: a rank that advertises a loopback address (address=127.0.0.1, or an
+// interface= that has no other) is reachable from its own machine only: a peer on another machine
+// that connects there reaches its own loopback, where nothing listens, and is refused. gloo says
+// so only in text ("connect [127.0.0.1]:PORT: Connection refused"), so the address is read from
+// that text, and the refusal is confirmed by connecting there once more and looking at errno, not
+// at gloo's words.
+std::optional<std::string> RefusedLoopbackPeer(const std::string& gloo_error) {
+  const std::string marker = "connect [";
+  const size_t begin = gloo_error.find(marker);
+  if (begin == std::string::npos) return std::nullopt;
+  const size_t host_begin = begin + marker.size();
+  const size_t host_end = gloo_error.find("]:", host_begin);
+  if (host_end == std::string::npos) return std::nullopt;
+  const std::string host = gloo_error.substr(host_begin, host_end - host_begin);
+  const long port = std::strtol(gloo_error.c_str() + host_end + 2, nullptr, 10);
+  sockaddr_in peer{};
+  peer.sin_family = AF_INET;
+  peer.sin_port = htons(static_cast<uint16_t>(port));
+  if (port <= 0 || port > 65535 || ::inet_pton(AF_INET, host.c_str(), &peer.sin_addr) != 1 ||
+      (ntohl(peer.sin_addr.s_addr) >> 24) != 127) {
+    return std::nullopt;
+  }
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::nullopt;
+  const bool refused =
+      ::connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer) != 0 && errno == ECONNREFUSED;
+  ::close(fd);
+  if (!refused) return std::nullopt;
+  return host + ":" + std::to_string(port);
+}
+
+// gloo's connectFullMesh; a refusal on a loopback address (Note [Loopback refusals]) becomes a
+// message that says which option to pass.
+void ConnectFullMesh(gloo::rendezvous::Context& context, gloo::rendezvous::Store& store,
+                     std::shared_ptr<gloo::transport::Device>& device) {
+  try {
+    context.connectFullMesh(store, device);
+  } catch (const gloo::IoException& error) {
+    const std::optional<std::string> peer = RefusedLoopbackPeer(error.what());
+    if (!peer) throw;
+    throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                      "a peer advertised the loopback address " + *peer +
+                          ", which refuses connections here: that peer runs on another machine; "
+                          "give every machine --backend-options address=<its ip> or "
+                          "interface=<its network interface> (gloo: " +
+                          error.what() + ")");
+  }
+}
+
 class GlooBackend {
  public:
   explicit GlooBackend(const dpl_backend_config_v2& config) : config_(config) {
@@ -111,7 +168,7 @@ class GlooBackend {
     auto context = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world_size);
     context->setTimeout(timeout);
     HostStore store(config.store, timeout, "gloo/");
-    context->connectFullMesh(store, device_);
+    ConnectFullMesh(*context, store, device_);
     context_ = context;
     // Note [Synchronous pairs]: allreduce gets a second mesh whose pairs are synchronous.
     const bool pairwise = algorithm_ == Algorithm::kAuto || algorithm_ == Algorithm::kPairwise;
@@ -119,7 +176,7 @@ class GlooBackend {
       auto exchange = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world_size);
       exchange->setTimeout(timeout);
       HostStore exchange_store(config.store, timeout, "gloo-sync/");
-      exchange->connectFullMesh(exchange_store, device_);
+      ConnectFullMesh(*exchange, exchange_store, device_);
       const size_t budget = PairwiseAllreduce::PrepareMesh(*exchange);
       write_ahead_bytes_ = write_ahead_ ? budget : 0;
       exchange_context_ = exchange;

@@ -228,7 +228,8 @@ class TcpBackend {
       // The peer listens before it publishes its address, so a refusal there is final; on a
       // loopback address it means the peer runs on another machine and named the wrong one.
       if (errno == ECONNREFUSED && (ntohl(peer.sin_addr.s_addr) >> 24) == 127) {
-        throw PluginError(DPL_ERR_COMMUNICATION,
+        // Wrong options, not a lost peer (DPL_ERR_COMMUNICATION), so it reads as the root cause.
+        throw PluginError(DPL_ERR_INVALID_ARGUMENT,
                           "rank " + std::to_string(next) + " advertised the loopback address " +
                               next_endpoint +
                               ", which refuses connections here: it runs on another machine; "

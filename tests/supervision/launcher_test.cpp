@@ -102,8 +102,9 @@ TEST_F(LauncherTest, KillingOneWorkerStopsEveryLauncherNamingThatRank) {
 }
 
 TEST_F(LauncherTest, AWorkerFailureReportsItsExitCodeAndLastLines) {
-  // One machine of two never comes: the worker's join barrier times out, it exits with code 1
-  // and says why, and the launcher passes that on as the root cause.
+  // One machine of two never comes: the worker's join barrier times out, it says why and exits
+  // with the code of a failure that follows from others' (a timeout waiting on them), and as no
+  // other failure turns up, the launcher passes it on as the root cause.
   LauncherProcess machine0(Selftest(2, 0, 1, 0, {"--rendezvous-timeout", "1"}), OutputPath("m0"));
   const auto status = machine0.Wait(15s);
   EXPECT_TRUE(ExitedWith(status, 1)) << Describe(status);
@@ -111,7 +112,8 @@ TEST_F(LauncherTest, AWorkerFailureReportsItsExitCodeAndLastLines) {
   EXPECT_TRUE(Contains(output, "error: job failed: rank 0 (machine 0, local rank 0, pid "))
       << output;
   EXPECT_TRUE(Contains(output,
-                       ") failed first: exit code 1; the last lines of its log (the root cause):\n"
+                       ") failed first: exit code 3 (it lost a peer or the rendezvous store); the "
+                       "last lines of its log (the root cause):\n"
                        "    [rank 0] error: waiting for all ranks to join: barrier 'join': 1 of 2 "
                        "ranks arrived: timed out after 1 s waiting for store key(s) "
                        "'attempt/0/barrier/join/done'"))

@@ -1,0 +1,76 @@
+#include "supervision/heartbeat.hpp"
+
+namespace dpl::supervision {
+namespace {
+
+// Added to a counter when its machine finished the attempt: no beat count comes near it.
+constexpr int64_t kFinishedMark = int64_t{1} << 48;
+
+std::string HeartbeatKey(const std::string& attempt_prefix, int machine_id) {
+  return attempt_prefix + "heartbeat/" + std::to_string(machine_id);
+}
+
+}  // namespace
+
+Heartbeat::Heartbeat(rendezvous::StoreClient& client, const std::string& attempt_prefix,
+                     int machine_id)
+    : client_(client), key_(HeartbeatKey(attempt_prefix, machine_id)) {
+  thread_ = std::thread([this] { Beat(); });
+}
+
+Heartbeat::~Heartbeat() {
+  Stop();
+}
+
+void Heartbeat::Finish() {
+  Stop();
+  (void)client_.Add(key_, kFinishedMark);
+}
+
+void Heartbeat::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Heartbeat::Beat() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    const bool beaten = client_.Add(key_, 1).ok();
+    lock.lock();
+    if (!beaten) return;
+    wake_.wait_for(lock, kHeartbeatInterval, [this] { return stopping_; });
+  }
+}
+
+Result<std::vector<int64_t>> ReadHeartbeats(rendezvous::StoreClient& client,
+                                            const std::string& attempt_prefix,
+                                            const rendezvous::JobShape& shape) {
+  std::vector<int64_t> counters;
+  for (int machine = 0; machine < shape.num_machines; ++machine) {
+    auto counter = client.Add(HeartbeatKey(attempt_prefix, machine), 0);
+    if (!counter.ok()) return counter.status();
+    counters.push_back(*counter);
+  }
+  return counters;
+}
+
+std::vector<int> SilentMachines(const std::vector<int64_t>& before,
+                                const std::vector<int64_t>& after, int this_machine) {
+  std::vector<int> silent;
+  for (size_t machine = 0; machine < before.size() && machine < after.size(); ++machine) {
+    // A machine that never beat has not started this attempt: late, not vanished.
+    const bool was_beating = before[machine] > 0 && before[machine] < kFinishedMark;
+    if (static_cast<int>(machine) != this_machine && was_beating &&
+        after[machine] == before[machine]) {
+      silent.push_back(static_cast<int>(machine));
+    }
+  }
+  return silent;
+}
+
+}  // namespace dpl::supervision

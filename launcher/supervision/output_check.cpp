@@ -1,0 +1,110 @@
+#include "supervision/output_check.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+namespace dpl::supervision {
+namespace {
+
+// Whether a missing folder is created by the run (--log-dir, --checkpoint-dir) or must exist.
+enum class MissingFolder { kCreated, kRefused };
+
+std::string FolderOf(const std::string& path) {
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+// "--flag value: ".
+std::string Named(const std::string& flag, const std::string& value) {
+  return "--" + flag + " " + value + ": ";
+}
+
+// Creates, writes and removes a small file in `folder`.
+Status ProbeWrite(const std::string& flag, const std::string& value, const std::string& folder) {
+  std::string path = folder + "/.dpl-write-check-XXXXXX";
+  const int fd = ::mkstemp(path.data());
+  if (fd < 0) {
+    return Status::Io(Named(flag, value) + "cannot create a file in " + folder + ": " +
+                      std::strerror(errno) + "; choose a folder this user can write");
+  }
+  const char probe[] = "dpl checks that this folder can be written\n";
+  const ssize_t written = ::write(fd, probe, sizeof probe - 1);
+  const int write_error = written < 0 ? errno : 0;
+  const int close_error = ::close(fd) != 0 ? errno : 0;
+  ::unlink(path.c_str());
+  const int error = write_error != 0 ? write_error : close_error;
+  if (error != 0 || written != static_cast<ssize_t>(sizeof probe - 1)) {
+    return Status::Io(Named(flag, value) + "cannot write in " + folder + ": " +
+                      std::strerror(error != 0 ? error : ENOSPC) +
+                      "; free space there or choose another folder");
+  }
+  return Status::Ok();
+}
+
+Status CheckFolder(const std::string& flag, const std::string& folder, MissingFolder missing) {
+  struct stat info {};
+  if (::stat(folder.c_str(), &info) == 0) {
+    if (!S_ISDIR(info.st_mode)) {
+      return Status::InvalidArgument(Named(flag, folder) + "this is a file, not a folder");
+    }
+    return ProbeWrite(flag, folder, folder);
+  }
+  if (errno != ENOENT) {
+    return Status::Io(Named(flag, folder) + std::strerror(errno));
+  }
+  if (missing == MissingFolder::kRefused) {
+    return Status::InvalidArgument(Named(flag, folder) + "no such folder; create it first");
+  }
+  const std::string parent = FolderOf(folder);
+  if (::stat(parent.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    return Status::InvalidArgument(Named(flag, folder) + "its parent folder " + parent +
+                                   " does not exist; create it first");
+  }
+  return ProbeWrite(flag, folder, parent);
+}
+
+Status CheckFile(const std::string& flag, const std::string& file) {
+  struct stat info {};
+  if (::stat(file.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    return Status::InvalidArgument(Named(flag, file) + "this is a folder; name a file");
+  }
+  const std::string folder = FolderOf(file);
+  if (::stat(folder.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    return Status::InvalidArgument(Named(flag, file) + "the folder " + folder +
+                                   " does not exist; create it first");
+  }
+  if (::access(file.c_str(), F_OK) == 0 && ::access(file.c_str(), W_OK) != 0) {
+    return Status::Io(Named(flag, file) + "cannot write it: " + std::strerror(errno));
+  }
+  return ProbeWrite(flag, file, folder);
+}
+
+}  // namespace
+
+Status CheckOutputsWritable(const cli::Options& options, int machine_id) {
+  const training::TrainingConfig& training = options.training;
+  if (!options.log_dir.empty()) {
+    DPL_RETURN_IF_ERROR(CheckFolder("log-dir", options.log_dir, MissingFolder::kCreated));
+  }
+  if (!training.dump_parameters_dir.empty()) {
+    DPL_RETURN_IF_ERROR(
+        CheckFolder("dump-parameters", training.dump_parameters_dir, MissingFolder::kRefused));
+  }
+  if (machine_id != 0) return Status::Ok();  // rank 0 writes the rest, on machine 0
+  if (!training.metrics_file.empty()) {
+    DPL_RETURN_IF_ERROR(CheckFile("metrics", training.metrics_file));
+  }
+  if (!training.checkpoint_dir.empty()) {
+    DPL_RETURN_IF_ERROR(
+        CheckFolder("checkpoint-dir", training.checkpoint_dir, MissingFolder::kCreated));
+  }
+  return Status::Ok();
+}
+
+}  // namespace dpl::supervision

@@ -1,0 +1,219 @@
+// A model plugin for the supervision tests, of model ABI v1 and without libtorch, so it builds in
+// seconds: a classifier whose only parameter is the bias of 10 logits (softmax cross-entropy),
+// whose train_step fails on purpose on one rank. Options:
+//   fail_rank=R  the rank whose train_step fails (-1, the default: none)
+//   fail_step=S  its S-th train_step fails (from 1; default 1)
+//   step_ms=M    every train_step sleeps M ms first, so a test can act while the job runs
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "dpl/model_v1.h"
+#include "dpl/support/error.hpp"
+#include "dpl/support/options.hpp"
+
+namespace {
+
+using dpl::support::PluginError;
+
+constexpr const char* kPluginName = "model \"faulty\"";
+constexpr int64_t kClasses = 10;
+
+// Model ABI v1 tells a model no rank; the launcher names each worker process "dpl-rank-<rank>"
+// (what `ps` shows), which is enough for a test plugin.
+int OwnRank() {
+  char name[17] = {};
+  prctl(PR_GET_NAME, name);
+  int rank = -1;
+  return std::sscanf(name, "dpl-rank-%d", &rank) == 1 ? rank : -1;
+}
+
+struct FaultyModel {
+  float bias[kClasses] = {};
+  float gradient[kClasses] = {};
+  int64_t shape[1] = {kClasses};
+  int rank = -1;
+  int64_t fail_rank = -1;
+  int64_t fail_step = 1;
+  int64_t step_ms = 0;
+  int64_t steps = 0;
+  dpl_gradient_ready_fn callback = nullptr;
+  void* callback_context = nullptr;
+
+  // softmax(bias): the same prediction for every sample.
+  void Probabilities(double* p) const {
+    double largest = bias[0], total = 0.0;
+    for (int64_t c = 1; c < kClasses; ++c) largest = std::max(largest, double(bias[c]));
+    for (int64_t c = 0; c < kClasses; ++c) total += p[c] = std::exp(double(bias[c]) - largest);
+    for (int64_t c = 0; c < kClasses; ++c) p[c] /= total;
+  }
+};
+
+FaultyModel* As(dpl_model* model) {
+  return reinterpret_cast<FaultyModel*>(model);
+}
+
+DLTensor Vector(float* data, int64_t* shape) {
+  DLTensor tensor{};
+  tensor.data = data;
+  tensor.device = {kDLCPU, 0};
+  tensor.ndim = 1;
+  tensor.dtype = {kDLFloat, 32, 1};
+  tensor.shape = shape;
+  return tensor;
+}
+
+int64_t LabelAt(const DLTensor* labels, int64_t i) {
+  const int64_t label = static_cast<const int64_t*>(labels->data)[i];
+  if (label < 0 || label >= kClasses) {
+    throw PluginError(DPL_ERR_INVALID_ARGUMENT, "label " + std::to_string(label) + " out of range");
+  }
+  return label;
+}
+
+dpl_status Create(const dpl_model_config_v1* config, dpl_model** out) {
+  return dpl::support::Guarded(kPluginName, [&] {
+    const dpl::support::KeyValueOptions options(config->options, "--model-options");
+    auto model = std::make_unique<FaultyModel>();
+    model->fail_rank = options.GetInt("fail_rank", -1);
+    model->fail_step = options.GetInt("fail_step", 1);
+    model->step_ms = options.GetInt("step_ms", 0);
+    options.CheckAllKnown();
+    model->rank = OwnRank();
+    *out = reinterpret_cast<dpl_model*>(model.release());
+  });
+}
+
+void Destroy(dpl_model* model) {
+  delete As(model);
+}
+
+dpl_status Describe(dpl_model*, dpl_model_info_v1* info) {
+  info->input_ndim = 3;
+  info->input_shape[0] = 1;
+  info->input_shape[1] = 28;
+  info->input_shape[2] = 28;
+  info->num_classes = kClasses;
+  info->parameter_count = 1;
+  return DPL_OK;
+}
+
+dpl_status Parameter(dpl_model* model, uint32_t index, dpl_parameter_v1* parameter) {
+  return dpl::support::Guarded(kPluginName, [&] {
+    if (index != 0)
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "no parameter " + std::to_string(index));
+    FaultyModel& m = *As(model);
+    parameter->name = "bias";
+    parameter->value = Vector(m.bias, m.shape);
+    parameter->gradient = Vector(m.gradient, m.shape);
+  });
+}
+
+dpl_status SetGradientReadyCallback(dpl_model* model, dpl_gradient_ready_fn callback,
+                                    void* context) {
+  As(model)->callback = callback;
+  As(model)->callback_context = context;
+  return DPL_OK;
+}
+
+dpl_status SetMode(dpl_model*, dpl_model_mode) {
+  return DPL_OK;
+}
+
+dpl_status ZeroGradients(dpl_model* model) {
+  std::memset(As(model)->gradient, 0, sizeof As(model)->gradient);
+  return DPL_OK;
+}
+
+dpl_status TrainStep(dpl_model* model, const DLTensor*, const DLTensor* labels, float* loss) {
+  return dpl::support::Guarded(kPluginName, [&] {
+    FaultyModel& m = *As(model);
+    ++m.steps;
+    if (m.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(m.step_ms));
+    if (m.rank == m.fail_rank && m.steps == m.fail_step) {
+      throw PluginError(DPL_ERR_INTERNAL, "train_step fails on purpose on rank " +
+                                              std::to_string(m.rank) + " at step " +
+                                              std::to_string(m.steps));
+    }
+    double p[kClasses];
+    m.Probabilities(p);
+    const int64_t batch = labels->shape[0];
+    double total = 0.0;
+    for (int64_t i = 0; i < batch; ++i) {
+      const int64_t label = LabelAt(labels, i);
+      total -= std::log(p[label]);
+      for (int64_t c = 0; c < kClasses; ++c) {
+        m.gradient[c] += float((p[c] - (c == label ? 1.0 : 0.0)) / double(batch));
+      }
+    }
+    *loss = batch > 0 ? float(total / double(batch)) : 0.0f;
+    if (m.callback != nullptr) m.callback(m.callback_context, 0);
+  });
+}
+
+dpl_status EvalStep(dpl_model* model, const DLTensor*, const DLTensor* labels, double* loss_sum,
+                    int64_t* correct) {
+  return dpl::support::Guarded(kPluginName, [&] {
+    const FaultyModel& m = *As(model);
+    double p[kClasses];
+    m.Probabilities(p);
+    int64_t best = 0;
+    for (int64_t c = 1; c < kClasses; ++c) best = p[c] > p[best] ? c : best;
+    *loss_sum = 0.0;
+    *correct = 0;
+    for (int64_t i = 0; i < labels->shape[0]; ++i) {
+      const int64_t label = LabelAt(labels, i);
+      *loss_sum -= std::log(p[label]);
+      *correct += label == best;
+    }
+  });
+}
+
+dpl_status SaveState(dpl_model* model, const char* path) {
+  return dpl::support::Guarded(kPluginName, [&] {
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    file.write(reinterpret_cast<const char*>(As(model)->bias), sizeof As(model)->bias);
+    if (!file) throw PluginError(DPL_ERR_IO, std::string("cannot write ") + path);
+  });
+}
+
+dpl_status LoadState(dpl_model* model, const char* path) {
+  return dpl::support::Guarded(kPluginName, [&] {
+    std::ifstream file(path, std::ios::binary);
+    file.read(reinterpret_cast<char*>(As(model)->bias), sizeof As(model)->bias);
+    if (!file) throw PluginError(DPL_ERR_IO, std::string("cannot read ") + path);
+  });
+}
+
+const char* LastError() {
+  return dpl::support::LastError();
+}
+
+}  // namespace
+
+extern "C" DPL_PLUGIN_EXPORT const dpl_model_plugin_v1 dpl_faulty_model_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v1);
+extern "C" const dpl_model_plugin_v1 dpl_faulty_model_table = {
+    {sizeof(dpl_model_plugin_v1), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_MODEL, DPL_MODEL_ABI_VERSION_1,
+     "faulty", "1.0.0", "a bias-only classifier whose train_step fails on one rank (tests only)"},
+    Create,
+    Destroy,
+    Describe,
+    Parameter,
+    SetGradientReadyCallback,
+    SetMode,
+    ZeroGradients,
+    TrainStep,
+    EvalStep,
+    SaveState,
+    LoadState,
+    LastError,
+};
