@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "launcher_processes.hpp"
-#include "training/idx_writer.hpp"
+#include "support/idx_writer.hpp"
 
 namespace dpl::test {
 
@@ -28,7 +28,7 @@ class TrainingJobTest : public ::testing::Test {
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     char pattern[] = "/tmp/dpl-jobs-XXXXXX";
     dir_ = ::mkdtemp(pattern);
-    using namespace dpl::training::testing;
+    using namespace ::dpl::testing;
     WriteRaw(dir_ + "/train-images-idx3-ubyte", IdxImages(512, 28, 28));
     WriteRaw(dir_ + "/train-labels-idx1-ubyte", IdxLabels(512));
     WriteRaw(dir_ + "/t10k-images-idx3-ubyte", IdxImages(64, 28, 28));
