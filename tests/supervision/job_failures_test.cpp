@@ -129,7 +129,7 @@ TEST_F(JobFailuresTest, ResumingAtMaxStepsTrainsNoStep) {
   LauncherProcess first(args, OutputPath("first"));
   ASSERT_TRUE(ExitedWith(first.Wait(120s), 0)) << first.Output();
   EXPECT_TRUE(Contains(first.Output(), "training done: 120 steps")) << first.Output();
-  const std::string at_limit = checkpoints + "/checkpoint-0000000120.dplckpt";
+  const std::string at_limit = checkpoints + "/" + training::CheckpointFileName(120);
   for (int again = 0; again < 2; ++again) {
     Args resumed = args;
     resumed.push_back("--resume");
