@@ -11,14 +11,16 @@ namespace dpl::training {
 CheckpointPolicy::CheckpointPolicy(const TrainingConfig& config, int rank, int world_size)
     : config_(config), rank_(rank), world_size_(world_size) {}
 
+// No world size: the global batch is what the math depends on (DistributedSampler's global
+// batch k is the same samples at any world size), and an elastic job resumes with fewer or more
+// machines than wrote the checkpoint.
 std::string CheckpointPolicy::Fingerprint() const {
   std::ostringstream s;
   s << "model=" << config_.model << ";model_options=" << config_.model_options
     << ";optimizer=" << NameOf(OptimizerNames(), config_.optimizer)
     << ";lr=" << config_.learning_rate << ";momentum=" << config_.momentum
-    << ";batch_size=" << config_.batch_size << ";world_size=" << world_size_
-    << ";seed=" << config_.seed << ";grad_accum=" << config_.grad_accum
-    << ";drop_last=" << (config_.drop_last ? 1 : 0);
+    << ";batch_size=" << config_.batch_size << ";seed=" << config_.seed
+    << ";grad_accum=" << config_.grad_accum << ";drop_last=" << (config_.drop_last ? 1 : 0);
   return s.str();
 }
 

@@ -1,6 +1,8 @@
 #include "worker/device_policy.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 namespace dpl::worker {
@@ -22,6 +24,13 @@ training::WorkerIdentity PlaceWorker(const cli::Options& options, int local_rank
   identity.device_type = cuda ? kDLCUDA : kDLCPU;
   identity.device_id = cuda ? local_rank : 0;
   return identity;
+}
+
+void ExportRankVariables(const cli::Options& options, int local_rank) {
+  const training::WorkerIdentity identity = PlaceWorker(options, local_rank);
+  setenv("RANK", std::to_string(identity.rank).c_str(), 1);
+  setenv("LOCAL_RANK", std::to_string(identity.local_rank).c_str(), 1);
+  setenv("ROLE_RANK", std::to_string(identity.rank).c_str(), 1);
 }
 
 }  // namespace dpl::worker

@@ -16,4 +16,9 @@ int ThreadsPerWorker(const cli::Options& options);
 // Who worker `local_rank` of this machine is and what it uses.
 training::WorkerIdentity PlaceWorker(const cli::Options& options, int local_rank);
 
+// Sets RANK, LOCAL_RANK and ROLE_RANK in this worker's environment, as torchrun gives them to
+// its workers (the launcher sets the variables its machine's workers share:
+// supervision/worker_environment.hpp). Call it before the worker starts any thread.
+void ExportRankVariables(const cli::Options& options, int local_rank);
+
 }  // namespace dpl::worker

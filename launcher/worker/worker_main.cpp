@@ -33,6 +33,7 @@
 #include "common/log.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "training/trainer.hpp"
+#include "worker/device_policy.hpp"
 #include "worker/worker_session.hpp"
 
 extern char** environ;
@@ -80,6 +81,7 @@ bool ReportWorkerPids(const std::vector<pid_t>& pids) {
   cli::Options worker_options = options;
   worker_options.local_rank = local;
   worker_options.worker_output_fds.clear();
+  ExportRankVariables(worker_options, local);  // a fresh fork: no other thread yet
   std::promise<Result<training::TrainingData>> loaded;
   if (data) {
     loaded.set_value(std::move(*data));
@@ -182,6 +184,7 @@ int RunWorker(const cli::Options& options) {
   // A worker started on its own: start-up work that needs no peer runs before the join, so it
   // overlaps the other workers' start-up instead of adding to it: the data sets load on a thread
   // while the plugins (libtorch is most of a second) load here. Selftest jobs need no data.
+  ExportRankVariables(options, options.local_rank);  // before the data thread starts
   std::future<Result<training::TrainingData>> data;
   if (!options.selftest_job) data = training::StartLoadingData(options.training);
   Result<plugin_host::Discovery> discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
