@@ -52,7 +52,9 @@ std::string RemoteShellCommand(const RemoteLaunch& launch) {
                         " && IFS= read -r DPL_JOB_TOKEN && export DPL_JOB_TOKEN && " +
                         ShellQuote(launch.binary);
   for (const std::string& argument : launch.arguments) command += " " + ShellQuote(argument);
-  return command;
+  // Not the shell's last command, which a shell may exec in its place: the shell stays to report
+  // a launcher killed by signal N as exit status 128 + N, where sshd would make it ssh's 255.
+  return command + "; exit $?";
 }
 
 std::vector<std::string> SshArguments(const RemoteLaunch& launch) {

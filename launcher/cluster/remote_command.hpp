@@ -28,7 +28,7 @@ struct RemoteLaunch {
 
 // The remote shell's command: change to the working directory, read the job token from the first
 // line of standard input into DPL_JOB_TOKEN, and run the launcher; its exit status becomes ssh's
-// (a launcher killed by signal N: 128 + N).
+// (a launcher killed by signal N: 128 + N, as the shell, which stays, reports it).
 std::string RemoteShellCommand(const RemoteLaunch& launch);
 
 // argv of `ssh -o BatchMode=yes OPTIONS... HOST COMMAND`.

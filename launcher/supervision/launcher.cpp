@@ -117,6 +117,7 @@ Result<bool> ServeIfMachineZero(const cli::Options& options, Joined* joined) {
   }
   joined->server = std::move(*started);
   joined->port = joined->server->port();
+  log::SetPrefix("[launcher 0]");
   log::Info("rendezvous store listening on port " + std::to_string(joined->port) + " for " +
             JobSize(options));
   return true;

@@ -302,7 +302,7 @@ TEST(RemoteCommandTest, SshRunsTheLauncherInTheSameFolderAndReadsTheTokenFromStd
             (std::vector<std::string>{
                 "ssh", "-o", "BatchMode=yes", "-p", "2222", "10.0.0.2",
                 "cd '/work/my job' && IFS= read -r DPL_JOB_TOKEN && export DPL_JOB_TOKEN && "
-                "/opt/dpl/bin/launcher --lr 0.5 --model-options 'a=1,b='\\''x'\\'''"}));
+                "/opt/dpl/bin/launcher --lr 0.5 --model-options 'a=1,b='\\''x'\\'''; exit $?"}));
   EXPECT_EQ(ShellQuote(""), "''");
   EXPECT_EQ(ShellQuote("a b;c"), "'a b;c'");
   EXPECT_EQ(ShellQuote("--x=1,2"), "--x=1,2");
