@@ -116,6 +116,55 @@ bool Contains(const std::vector<Slot>& joined, int machine_id) {
                      [&](const Slot& slot) { return slot.member.machine_id == machine_id; });
 }
 
+// The slots taken since the last look, appended to `joined`; true when there were any.
+Result<bool> ReadNewSlots(StoreClient& client, const std::string& prefix,
+                          std::vector<Slot>* joined) {
+  auto count = client.Add(prefix + "count", 0);
+  if (!count.ok()) return count.status();
+  const bool any = static_cast<int64_t>(joined->size()) < *count;
+  while (static_cast<int64_t>(joined->size()) < *count) {
+    const int slot = static_cast<int>(joined->size());
+    auto text = client.Get(prefix + "slot/" + std::to_string(slot), kSlotWait);
+    Result<Slot> decoded = text.ok() ? DecodeSlot(FromBytes(*text)) : Result<Slot>(Slot{});
+    if (!decoded.ok()) return decoded.status();
+    if (!text.ok()) decoded->member.machine_id = -1;  // its launcher died right after joining
+    decoded->slot = slot;
+    joined->push_back(*decoded);
+  }
+  return any;
+}
+
+// Members of the attempt before that have not joined this one but whose launchers still beat.
+Result<int> AwaitedMembers(StoreClient& client, const Member& self,
+                           const std::vector<Member>& previous, const std::vector<Slot>& joined,
+                           LivenessWatch& watch) {
+  int awaited = 0;
+  for (const Member& member : previous) {
+    if (member.machine_id == self.machine_id || Contains(joined, member.machine_id)) continue;
+    auto alive = watch.Alive(client, member.machine_id);
+    if (!alive.ok()) return alive.status();
+    awaited += *alive ? 1 : 0;
+  }
+  return awaited;
+}
+
+// Machine 0 first, then the joined slots, up to max_machines; written for the others to read.
+Result<Attempt> CloseAttempt(StoreClient& client, const std::string& prefix, const Member& self,
+                             const std::vector<Slot>& joined, int max_machines) {
+  Attempt result;
+  result.index = 0;
+  result.members.push_back(self);
+  std::vector<std::string> list = {EncodeSlot({-1, self})};
+  for (const Slot& slot : joined) {
+    if (slot.member.machine_id < 0) continue;
+    if (static_cast<int>(result.members.size()) >= max_machines) break;
+    result.members.push_back(slot.member);
+    list.push_back(EncodeSlot(slot));
+  }
+  DPL_RETURN_IF_ERROR(client.Set(prefix + "list", ToBytes(EncodeFields(list))));
+  return result;
+}
+
 // Machine 0's side (Note [Elastic membership]).
 Result<Attempt> CoordinateAttempt(StoreClient& client, int attempt, const Member& self,
                                   const std::vector<Member>& previous,
@@ -129,31 +178,17 @@ Result<Attempt> CoordinateAttempt(StoreClient& client, int attempt, const Member
     if (options.stop_requested && options.stop_requested()) {
       return Status::Error("stopped while machines joined attempt " + std::to_string(attempt));
     }
-    auto count = client.Add(prefix + "count", 0);
-    if (!count.ok()) return count.status();
-    while (static_cast<int64_t>(joined.size()) < *count) {
-      const int slot = static_cast<int>(joined.size());
-      auto text = client.Get(prefix + "slot/" + std::to_string(slot), kSlotWait);
-      Result<Slot> decoded = text.ok() ? DecodeSlot(FromBytes(*text)) : Result<Slot>(Slot{});
-      if (!decoded.ok()) return decoded.status();
-      if (!text.ok()) decoded->member.machine_id = -1;  // its launcher died right after joining
-      decoded->slot = slot;
-      joined.push_back(*decoded);
-      last_change = Clock::now();
-    }
+    auto came = ReadNewSlots(client, prefix, &joined);
+    if (!came.ok()) return came.status();
+    if (*came) last_change = Clock::now();
     int present = 1;  // machine 0
     for (const Slot& slot : joined) present += slot.member.machine_id >= 0 ? 1 : 0;
-    int awaited = 0;
-    for (const Member& member : previous) {
-      if (member.machine_id == self.machine_id || Contains(joined, member.machine_id)) continue;
-      auto alive = watch.Alive(client, member.machine_id);
-      if (!alive.ok()) return alive.status();
-      awaited += *alive ? 1 : 0;
-    }
+    auto awaited = AwaitedMembers(client, self, previous, joined, watch);
+    if (!awaited.ok()) return awaited.status();
     const bool quiet = Clock::now() - last_change >= options.join_grace;
     if (present >= options.max_machines ||
-        (present >= options.min_machines && awaited == 0 && quiet)) {
-      break;
+        (present >= options.min_machines && *awaited == 0 && quiet)) {
+      return CloseAttempt(client, prefix, self, joined, options.max_machines);
     }
     if (Clock::now() >= deadline) {
       return Status::Timeout("only " + std::to_string(present) + " of the at least " +
@@ -165,18 +200,6 @@ Result<Attempt> CoordinateAttempt(StoreClient& client, int attempt, const Member
     }
     std::this_thread::sleep_for(kPollInterval);
   }
-  Attempt result;
-  result.index = 0;
-  result.members.push_back(self);
-  std::vector<std::string> list = {EncodeSlot({-1, self})};
-  for (const Slot& slot : joined) {
-    if (slot.member.machine_id < 0) continue;
-    if (static_cast<int>(result.members.size()) >= options.max_machines) break;
-    result.members.push_back(slot.member);
-    list.push_back(EncodeSlot(slot));
-  }
-  DPL_RETURN_IF_ERROR(client.Set(prefix + "list", ToBytes(EncodeFields(list))));
-  return result;
 }
 
 // Every other launcher's side.

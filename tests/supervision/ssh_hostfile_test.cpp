@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -70,14 +71,16 @@ class SshHostfileTest : public ::testing::Test {
   }
 
   // The launcher with --hostfile, in the first namespace, the token in its environment.
-  std::unique_ptr<LauncherProcess> Run(int max_steps, const std::string& name) {
-    const Args args =
-        Concat(job_->Training(max_steps),
-               {"--hostfile", hostfile_, "--master-port", "29741", "--rendezvous-timeout", "30",
-                "--ssh-options",
-                "-i " + job_->path() +
-                    "/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o "
-                    "LogLevel=ERROR"});
+  std::unique_ptr<LauncherProcess> Run(int max_steps, const std::string& name,
+                                       const std::string& backend = "tcp") {
+    Args training = job_->Training(max_steps);
+    *(std::find(training.begin(), training.end(), "--backend") + 1) = backend;
+    const Args args = Concat(
+        training, {"--hostfile", hostfile_, "--master-port", "29741", "--rendezvous-timeout", "30",
+                   "--ssh-options",
+                   "-i " + job_->path() +
+                       "/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o "
+                       "LogLevel=ERROR"});
     return std::make_unique<LauncherProcess>(
         args, OutputPath(name),
         Concat(namespaces_->In(0), {"env", std::string("DPL_JOB_TOKEN=") + kToken}));
@@ -89,8 +92,9 @@ class SshHostfileTest : public ::testing::Test {
   std::string hostfile_;
 };
 
+// Through gloo, which like tcp binds the address of the interface that routes to machine 0.
 TEST_F(SshHostfileTest, TheJobTrainsOnBothHosts) {
-  auto runner = Run(20, "runner");
+  auto runner = Run(20, "runner", "gloo");
   const auto status = runner->Wait(90s);
   const std::string output = runner->Output();
   ASSERT_TRUE(ExitedWith(status, 0)) << Describe(status) << output << sshd_->Output();
