@@ -14,6 +14,9 @@ required=(
   protobuf-compiler libprotobuf-dev python3-protobuf
   libpng-dev libjpeg-dev python3-pil
   iproute2
+  # The cluster tests: a one-node Slurm the test starts (srun, sbatch) and ssh between two
+  # network namespaces (--hostfile).
+  slurm-wlm munge openssh-server openssh-client
 )
 # Only for plotting benchmark results; a missing one is a warning, not a failure.
 optional=(python3-matplotlib)

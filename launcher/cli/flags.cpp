@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/values.hpp"
+#include "training/config.hpp"
 
 namespace dpl::cli {
 namespace {
@@ -153,6 +154,76 @@ Flag CommandSwitch(const char* name, const char* help, bool ParsedFlags::*member
   return flag;
 }
 
+// Every machine must give the same value (Flag::must_match).
+Flag MustMatch(Flag flag) {
+  flag.must_match = true;
+  return flag;
+}
+
+// Not passed on to workers or to the launchers of other machines.
+Flag NotForwarded(Flag flag) {
+  flag.forward = [](const Options&) { return std::vector<std::string>{}; };
+  return flag;
+}
+
+// --num-machines N, or MIN:MAX for an elastic job.
+Flag MachineCount() {
+  Flag flag =
+      Base("num-machines", "N|MIN:MAX",
+           "machines in the job, 1..1024 (default 1); MIN:MAX for an elastic job: it starts "
+           "once MIN machines joined and none came for --join-grace, and when one fails "
+           "the others restart (--max-restarts) from the newest checkpoint with the "
+           "machines left");
+  flag.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    const size_t colon = text.find(':');
+    int64_t least = 0, most = 0;
+    if (colon == std::string::npos) {
+      DPL_RETURN_IF_ERROR(ParseInteger(label, text, 1, kMaxMachines, &most));
+      least = most;
+    } else {
+      DPL_RETURN_IF_ERROR(
+          ParseInteger(label + " MIN", text.substr(0, colon), 1, kMaxMachines, &least));
+      DPL_RETURN_IF_ERROR(
+          ParseInteger(label + " MAX", text.substr(colon + 1), 1, kMaxMachines, &most));
+      if (least > most) {
+        return Status::InvalidArgument(label + " " + text + " goes down; write it as " +
+                                       std::to_string(most) + ":" + std::to_string(least));
+      }
+    }
+    parsed->options.min_machines = static_cast<int>(least);
+    parsed->options.num_machines = static_cast<int>(most);
+    return Status::Ok();
+  };
+  flag.forward = [](const Options& o) {
+    std::string count = std::to_string(o.num_machines);
+    if (o.elastic()) count = std::to_string(o.min_machines) + ":" + count;
+    return Args("num-machines", count);
+  };
+  return flag;
+}
+
+// --machine-id N or auto; its range depends on --num-machines, applied before.
+Flag MachineId() {
+  Flag flag = Base("machine-id", "N|auto",
+                   "this machine's index, 0..num-machines-1, or auto (the default): machine 0 is "
+                   "the one whose address is --master-addr, the others are numbered as they join");
+  flag.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    if (text == "auto") {
+      parsed->options.machine_id = kAutoMachineId;
+      return Status::Ok();
+    }
+    int64_t id = 0;
+    DPL_RETURN_IF_ERROR(ParseInteger(label, text, 0, parsed->options.num_machines - 1, &id));
+    parsed->options.machine_id = static_cast<int>(id);
+    return Status::Ok();
+  };
+  flag.forward = [](const Options& o) {
+    return Args("machine-id",
+                o.machine_id == kAutoMachineId ? "auto" : std::to_string(o.machine_id));
+  };
+  return flag;
+}
+
 Flag Internal(Flag flag) {
   flag.internal = true;
   flag.forward = [](const Options&) { return std::vector<std::string>{}; };
@@ -205,24 +276,21 @@ std::vector<Flag> BuildFlagTable() {
     return args;
   };
   add(plugin_dir);
-  add(Text("backend", "NAME", "communication backend: auto|gloo|nccl|tcp|<plugin name> (default auto)", true,
-           [](Options& o) -> std::string& { return o.backend; }));
+  add(MustMatch(Text("backend", "NAME", "communication backend: auto|gloo|nccl|tcp|<plugin name> (default auto)", true,
+           [](Options& o) -> std::string& { return o.backend; })));
   add(Text("backend-options", "K=V,..", "backend-specific options \"key=value,key=value\"", false,
            [](Options& o) -> std::string& { return o.backend_options; }));
-  add(Text("model", "NAME", "model plugin name (default convnet)", true,
-           [](Options& o) -> std::string& { return o.training.model; }));
-  add(Text("model-options", "K=V,..", "model-specific options \"key=value,key=value\"", false,
-           [](Options& o) -> std::string& { return o.training.model_options; }));
-  add(Integer<int>("num-machines", "N", "machines in the job, 1..1024 (default 1)", 1, Constant<kMaxMachines>,
-                   [](Options& o) -> int& { return o.num_machines; }));
-  add(Integer<int>("machine-id", "N", "this machine's index, 0..num-machines-1 (default 0)", 0,
-                   [](const Options& o) -> int64_t { return o.num_machines - 1; },
-                   [](Options& o) -> int& { return o.machine_id; }));
-  add(Integer<int>("num-processes", "N", "workers on this machine, 1..1024 (default 1)", 1, Constant<kMaxProcesses>,
-                   [](Options& o) -> int& { return o.num_processes; }));
-  add(FromEnvironment(Text("master-addr", "HOST", "host of machine 0's store (default $MASTER_ADDR or 127.0.0.1)", true,
+  add(MustMatch(Text("model", "NAME", "model plugin name (default convnet)", true,
+                     [](Options& o) -> std::string& { return o.training.model; })));
+  add(MustMatch(Text("model-options", "K=V,..", "model-specific options \"key=value,key=value\"", false,
+                     [](Options& o) -> std::string& { return o.training.model_options; })));
+  add(MustMatch(MachineCount()));
+  add(MachineId());
+  add(MustMatch(Integer<int>("num-processes", "N", "workers on this machine, 1..1024 (default 1)", 1, Constant<kMaxProcesses>,
+                             [](Options& o) -> int& { return o.num_processes; })));
+  add(FromEnvironment(Text("master-addr", "HOST", "host of machine 0's store (default $MASTER_ADDR, the cluster's, or 127.0.0.1)", true,
                            [](Options& o) -> std::string& { return o.master_addr; }), "MASTER_ADDR"));
-  add(FromEnvironment(Integer<int>("master-port", "PORT", "port of machine 0's store, 0..65535 (default $MASTER_PORT or 29500)", 0,
+  add(FromEnvironment(Integer<int>("master-port", "PORT", "port of machine 0's store, 0..65535 (default $MASTER_PORT, the cluster's, or 29500)", 0,
                                    Constant<65535>, [](Options& o) -> int& { return o.master_port; }), "MASTER_PORT"));
   // Never forwarded in argv, which every user can read in `ps`: the launcher hands the token to
   // its workers as DPL_JOB_TOKEN in their environment instead.
@@ -234,20 +302,28 @@ std::vector<Flag> BuildFlagTable() {
               [](Options& o) -> std::chrono::milliseconds& { return o.rendezvous_timeout; }));
   add(Seconds("backend-timeout", "seconds a backend call may block (default 300)",
               [](Options& o) -> std::chrono::milliseconds& { return o.backend_timeout; }));
+  add(Seconds("join-grace", "an elastic job starts once MIN machines joined and no other came for this long (default 5)",
+              [](Options& o) -> std::chrono::milliseconds& { return o.join_grace; }));
+  add(NotForwarded(Text("hostfile", "FILE", "start a launcher with these flags on every host of FILE (`HOST slots=N` lines, as DeepSpeed's; slots = --num-processes), over ssh for the other hosts; machine 0 is the first host", true,
+                        [](Options& o) -> std::string& { return o.hostfile; })));
+  add(NotForwarded(Text("ssh-options", "\"ARGS\"", "more arguments for ssh to the hosts of --hostfile (\"-p 2222 -i KEY\"); ssh runs in batch mode", false,
+                        [](Options& o) -> std::string& { return o.ssh_options; })));
+  add(NotForwarded(Switch("exit-with-stdin", "stop the job when standard input closes (--hostfile starts the launchers of other hosts so, over ssh)", true,
+                          [](Options& o) -> bool& { return o.exit_with_stdin; })));
   add(Integer<int>("threads-per-worker", "N", "compute threads per worker, 0 = cores / workers (default 0)", 0,
                    Constant<kMaxThreadsPerWorker>, [](Options& o) -> int& { return o.threads_per_worker; }));
   add(Text("log-dir", "DIR", "write one log file per rank into this folder", false,
            [](Options& o) -> std::string& { return o.log_dir; }));
-  add(Integer<int>("epochs", "N", "passes over the training set, 1..1000000 (default 1)", 1, Constant<kMaxEpochs>,
-                   [](Options& o) -> int& { return o.training.epochs; }));
-  add(Integer<int>("batch-size", "N", "GLOBAL batch size, divisible by the world size (default 128)", 1,
-                   Constant<kMaxBatchSize>, [](Options& o) -> int& { return o.training.batch_size; }));
-  add(Text("data", "FORMAT", "data set plugin: idx|npy|cifar10|imagefolder|<plugin name> (default idx)", true,
-           [](Options& o) -> std::string& { return o.training.data_format; }));
-  add(Text("data-dir", "DIR", "folder holding the data (default /usr/share/datasets/fashion-mnist, for idx)", true,
-           [](Options& o) -> std::string& { return o.training.data_dir; }));
-  add(Text("data-options", "K=V,..", "data-set-specific options \"key=value,key=value\" (mean=, std=, crop=, flip=, ...)", false,
-           [](Options& o) -> std::string& { return o.training.data_options; }));
+  add(MustMatch(Integer<int>("epochs", "N", "passes over the training set, 1..1000000 (default 1)", 1, Constant<kMaxEpochs>,
+                             [](Options& o) -> int& { return o.training.epochs; })));
+  add(MustMatch(Integer<int>("batch-size", "N", "GLOBAL batch size, divisible by the world size (default 128)", 1,
+                             Constant<kMaxBatchSize>, [](Options& o) -> int& { return o.training.batch_size; })));
+  add(MustMatch(Text("data", "FORMAT", "data set plugin: idx|npy|cifar10|imagefolder|<plugin name> (default idx)", true,
+                     [](Options& o) -> std::string& { return o.training.data_format; })));
+  add(MustMatch(Text("data-dir", "DIR", "folder holding the data (default /usr/share/datasets/fashion-mnist, for idx)", true,
+                     [](Options& o) -> std::string& { return o.training.data_dir; })));
+  add(MustMatch(Text("data-options", "K=V,..", "data-set-specific options \"key=value,key=value\" (mean=, std=, crop=, flip=, ...)", false,
+                     [](Options& o) -> std::string& { return o.training.data_options; })));
   Flag data_cache = Base("data-cache", "DIR", "folder for inflated copies of .gz data, or none (default $XDG_CACHE_HOME/dpl/data or ~/.cache/dpl/data)");
   data_cache.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
     std::string& folder = parsed->options.training.data_cache_dir;
@@ -261,22 +337,22 @@ std::vector<Flag> BuildFlagTable() {
     return Args("data-cache", folder.empty() ? "none" : folder);
   };
   add(data_cache);
-  add(Integer<int64_t>("max-steps", "N", "stop after this many optimizer steps, 0 = no limit (default 0)", 0,
-                       Constant<kInt64Max>, [](Options& o) -> int64_t& { return o.training.max_steps; }));
-  add(Unsigned64("seed", "N", "seed of initialisation, shuffling and dropout (default 0)",
-                 [](Options& o) -> uint64_t& { return o.training.seed; }));
-  add(Choice<training::Device>("device", "DEVICE", "cpu|cuda (default cpu)", training::DeviceNames,
-             [](Options& o) -> training::Device& { return o.training.device; }));
-  add(Choice<training::OptimizerKind>("optimizer", "NAME", "adadelta|sgd|adam (default adadelta)", training::OptimizerNames,
-             [](Options& o) -> training::OptimizerKind& { return o.training.optimizer; }));
-  add(Real("lr", "RATE", "learning rate, > 0 (default 0.5)", "greater than 0", [](double x) { return x > 0; },
-           [](Options& o) -> double& { return o.training.learning_rate; }));
-  add(Real("momentum", "M", "SGD momentum, 0 <= m < 1 (default 0)", "at least 0 and less than 1",
-           [](double x) { return x >= 0 && x < 1; }, [](Options& o) -> double& { return o.training.momentum; }));
-  add(Integer<int>("grad-accum", "K", "micro-batches per optimizer step, 1..1024 (default 1)", 1, Constant<kMaxGradAccum>,
-                   [](Options& o) -> int& { return o.training.grad_accum; }));
-  add(Choice<training::GradientCompression>("grad-compression", "KIND", "none|fp16|bf16 (default none)", training::CompressionNames,
-             [](Options& o) -> training::GradientCompression& { return o.training.grad_compression; }));
+  add(MustMatch(Integer<int64_t>("max-steps", "N", "stop after this many optimizer steps, 0 = no limit (default 0)", 0,
+                                 Constant<kInt64Max>, [](Options& o) -> int64_t& { return o.training.max_steps; })));
+  add(MustMatch(Unsigned64("seed", "N", "seed of initialisation, shuffling and dropout (default 0)",
+                           [](Options& o) -> uint64_t& { return o.training.seed; })));
+  add(MustMatch(Choice<training::Device>("device", "DEVICE", "cpu|cuda (default cpu)", training::DeviceNames,
+                                         [](Options& o) -> training::Device& { return o.training.device; })));
+  add(MustMatch(Choice<training::OptimizerKind>("optimizer", "NAME", "adadelta|sgd|adam (default adadelta)", training::OptimizerNames,
+                                                [](Options& o) -> training::OptimizerKind& { return o.training.optimizer; })));
+  add(MustMatch(Real("lr", "RATE", "learning rate, > 0 (default 0.5)", "greater than 0", [](double x) { return x > 0; },
+                     [](Options& o) -> double& { return o.training.learning_rate; })));
+  add(MustMatch(Real("momentum", "M", "SGD momentum, 0 <= m < 1 (default 0)", "at least 0 and less than 1",
+                     [](double x) { return x >= 0 && x < 1; }, [](Options& o) -> double& { return o.training.momentum; })));
+  add(MustMatch(Integer<int>("grad-accum", "K", "micro-batches per optimizer step, 1..1024 (default 1)", 1, Constant<kMaxGradAccum>,
+                             [](Options& o) -> int& { return o.training.grad_accum; })));
+  add(MustMatch(Choice<training::GradientCompression>("grad-compression", "KIND", "none|fp16|bf16 (default none)", training::CompressionNames,
+                                                      [](Options& o) -> training::GradientCompression& { return o.training.grad_compression; })));
   Flag bucket = Base("bucket-cap-mb", "MIB", "gradient bucket size in MiB, > 0 and <= 4096 (default 25)");
   bucket.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
     double megabytes = 0;
@@ -289,7 +365,7 @@ std::vector<Flag> BuildFlagTable() {
   bucket.forward = [](const Options& o) {
     return Args("bucket-cap-mb", ExactText(static_cast<double>(o.training.bucket_cap_bytes) / kBytesPerMib));
   };
-  add(bucket);
+  add(MustMatch(bucket));
   add(Integer<int>("log-interval", "N", "log the loss every N batches, >= 1 (default 10)", 1,
                    Constant<std::numeric_limits<int>::max()>, [](Options& o) -> int& { return o.training.log_interval; }));
   add(Text("metrics", "FILE", "append JSON-lines metrics to FILE", false,
@@ -313,15 +389,15 @@ std::vector<Flag> BuildFlagTable() {
   selftest.forward = [](const Options& o) {
     return o.selftest_job ? std::vector<std::string>{"--selftest"} : std::vector<std::string>{};
   };
-  add(selftest);
-  add(Switch("drop-last", "drop the last incomplete batch", true,
-             [](Options& o) -> bool& { return o.training.drop_last; }));
+  add(MustMatch(selftest));
+  add(MustMatch(Switch("drop-last", "drop the last incomplete batch", true,
+                       [](Options& o) -> bool& { return o.training.drop_last; })));
   add(Switch("resume", "resume from the newest checkpoint", true, [](Options& o) -> bool& { return o.training.resume; }));
   add(Switch("no-progress", "no terminal progress bar", false, [](Options& o) -> bool& { return o.training.progress; }));
-  add(Switch("no-eval", "skip the test-set evaluation at the end", false,
-             [](Options& o) -> bool& { return o.training.evaluate; }));
-  add(Switch("mirror-parameters", "run the optimizer on a host copy of the parameters, as --device cuda always does (on cpu: to test that path)",
-             true, [](Options& o) -> bool& { return o.training.mirror_parameters; }));
+  add(MustMatch(Switch("no-eval", "skip the test-set evaluation at the end", false,
+                       [](Options& o) -> bool& { return o.training.evaluate; })));
+  add(MustMatch(Switch("mirror-parameters", "run the optimizer on a host copy of the parameters, as --device cuda always does (on cpu: to test that path)",
+                       true, [](Options& o) -> bool& { return o.training.mirror_parameters; })));
   // Set by the launcher for its workers.
   add(Internal(CommandSwitch("worker", "run as a worker of a launcher", &ParsedFlags::worker)));
   add(Internal(Integer<int>("local-rank", "N", "the worker's index on this machine", 0,

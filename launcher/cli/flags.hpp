@@ -30,6 +30,11 @@ struct Flag {
   std::string help;
   bool internal = false;    // set by the launcher for its workers; not in --help
   bool repeatable = false;  // may be given several times; every value is applied in order
+  // The value changes the job's math or its collectives (model, optimizer, batch, data, ...):
+  // every machine must give the same, and the launchers refuse to join otherwise, naming the flag
+  // and both values (SettingsThatMustMatch, rendezvous::JoinAsLauncher). A new flag of that kind
+  // is wrapped in MustMatch(...) in the table.
+  bool must_match = false;
   // Sets the option from `text`. `label` names the source in errors: "--epochs", or
   // "MASTER_PORT (environment)". A switch's text is "true" or "false".
   std::function<Status(const std::string& label, const std::string& text, ParsedFlags* parsed)>

@@ -1,9 +1,19 @@
 // Command-line parsing for the launcher, driven by the flag table (cli/flags.cpp).
 //
 // Precedence, first wins: the command line, then --config FILE, then the environment defaults a
-// flag names (MASTER_ADDR, ...), then the built-in defaults of Options. Flag names may be spelled
-// with '-' or '_' (`num_processes = 2`), and an unknown name is answered with the closest known
-// one. Values are applied in table order, so a range that depends on another flag sees it.
+// flag names (MASTER_ADDR, ...), then what the cluster's environment says (Note [Cluster
+// defaults]), then the built-in defaults of Options. Flag names may be spelled with '-' or '_'
+// (`num_processes = 2`), torchrun's names are aliases (cluster/torchrun_flags.hpp), and an
+// unknown name is answered with the closest known one. Values are applied in table order, so a
+// range that depends on another flag sees it.
+//
+// Note [Cluster defaults]
+// A launcher (not a worker, whose flags all come from its launcher, nor `plugins`, --help or
+// --version) reads the cluster's environment once: a Slurm step, or the variables torchrun and
+// Kubeflow's PyTorchJob set (cluster/environment.cpp has the rules). It gives --num-machines,
+// --machine-id, --master-addr, --master-port, --job-token and --num-processes where nothing
+// before it in the precedence did; an environment that contradicts itself is an error naming
+// the variables. The launcher's first line is its description, with the flags that won over it.
 #include "cli/options.hpp"
 
 #include <sys/stat.h>
@@ -14,8 +24,11 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "cli/flags.hpp"
+#include "cluster/environment.hpp"
+#include "cluster/torchrun_flags.hpp"
 
 namespace dpl::cli {
 namespace {
@@ -81,6 +94,21 @@ Status Record(const Flag& flag, const std::string& shown, std::string value,
   return Status::Ok();
 }
 
+// A torchrun flag (--nnodes 2) as the dpl flags it stands for (--num-machines 2).
+Status RecordAlias(const cluster::FlagAlias& alias, const std::string& value,
+                   const std::string& source, GivenFlags* given) {
+  const int cpu_count = static_cast<int>(std::thread::hardware_concurrency());
+  auto translated = cluster::TranslateTorchrunFlag(alias, value, cpu_count, std::nullopt);
+  if (!translated.ok()) return translated.status();
+  for (const auto& [name, text] : *translated) {
+    const Flag* flag = FindFlag(name);
+    if (flag == nullptr) return Status::Error("torchrun alias of unknown flag --" + name);
+    const std::string shown = std::string("--") + alias.name + " (--" + flag->name + ")";
+    DPL_RETURN_IF_ERROR(Record(*flag, shown, text, source, given));
+  }
+  return Status::Ok();
+}
+
 Status CollectCommandLine(const std::vector<std::string>& arguments, GivenFlags* given) {
   for (size_t i = 0; i < arguments.size(); ++i) {
     const std::string& argument = arguments[i];
@@ -97,7 +125,18 @@ Status CollectCommandLine(const std::vector<std::string>& arguments, GivenFlags*
     }
     const Flag* flag = FindFlag(name);
     const std::string shown = "--" + name;
-    if (flag == nullptr) return UnknownFlag(shown, name, "--", "");
+    const cluster::FlagAlias* alias = flag ? nullptr : cluster::FindTorchrunAlias(name);
+    if (flag == nullptr && alias == nullptr) return UnknownFlag(shown, name, "--", "");
+    if (alias != nullptr) {
+      if (!value) {
+        if (i + 1 >= arguments.size() || arguments[i + 1].rfind("--", 0) == 0) {
+          return Status::InvalidArgument(shown + " needs a value; " + kSeeHelp);
+        }
+        value = arguments[++i];
+      }
+      DPL_RETURN_IF_ERROR(RecordAlias(*alias, *value, "", given));
+      continue;
+    }
     if (flag->value_name.empty()) {
       if (value) return Status::InvalidArgument(shown + " takes no value; " + kSeeHelp);
       value = "true";
@@ -138,9 +177,14 @@ Status CollectConfigFile(const std::string& path, GivenFlags* given) {
     const auto equals = line.find('=');
     const std::string name = Trimmed(line.substr(0, equals));
     const Flag* flag = FindFlag(name);
-    if (flag == nullptr) return UnknownFlag(name, name, "", source);
+    const cluster::FlagAlias* alias = flag ? nullptr : cluster::FindTorchrunAlias(name);
+    if (flag == nullptr && alias == nullptr) return UnknownFlag(name, name, "", source);
     if (equals == std::string::npos) {
       return Status::InvalidArgument("'" + line + "'" + source + " is not `name = value`");
+    }
+    if (alias != nullptr) {
+      DPL_RETURN_IF_ERROR(RecordAlias(*alias, Trimmed(line.substr(equals + 1)), source, given));
+      continue;
     }
     if (flag->name == "config") {
       return Status::InvalidArgument("config" + source + ": a config file cannot name another");
@@ -163,34 +207,129 @@ Status CheckInternalFlags(const GivenFlags& given) {
   return Status::Ok();
 }
 
-Status ApplyFlags(const GivenFlags& given, ParsedFlags* parsed) {
+// What the cluster's environment gives (Note [Cluster defaults]): values by flag name, and the
+// environment's own description.
+struct ClusterDefaults {
+  std::string convention;  // "slurm", "torchrun/kubernetes"
+  std::map<std::string, std::string> values;
+  std::string description;
+};
+
+Result<ClusterDefaults> ReadClusterDefaults() {
+  auto environment = cluster::ReadClusterEnvironment(cluster::ProcessEnvironment());
+  if (!environment.ok()) return environment.status();
+  ClusterDefaults defaults;
+  defaults.convention = cluster::ConventionName(environment->convention);
+  defaults.description = environment->description;
+  auto put = [&](const char* flag, const auto& value) {
+    if (value) defaults.values[flag] = std::to_string(*value);
+  };
+  if (environment->num_machines) {
+    defaults.values["num-machines"] =
+        (environment->min_machines ? std::to_string(*environment->min_machines) + ":" : "") +
+        std::to_string(*environment->num_machines);
+  }
+  put("machine-id", environment->machine_id);
+  put("master-port", environment->master_port);
+  put("num-processes", environment->processes_per_machine);
+  if (environment->master_addr) defaults.values["master-addr"] = *environment->master_addr;
+  if (environment->job_token) defaults.values["job-token"] = *environment->job_token;
+  return defaults;
+}
+
+// Applies every flag from the first source that has it; says in `overridden` which values of
+// the cluster's environment another source replaced ("--machine-id 1 (the command line)").
+Status ApplyFlags(const GivenFlags& given, const ClusterDefaults& cluster, ParsedFlags* parsed,
+                  std::vector<std::string>* overridden) {
   for (const Flag& flag : FlagTable()) {
+    const auto from_cluster = cluster.values.find(flag.name);
+    const bool cluster_has_it = from_cluster != cluster.values.end();
     auto found = given.find(flag.name);
+    std::optional<std::pair<std::string, std::string>> fallback;
+    if (found == given.end() && flag.environment) fallback = flag.environment();
     if (found != given.end()) {
       for (const std::string& value : found->second.values) {
         DPL_RETURN_IF_ERROR(flag.apply("--" + flag.name, value, parsed));
       }
-    } else if (flag.environment) {
-      if (auto fallback = flag.environment()) {
-        DPL_RETURN_IF_ERROR(flag.apply(fallback->first, fallback->second, parsed));
+      if (cluster_has_it && found->second.values.back() != from_cluster->second) {
+        const std::string source =
+            found->second.source.empty() ? "the command line" : found->second.source.substr(4);
+        const bool secret = flag.name == "job-token";  // never in a log
+        overridden->push_back("--" + flag.name + (secret ? "" : " " + found->second.values.back()) +
+                              " (" + source + ")");
       }
+    } else if (fallback) {
+      DPL_RETURN_IF_ERROR(flag.apply(fallback->first, fallback->second, parsed));
+      if (cluster_has_it && fallback->second != from_cluster->second) {
+        overridden->push_back("--" + flag.name + " (" + fallback->first + ")");
+      }
+    } else if (cluster_has_it) {
+      DPL_RETURN_IF_ERROR(
+          flag.apply("--" + flag.name + " (from the " + cluster.convention + " environment)",
+                     from_cluster->second, parsed));
     }
+  }
+  return Status::Ok();
+}
+
+// The launcher's first line: what the cluster said, and what won over it.
+std::string ClusterLine(const ClusterDefaults& cluster,
+                        const std::vector<std::string>& overridden) {
+  std::string line = cluster.description;
+  if (line.empty() || overridden.empty()) return line;
+  line += "; flags win:";
+  for (size_t i = 0; i < overridden.size(); ++i) line += (i ? ", " : " ") + overridden[i];
+  return line;
+}
+
+// The global batch splits evenly over every world size the job may run with (each number of
+// machines of an elastic job: it keeps the global batch when machines come and go).
+Status CheckBatchSplits(const Options& options) {
+  const int batch = options.training.batch_size;
+  for (int machines = options.min_machines; machines <= options.num_machines; ++machines) {
+    const int world_size = options.num_processes * machines;
+    if (batch % world_size == 0) continue;
+    if (!options.elastic()) {
+      return Status::InvalidArgument("--batch-size " + std::to_string(batch) +
+                                     " is not divisible by the world size " +
+                                     std::to_string(world_size) + " (--num-processes " +
+                                     std::to_string(options.num_processes) + " x --num-machines " +
+                                     std::to_string(options.num_machines) +
+                                     "); the global batch is split evenly across workers");
+    }
+    return Status::InvalidArgument(
+        "--batch-size " + std::to_string(batch) + " is not divisible by the world size " +
+        std::to_string(world_size) + " of " + std::to_string(machines) +
+        " machines (--num-processes " + std::to_string(options.num_processes) + " x " +
+        std::to_string(machines) + " of --num-machines " + std::to_string(options.min_machines) +
+        ":" + std::to_string(options.num_machines) +
+        "); an elastic job keeps its global batch, which must split evenly over every number of "
+        "machines it may run with");
   }
   return Status::Ok();
 }
 
 // Checks that involve more than one flag.
 Status CheckConsistency(const Options& options) {
-  const int world_size = options.num_processes * options.num_machines;
-  if (options.training.batch_size % world_size != 0) {
-    return Status::InvalidArgument("--batch-size " + std::to_string(options.training.batch_size) +
-                                   " is not divisible by the world size " +
-                                   std::to_string(world_size) + " (--num-processes " +
-                                   std::to_string(options.num_processes) + " x --num-machines " +
-                                   std::to_string(options.num_machines) +
-                                   "); the global batch is split evenly across workers");
+  DPL_RETURN_IF_ERROR(CheckBatchSplits(options));
+  if (!options.hostfile.empty() && options.elastic()) {
+    return Status::InvalidArgument(
+        "--hostfile starts one launcher on each of its hosts: give --num-machines as one number "
+        "(or leave it out), not the range " +
+        std::to_string(options.min_machines) + ":" + std::to_string(options.num_machines));
+  }
+  if (options.elastic() && !options.selftest_job && options.training.checkpoint_dir.empty() &&
+      options.command != Command::kWorker) {
+    return Status::InvalidArgument(
+        "--num-machines " + std::to_string(options.min_machines) + ":" +
+        std::to_string(options.num_machines) +
+        " is an elastic job, which continues from its newest checkpoint when machines come or "
+        "go: give --checkpoint-dir (and --checkpoint-every N)");
   }
   if (options.command != Command::kWorker) return Status::Ok();
+  if (options.machine_id == kAutoMachineId) {
+    return Status::InvalidArgument("--worker needs its machine's --machine-id");
+  }
   if (options.local_rank < 0 && options.worker_output_fds.empty()) {
     return Status::InvalidArgument("--worker needs --local-rank or --worker-outputs");
   }
@@ -256,10 +395,21 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
     DPL_RETURN_IF_ERROR(CollectConfigFile(config->second.values.front(), &given));
   }
   DPL_RETURN_IF_ERROR(CheckInternalFlags(given));
+  const bool launcher = !plugins_subcommand && given.count("worker") == 0 &&
+                        given.count("help") == 0 && given.count("version") == 0;
+  Result<ClusterDefaults> cluster_read = launcher ? ReadClusterDefaults() : ClusterDefaults{};
+  const ClusterDefaults cluster = cluster_read.ok() ? *cluster_read : ClusterDefaults{};
   ParsedFlags parsed;
-  DPL_RETURN_IF_ERROR(ApplyFlags(given, &parsed));
+  std::vector<std::string> overridden;
+  DPL_RETURN_IF_ERROR(ApplyFlags(given, cluster, &parsed, &overridden));
+  // A bad value a flag's own source gave is reported before one of the cluster's environment.
+  if (!cluster_read.ok()) return cluster_read.status();
   Options options = std::move(parsed.options);
   options.command = CommandOf(parsed, plugins_subcommand);
+  options.cluster_environment = ClusterLine(cluster, overridden);
+  for (const auto& entry : given) options.given_flags.push_back(entry.first);
+  // One machine needs no join order to know it is machine 0.
+  if (options.machine_id == kAutoMachineId && options.num_machines == 1) options.machine_id = 0;
   // A worker of a selftest job has the role kWorker; the job kind travels in selftest_job.
   options.selftest_job = parsed.selftest;
   DPL_RETURN_IF_ERROR(CheckConsistency(options));
@@ -272,8 +422,11 @@ std::string HelpText() {
       "       launcher --selftest [options]  check rendezvous and the backend, no training\n"
       "       launcher plugins [--plugin-dir DIR]...  list the plugins found\n\n"
       "Every option may also be set in a --config file as `name = value` (names with - or _).\n"
-      "Environment defaults: MASTER_ADDR, MASTER_PORT, DPL_JOB_TOKEN; plugins are also\n"
-      "searched in DPL_PLUGIN_PATH (colon-separated).\n\n"
+      "Environment defaults: MASTER_ADDR, MASTER_PORT, DPL_JOB_TOKEN, then a Slurm step's\n"
+      "variables (srun) or torchrun's and Kubernetes' (WORLD_SIZE, RANK, NODE_RANK, GROUP_RANK,\n"
+      "LOCAL_WORLD_SIZE, PET_*); plugins are also searched in DPL_PLUGIN_PATH (colon-separated).\n"
+      "torchrun's flags are accepted: --nnodes N|MIN:MAX, --node-rank N, --nproc-per-node N,\n"
+      "--rdzv-endpoint HOST[:PORT], --master_addr, --master_port.\n\n"
       "Options:\n";
   for (const Flag& flag : FlagTable()) {
     if (flag.internal) continue;
@@ -289,6 +442,32 @@ std::string HelpText() {
     AppendWrapped(flag.help, kHelpFlagColumn, kHelpFlagColumn, &text);
   }
   return text;
+}
+
+bool Options::Given(const std::string& flag) const {
+  return std::find(given_flags.begin(), given_flags.end(), flag) != given_flags.end();
+}
+
+std::vector<std::pair<std::string, std::string>> SettingsThatMustMatch(const Options& options) {
+  std::vector<std::pair<std::string, std::string>> settings;
+  for (const Flag& flag : FlagTable()) {
+    if (!flag.must_match) continue;
+    const std::vector<std::string> arguments = flag.forward(options);
+    std::string value;
+    if (flag.value_name.empty()) {
+      value = arguments.empty() ? "off" : "on";
+    } else if (arguments.size() < 2) {
+      value = "(none)";
+    } else {
+      for (size_t i = 1; i < arguments.size(); ++i) value += (i > 1 ? " " : "") + arguments[i];
+    }
+    settings.emplace_back("--" + flag.name, value);
+  }
+  return settings;
+}
+
+std::vector<std::string> LauncherArguments(const Options& options) {
+  return Concatenated({}, options);
 }
 
 std::vector<std::string> WorkerArguments(const Options& options, int local_rank,

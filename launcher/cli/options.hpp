@@ -1,12 +1,15 @@
 // Every flag of the launcher, from the command line, a config file (--config FILE, the same names
-// without dashes: `epochs = 2`) and environment defaults (MASTER_ADDR, MASTER_PORT, DPL_JOB_TOKEN;
-// plugins also come from DPL_PLUGIN_PATH). The flags themselves, their ranges, help and how a
-// worker receives them, are one table: cli/flags.cpp.
+// without dashes: `epochs = 2`) and environment defaults (MASTER_ADDR, MASTER_PORT, DPL_JOB_TOKEN,
+// then what a Slurm step or a torchrun/Kubernetes environment says of the job: Note [Cluster
+// defaults] in options.cpp; plugins also come from DPL_PLUGIN_PATH). torchrun's flag names
+// (--nnodes, --node-rank, --nproc-per-node, --rdzv-endpoint) are taken as aliases. The flags
+// themselves, their ranges, help and how a worker receives them, are one table: cli/flags.cpp.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.hpp"
@@ -18,6 +21,10 @@ inline constexpr int kDefaultMasterPort = 29500;
 inline constexpr std::chrono::seconds kDefaultRendezvousTimeout{300};
 inline constexpr std::chrono::seconds kDefaultBackendTimeout{300};
 inline constexpr std::chrono::seconds kDefaultStopGracePeriod{5};
+inline constexpr std::chrono::seconds kDefaultJoinGrace{5};
+// --machine-id auto: machine 0 is the launcher whose address is --master-addr (the first of them
+// to serve the store, when several are), the others are numbered in the order they join.
+inline constexpr int kAutoMachineId = -1;
 using training::kDefaultBatchSize;
 using training::kDefaultBucketCapBytes;
 using training::kDefaultDataDir;
@@ -41,8 +48,9 @@ struct Options {
   std::string backend_options;           // --backend-options "k=v,k=v"
 
   // Job shape and rendezvous.
-  int num_machines = 1;                   // --num-machines >= 1
-  int machine_id = 0;                     // --machine-id in [0, num_machines)
+  int num_machines = 1;  // --num-machines N >= 1, or the most of an elastic MIN:MAX
+  int min_machines = 1;  // the least of --num-machines MIN:MAX; num_machines for a fixed job
+  int machine_id = kAutoMachineId;        // --machine-id in [0, num_machines) or auto
   int num_processes = 1;                  // --num-processes >= 1 (workers on this machine)
   std::string master_addr = "127.0.0.1";  // --master-addr, default $MASTER_ADDR
   int master_port = kDefaultMasterPort;   // --master-port in [0, 65535], default $MASTER_PORT
@@ -52,6 +60,21 @@ struct Options {
   int threads_per_worker = 0;  // --threads-per-worker; 0 = cores / local workers, at least 1
   std::string log_dir;         // --log-dir: one log file per rank
   int max_restarts = 0;        // --max-restarts N
+  // An elastic job starts once min_machines joined and none came for this long.
+  std::chrono::milliseconds join_grace = kDefaultJoinGrace;
+  bool elastic() const { return min_machines < num_machines; }
+
+  // One command for many machines: --hostfile starts a launcher on every host it lists.
+  std::string hostfile;          // --hostfile FILE (DeepSpeed's `HOST slots=N` lines)
+  std::string ssh_options;       // --ssh-options "..." for the ssh of every remote host
+  bool exit_with_stdin = false;  // --exit-with-stdin: stop when standard input closes
+
+  // What the cluster's environment gave, for the launcher's first line ("" when nothing).
+  std::string cluster_environment;
+  // The flags the command line or the config file gave (names without dashes), for decisions
+  // that depend on whether a value is a default (--hostfile takes the processes from its slots).
+  std::vector<std::string> given_flags;
+  bool Given(const std::string& flag) const;
 
   // Everything the training loop reads (training/config.hpp).
   training::TrainingConfig training;
@@ -70,6 +93,15 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv);
 
 // Text of --help: every flag a user may give (internal ones are left out).
 std::string HelpText();
+
+// Every setting that must be the same on every machine of the job (Flag::must_match), as
+// (flag, value) pairs in table order: {"--lr", "0.5"}, {"--drop-last", "off"}. The launchers
+// compare them when they join.
+std::vector<std::pair<std::string, std::string>> SettingsThatMustMatch(const Options& options);
+
+// The flags that start another launcher of this job with these options (--hostfile): every flag
+// the table forwards, none that picks a command or runs the hostfile again.
+std::vector<std::string> LauncherArguments(const Options& options);
 
 // Re-serialises the options a worker needs as argv for `launcher --worker ...`.
 std::vector<std::string> WorkerArguments(const Options& options, int local_rank,

@@ -98,8 +98,12 @@ Status ParseNonEmpty(const std::string& label, const std::string& text, std::str
 }
 
 std::string ExactText(double value) {
+  // The shortest of %.15g..%.17g that reads back as `value`: 0.1, not 0.10000000000000001.
   char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.17g", value);
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", digits, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
   return buffer;
 }
 

@@ -51,7 +51,8 @@
 // - P, processes per machine: PET_NPROC_PER_NODE when a number, else LOCAL_WORLD_SIZE (both set:
 //   they must agree). PET_NPROC_PER_NODE=auto|cpu|gpu leaves P unknown.
 // - P known: WORLD_SIZE counts processes, num_machines = WORLD_SIZE / P. P unknown: WORLD_SIZE
-//   counts machines. PET_NNODES (N, or MIN:MAX with MIN = MAX) gives it too, and must agree.
+//   counts machines. PET_NNODES (N) gives it too, and must agree. PET_NNODES=MIN:MAX (an
+//   elasticPolicy) makes the job elastic; a count from WORLD_SIZE must then lie in the range.
 // - machine_id: PET_NODE_RANK, NODE_RANK or GROUP_RANK (all set must agree). RANK must then be
 //   below WORLD_SIZE and be that index (Kubeflow), or with P known one of the machine's process
 //   ranks index*P .. index*P+P-1 (torchrun). Without them RANK alone is the index when P is
@@ -242,10 +243,11 @@ Result<ClusterEnvironment> ReadSlurm(const Variables& variables, const Found& jo
 
 // What torchrun and Kubeflow say of the job's shape (Note [torchrun and Kubernetes environment]).
 struct TorchrunShape {
-  std::optional<Found> processes;  // P, processes per machine
-  std::optional<Found> world;      // WORLD_SIZE
-  std::optional<int64_t> machines;
-  std::string machines_source;  // "WORLD_SIZE=8 / LOCAL_WORLD_SIZE=4", "PET_NNODES", ...
+  std::optional<Found> processes;       // P, processes per machine
+  std::optional<Found> world;           // WORLD_SIZE
+  std::optional<int64_t> machines;      // the number, or the most of an elastic range
+  std::optional<int64_t> min_machines;  // the least of an elastic range (PET_NNODES=MIN:MAX)
+  std::string machines_source;          // "WORLD_SIZE=8 / LOCAL_WORLD_SIZE=4", "PET_NNODES", ...
 };
 
 Status ReadProcessesPerMachine(const Variables& variables, TorchrunShape* shape,
@@ -293,11 +295,16 @@ Status ReadMachineCount(const Variables& variables, TorchrunShape* shape) {
   auto nodes = ParseNodeRange(*nodes_text);
   if (!nodes.ok()) return nodes.status().WithContext("PET_NNODES");
   if (nodes->min != nodes->max) {
-    return Status::InvalidArgument(
-        "PET_NNODES='" + *nodes_text + "' in the environment asks for an elastic job of " +
-        std::to_string(nodes->min) + " to " + std::to_string(nodes->max) +
-        " machines; dpl runs a fixed number: make the job's minReplicas and maxReplicas equal, "
-        "or unset PET_NNODES");
+    if (shape->machines && (*shape->machines < nodes->min || *shape->machines > nodes->max)) {
+      return Status::InvalidArgument(
+          "PET_NNODES=" + *nodes_text + " in the environment allows " + std::to_string(nodes->min) +
+          " to " + std::to_string(nodes->max) + " machines but " + shape->machines_source +
+          " says " + std::to_string(*shape->machines));
+    }
+    shape->min_machines = nodes->min;
+    shape->machines = nodes->max;
+    shape->machines_source = "PET_NNODES";
+    return Status::Ok();
   }
   if (shape->machines && *shape->machines != nodes->min) {
     return Status::InvalidArgument(
@@ -419,7 +426,12 @@ Result<ClusterEnvironment> ReadTorchrun(const Variables& variables) {
   TorchrunShape shape;
   DPL_RETURN_IF_ERROR(ReadProcessesPerMachine(variables, &shape, &notes));
   DPL_RETURN_IF_ERROR(ReadMachineCount(variables, &shape));
-  if (shape.machines) {
+  if (shape.min_machines) {
+    environment.min_machines = static_cast<int>(*shape.min_machines);
+    environment.num_machines = static_cast<int>(*shape.machines);
+    parts.push_back(std::to_string(*shape.min_machines) + " to " + std::to_string(*shape.machines) +
+                    " machines (" + shape.machines_source + ")");
+  } else if (shape.machines) {
     environment.num_machines = static_cast<int>(*shape.machines);
     parts.push_back(std::to_string(*shape.machines) + " machines (" + shape.machines_source + ")");
   }

@@ -26,7 +26,8 @@ const char* ConventionName(Convention convention);
 
 struct ClusterEnvironment {
   Convention convention = Convention::kNone;
-  std::optional<int> num_machines;           // for --num-machines
+  std::optional<int> num_machines;           // for --num-machines (the most, if elastic)
+  std::optional<int> min_machines;           // set for an elastic range: --num-machines MIN:MAX
   std::optional<int> machine_id;             // for --machine-id, below num_machines when both set
   std::optional<std::string> master_addr;    // for --master-addr
   std::optional<int> master_port;            // for --master-port, 0..65535
@@ -43,7 +44,7 @@ using EnvironmentLookup = std::function<std::optional<std::string>(const std::st
 
 // Reads the environment through `lookup`. Errors name the variable and its value: a value that
 // is not a number, values that contradict each other (RANK >= WORLD_SIZE), or a layout dpl
-// cannot run (several Slurm tasks per node, a launcher started by torchrun, an elastic range).
+// cannot run (several Slurm tasks per node, a launcher started by torchrun).
 Result<ClusterEnvironment> ReadClusterEnvironment(const EnvironmentLookup& lookup);
 Result<ClusterEnvironment> ReadClusterEnvironment(
     const std::map<std::string, std::string>& variables);

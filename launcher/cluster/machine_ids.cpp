@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -117,6 +118,36 @@ Result<std::vector<std::string>> LocalInterfaceAddresses() {
   std::vector<std::string> texts;
   for (const Address& address : *local) texts.push_back(ToText(address));
   return texts;
+}
+
+std::string SourceAddressTowards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return "";
+  std::string address;
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_in local{};
+    socklen_t length = sizeof local;
+    char text[INET_ADDRSTRLEN] = {};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
+        inet_ntop(AF_INET, &local.sin_addr, text, sizeof text) != nullptr) {
+      address = text;
+    }
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  return address;
+}
+
+std::string ThisMachineName(const std::string& master_host) {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) std::strcpy(name, "?");
+  std::string address = SourceAddressTowards(master_host);
+  return std::string(name) + (address.empty() ? "" : " " + address) + " pid " +
+         std::to_string(getpid());
 }
 
 }  // namespace dpl::cluster

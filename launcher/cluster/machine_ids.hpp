@@ -19,4 +19,14 @@ Result<bool> IsLocalAddress(const std::string& host);
 // included, each once.
 Result<std::vector<std::string>> LocalInterfaceAddresses();
 
+// The address of this machine's interface that routes to `host` (IPv4): the source address the
+// kernel picks for a datagram there, which sends nothing. "" when `host` does not resolve or
+// has no route. For `host` on this machine, the address itself (or 127.0.0.1 for loopback).
+std::string SourceAddressTowards(const std::string& host);
+
+// This machine as other machines' messages name it: "node7 10.0.0.7 pid 4242", its host name,
+// the address that routes to `master_host` (which tells network namespaces of one host apart)
+// and the launcher's pid (which tells apart launchers of one namespace).
+std::string ThisMachineName(const std::string& master_host);
+
 }  // namespace dpl::cluster

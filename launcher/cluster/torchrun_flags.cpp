@@ -173,14 +173,10 @@ Result<std::vector<std::pair<std::string, std::string>>> TranslateTorchrunFlag(
     case AliasValue::kNodeRange: {
       auto range = ParseNodeRange(value);
       if (!range.ok()) return range.status().WithContext(flag);
-      if (range->min != range->max) {
-        return Status::InvalidArgument(
-            flag + " " + value + " asks for an elastic job of " + std::to_string(range->min) +
-            " to " + std::to_string(range->max) +
-            " machines; dpl runs a fixed number: give one number (--nnodes " +
-            std::to_string(range->max) + ")");
-      }
-      flags.emplace_back(alias.dpl_flag, std::to_string(range->min));
+      // An elastic range stays a range: --num-machines takes MIN:MAX too.
+      std::string machines = std::to_string(range->min);
+      if (range->min != range->max) machines += ":" + std::to_string(range->max);
+      flags.emplace_back(alias.dpl_flag, machines);
       break;
     }
     case AliasValue::kProcessesPerNode: {

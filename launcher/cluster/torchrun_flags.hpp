@@ -21,7 +21,7 @@ namespace dpl::cluster {
 // How an alias's value becomes the value of its dpl flag.
 enum class AliasValue {
   kSame,              // taken as it is (--node-rank 1 -> --machine-id 1)
-  kNodeRange,         // N or MIN:MAX (ParseNodeRange); dpl needs MIN = MAX
+  kNodeRange,         // N or MIN:MAX (ParseNodeRange); MIN:MAX is an elastic job
   kProcessesPerNode,  // N, auto, cpu or gpu (ParseProcessesPerNode, ResolveProcessesPerNode)
   kEndpoint,          // HOST[:PORT] (ParseEndpoint) -> --master-addr, and --master-port if given
 };
@@ -73,7 +73,8 @@ Result<Endpoint> ParseEndpoint(const std::string& text, int default_port);
 
 // The dpl flags and values one alias stands for, e.g. ("rdzv-endpoint", "[::1]:1234") ->
 // {("master-addr", "::1"), ("master-port", "1234")}; ("nnodes", "2:2") -> {("num-machines",
-// "2")}. `cpu_count` and `gpu_count` resolve --nproc-per-node keywords. Errors name the flag.
+// "2")}; ("nnodes", "2:4") -> {("num-machines", "2:4")}. `cpu_count` and `gpu_count` resolve
+// --nproc-per-node keywords. Errors name the flag.
 Result<std::vector<std::pair<std::string, std::string>>> TranslateTorchrunFlag(
     const FlagAlias& alias, const std::string& value, int cpu_count, std::optional<int> gpu_count);
 

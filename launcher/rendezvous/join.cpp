@@ -1,15 +1,131 @@
 #include "rendezvous/join.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
+
+// Note [Settings at the join]
+// Every flag that changes the job's math or its collectives (the model and its options, the
+// optimizer and its numbers, the batch, seed, gradient accumulation and compression, the data,
+// the backend, the sizes: cli::Flag::must_match) must have the same value on every machine, or
+// the replicas diverge silently (a different --lr), a backend aborts (a different model) or the
+// collectives mismatch (a different bucket size). So machine 0 publishes its settings as (flag,
+// value) pairs, every other launcher compares its own before it takes a machine id, and the first
+// difference is refused naming the flag and both values. The pairs come from the flag table
+// (cli::SettingsThatMustMatch): a new flag joins the check by being marked there, and the join
+// only compares text.
 
 namespace dpl::rendezvous {
 namespace {
 
-constexpr const char* kShapeKey = "job/shape";
+using namespace std::chrono_literals;
 
-std::string ShapeText(const JobShape& shape) {
-  return std::to_string(shape.num_machines) + "x" + std::to_string(shape.num_processes);
+constexpr const char* kSettingsKey = "job/settings";
+constexpr const char* kNextMachineIdKey = "job/next_machine_id";
+// How long a launcher that found its id taken waits for the first claimer's name.
+constexpr auto kClaimerNameWait = 2s;
+
+std::string MachineKey(int id) {
+  return "job/machine/" + std::to_string(id);
+}
+
+// This launcher in messages about it: its id when it was given one, else its name.
+std::string ThisMachine(const LauncherJoin& join) {
+  if (join.machine_id)
+    return "this machine (--machine-id " + std::to_string(*join.machine_id) + ")";
+  return "this machine (" + join.machine_name + ")";
+}
+
+std::string EncodeSettings(const std::vector<JobSetting>& settings) {
+  std::vector<std::string> fields;
+  for (const JobSetting& setting : settings) {
+    fields.push_back(setting.name);
+    fields.push_back(setting.value);
+  }
+  return EncodeFields(fields);
+}
+
+// Note [Settings at the join].
+Status CompareSettings(const LauncherJoin& join, const std::string& published) {
+  auto fields = DecodeFields(published);
+  if (!fields.ok() || fields->size() % 2 != 0) {
+    return Status::Error(
+        "machine 0 published malformed job settings; run the same dpl version "
+        "on every machine");
+  }
+  std::vector<JobSetting> theirs;
+  for (size_t i = 0; i < fields->size(); i += 2) {
+    theirs.push_back({(*fields)[i], (*fields)[i + 1]});
+  }
+  for (const JobSetting& mine : join.settings) {
+    auto match = std::find_if(theirs.begin(), theirs.end(),
+                              [&](const JobSetting& other) { return other.name == mine.name; });
+    if (match == theirs.end()) {
+      return Status::InvalidArgument("machine 0 does not check " + mine.name +
+                                     " at the join: run the same dpl version on every machine");
+    }
+    if (match->value != mine.value) {
+      return Status::InvalidArgument(mine.name + " differs between machines: " + ThisMachine(join) +
+                                     " has " + mine.value + ", machine 0 has " + match->value +
+                                     "; pass the same value to every launcher");
+    }
+  }
+  if (theirs.size() != join.settings.size()) {
+    return Status::InvalidArgument("machine 0 checks other settings at the join than " +
+                                   ThisMachine(join) +
+                                   ": run the same dpl version on every "
+                                   "machine");
+  }
+  return Status::Ok();
+}
+
+// Claims `id` for this launcher: false when another launcher claimed it first.
+Result<bool> Claim(StoreClient& client, int id, const std::string& machine_name) {
+  auto claims = client.Add(MachineKey(id), 1);
+  if (!claims.ok()) return claims.status();
+  if (*claims > 1) return false;
+  DPL_RETURN_IF_ERROR(client.Set(MachineKey(id) + "/name", ToBytes(machine_name)));
+  return true;
+}
+
+std::string FirstClaimer(StoreClient& client, int id) {
+  auto name = client.Get(MachineKey(id) + "/name", kClaimerNameWait);
+  return name.ok() ? FromBytes(*name) : std::string("another launcher");
+}
+
+Result<int> ClaimGivenId(StoreClient& client, const LauncherJoin& join) {
+  const int id = *join.machine_id;
+  auto claimed = Claim(client, id, join.machine_name);
+  if (!claimed.ok()) return claimed.status();
+  if (*claimed) return id;
+  return Status::InvalidArgument(
+      "--machine-id " + std::to_string(id) +
+      " is claimed by two machines: " + FirstClaimer(client, id) + " and " + join.machine_name +
+      " (this one); give every machine a distinct id in [0, " + std::to_string(join.num_machines) +
+      "), or leave --machine-id out to number the machines in the order they join");
+}
+
+// The next id no launcher claimed, in join order (machine 0 holds 0).
+Result<int> ClaimNextId(StoreClient& client, const LauncherJoin& join) {
+  for (;;) {
+    auto next = client.Add(kNextMachineIdKey, 1);
+    if (!next.ok()) return next.status();
+    const int id = static_cast<int>(*next);
+    if (!join.elastic && id >= join.num_machines) {
+      std::string machines;
+      for (int taken = 0; taken < join.num_machines; ++taken) {
+        machines += (taken ? ", " : "") + std::to_string(taken) + " " + MachineName(client, taken);
+      }
+      return Status::InvalidArgument(
+          ThisMachine(join) + " is one machine too many: the " + std::to_string(join.num_machines) +
+          " ids of --num-machines " + std::to_string(join.num_machines) + " are taken (" +
+          machines +
+          "); start no more launchers than that, or give another job another --master-port");
+    }
+    auto claimed = Claim(client, id, join.machine_name);
+    if (!claimed.ok()) return claimed.status();
+    if (*claimed) return id;  // else a launcher given this id took it: try the next
+  }
 }
 
 }  // namespace
@@ -19,6 +135,32 @@ std::vector<uint8_t> ToBytes(const std::string& text) {
 }
 std::string FromBytes(const std::vector<uint8_t>& bytes) {
   return {bytes.begin(), bytes.end()};
+}
+
+std::string EncodeFields(const std::vector<std::string>& fields) {
+  std::string text;
+  for (const std::string& field : fields) text += std::to_string(field.size()) + ":" + field;
+  return text;
+}
+
+Result<std::vector<std::string>> DecodeFields(const std::string& text) {
+  std::vector<std::string> fields;
+  size_t position = 0;
+  while (position < text.size()) {
+    const size_t colon = text.find(':', position);
+    if (colon == std::string::npos || colon == position || colon - position > 9) {
+      return Status::Error("malformed field list in the store");
+    }
+    size_t length = 0;
+    for (size_t i = position; i < colon; ++i) {
+      if (text[i] < '0' || text[i] > '9') return Status::Error("malformed field list in the store");
+      length = length * 10 + static_cast<size_t>(text[i] - '0');
+    }
+    if (length > text.size() - colon - 1) return Status::Error("malformed field list in the store");
+    fields.push_back(text.substr(colon + 1, length));
+    position = colon + 1 + length;
+  }
+  return fields;
 }
 
 Status ValidateShape(const JobShape& shape) {
@@ -36,42 +178,26 @@ Status ValidateShape(const JobShape& shape) {
   return Status::Ok();
 }
 
-Status JoinAsLauncher(StoreClient& client, const JobShape& shape,
-                      std::chrono::milliseconds timeout) {
-  DPL_RETURN_IF_ERROR(ValidateShape(shape));
-  if (shape.machine_id == 0) {
-    DPL_RETURN_IF_ERROR(client.Set(kShapeKey, ToBytes(ShapeText(shape))));
+Result<int> JoinAsLauncher(StoreClient& client, const LauncherJoin& join,
+                           std::chrono::milliseconds timeout) {
+  if (join.machine_id) {
+    DPL_RETURN_IF_ERROR(ValidateShape({join.num_machines, 1, *join.machine_id}));
+  }
+  if (join.machine_id == 0) {
+    DPL_RETURN_IF_ERROR(client.Set(kSettingsKey, ToBytes(EncodeSettings(join.settings))));
   } else {
-    auto published = client.Get(kShapeKey, timeout);
+    auto published = client.Get(kSettingsKey, timeout);
     if (!published.ok()) {
-      return published.status().WithContext("waiting for machine 0 to publish the job's shape");
+      return published.status().WithContext("waiting for machine 0 to publish the job's settings");
     }
-    int machines = 0, processes = 0;
-    if (std::sscanf(FromBytes(*published).c_str(), "%dx%d", &machines, &processes) != 2) {
-      return Status::Error("machine 0 published a malformed job shape '" + FromBytes(*published) +
-                           "'; run the same dpl version on every machine");
-    }
-    const std::string here = "this machine (--machine-id " + std::to_string(shape.machine_id) + ")";
-    if (machines != shape.num_machines) {
-      return Status::Error("--num-machines differs between machines: " + here + " has " +
-                           std::to_string(shape.num_machines) + ", machine 0 has " +
-                           std::to_string(machines) + "; pass the same value to every launcher");
-    }
-    if (processes != shape.num_processes) {
-      return Status::Error("--num-processes differs between machines: " + here + " has " +
-                           std::to_string(shape.num_processes) + ", machine 0 has " +
-                           std::to_string(processes) + "; pass the same value to every launcher");
-    }
+    DPL_RETURN_IF_ERROR(CompareSettings(join, FromBytes(*published)));
   }
-  auto claims = client.Add("job/machine/" + std::to_string(shape.machine_id), 1);
-  if (!claims.ok()) return claims.status();
-  if (*claims > 1) {
-    return Status::Error("--machine-id " + std::to_string(shape.machine_id) +
-                         " is used by another launcher of this job as well; give every machine a "
-                         "distinct id in [0, " +
-                         std::to_string(shape.num_machines) + ")");
-  }
-  return Status::Ok();
+  return join.machine_id ? ClaimGivenId(client, join) : ClaimNextId(client, join);
+}
+
+std::string MachineName(StoreClient& client, int id) {
+  auto name = client.Get(MachineKey(id) + "/name", 0ms);
+  return name.ok() ? FromBytes(*name) : std::string();
 }
 
 std::string AttemptPrefix(int attempt) {

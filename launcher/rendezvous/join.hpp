@@ -1,9 +1,13 @@
-// The join protocol on top of the store: launchers check they describe the same job, workers
-// meet at barriers, and a failure anywhere is published so every launcher stops its workers.
+// The join protocol on top of the store: launchers check they describe the same job and take
+// their machine ids, workers meet at barriers, and a failure anywhere is published so every
+// launcher stops its workers.
 //
-// Keys: "job/shape" (set by machine 0: "<num_machines>x<num_processes>"), "job/machine/<id>"
-// (a counter; above 1 means a repeated --machine-id), and per attempt of the job (restarts start
-// a new attempt) "attempt/<n>/..." for barriers, failures and the backend's own keys.
+// Keys: "job/settings" (set by machine 0: every setting that must match, Note [Settings at the
+// join]), "job/machine/<id>" (a counter: above 1 means an id claimed twice) with
+// "job/machine/<id>/name" (the machine that claimed it first), "job/next_machine_id" (ids taken
+// in join order), and per attempt of the job (restarts start a new attempt) "attempt/<n>/..." for
+// barriers, failures, an elastic job's members (rendezvous/membership.hpp) and the backend's own
+// keys.
 #pragma once
 
 #include <chrono>
@@ -27,11 +31,33 @@ struct JobShape {
 // Checks the shape itself: machine id in range, sizes >= 1.
 Status ValidateShape(const JobShape& shape);
 
-// Machine 0 publishes the shape; every other machine waits (up to `timeout`) for it and refuses a
-// different one with a message naming both values. Every machine claims its id; a repeated id is
-// refused.
-Status JoinAsLauncher(StoreClient& client, const JobShape& shape,
-                      std::chrono::milliseconds timeout);
+// One setting every machine must give alike: {"--lr", "0.5"}.
+struct JobSetting {
+  std::string name;
+  std::string value;
+};
+
+struct LauncherJoin {
+  // The id this launcher was given, or nothing for the next free one in join order (machine 0,
+  // the launcher that serves the store, is always given 0).
+  std::optional<int> machine_id;
+  // Ids are below this many; for an elastic job (`elastic`), ids name launchers, not places in
+  // an attempt, and ids taken in join order have no bound (a machine may come after one left).
+  int num_machines = 1;
+  bool elastic = false;
+  std::string machine_name;          // this launcher in others' messages: "node7 10.0.0.7 pid 42"
+  std::vector<JobSetting> settings;  // every setting that must match, in the same order everywhere
+};
+
+// Machine 0 publishes its settings; every other launcher waits (up to `timeout`) for them and
+// refuses to join with a different value, naming the setting and both values. Then the launcher
+// claims its id or takes the next free one; an id claimed by two launchers is refused naming
+// both machines. Returns this launcher's machine id.
+Result<int> JoinAsLauncher(StoreClient& client, const LauncherJoin& join,
+                           std::chrono::milliseconds timeout);
+
+// The name machine `id` joined with (LauncherJoin::machine_name), or "" when unknown.
+std::string MachineName(StoreClient& client, int id);
 
 // The key prefix of one attempt of the job, e.g. "attempt/0/".
 std::string AttemptPrefix(int attempt);
@@ -59,5 +85,9 @@ Result<std::optional<std::string>> CheckFailure(StoreClient& client,
 
 std::vector<uint8_t> ToBytes(const std::string& text);
 std::string FromBytes(const std::vector<uint8_t>& bytes);
+
+// `fields` as one value, and back: each field as "<length>:<text>", so any text survives.
+std::string EncodeFields(const std::vector<std::string>& fields);
+Result<std::vector<std::string>> DecodeFields(const std::string& text);
 
 }  // namespace dpl::rendezvous

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 extern char** environ;
 
@@ -21,6 +22,51 @@ constexpr const char* kWorkerTopPad = "67108864";
 constexpr const char* kTunablesEnv = "GLIBC_TUNABLES";
 constexpr const char* kHugePageHeapTunable = "glibc.malloc.hugetlb";
 constexpr const char* kHugePageHeapSetting = "glibc.malloc.hugetlb=1";
+
+// Note [torchrun's worker variables]: what torchrun's agent gives each worker, so that code
+// written for torchrun (a plugin that reads RANK or WORLD_SIZE) works unchanged. The launcher sets
+// those its machine's workers share; each worker adds RANK, LOCAL_RANK and ROLE_RANK
+// (worker::ExportRankVariables). MASTER_ADDR:MASTER_PORT is dpl's store on machine 0, which
+// speaks dpl's protocol, not torch's TCPStore: a plugin may read the address, not open a torch
+// store there. Inherited values of these names (a launcher started by Slurm or Kubernetes has
+// some) are replaced.
+constexpr const char* kTorchrunVariables[] = {"RANK",
+                                              "LOCAL_RANK",
+                                              "ROLE_RANK",
+                                              "WORLD_SIZE",
+                                              "LOCAL_WORLD_SIZE",
+                                              "GROUP_RANK",
+                                              "GROUP_WORLD_SIZE",
+                                              "ROLE_WORLD_SIZE",
+                                              "ROLE_NAME",
+                                              "MASTER_ADDR",
+                                              "MASTER_PORT",
+                                              "TORCHELASTIC_RESTART_COUNT",
+                                              "TORCHELASTIC_MAX_RESTARTS"};
+
+bool IsTorchrunVariable(const std::string& name) {
+  return std::find(std::begin(kTorchrunVariables), std::end(kTorchrunVariables), name) !=
+         std::end(kTorchrunVariables);
+}
+
+// Note [torchrun's worker variables], those every worker of this machine shares.
+void AddTorchrunVariables(const cli::Options& options, int attempt,
+                          std::vector<std::string>* environment) {
+  const int world_size = options.num_machines * options.num_processes;
+  const std::pair<const char*, std::string> values[] = {
+      {"WORLD_SIZE", std::to_string(world_size)},
+      {"LOCAL_WORLD_SIZE", std::to_string(options.num_processes)},
+      {"GROUP_RANK", std::to_string(options.machine_id)},
+      {"GROUP_WORLD_SIZE", std::to_string(options.num_machines)},
+      {"ROLE_WORLD_SIZE", std::to_string(world_size)},
+      {"ROLE_NAME", "default"},
+      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_PORT", std::to_string(options.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts)},
+  };
+  for (const auto& [name, value] : values) environment->push_back(std::string(name) + "=" + value);
+}
 
 }  // namespace
 
@@ -52,6 +98,7 @@ std::vector<std::string> WorkerEnvironment(const cli::Options& options, int thre
     const std::string text = *entry;
     const std::string name = text.substr(0, text.find('='));
     const bool ours = name == kAttemptEnvironmentVariable || name == kJobTokenEnv ||
+                      IsTorchrunVariable(name) ||
                       std::find(std::begin(thread_counts), std::end(thread_counts), name) !=
                           std::end(thread_counts);
     if (!ours) environment.push_back(text);
@@ -61,6 +108,7 @@ std::vector<std::string> WorkerEnvironment(const cli::Options& options, int thre
     environment.push_back(std::string(name) + "=" + std::to_string(threads));
   }
   environment.push_back(std::string(kAttemptEnvironmentVariable) + "=" + std::to_string(attempt));
+  AddTorchrunVariables(options, attempt, &environment);
   if (!options.job_token.empty()) {
     environment.push_back(std::string(kJobTokenEnv) + "=" + options.job_token);
   }

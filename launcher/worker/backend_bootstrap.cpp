@@ -1,50 +1,19 @@
 #include "worker/backend_bootstrap.hpp"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 
+#include "cluster/machine_ids.hpp"
 #include "common/log.hpp"
 
 namespace dpl::worker {
-namespace {
-
-// The address of this machine's interface that routes to `host` (machine 0): a UDP socket
-// "connected" there sends nothing, but the kernel picks its source address. "" when unknown.
-std::string AddressTowards(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return "";
-  std::string address;
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
-    sockaddr_in local{};
-    socklen_t length = sizeof local;
-    char text[INET_ADDRSTRLEN] = {};
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
-        inet_ntop(AF_INET, &local.sin_addr, text, sizeof text) != nullptr) {
-      address = text;
-    }
-  }
-  if (fd >= 0) close(fd);
-  freeaddrinfo(found);
-  return address;
-}
-
-}  // namespace
 
 Result<ConnectedBackend> StartBackend(const plugin_host::LoadedPlugin& plugin,
                                       const cli::Options& options,
                                       const training::WorkerIdentity& identity,
                                       rendezvous::StoreClient& store, const std::string& prefix) {
   ConnectedBackend connected;
-  const std::string local_address = AddressTowards(options.master_addr);
+  // The address of the interface that routes to machine 0, which the peers can reach.
+  const std::string local_address = cluster::SourceAddressTowards(options.master_addr);
   connected.store_view =
       std::make_unique<rendezvous::PluginStoreView>(store, prefix + "backend/" + plugin.name + "/");
   dpl_backend_config_v2 config{};

@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 namespace dpl::worker {
@@ -57,6 +59,13 @@ Status CheckBackendFitsDevices(const std::string& backend, const training::Worke
       std::to_string(cuda_devices) +
       " GPU(s); NCCL refuses two ranks on one device. Use --num-processes " +
       std::to_string(cuda_devices) + ", or --backend gloo or tcp, which let workers share a GPU");
+}
+
+void ExportRankVariables(const cli::Options& options, int local_rank) {
+  const training::WorkerIdentity identity = PlaceWorker(options, local_rank, 0);
+  setenv("RANK", std::to_string(identity.rank).c_str(), 1);
+  setenv("LOCAL_RANK", std::to_string(identity.local_rank).c_str(), 1);
+  setenv("ROLE_RANK", std::to_string(identity.rank).c_str(), 1);
 }
 
 }  // namespace dpl::worker

@@ -30,4 +30,9 @@ training::WorkerIdentity PlaceWorker(const cli::Options& options, int local_rank
 Status CheckBackendFitsDevices(const std::string& backend, const training::WorkerIdentity& identity,
                                int cuda_devices);
 
+// Sets RANK, LOCAL_RANK and ROLE_RANK in this worker's environment, as torchrun gives them to
+// its workers (the launcher sets the variables its machine's workers share:
+// supervision/worker_environment.hpp). Call it before the worker starts any thread.
+void ExportRankVariables(const cli::Options& options, int local_rank);
+
 }  // namespace dpl::worker

@@ -35,6 +35,7 @@
 #include "common/log.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "training/trainer.hpp"
+#include "worker/device_policy.hpp"
 #include "worker/worker_session.hpp"
 
 extern char** environ;
@@ -82,6 +83,7 @@ bool ReportWorkerPids(const std::vector<pid_t>& pids) {
   cli::Options worker_options = options;
   worker_options.local_rank = local;
   worker_options.worker_output_fds.clear();
+  ExportRankVariables(worker_options, local);  // a fresh fork: no other thread yet
   const int exit_code = RunWorkerSession(worker_options, std::move(data), std::move(discovery));
   std::fflush(nullptr);
   std::_Exit(exit_code);
@@ -189,6 +191,7 @@ int RunWorker(const cli::Options& options) {
   if (!options.worker_output_fds.empty()) return RunWorkerLoader(options);
   // A worker started on its own: its start-up work that needs no peer (the plugins, libtorch is
   // most of a second; the data) runs before the join, so it overlaps the other workers'.
+  ExportRankVariables(options, options.local_rank);  // before any thread starts
   Result<plugin_host::Discovery> discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
   Result<training::TrainingData> data = OpenData(options, discovery);
   return RunWorkerSession(options, std::move(data), std::move(discovery));

@@ -342,12 +342,21 @@ TEST(ClusterEnvironmentTest, ContradictionsAreRefused) {
             "PET_NNODES=3 in the environment says 3 machines but WORLD_SIZE says 2");
 }
 
-TEST(ClusterEnvironmentTest, ElasticRangesAreRefused) {
-  EXPECT_EQ(ErrorOf({{"PET_NNODES", "1:3"}, {"PET_RDZV_ENDPOINT", "job-worker-0:29400"}}),
-            "PET_NNODES='1:3' in the environment asks for an elastic job of 1 to 3 machines; dpl "
-            "runs a fixed number: make the job's minReplicas and maxReplicas equal, or unset "
-            "PET_NNODES");
-  EXPECT_EQ(Read({{"PET_NNODES", "2:2"}}).num_machines, 2);
+TEST(ClusterEnvironmentTest, ElasticRangesMakeAnElasticJob) {
+  const ClusterEnvironment elastic =
+      Read({{"PET_NNODES", "1:3"}, {"PET_RDZV_ENDPOINT", "job-worker-0:29400"}});
+  EXPECT_EQ(elastic.min_machines, 1);
+  EXPECT_EQ(elastic.num_machines, 3);
+  EXPECT_EQ(elastic.master_addr, "job-worker-0");
+  EXPECT_EQ(elastic.description,
+            "torchrun/Kubernetes environment: 1 to 3 machines (PET_NNODES), master job-worker-0 "
+            "(PET_RDZV_ENDPOINT), port 29400 (PET_RDZV_ENDPOINT)");
+  EXPECT_EQ(Read({{"PET_NNODES", "1:3"}, {"WORLD_SIZE", "2"}}).num_machines, 3);
+  EXPECT_EQ(ErrorOf({{"PET_NNODES", "2:3"}, {"WORLD_SIZE", "4"}}),
+            "PET_NNODES=2:3 in the environment allows 2 to 3 machines but WORLD_SIZE says 4");
+  const ClusterEnvironment fixed = Read({{"PET_NNODES", "2:2"}});
+  EXPECT_EQ(fixed.num_machines, 2);
+  EXPECT_FALSE(fixed.min_machines);
 }
 
 TEST(ClusterEnvironmentTest, LauncherStartedByTorchrunIsRefused) {

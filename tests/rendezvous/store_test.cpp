@@ -275,26 +275,6 @@ TEST(PluginStoreViewTest, PrefixesKeysAndMapsErrorsToStatusCodes) {
   EXPECT_STREQ(store->last_error(store->context), "store add: key or result is NULL");
 }
 
-TEST(JoinTest, ShapeMismatchAndRepeatedMachineIdAreRefusedNamingBothValues) {
-  auto server = StartServer();
-  auto machine0 = MustConnect(server->port());
-  auto machine1 = MustConnect(server->port());
-  ASSERT_TRUE(JoinAsLauncher(*machine0, {2, 4, 0}, 1s).ok());
-  EXPECT_EQ(JoinAsLauncher(*machine1, {2, 3, 1}, 1s).message(),
-            "--num-processes differs between machines: this machine (--machine-id 1) has 3, "
-            "machine 0 has 4; pass the same value to every launcher");
-  EXPECT_EQ(JoinAsLauncher(*machine1, {3, 4, 1}, 1s).message(),
-            "--num-machines differs between machines: this machine (--machine-id 1) has 3, "
-            "machine 0 has 2; pass the same value to every launcher");
-  EXPECT_EQ(JoinAsLauncher(*machine1, {2, 4, 2}, 1s).message(),
-            "--machine-id 2 is out of range: with --num-machines 2 it must be in [0, 2)");
-  ASSERT_TRUE(JoinAsLauncher(*machine1, {2, 4, 1}, 1s).ok());
-  auto again = MustConnect(server->port());
-  EXPECT_EQ(JoinAsLauncher(*again, {2, 4, 1}, 1s).message(),
-            "--machine-id 1 is used by another launcher of this job as well; give every machine "
-            "a distinct id in [0, 2)");
-}
-
 TEST(JoinTest, BarrierReleasesAllRanksAndReportsWhoIsMissing) {
   auto server = StartServer();
   constexpr int kRanks = 5;

@@ -274,9 +274,17 @@ TEST_F(LauncherTest, RepeatedMachineIdIsRefused) {
   LauncherProcess second(Selftest(3, 1, 1, port), OutputPath("second"));
   const auto status = second.Wait(10s);
   EXPECT_TRUE(ExitedWith(status, 1)) << Describe(status);
+  // Both machines are named: host name, address towards machine 0, and pid.
   EXPECT_TRUE(Contains(second.Output(),
-                       "[launcher 1] error: --machine-id 1 is used by another launcher of this "
-                       "job as well; give every machine a distinct id in [0, 3)"))
+                       "[launcher 1] error: --machine-id 1 is claimed by two "
+                       "machines: "))
+      << second.Output();
+  EXPECT_TRUE(Contains(second.Output(), " 127.0.0.1 pid " + std::to_string(first.pid()) + " and "))
+      << second.Output();
+  EXPECT_TRUE(Contains(second.Output(),
+                       " 127.0.0.1 pid " + std::to_string(second.pid()) +
+                           " (this one); give every machine a distinct id in [0, 3), or leave "
+                           "--machine-id out to number the machines in the order they join"))
       << second.Output();
 }
 

@@ -1,0 +1,323 @@
+#include "rendezvous/membership.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "rendezvous/join.hpp"
+
+// Note [Elastic membership]
+// Attempt n of an elastic job runs on the launchers machine 0 lets in:
+// - Every launcher but machine 0 takes a slot of the attempt ("attempt/<n>/members/count", a
+//   counter), writes who it is into "attempt/<n>/members/slot/<s>", and waits for the list
+//   ("attempt/<n>/members/list") that machine 0 writes once; its slot is in the list or not.
+// - Machine 0 writes the list when MAX machines are in, or when at least MIN are, every member of
+//   the attempt before whose launcher still beats has come back (it may still be stopping its
+//   workers), and none came for --join-grace. Launchers past MAX, and those that come after the
+//   list was written, take part in the next attempt: a machine that starts late joins at the next
+//   restart, and one that left is simply not waited for.
+// - Machine 0 is always first, so it keeps ranks 0..P-1 (rank 0 writes the checkpoints) and the
+//   store. The job cannot outlive machine 0: its store is the job's.
+// - Each launcher beats in "job/alive/<id>" every kHeartbeatInterval from a thread and connection
+//   of its own; one whose beat did not move for kMemberLease has left (killed, machine down).
+// - "job/end" (a counter and a message) releases every launcher that waits for an attempt when
+//   the job is over, with success or with the failure that ended it.
+
+namespace dpl::rendezvous {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kPollInterval = 50ms;
+constexpr auto kListWait = 200ms;     // a member looks at the job's end this often
+constexpr auto kSlotWait = 2s;        // a launcher writes its slot right after it takes it
+constexpr auto kEndMessageWait = 2s;  // machine 0 writes the message right after the count
+constexpr const char* kJobEndCount = "job/end/count";
+constexpr const char* kJobEndMessage = "job/end/message";
+
+std::string MembersPrefix(int attempt) {
+  return AttemptPrefix(attempt) + "members/";
+}
+
+std::string AliveKey(int machine_id) {
+  return "job/alive/" + std::to_string(machine_id);
+}
+
+std::string SecondsText(std::chrono::milliseconds duration) {
+  const double seconds = static_cast<double>(duration.count()) / 1000.0;
+  std::string text = std::to_string(seconds);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (text.back() == '.') text.pop_back();
+  return text;
+}
+
+// A member in a slot of an attempt; slot -1 is machine 0's.
+struct Slot {
+  int slot = -1;
+  Member member;
+};
+
+std::string EncodeSlot(const Slot& slot) {
+  return EncodeFields(
+      {std::to_string(slot.slot), std::to_string(slot.member.machine_id), slot.member.name});
+}
+
+Result<Slot> DecodeSlot(const std::string& text) {
+  auto fields = DecodeFields(text);
+  if (!fields.ok() || fields->size() != 3) {
+    return Status::Error("malformed member of an elastic attempt in the store");
+  }
+  Slot slot;
+  slot.slot = std::atoi((*fields)[0].c_str());
+  slot.member.machine_id = std::atoi((*fields)[1].c_str());
+  slot.member.name = (*fields)[2];
+  return slot;
+}
+
+Result<std::optional<std::string>> JobEnd(StoreClient& client) {
+  auto count = client.Add(kJobEndCount, 0);
+  if (!count.ok()) return count.status();
+  if (*count == 0) return std::optional<std::string>();
+  auto message = client.Get(kJobEndMessage, kEndMessageWait);
+  if (!message.ok()) return std::optional<std::string>("the job ended");
+  return std::optional<std::string>(FromBytes(*message));
+}
+
+// Whether the launchers of earlier members still beat (Note [Elastic membership]).
+class LivenessWatch {
+ public:
+  Result<bool> Alive(StoreClient& client, int machine_id) {
+    auto beats = client.Add(AliveKey(machine_id), 0);
+    if (!beats.ok()) return beats.status();
+    const auto now = Clock::now();
+    auto seen = seen_.find(machine_id);
+    if (seen == seen_.end() || seen->second.beats != *beats) {
+      seen_[machine_id] = {*beats, now};
+      return true;
+    }
+    return now - seen->second.changed < kMemberLease;
+  }
+
+ private:
+  struct Seen {
+    int64_t beats = 0;
+    Clock::time_point changed;
+  };
+  std::map<int, Seen> seen_;
+};
+
+bool Contains(const std::vector<Slot>& joined, int machine_id) {
+  return std::any_of(joined.begin(), joined.end(),
+                     [&](const Slot& slot) { return slot.member.machine_id == machine_id; });
+}
+
+// The slots taken since the last look, appended to `joined`; true when there were any.
+Result<bool> ReadNewSlots(StoreClient& client, const std::string& prefix,
+                          std::vector<Slot>* joined) {
+  auto count = client.Add(prefix + "count", 0);
+  if (!count.ok()) return count.status();
+  const bool any = static_cast<int64_t>(joined->size()) < *count;
+  while (static_cast<int64_t>(joined->size()) < *count) {
+    const int slot = static_cast<int>(joined->size());
+    auto text = client.Get(prefix + "slot/" + std::to_string(slot), kSlotWait);
+    Result<Slot> decoded = text.ok() ? DecodeSlot(FromBytes(*text)) : Result<Slot>(Slot{});
+    if (!decoded.ok()) return decoded.status();
+    if (!text.ok()) decoded->member.machine_id = -1;  // its launcher died right after joining
+    decoded->slot = slot;
+    joined->push_back(*decoded);
+  }
+  return any;
+}
+
+// Members of the attempt before that have not joined this one but whose launchers still beat.
+Result<int> AwaitedMembers(StoreClient& client, const Member& self,
+                           const std::vector<Member>& previous, const std::vector<Slot>& joined,
+                           LivenessWatch& watch) {
+  int awaited = 0;
+  for (const Member& member : previous) {
+    if (member.machine_id == self.machine_id || Contains(joined, member.machine_id)) continue;
+    auto alive = watch.Alive(client, member.machine_id);
+    if (!alive.ok()) return alive.status();
+    awaited += *alive ? 1 : 0;
+  }
+  return awaited;
+}
+
+// Machine 0 first, then the joined slots, up to max_machines; written for the others to read.
+Result<Attempt> CloseAttempt(StoreClient& client, const std::string& prefix, const Member& self,
+                             const std::vector<Slot>& joined, int max_machines) {
+  Attempt result;
+  result.index = 0;
+  result.members.push_back(self);
+  std::vector<std::string> list = {EncodeSlot({-1, self})};
+  for (const Slot& slot : joined) {
+    if (slot.member.machine_id < 0) continue;
+    if (static_cast<int>(result.members.size()) >= max_machines) break;
+    result.members.push_back(slot.member);
+    list.push_back(EncodeSlot(slot));
+  }
+  DPL_RETURN_IF_ERROR(client.Set(prefix + "list", ToBytes(EncodeFields(list))));
+  return result;
+}
+
+// Machine 0's side (Note [Elastic membership]).
+Result<Attempt> CoordinateAttempt(StoreClient& client, int attempt, const Member& self,
+                                  const std::vector<Member>& previous,
+                                  const ElasticOptions& options) {
+  const std::string prefix = MembersPrefix(attempt);
+  const auto deadline = Clock::now() + options.timeout;
+  std::vector<Slot> joined;  // every slot taken so far; machine_id -1 for one never written
+  auto last_change = Clock::now();
+  LivenessWatch watch;
+  for (;;) {
+    if (options.stop_requested && options.stop_requested()) {
+      return Status::Error("stopped while machines joined attempt " + std::to_string(attempt));
+    }
+    auto came = ReadNewSlots(client, prefix, &joined);
+    if (!came.ok()) return came.status();
+    if (*came) last_change = Clock::now();
+    int present = 1;  // machine 0
+    for (const Slot& slot : joined) present += slot.member.machine_id >= 0 ? 1 : 0;
+    auto awaited = AwaitedMembers(client, self, previous, joined, watch);
+    if (!awaited.ok()) return awaited.status();
+    const bool quiet = Clock::now() - last_change >= options.join_grace;
+    if (present >= options.max_machines ||
+        (present >= options.min_machines && *awaited == 0 && quiet)) {
+      return CloseAttempt(client, prefix, self, joined, options.max_machines);
+    }
+    if (Clock::now() >= deadline) {
+      return Status::Timeout("only " + std::to_string(present) + " of the at least " +
+                             std::to_string(options.min_machines) + " machines (--num-machines " +
+                             std::to_string(options.min_machines) + ":" +
+                             std::to_string(options.max_machines) + ") joined attempt " +
+                             std::to_string(attempt) + " within " + SecondsText(options.timeout) +
+                             " s (--rendezvous-timeout)");
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+// Every other launcher's side.
+Result<Attempt> AwaitAttempt(StoreClient& client, int attempt, const Member& self,
+                             const ElasticOptions& options) {
+  const std::string prefix = MembersPrefix(attempt);
+  auto taken = client.Add(prefix + "count", 1);
+  if (!taken.ok()) return taken.status();
+  const int slot = static_cast<int>(*taken - 1);
+  DPL_RETURN_IF_ERROR(
+      client.Set(prefix + "slot/" + std::to_string(slot), ToBytes(EncodeSlot({slot, self}))));
+  for (;;) {
+    if (options.stop_requested && options.stop_requested()) {
+      return Status::Error("stopped while waiting to join attempt " + std::to_string(attempt));
+    }
+    auto list = client.Get(prefix + "list", kListWait);
+    if (list.ok()) {
+      auto entries = DecodeFields(FromBytes(*list));
+      if (!entries.ok()) return entries.status();
+      Attempt result;
+      result.outcome = Attempt::Outcome::kLeftOut;
+      for (const std::string& entry : *entries) {
+        auto member = DecodeSlot(entry);
+        if (!member.ok()) return member.status();
+        if (member->slot == slot) {
+          result.outcome = Attempt::Outcome::kMember;
+          result.index = static_cast<int>(result.members.size());
+        }
+        result.members.push_back(member->member);
+      }
+      return result;
+    }
+    if (!list.status().IsTimeout()) return list.status();
+    auto end = JobEnd(client);
+    if (!end.ok()) return end.status();
+    if (end->has_value()) {
+      Attempt result;
+      result.outcome = Attempt::Outcome::kJobEnded;
+      result.job_end = **end;
+      return result;
+    }
+  }
+}
+
+class HeartbeatThread : public Heartbeat {
+ public:
+  HeartbeatThread(std::unique_ptr<StoreClient> client, int machine_id)
+      : client_(std::move(client)), key_(AliveKey(machine_id)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~HeartbeatThread() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stopping_) {
+      lock.unlock();
+      (void)client_->Add(key_, 1);  // a store that went away ends the job elsewhere
+      lock.lock();
+      wake_.wait_for(lock, kHeartbeatInterval, [this] { return stopping_; });
+    }
+  }
+
+  std::unique_ptr<StoreClient> client_;
+  std::string key_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+Result<Attempt> JoinAttempt(StoreClient& client, int attempt, const Member& self,
+                            const std::vector<Member>& previous, const ElasticOptions& options) {
+  if (self.machine_id == 0) return CoordinateAttempt(client, attempt, self, previous, options);
+  return AwaitAttempt(client, attempt, self, options);
+}
+
+Status EndElasticJob(StoreClient& client, const std::string& failure) {
+  auto order = client.Add(kJobEndCount, 1);
+  if (!order.ok()) return order.status();
+  if (*order == 1) return client.Set(kJobEndMessage, ToBytes(failure));
+  return Status::Ok();
+}
+
+std::string DescribeMembershipChange(const std::vector<Member>& before,
+                                     const std::vector<Member>& now) {
+  auto has = [](const std::vector<Member>& members, int id) {
+    return std::any_of(members.begin(), members.end(),
+                       [&](const Member& member) { return member.machine_id == id; });
+  };
+  std::string change;
+  auto add = [&](const Member& member, const char* what) {
+    change += (change.empty() ? "" : "; ") + std::string("machine ") +
+              std::to_string(member.machine_id) + " (" + member.name + ") " + what;
+  };
+  for (const Member& member : before) {
+    if (!has(now, member.machine_id)) add(member, "left");
+  }
+  for (const Member& member : now) {
+    if (!has(before, member.machine_id)) add(member, "joined");
+  }
+  return change;
+}
+
+Result<std::unique_ptr<Heartbeat>> Heartbeat::Start(const StoreClientOptions& options,
+                                                    int machine_id) {
+  auto client = StoreClient::Connect(options);
+  if (!client.ok()) return client.status();
+  return std::unique_ptr<Heartbeat>(new HeartbeatThread(std::move(*client), machine_id));
+}
+
+}  // namespace dpl::rendezvous
