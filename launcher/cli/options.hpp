@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log.hpp"
 #include "common/status.hpp"
 #include "training/config.hpp"
 
@@ -18,6 +19,7 @@ inline constexpr int kDefaultMasterPort = 29500;
 inline constexpr std::chrono::seconds kDefaultRendezvousTimeout{300};
 inline constexpr std::chrono::seconds kDefaultBackendTimeout{300};
 inline constexpr std::chrono::seconds kDefaultStopGracePeriod{5};
+inline constexpr std::chrono::seconds kDefaultStallWarning{60};
 using training::kDefaultBatchSize;
 using training::kDefaultBucketCapBytes;
 using training::kDefaultDataDir;
@@ -51,7 +53,10 @@ struct Options {
   std::chrono::milliseconds backend_timeout = kDefaultBackendTimeout;
   int threads_per_worker = 0;  // --threads-per-worker; 0 = cores / local workers, at least 1
   std::string log_dir;         // --log-dir: one log file per rank
-  int max_restarts = 0;        // --max-restarts N
+  log::TimeFormat log_time = log::TimeFormat::kIso;  // --log-time iso|elapsed|none
+  // --stall-warning: a backend call blocked this long is reported to the launcher; 0 = never.
+  std::chrono::milliseconds stall_warning = kDefaultStallWarning;
+  int max_restarts = 0;  // --max-restarts N
 
   // Everything the training loop reads (training/config.hpp).
   training::TrainingConfig training;
@@ -63,6 +68,14 @@ struct Options {
   std::vector<int> worker_output_fds;  // --worker-outputs: the machine's worker loader forks one
                                        // worker per descriptor (Note [One load per machine])
 };
+
+// The spellings of --log-time.
+inline const training::Spellings<log::TimeFormat>& LogTimeNames() {
+  static const training::Spellings<log::TimeFormat> names = {{"iso", log::TimeFormat::kIso},
+                                                             {"elapsed", log::TimeFormat::kElapsed},
+                                                             {"none", log::TimeFormat::kNone}};
+  return names;
+}
 
 // Parses argv. Errors name the flag and the allowed range/values. Fills defaults from the
 // environment. `launcher plugins` and `launcher --help` are recognised here.

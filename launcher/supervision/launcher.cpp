@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "observability/trace_file.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/store.hpp"
 #include "supervision/supervisor.hpp"
@@ -17,6 +18,9 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr auto kFailurePollInterval = 200ms;
+// Every rank sends its trace before it exits, so by the time all machines are done the parts are
+// there; the wait only covers a rank whose sending failed (it said why).
+constexpr auto kTraceCollectionTimeout = 10s;
 
 // Machine 0 keeps the store up until every machine reported its end of this attempt, so a slow
 // machine's workers never lose the store in their last steps.
@@ -42,13 +46,37 @@ int Fail(const Status& status) {
   return 1;
 }
 
+// Machine 0 writes the --trace file from every rank's part (observability/trace_file.hpp). A
+// missing part is a warning: the training itself succeeded.
+void WriteTrace(rendezvous::StoreClient& client, const std::string& prefix, int world_size,
+                const std::string& path) {
+  auto written =
+      observability::CollectTrace(client, prefix, world_size, path, kTraceCollectionTimeout);
+  if (!written.ok()) {
+    log::Warning(written.status().message());
+    return;
+  }
+  log::Info("trace of " + std::to_string(world_size) + " rank(s) written to " + path + " (" +
+            log::Bytes(*written) + "; open it in https://ui.perfetto.dev or chrome://tracing)");
+}
+
 }  // namespace
 
 int RunLauncher(const cli::Options& options) {
+  log::StartElapsedClock();
+  log::SetTimeFormat(options.log_time);
   log::SetPrefix("[launcher " + std::to_string(options.machine_id) + "]");
   const rendezvous::JobShape shape{options.num_machines, options.num_processes, options.machine_id};
   Status valid = rendezvous::ValidateShape(shape);
   if (!valid.ok()) return Fail(valid);
+
+  const std::string& trace_file = options.training.trace_file;
+  const bool writes_trace =
+      !trace_file.empty() && options.machine_id == 0 && options.command == cli::Command::kTrain;
+  if (writes_trace) {
+    Status writable = observability::CheckTracePath(trace_file);
+    if (!writable.ok()) return Fail(writable);
+  }
 
   std::unique_ptr<rendezvous::StoreServer> server;
   int port = options.master_port;
@@ -62,7 +90,8 @@ int RunLauncher(const cli::Options& options) {
     port = server->port();
     log::Info("rendezvous store listening on port " + std::to_string(port) + " for " +
               std::to_string(shape.world_size()) + " ranks (" + std::to_string(shape.num_machines) +
-              " machines x " + std::to_string(shape.num_processes) + " processes)");
+              (shape.num_machines == 1 ? " machine x " : " machines x ") +
+              std::to_string(shape.num_processes) + " processes)");
   }
   const std::string store_host = options.machine_id == 0 ? "127.0.0.1" : options.master_addr;
   rendezvous::StoreClientOptions client_options;
@@ -105,6 +134,7 @@ int RunLauncher(const cli::Options& options) {
         reported = WaitForOtherMachines(**client, prefix, shape.num_machines);
       }
       if (!reported.ok()) return Fail(reported);
+      if (writes_trace) WriteTrace(**client, prefix, shape.world_size(), trace_file);
       log::Info("all " + std::to_string(shape.num_processes) + " workers of machine " +
                 std::to_string(shape.machine_id) + " finished");
       return 0;

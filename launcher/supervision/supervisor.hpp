@@ -13,6 +13,7 @@
 
 #include "cli/options.hpp"
 #include "common/status.hpp"
+#include "observability/progress.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/store.hpp"
 
@@ -69,6 +70,10 @@ class Supervisor {
   bool ReadOutput(Worker& worker);
   void Line(Worker& worker, std::string line);
   std::string RootCause(const Worker& worker) const;
+  // Note [Stall reports]: prints the ranks' posts when they changed.
+  void PollStalls();
+  // The stall picture for the job's error: "" or a line to append.
+  std::string StallAddendum();
 
   const cli::Options& options_;
   rendezvous::StoreClient& client_;
@@ -76,6 +81,9 @@ class Supervisor {
   int attempt_;
   std::string prefix_;
   std::vector<Worker> workers_;
+  observability::ProgressBar progress_;  // fed by rank 0's progress records
+  int64_t stall_version_ = 0;
+  std::string stall_picture_;  // the last stall summary printed, "" when none stands
 };
 
 }  // namespace dpl::supervision

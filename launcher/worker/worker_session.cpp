@@ -10,6 +10,7 @@
 #include "worker/backend_bootstrap.hpp"
 #include "worker/device_policy.hpp"
 #include "worker/selftest.hpp"
+#include "worker/worker_observability.hpp"
 
 namespace dpl::worker {
 namespace {
@@ -82,6 +83,8 @@ int RunWorkerSession(const cli::Options& options, std::future<Result<training::T
       plugin_host::FindPlugin(*discovery, DPL_PLUGIN_KIND_MODEL, options.training.model);
   if (!model_plugin.ok()) return Fail(model_plugin.status());
   rendezvous::StoreClient& client = **store;
+  auto observed = WorkerObservability::Start(options, identity, client, prefix);
+  if (!observed.ok()) return Fail(observed.status());
   auto sum_across_ranks = [&](const std::string& name, std::vector<double>* values) {
     return rendezvous::SumAcrossRanks(client, prefix, name, identity.rank, identity.world_size,
                                       values, options.backend_timeout);
@@ -89,7 +92,10 @@ int RunWorkerSession(const cli::Options& options, std::future<Result<training::T
   Status trained =
       training::RunTraining(options.training, identity, backend->backend.get(),
                             ModelPluginOf(*model_plugin), std::move(data), sum_across_ranks);
-  if (trained.ok()) return 0;
+  if (trained.ok()) {
+    (*observed)->Finish();
+    return 0;
+  }
   // Note [Failing fast]: the error goes out first, and the backend is left to the process's end
   // instead of torn down: a backend's teardown may wait on its peers (gloo's does), which would
   // keep this failure from the launcher for as long as --backend-timeout. The closed sockets
