@@ -7,7 +7,7 @@
 namespace dpl::observability {
 namespace {
 
-constexpr size_t kReserveStep = size_t(1) << 14;
+constexpr size_t kInitialReserve = size_t(1) << 14;  // ~1000 steps; the vector doubles after
 
 }  // namespace
 
@@ -19,7 +19,7 @@ Tracer& Tracer::Global() {
 void Tracer::Enable(size_t max_events) {
   std::lock_guard<std::mutex> lock(mutex_);
   events_.clear();
-  events_.reserve(std::min(max_events, kReserveStep));
+  events_.reserve(std::min(max_events, kInitialReserve));
   max_events_ = max_events;
   dropped_ = 0;
   next_flow_ = 1;
@@ -49,7 +49,6 @@ void Tracer::Record(TraceEvent event) {
       return;
     }
   }
-  if (events_.size() == events_.capacity()) events_.reserve(events_.size() + kReserveStep);
   if (event.kind == TraceEvent::Kind::kSpan) last = events_.size();
   events_.push_back(event);
 }
