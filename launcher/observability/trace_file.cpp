@@ -46,6 +46,12 @@ std::string RankTraceEvents(const std::vector<TraceEvent>& events, const TraceRa
   std::string label = "rank " + std::to_string(who.rank) + " (machine " +
                       std::to_string(who.machine) + ", local rank " +
                       std::to_string(who.local_rank) + ", pid " + std::to_string(who.pid) + ")";
+  if (clock.offset_ns != 0) {
+    char offset[64];
+    std::snprintf(offset, sizeof offset, ", clock %+.3f ms from machine 0's",
+                  double(clock.offset_ns) / 1e6);
+    label += offset;
+  }
   if (dropped > 0) label += ", " + std::to_string(dropped) + " events not recorded (limit)";
   std::vector<std::string> lines = {
       Metadata("process_name", who.rank, 0, JsonObject().Add("name", label).str()),

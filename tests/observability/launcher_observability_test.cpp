@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -300,6 +301,51 @@ TEST_F(LauncherObservabilityTest, TheTraceHoldsEveryRankAndEachAllreduceInsideOr
                                 std::regex(R"(^rank \d: allreduce bucket \d/\d of step 3 starts )"
                                            R"(at [0-9.]+, before its backward at [0-9.]+\n$)")))
       << refused.output;
+}
+
+// Two launchers as two machines: machine 0 collects both ranks' parts through the store into its
+// file; machine 1 writes none. Both share this host's clock, so machine 1's measured offset is
+// small.
+TEST_F(LauncherObservabilityTest, MachineZeroMergesTheTraceOfEveryMachine) {
+  const std::string trace0 = dir_ + "/trace0.json", trace1 = dir_ + "/trace1.json";
+  const std::vector<std::string> job = {"--num-machines",
+                                        "2",
+                                        "--num-processes",
+                                        "1",
+                                        "--model",
+                                        "mlp",
+                                        "--max-steps",
+                                        "5",
+                                        "--no-eval",
+                                        "--rendezvous-timeout",
+                                        "30"};
+  std::vector<std::string> first = job, second = job;
+  first.insert(first.end(), {"--machine-id", "0", "--trace", trace0});
+  LauncherProcess machine0(LauncherArguments(first), dir_ + "/m0.log");
+  const int port = machine0.WaitForStorePort();
+  ASSERT_GT(port, 0) << machine0.Output();
+  std::vector<std::string> args1 = LauncherArguments(second);
+  for (size_t i = 0; i + 1 < args1.size(); ++i) {
+    if (args1[i] == "--master-port") args1[i + 1] = std::to_string(port);
+  }
+  args1.insert(args1.end(), {"--machine-id", "1", "--trace", trace1});
+  LauncherProcess machine1(args1, dir_ + "/m1.log");
+  const auto status0 = machine0.Wait(60s), status1 = machine1.Wait(60s);
+  ASSERT_TRUE(ExitedWith(status0, 0)) << Describe(status0) << machine0.Output();
+  ASSERT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << machine1.Output();
+  EXPECT_FALSE(fs::exists(trace1)) << machine1.Output();
+  const CommandRun checked = Inspect("trace " + trace0 + " 2");
+  ASSERT_EQ(checked.exit_code, 0) << checked.output;
+  EXPECT_EQ(checked.output.rfind("ok ranks=2 steps=5 ", 0), 0u) << checked.output;
+  std::ifstream file(trace0);
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::smatch match;
+  const std::regex machine1_name(
+      R"re("rank 1 \(machine 1, local rank 0, pid \d+\)(, clock ([-+][0-9.]+) ms from machine 0's)?")re");
+  ASSERT_TRUE(std::regex_search(text, match, machine1_name)) << text.substr(0, 2000);
+  if (match[2].matched) {
+    EXPECT_LT(std::abs(std::stod(match[2])), 100.0) << match[0];
+  }
 }
 
 // Rank 1 stopped by SIGSTOP: rank 0 blocks in the allreduce, posts it after --stall-warning, and
