@@ -1,9 +1,12 @@
 #!/usr/bin/python3
-"""Turns a launcher --metrics file (one JSON object a line: epoch, step, loss, samples_per_s,
-time_s) into a PNG of the training loss over steps, with throughput on a second axis.
+"""Draws a launcher --metrics file into one PNG: the loss (training, per epoch, test set), the
+test-set accuracy and the training throughput (samples/s), each against the optimizer step.
 
-Usage: tools/plot_metrics.py METRICS.jsonl [MORE.jsonl ...] [--out loss.png] [--title TEXT]
-Several metrics files may be given (e.g. runs with 1, 2 and 4 workers); each is one curve.
+Usage: tools/plot_metrics.py METRICS.jsonl [MORE.jsonl ...] [--out run.png] [--title TEXT]
+Several metrics files may be given (e.g. runs with 1, 2 and 4 workers); each gets its own colour.
+The lines are those the launcher writes (docs/observability.md): {"kind": "step", ...} at each
+logged step, {"kind": "epoch", ...} at the end of an epoch, {"kind": "eval", ...} after an
+evaluation; lines without "kind" (the older format: epoch, step, loss, samples_per_s) are steps.
 Needs python3-matplotlib (apt-get install python3-matplotlib)."""
 import argparse
 import json
@@ -14,49 +17,97 @@ import matplotlib
 matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 
+REQUIRED = {
+    "step": ("step", "loss", "samples_per_s"),
+    "epoch": ("step", "loss", "epoch"),
+    "eval": ("step", "loss", "accuracy"),
+}
+
+
+class Run:
+    def __init__(self, path):
+        self.path = path
+        self.steps = []   # (step, loss, samples/s)
+        self.epochs = []  # (step, loss, epoch)
+        self.evals = []   # (step, loss, accuracy)
+
+
+def number(value):
+    """A JSON number, or None for null (a loss that was not finite)."""
+    return None if value is None else float(value)
+
 
 def read_metrics(path):
-    rows = []
+    run = Run(path)
     with open(path) as f:
-        for number, line in enumerate(f, 1):
+        for line_number, line in enumerate(f, 1):
             line = line.strip()
             if not line:
                 continue
             try:
                 row = json.loads(line)
-                rows.append((int(row["step"]), float(row["loss"]), float(row["samples_per_s"])))
-            except (ValueError, KeyError) as error:
-                raise SystemExit(f"{path}:{number}: not a metrics line ({error}): {line[:80]}")
-    if not rows:
+                kind = row.get("kind", "step")
+                if kind not in REQUIRED:
+                    raise ValueError(f"unknown kind {kind!r}")
+                values = [row[key] for key in REQUIRED[kind]]
+                entry = (int(values[0]), number(values[1]), number(values[2]))
+            except (ValueError, KeyError, TypeError, AttributeError) as error:
+                raise SystemExit(f"{path}:{line_number}: not a metrics line ({error}): {line[:80]}")
+            {"step": run.steps, "epoch": run.epochs, "eval": run.evals}[kind].append(entry)
+    if not (run.steps or run.epochs or run.evals):
         raise SystemExit(f"{path}: no metrics lines; was the run started with --metrics {path}?")
-    return rows
+    return run
+
+
+def plot(runs, out, title):
+    figure, (loss_axis, accuracy_axis, rate_axis) = plt.subplots(
+        3, 1, figsize=(10, 9), sharex=True, gridspec_kw={"height_ratios": [2, 1, 1]})
+    for index, run in enumerate(runs):
+        colour = f"C{index}"
+        label = run.path if len(runs) > 1 else "training"
+        if run.steps:
+            loss_axis.plot([s for s, _, _ in run.steps], [l for _, l, _ in run.steps],
+                           color=colour, label=f"{label} loss")
+            rate_axis.plot([s for s, _, _ in run.steps], [r for _, _, r in run.steps],
+                           color=colour, label=label)
+        if run.epochs:
+            loss_axis.plot([s for s, _, _ in run.epochs], [l for _, l, _ in run.epochs],
+                           color=colour, marker="s", linestyle="none",
+                           label=f"{label}: end of epoch")
+        if run.evals:
+            loss_axis.plot([s for s, _, _ in run.evals], [l for _, l, _ in run.evals],
+                           color=colour, marker="o", linestyle="--",
+                           label=f"{label}: test-set loss")
+            accuracy_axis.plot([s for s, _, _ in run.evals],
+                               [100.0 * a for _, _, a in run.evals],
+                               color=colour, marker="o", label=label)
+    loss_axis.set_ylabel("loss")
+    loss_axis.set_title(title)
+    loss_axis.legend(fontsize="small")
+    accuracy_axis.set_ylabel("test accuracy (%)")
+    if not any(run.evals for run in runs):
+        accuracy_axis.text(0.5, 0.5, "no evaluation in the metrics (run without --no-eval)",
+                           ha="center", va="center", transform=accuracy_axis.transAxes)
+    rate_axis.set_ylabel("samples/s")
+    rate_axis.set_xlabel("optimizer step")
+    for axis in (loss_axis, accuracy_axis, rate_axis):
+        axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
 
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("metrics", nargs="+", help="JSON-lines files written by --metrics")
-    parser.add_argument("--out", default="loss.png", help="PNG to write (default loss.png)")
-    parser.add_argument("--title", default="training loss")
+    parser.add_argument("--out", default="metrics.png", help="PNG to write (default metrics.png)")
+    parser.add_argument("--title", default="training run")
     args = parser.parse_args(argv)
-
-    figure, loss_axis = plt.subplots(figsize=(8, 4.5))
-    rate_axis = loss_axis.twinx()
-    for path in args.metrics:
-        rows = read_metrics(path)
-        steps = [r[0] for r in rows]
-        loss_axis.plot(steps, [r[1] for r in rows], label=f"{path} loss")
-        rate_axis.plot(steps, [r[2] for r in rows], linestyle=":", alpha=0.6,
-                       label=f"{path} samples/s")
-    loss_axis.set_xlabel("optimizer step")
-    loss_axis.set_ylabel("training loss")
-    rate_axis.set_ylabel("samples/s")
-    loss_axis.set_title(args.title)
-    lines = loss_axis.get_legend_handles_labels()
-    rates = rate_axis.get_legend_handles_labels()
-    loss_axis.legend(lines[0] + rates[0], lines[1] + rates[1], fontsize="small")
-    figure.tight_layout()
-    figure.savefig(args.out, dpi=120)
-    print(f"wrote {args.out}")
+    runs = [read_metrics(path) for path in args.metrics]
+    plot(runs, args.out, args.title)
+    steps = sum(len(run.steps) for run in runs)
+    epochs = sum(len(run.epochs) for run in runs)
+    evals = sum(len(run.evals) for run in runs)
+    print(f"wrote {args.out}: {steps} step, {epochs} epoch and {evals} evaluation line(s)")
 
 
 if __name__ == "__main__":

@@ -310,10 +310,22 @@ std::vector<Flag> BuildFlagTable() {
                         [](Options& o) -> std::string& { return o.ssh_options; })));
   add(NotForwarded(Switch("exit-with-stdin", "stop the job when standard input closes (--hostfile starts the launchers of other hosts so, over ssh)", true,
                           [](Options& o) -> bool& { return o.exit_with_stdin; })));
+  Flag stall = Seconds("stall-warning", "report a backend call blocked this long: which ranks wait in which collective, which never came; 0 = never (default 60)",
+                       [](Options& o) -> std::chrono::milliseconds& { return o.stall_warning; });
+  stall.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    if (text == "0") {
+      parsed->options.stall_warning = std::chrono::milliseconds(0);
+      return Status::Ok();
+    }
+    return ParseSeconds(label, text, &parsed->options.stall_warning);
+  };
+  add(stall);
   add(Integer<int>("threads-per-worker", "N", "compute threads per worker, 0 = cores / workers (default 0)", 0,
                    Constant<kMaxThreadsPerWorker>, [](Options& o) -> int& { return o.threads_per_worker; }));
   add(Text("log-dir", "DIR", "write one log file per rank into this folder", false,
            [](Options& o) -> std::string& { return o.log_dir; }));
+  add(Choice<log::TimeFormat>("log-time", "FORMAT", "time on each log line: iso (local time, ISO 8601), elapsed (seconds since the start) or none (default iso)",
+                              LogTimeNames, [](Options& o) -> log::TimeFormat& { return o.log_time; }));
   add(MustMatch(Integer<int>("epochs", "N", "passes over the training set, 1..1000000 (default 1)", 1, Constant<kMaxEpochs>,
                              [](Options& o) -> int& { return o.training.epochs; })));
   add(MustMatch(Integer<int>("batch-size", "N", "GLOBAL batch size, divisible by the world size (default 128)", 1,
@@ -368,8 +380,12 @@ std::vector<Flag> BuildFlagTable() {
   add(MustMatch(bucket));
   add(Integer<int>("log-interval", "N", "log the loss every N batches, >= 1 (default 10)", 1,
                    Constant<std::numeric_limits<int>::max()>, [](Options& o) -> int& { return o.training.log_interval; }));
-  add(Text("metrics", "FILE", "append JSON-lines metrics to FILE", false,
+  add(Text("metrics", "FILE", "write JSON-lines metrics to FILE: a line per logged step, epoch and evaluation (appended with --resume)", false,
            [](Options& o) -> std::string& { return o.training.metrics_file; }));
+  add(Text("tensorboard", "DIR", "write TensorBoard event files (train/ and eval/ scalars) into DIR", false,
+           [](Options& o) -> std::string& { return o.training.tensorboard_dir; }));
+  add(Text("trace", "FILE", "write a timeline of every rank to FILE (Chrome / Perfetto JSON: ui.perfetto.dev)", false,
+           [](Options& o) -> std::string& { return o.training.trace_file; }));
   add(Text("checkpoint-dir", "DIR", "folder for checkpoints", false,
            [](Options& o) -> std::string& { return o.training.checkpoint_dir; }));
   add(Integer<int64_t>("checkpoint-every", "N", "checkpoint every N steps, 0 = only at the end (default 0)", 0,
@@ -393,7 +409,8 @@ std::vector<Flag> BuildFlagTable() {
   add(MustMatch(Switch("drop-last", "drop the last incomplete batch", true,
                        [](Options& o) -> bool& { return o.training.drop_last; })));
   add(Switch("resume", "resume from the newest checkpoint", true, [](Options& o) -> bool& { return o.training.resume; }));
-  add(Switch("no-progress", "no terminal progress bar", false, [](Options& o) -> bool& { return o.training.progress; }));
+  add(Switch("no-progress", "no progress bar on the terminal (there is none when the output is not a terminal)", false,
+             [](Options& o) -> bool& { return o.training.progress; }));
   add(MustMatch(Switch("no-eval", "skip the test-set evaluation at the end", false,
                        [](Options& o) -> bool& { return o.training.evaluate; })));
   add(MustMatch(Switch("mirror-parameters", "run the optimizer on a host copy of the parameters, as --device cuda always does (on cpu: to test that path)",

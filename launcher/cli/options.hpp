@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/log.hpp"
 #include "common/status.hpp"
 #include "training/config.hpp"
 
@@ -25,6 +26,7 @@ inline constexpr std::chrono::seconds kDefaultJoinGrace{5};
 // --machine-id auto: machine 0 is the launcher whose address is --master-addr (the first of them
 // to serve the store, when several are), the others are numbered in the order they join.
 inline constexpr int kAutoMachineId = -1;
+inline constexpr std::chrono::seconds kDefaultStallWarning{60};
 using training::kDefaultBatchSize;
 using training::kDefaultBucketCapBytes;
 using training::kDefaultDataDir;
@@ -62,6 +64,9 @@ struct Options {
   int max_restarts = 0;        // --max-restarts N
   // An elastic job starts once min_machines joined and none came for this long.
   std::chrono::milliseconds join_grace = kDefaultJoinGrace;
+  log::TimeFormat log_time = log::TimeFormat::kIso;  // --log-time iso|elapsed|none
+  // --stall-warning: a backend call blocked this long is reported to the launcher; 0 = never.
+  std::chrono::milliseconds stall_warning = kDefaultStallWarning;
   bool elastic() const { return min_machines < num_machines; }
 
   // One command for many machines: --hostfile starts a launcher on every host it lists.
@@ -86,6 +91,14 @@ struct Options {
   std::vector<int> worker_output_fds;  // --worker-outputs: the machine's worker loader forks one
                                        // worker per descriptor (Note [One load per machine])
 };
+
+// The spellings of --log-time.
+inline const training::Spellings<log::TimeFormat>& LogTimeNames() {
+  static const training::Spellings<log::TimeFormat> names = {{"iso", log::TimeFormat::kIso},
+                                                             {"elapsed", log::TimeFormat::kElapsed},
+                                                             {"none", log::TimeFormat::kNone}};
+  return names;
+}
 
 // Parses argv. Errors name the flag and the allowed range/values. Fills defaults from the
 // environment. `launcher plugins` and `launcher --help` are recognised here.

@@ -130,6 +130,8 @@ Result<std::vector<Machine>> PlanMachines(const cli::Options& options) {
   if (!ssh_options.ok()) return ssh_options.status();
   cli::Options machine_options = options;
   machine_options.hostfile.clear();
+  // One clock stamps every machine's lines: this runner's, as it relays them (PrintLine).
+  machine_options.log_time = log::TimeFormat::kNone;
   machine_options.num_machines = machine_options.min_machines = static_cast<int>(hosts->size());
   machine_options.num_processes = hosts->front().slots;
   if (!options.Given("master-addr")) machine_options.master_addr = hosts->front().host;
@@ -222,8 +224,7 @@ Status Start(Machine& machine, const std::string& token) {
 }
 
 void PrintLine(const Machine& machine, const std::string& line) {
-  std::fprintf(stderr, "[%s] %s\n", machine.host.c_str(), line.c_str());
-  std::fflush(stderr);
+  log::WriteLine("[" + machine.host + "] " + line);
 }
 
 // Relays what the machines wrote, each line prefixed with its host, for up to `timeout_ms`.

@@ -11,6 +11,7 @@
 
 #include "cluster/machine_ids.hpp"
 #include "common/log.hpp"
+#include "observability/trace_file.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/membership.hpp"
 #include "rendezvous/store.hpp"
@@ -32,6 +33,9 @@ using namespace std::chrono_literals;
 constexpr auto kFailurePollInterval = 200ms;
 // How long a launcher that could not bind the master's port looks for a store already there.
 constexpr auto kStoreProbeTimeout = 2s;
+// Every rank sends its trace before it exits, so by the time all machines are done the parts are
+// there; the wait only covers a rank whose sending failed (it said why).
+constexpr auto kTraceCollectionTimeout = 10s;
 
 // Machine 0 keeps the store up until every machine reported its end of this attempt, so a slow
 // machine's workers never lose the store in their last steps.
@@ -55,6 +59,20 @@ Status WaitForOtherMachines(rendezvous::StoreClient& client, const std::string& 
 int Fail(const Status& status) {
   log::Error(status.message());
   return 1;
+}
+
+// Machine 0 writes the --trace file from every rank's part (observability/trace_file.hpp). A
+// missing part is a warning: the training itself succeeded.
+void WriteTrace(rendezvous::StoreClient& client, const std::string& prefix, int world_size,
+                const std::string& path) {
+  auto written =
+      observability::CollectTrace(client, prefix, world_size, path, kTraceCollectionTimeout);
+  if (!written.ok()) {
+    log::Warning(written.status().message());
+    return;
+  }
+  log::Info("trace of " + std::to_string(world_size) + " rank(s) written to " + path + " (" +
+            log::Bytes(*written) + "; open it in https://ui.perfetto.dev or chrome://tracing)");
 }
 
 // --exit-with-stdin: the end of standard input (the ssh connection of --hostfile closed) stops
@@ -85,7 +103,8 @@ std::string JobSize(const cli::Options& options) {
   const std::string machines = options.elastic() ? std::to_string(options.min_machines) + " to " +
                                                        std::to_string(options.num_machines)
                                                  : std::to_string(options.num_machines);
-  return machines + " machines x " + std::to_string(options.num_processes) + " processes";
+  return machines + (options.num_machines == 1 ? " machine x " : " machines x ") +
+         std::to_string(options.num_processes) + " processes";
 }
 
 // Whether this launcher serves the store (Note [Machine 0 by address]); starts it if so.
@@ -201,6 +220,11 @@ Status RunAttempt(const cli::Options& attempt_options, Joined& joined, int attem
     reported = WaitForOtherMachines(*joined.client, prefix, shape.num_machines);
   }
   if (!reported.ok()) return reported;
+  const std::string& trace_file = attempt_options.training.trace_file;
+  if (shape.machine_id == 0 && !trace_file.empty() &&
+      attempt_options.command == cli::Command::kTrain) {
+    WriteTrace(*joined.client, prefix, shape.world_size(), trace_file);
+  }
   log::Info("all " + std::to_string(shape.num_processes) + " workers of machine " +
             std::to_string(shape.machine_id) + " finished");
   return Status::Ok();
@@ -307,6 +331,8 @@ int RunElasticJob(const cli::Options& options, Joined& joined) {
 }  // namespace
 
 int RunLauncher(const cli::Options& options) {
+  log::StartElapsedClock();
+  log::SetTimeFormat(options.log_time);
   if (!options.hostfile.empty()) return RunHostfile(options);
   const bool known_id = options.machine_id != cli::kAutoMachineId;
   log::SetPrefix("[launcher " + (known_id ? std::to_string(options.machine_id) : "?") + "]");
@@ -325,6 +351,13 @@ int RunLauncher(const cli::Options& options) {
               joined->machine_name + ")" +
               (joined->machine_id == 0 ? ", the machine of --master-addr " + options.master_addr
                                        : ", by the order the machines joined"));
+  }
+
+  // Machine 0 writes the trace at the end: a path it cannot write fails now, not after training.
+  if (joined->machine_id == 0 && !options.training.trace_file.empty() &&
+      options.command == cli::Command::kTrain) {
+    Status writable = observability::CheckTracePath(options.training.trace_file);
+    if (!writable.ok()) return Fail(writable);
   }
 
   // Until now no worker exists, so SIGINT/SIGTERM may simply end the launcher; from here on they

@@ -37,6 +37,8 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "observability/stall_report.hpp"
+#include "rendezvous/job_reports.hpp"
 #include "supervision/heartbeat.hpp"
 #include "supervision/output_check.hpp"
 #include "supervision/worker_environment.hpp"
@@ -109,6 +111,12 @@ std::string LogPath(const cli::Options& options, int rank) {
   return options.log_dir + "/rank-" + std::to_string(rank) + ".log";
 }
 
+int64_t UnixMilliseconds() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 // Closes every descriptor of `fds` and clears it.
 void CloseAll(std::vector<int>* fds) {
   for (int fd : *fds) close(fd);
@@ -150,7 +158,8 @@ Supervisor::Supervisor(const cli::Options& options, rendezvous::StoreClient& cli
       client_(client),
       shape_(shape),
       attempt_(attempt),
-      prefix_(rendezvous::AttemptPrefix(attempt)) {}
+      prefix_(rendezvous::AttemptPrefix(attempt)),
+      progress_(options.training.progress && options.command == cli::Command::kTrain) {}
 
 Supervisor::~Supervisor() {
   StopAll();
@@ -263,8 +272,9 @@ Status Supervisor::Spawn(const std::string& store_addr) {
 
 Status Supervisor::Failed(const std::string& message) {
   StopAll();  // first: an unresponsive store must not keep the workers running
-  (void)rendezvous::PublishFailure(client_, prefix_, message);
-  return Status::Error(message);
+  const std::string full = message + StallAddendum();
+  (void)rendezvous::PublishFailure(client_, prefix_, full);
+  return Status::Error(full);
 }
 
 Status Supervisor::Supervise() {
@@ -283,6 +293,7 @@ Status Supervisor::Supervise() {
     if (std::chrono::steady_clock::now() < next_poll) continue;
     next_poll = std::chrono::steady_clock::now() + kFailurePollInterval;
     if (std::optional<Status> elsewhere = FailureElsewhere()) return *elsewhere;
+    PollStalls();
   }
 }
 
@@ -353,6 +364,30 @@ const Supervisor::Worker* Supervisor::FirstFailed(FailureKind kind) const {
     if (kind == FailureKind::kAny || !IsPeerFailure(worker.wait_status)) return &worker;
   }
   return nullptr;
+}
+
+void Supervisor::PollStalls() {
+  auto version = rendezvous::StallBoardVersion(client_, prefix_);
+  if (!version.ok() || *version == stall_version_) return;  // CheckFailure reports the store
+  stall_version_ = *version;
+  auto board = rendezvous::ReadStallBoard(client_, prefix_, shape_.world_size());
+  if (!board.ok()) return;
+  const std::string picture = observability::DescribeStalls(*board, UnixMilliseconds());
+  if (!picture.empty()) {
+    log::Warning("stalled: " + picture);
+  } else if (!stall_picture_.empty()) {
+    log::Info("the stalled backend calls completed; training goes on");
+  }
+  stall_picture_ = picture;
+}
+
+std::string Supervisor::StallAddendum() {
+  auto board = rendezvous::ReadStallBoard(client_, prefix_, shape_.world_size());
+  if (board.ok()) {
+    const std::string picture = observability::DescribeStalls(*board, UnixMilliseconds());
+    if (!picture.empty()) stall_picture_ = picture;
+  }
+  return stall_picture_.empty() ? "" : "\n  stalled before it ended: " + stall_picture_;
 }
 
 void Supervisor::StopAll() {
@@ -439,10 +474,16 @@ bool Supervisor::ReadOutput(Worker& worker) {
 }
 
 void Supervisor::Line(Worker& worker, std::string line) {
+  if (observability::IsProgressRecord(line)) {  // rank 0's progress: the bar, not the log
+    if (worker.rank == 0) {
+      if (auto record = observability::DecodeProgress(line)) progress_.Update(*record);
+    }
+    return;
+  }
   const std::string prefix = "[rank " + std::to_string(worker.rank) + "]";
   if (line.rfind(prefix, 0) != 0) line = prefix + " " + line;
   if (worker.log_file) {
-    *worker.log_file << line << '\n' << std::flush;
+    *worker.log_file << log::TimePrefix() << line << '\n' << std::flush;
     if (!*worker.log_file && log_failure_.empty()) {
       log_failure_ = "cannot write the log file " + worker.log_path + " (--log-dir " +
                      options_.log_dir + "): " + std::strerror(errno) +
@@ -454,8 +495,7 @@ void Supervisor::Line(Worker& worker, std::string line) {
   // Rank 0 speaks for the job; other ranks reach the console only with warnings and errors.
   if (worker.rank == 0 || line.find("error:") != std::string::npos ||
       line.find("warning:") != std::string::npos) {
-    std::fprintf(stderr, "%s\n", line.c_str());
-    std::fflush(stderr);
+    log::WriteLine(line);  // stamped, above the progress bar
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include "cli/options.hpp"
 #include "common/status.hpp"
+#include "observability/progress.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/store.hpp"
 
@@ -90,6 +91,10 @@ class Supervisor {
   std::string Describe(const Worker& worker, FailureRole role) const;
   // The failure of `machines`, whose launchers stopped their heartbeat, followed by `first`'s.
   std::string Vanished(const std::vector<int>& machines, const Worker& first) const;
+  // Note [Stall reports]: prints the ranks' posts when they changed.
+  void PollStalls();
+  // The stall picture for the job's error: "" or a line to append.
+  std::string StallAddendum();
 
   const cli::Options& options_;
   rendezvous::StoreClient& client_;
@@ -100,6 +105,9 @@ class Supervisor {
   std::string log_failure_;  // the first log file that could not be written, and why
   // Declared last: destroyed after ~Supervisor stopped the workers, so it beats until then.
   std::unique_ptr<Heartbeat> heartbeat_;
+  observability::ProgressBar progress_;  // fed by rank 0's progress records
+  int64_t stall_version_ = 0;
+  std::string stall_picture_;  // the last stall summary printed, "" when none stands
 };
 
 }  // namespace dpl::supervision

@@ -85,9 +85,13 @@ struct TrainingConfig {
   GradientCompression grad_compression = GradientCompression::kNone;
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
 
-  // Reporting: rank 0 logs every log_interval batches, appends JSON lines to metrics_file.
+  // Reporting: rank 0 logs every log_interval batches, writes JSON lines to metrics_file and
+  // TensorBoard events into tensorboard_dir ("" = none), and sends progress records to the
+  // launcher unless !progress. With trace_file, every rank records its timeline for it.
   int log_interval = 10;
   std::string metrics_file;
+  std::string tensorboard_dir;
+  std::string trace_file;
   bool progress = true;
 
   // Checkpoints: written by rank 0 every checkpoint_every steps (0 = only at the end).

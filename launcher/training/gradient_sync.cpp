@@ -6,6 +6,8 @@
 
 #include "common/log.hpp"
 #include "dpl/support/half.hpp"
+#include "observability/stall_monitor.hpp"
+#include "observability/tracer.hpp"
 #include "training/host_tensor.hpp"
 
 namespace dpl::training {
@@ -39,8 +41,20 @@ CommunicationThread::~CommunicationThread() {
   thread_.join();
 }
 
-std::future<Status> CommunicationThread::Submit(std::function<Status()> task) {
-  std::packaged_task<Status()> packaged(std::move(task));
+std::future<Status> CommunicationThread::Submit(std::function<Status()> task,
+                                                const observability::CollectiveActivity& activity) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point submitted = Clock::now();
+  std::packaged_task<Status()> packaged([task = std::move(task), activity, submitted] {
+    observability::StallMonitor& monitor = observability::StallMonitor::Global();
+    const Clock::time_point start = Clock::now();
+    monitor.Begin(activity);
+    Status status = task();
+    monitor.End(status.ok());
+    observability::Tracer::Global().Collective(activity, submitted, start, Clock::now(),
+                                               status.ok());
+    return status;
+  });
   std::future<Status> result = packaged.get_future();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -138,6 +152,8 @@ void GradientSynchronizer::GradientReadyTrampoline(void* self, uint32_t index) {
 }
 
 void GradientSynchronizer::OnGradientReady(uint32_t index) {
+  observability::Tracer& tracer = observability::Tracer::Global();
+  if (tracer.enabled()) tracer.NoteGradientReady(std::chrono::steady_clock::now());
   std::lock_guard<std::mutex> lock(mutex_);
   if (!active_ || index >= parameter_ready_.size() || parameter_ready_[index]) return;
   parameter_ready_[index] = true;
@@ -148,7 +164,12 @@ void GradientSynchronizer::OnGradientReady(uint32_t index) {
 void GradientSynchronizer::LaunchReadyBucketsLocked() {
   while (next_to_launch_ < buckets_.size() && pending_[next_to_launch_] == 0) {
     const size_t b = next_to_launch_++;
-    launched_.push_back(thread_->Submit([this, b] { return ReduceBucket(b); }));
+    observability::CollectiveActivity activity;
+    activity.collective = "allreduce";
+    activity.bucket = int32_t(b);
+    activity.buckets = int32_t(buckets_.size());
+    activity.bytes = buckets_[b].elements * sizeof(float);  // of gradients, before compression
+    launched_.push_back(thread_->Submit([this, b] { return ReduceBucket(b); }, activity));
   }
 }
 

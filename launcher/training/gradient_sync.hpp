@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "observability/activity.hpp"
 #include "training/backend.hpp"
 #include "training/config.hpp"
 
@@ -45,14 +46,17 @@ inline constexpr int64_t kFirstBucketCapBytes = 1024 * 1024;
 std::vector<Bucket> AssignBuckets(const std::vector<size_t>& parameter_elements,
                                   int64_t bucket_cap_bytes);
 
-// Runs queued tasks one at a time on its own thread.
+// Runs queued tasks one at a time on its own thread. Each task is a backend call described by an
+// activity: the stall monitor watches it while it runs and the tracer records it from its
+// submission to its end (Note [Stall reports], Note [Trace recording]).
 class CommunicationThread {
  public:
   CommunicationThread();
   ~CommunicationThread();
   CommunicationThread(const CommunicationThread&) = delete;
   CommunicationThread& operator=(const CommunicationThread&) = delete;
-  std::future<Status> Submit(std::function<Status()> task);
+  std::future<Status> Submit(std::function<Status()> task,
+                             const observability::CollectiveActivity& activity = {});
 
  private:
   void Loop();

@@ -60,7 +60,10 @@ class HostCopyPlacement final : public ParameterPlacement {
     int64_t shape[1] = {int64_t(host_values_.size())};
     DLTensor values = HostTensor(host_values_.data(), DLDataType{kDLFloat, 32, 1}, 1, shape);
     DPL_RETURN_IF_ERROR(
-        comm_->Submit([this, &values] { return backend_->Broadcast(&values, 0, nullptr); }).get());
+        comm_
+            ->Submit([this, &values] { return backend_->Broadcast(&values, 0, nullptr); },
+                     {"broadcast", -1, 0, host_values_.size() * sizeof(float)})
+            .get());
     return WriteValuesToModel();
   }
   Status FinishGradients(const Status& step, float /*scale*/, StepProfile* profile) override {
@@ -266,7 +269,7 @@ Status ParameterPlacement::StartSynchronizer(std::vector<DLTensor> tensors, Grad
   if (settings_.rank == 0) {
     log::Info("gradients of " + std::to_string(parameters_.size()) + " parameters in " +
               std::to_string(buckets.size()) + " bucket(s) of at most " +
-              std::to_string(settings_.bucket_cap_bytes) + " bytes, summed " +
+              log::Bytes(uint64_t(settings_.bucket_cap_bytes)) + ", summed " +
               (callbacks ? "in the model's memory" : "in the host copy"));
   }
   sync_ = std::make_unique<GradientSynchronizer>(
@@ -292,12 +295,14 @@ Status ParameterPlacement::FinishSynchronizer(const Status& step) {
 Status ParameterPlacement::BroadcastOnModel() {
   if (!comm_) return Status::Ok();
   return comm_
-      ->Submit([this] {
-        for (HostParameter& p : parameters_) {
-          DPL_RETURN_IF_ERROR(backend_->Broadcast(&p.model_value, 0, model_.info().stream));
-        }
-        return backend_->Synchronize(model_.info().stream);
-      })
+      ->Submit(
+          [this] {
+            for (HostParameter& p : parameters_) {
+              DPL_RETURN_IF_ERROR(backend_->Broadcast(&p.model_value, 0, model_.info().stream));
+            }
+            return backend_->Synchronize(model_.info().stream);
+          },
+          {"broadcast", -1, 0, total_elements_ * sizeof(float)})
       .get();
 }
 

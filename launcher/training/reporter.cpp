@@ -1,94 +1,217 @@
 #include "training/reporter.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "common/log.hpp"
+#include "observability/activity.hpp"
+#include "observability/json.hpp"
+#include "observability/progress.hpp"
 
 namespace dpl::training {
 namespace {
 
-double SecondsSince(Reporter::Clock::time_point start) {
-  return std::chrono::duration<double>(Reporter::Clock::now() - start).count();
+using observability::JsonObject;
+
+// The bar needs no more: its records are cheap, but a fast model makes thousands of steps a second.
+constexpr std::chrono::milliseconds kProgressInterval{100};
+
+double SecondsBetween(Reporter::Clock::time_point from, Reporter::Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) {
+  return a <= 0 ? 0 : (a + b - 1) / b;
+}
+
+int64_t FirstBatch(const RunPlan& plan, int64_t epoch) {
+  return epoch == plan.start_epoch ? plan.start_batch : 0;
 }
 
 }  // namespace
 
+int64_t TotalSteps(const TrainingConfig& config, const RunPlan& plan) {
+  const int64_t accumulation = std::max(1, config.grad_accum);
+  int64_t total = plan.start_step;
+  if (plan.start_epoch < config.epochs) {
+    total += CeilDiv(plan.batches_per_epoch - plan.start_batch, accumulation) +
+             (config.epochs - plan.start_epoch - 1) * CeilDiv(plan.batches_per_epoch, accumulation);
+  }
+  if (config.max_steps > 0) total = std::min(total, std::max(config.max_steps, plan.start_step));
+  return total;
+}
+
+int64_t BatchesToTrain(const TrainingConfig& config, const RunPlan& plan, int64_t epoch,
+                       int64_t steps_before) {
+  if (config.max_steps <= 0) return plan.batches_per_epoch;
+  const int64_t steps_left = std::max<int64_t>(0, config.max_steps - steps_before);
+  const int64_t first = FirstBatch(plan, epoch);
+  const int64_t accumulation = std::max(1, config.grad_accum);
+  if (steps_left >= CeilDiv(plan.batches_per_epoch - first, accumulation)) {
+    return plan.batches_per_epoch;
+  }
+  return first + steps_left * accumulation;
+}
+
 Reporter::Reporter(const TrainingConfig& config, int rank) : config_(config), rank_(rank) {
-  show_progress_ = rank0() && config.progress && ::isatty(STDERR_FILENO);
+  last_logged_.time = run_start_;
 }
 
 Result<std::unique_ptr<Reporter>> Reporter::Create(const TrainingConfig& config, int rank) {
   std::unique_ptr<Reporter> reporter(new Reporter(config, rank));
-  if (reporter->rank0() && !config.metrics_file.empty()) {
+  if (!reporter->rank0()) return reporter;
+  if (!config.metrics_file.empty()) {
     reporter->metrics_ = std::make_unique<std::ofstream>(
         config.metrics_file, config.resume ? std::ios::app : std::ios::trunc);
     if (!*reporter->metrics_) {
       return Status::Io("--metrics: cannot write " + config.metrics_file);
     }
   }
+  if (!config.tensorboard_dir.empty()) {
+    auto writer = observability::TensorBoardWriter::Open(config.tensorboard_dir, "");
+    if (!writer.ok()) return writer.status().WithContext("--tensorboard");
+    reporter->tensorboard_ = std::move(*writer);
+  }
   return reporter;
+}
+
+double Reporter::SecondsSinceStart() const {
+  return SecondsBetween(run_start_, Clock::now());
+}
+
+void Reporter::OnRunStart(const RunPlan& plan) {
+  plan_ = plan;
+  total_steps_ = TotalSteps(config_, plan);
+  steps_ = plan.start_step;
+  epoch_ = plan.start_epoch - 1;
+  run_start_ = Clock::now();
+  last_logged_ = Snapshot{};
+  last_logged_.time = run_start_;
+  last_logged_.steps = steps_;
+  observability::SetCurrentStep(steps_);
+  SendProgress(steps_, 0.0f, false);
 }
 
 void Reporter::StartEpoch() {
   epoch_start_ = Clock::now();
+  ++epoch_;
+  epoch_samples_seen_ = 0;
+  epoch_batches_ = BatchesToTrain(config_, plan_, epoch_, steps_);
 }
 
-void Reporter::OnBatch(const BatchReport& report) {
-  const double elapsed = SecondsSince(epoch_start_);
-  const double rate = elapsed > 0 ? double(report.epoch_samples) / elapsed : 0.0;
-  if (rank0() && config_.log_interval > 0 && report.batch % config_.log_interval == 0) {
-    char line[160];
-    std::snprintf(line, sizeof line, "epoch: %lld [%lld/%lld] training loss: %.6f",
-                  static_cast<long long>(report.epoch), static_cast<long long>(report.batch),
-                  static_cast<long long>(report.batches), double(report.loss));
-    if (show_progress_) std::fputs("\r\033[K", stderr);
-    log::Info(line);
-    if (metrics_) {
-      char json[256];
-      std::snprintf(json, sizeof json,
-                    "{\"epoch\": %lld, \"step\": %lld, \"loss\": %.6f, \"samples_per_s\": "
-                    "%.1f, \"time_s\": %.3f}\n",
-                    static_cast<long long>(report.epoch),
-                    static_cast<long long>(report.global_step), double(report.loss), rate,
-                    SecondsSince(job_start_));
-      *metrics_ << json << std::flush;
-    }
+void Reporter::StartBatch(int64_t global_step) {
+  observability::SetCurrentStep(global_step);
+}
+
+void Reporter::OnBatch(const BatchReport& report, const StepProfile& profile) {
+  run_samples_ += report.epoch_samples - epoch_samples_seen_;
+  epoch_samples_seen_ = report.epoch_samples;
+  const bool stepped = report.global_step != steps_;
+  steps_ = report.global_step;
+  if (!rank0()) return;
+  if (config_.log_interval > 0 && report.batch % config_.log_interval == 0) {
+    LogBatch(report, profile);
   }
-  if (show_progress_) Progress(report, rate);
+  const Clock::time_point now = Clock::now();
+  if (stepped && (now - last_progress_ >= kProgressInterval || steps_ == total_steps_)) {
+    SendProgress(steps_, report.loss, false);
+  }
 }
 
-void Reporter::Progress(const BatchReport& report, double samples_per_s) {
-  const int width = 30;
-  const int filled = int(width * report.batch / std::max<int64_t>(report.batches, 1));
-  const double eta_s =
-      samples_per_s > 0 ? double(report.batches - report.batch) * config_.batch_size / samples_per_s
-                        : 0.0;
-  std::fprintf(stderr, "\r\033[Kepoch %lld [%.*s%*s] %lld/%lld %.0f samples/s ETA %.0fs",
-               static_cast<long long>(report.epoch), filled,
-               "==============================", width - filled, "",
-               static_cast<long long>(report.batch), static_cast<long long>(report.batches),
-               samples_per_s, eta_s);
-  if (report.batch == report.batches) std::fputc('\n', stderr);
-  std::fflush(stderr);
+void Reporter::LogBatch(const BatchReport& report, const StepProfile& profile) {
+  // Until OnRunStart, or past the planned end, the plain count of batches.
+  const int64_t batches = epoch_batches_ >= report.batch ? epoch_batches_ : report.batches;
+  char line[160];
+  std::snprintf(line, sizeof line, "epoch: %lld [%lld/%lld] training loss: %.6f",
+                static_cast<long long>(report.epoch), static_cast<long long>(report.batch),
+                static_cast<long long>(batches), double(report.loss));
+  log::Info(line);
+
+  Snapshot now;
+  now.time = Clock::now();
+  now.samples = run_samples_;
+  now.steps = profile.steps();
+  for (int phase = 0; phase < kStepPhaseCount; ++phase) {
+    now.phase_seconds[phase] = profile.seconds(static_cast<StepPhase>(phase));
+  }
+  const double interval = SecondsBetween(last_logged_.time, now.time);
+  const double rate = interval > 0 ? double(now.samples - last_logged_.samples) / interval : 0.0;
+  const int64_t steps = std::max<int64_t>(1, now.steps - last_logged_.steps);
+  double phase_ms[kStepPhaseCount];
+  JsonObject phases;
+  for (int phase = 0; phase < kStepPhaseCount; ++phase) {
+    phase_ms[phase] =
+        (now.phase_seconds[phase] - last_logged_.phase_seconds[phase]) * 1000.0 / double(steps);
+    phases.Add(StepProfile::PhaseName(static_cast<StepPhase>(phase)), phase_ms[phase], 3);
+  }
+  last_logged_ = now;
+  WriteMetrics(JsonObject()
+                   .Add("kind", "step")
+                   .Add("epoch", report.epoch)
+                   .Add("step", report.global_step)
+                   .Add("batch", report.batch)
+                   .Add("loss", double(report.loss), 6)
+                   .Add("lr", report.learning_rate, 9)
+                   .Add("samples_per_s", rate, 1)
+                   .Add("time_s", SecondsSinceStart(), 3)
+                   .AddRaw("phase_ms", phases.str())
+                   .str());
+  AddScalar("train/loss", report.global_step, report.loss);
+  AddScalar("train/lr", report.global_step, report.learning_rate);
+  AddScalar("train/samples_per_s", report.global_step, rate);
+  for (int phase = 0; phase < kStepPhaseCount; ++phase) {
+    AddScalar(
+        std::string("train/phase_ms/") + StepProfile::PhaseName(static_cast<StepPhase>(phase)),
+        report.global_step, phase_ms[phase]);
+  }
+  FlushScalars();
+}
+
+void Reporter::SendProgress(int64_t step, float loss, bool done) {
+  if (!rank0() || !config_.progress) return;
+  observability::ProgressRecord record;
+  record.step = step;
+  record.total = done ? step : std::max(total_steps_, step);
+  record.start_step = plan_.start_step;
+  record.epoch = std::max<int64_t>(0, epoch_);
+  record.epochs = config_.epochs;
+  record.seconds = SecondsSinceStart();
+  record.samples_per_s = record.seconds > 0 ? double(run_samples_) / record.seconds : 0.0;
+  record.loss = loss;
+  record.done = done;
+  log::WriteRecord(observability::EncodeProgress(record));
+  last_progress_ = Clock::now();
 }
 
 void Reporter::OnEpochEnd(int64_t epoch, int64_t samples, float loss) {
   if (!rank0()) return;
-  const double seconds = SecondsSince(epoch_start_);
+  const double seconds = SecondsBetween(epoch_start_, Clock::now());
+  const double rate = seconds > 0 ? double(samples) / seconds : 0.0;
   char line[200];
   std::snprintf(line, sizeof line, "epoch %lld done in %.2f s, %.1f samples/s, loss %.6f",
-                static_cast<long long>(epoch), seconds,
-                seconds > 0 ? double(samples) / seconds : 0.0, double(loss));
+                static_cast<long long>(epoch), seconds, rate, double(loss));
   log::Info(line);
+  WriteMetrics(JsonObject()
+                   .Add("kind", "epoch")
+                   .Add("epoch", epoch)
+                   .Add("step", steps_)
+                   .Add("loss", double(loss), 6)
+                   .Add("seconds", seconds, 3)
+                   .Add("samples", samples)
+                   .Add("samples_per_s", rate, 1)
+                   .Add("time_s", SecondsSinceStart(), 3)
+                   .str());
+  AddScalar("train/epoch_loss", steps_, loss);
+  AddScalar("train/epoch_samples_per_s", steps_, rate);
+  FlushScalars();
 }
 
 void Reporter::OnTrainingEnd(int64_t steps, int64_t samples, float loss,
                              const StepProfile& profile) {
+  SendProgress(steps, loss, true);
   if (!rank0()) return;
-  const double total = SecondsSince(job_start_);
+  const double total = SecondsSinceStart();
   char line[200];
   std::snprintf(line, sizeof line,
                 "training done: %lld steps, %.2f s, %.1f samples/s, final loss %.6f",
@@ -100,11 +223,53 @@ void Reporter::OnTrainingEnd(int64_t steps, int64_t samples, float loss,
 
 void Reporter::OnEvaluation(double loss_sum, double correct, double count) {
   if (!rank0()) return;
+  const double loss = count > 0 ? loss_sum / count : 0.0;
+  const double accuracy = count > 0 ? correct / count : 0.0;
   char line[256];
   std::snprintf(line, sizeof line, "test set: average loss: %.4f, accuracy: %.0f/%.0f (%.2f%%)",
-                count > 0 ? loss_sum / count : 0.0, correct, count,
-                count > 0 ? 100.0 * correct / count : 0.0);
+                loss, correct, count, 100.0 * accuracy);
   log::Info(line);
+  WriteMetrics(JsonObject()
+                   .Add("kind", "eval")
+                   .Add("epoch", std::max<int64_t>(0, epoch_))
+                   .Add("step", steps_)
+                   .Add("loss", loss, 6)
+                   .Add("accuracy", accuracy, 6)
+                   .Add("correct", int64_t(std::llround(correct)))
+                   .Add("count", int64_t(std::llround(count)))
+                   .Add("time_s", SecondsSinceStart(), 3)
+                   .str());
+  AddScalar("eval/loss", steps_, loss);
+  AddScalar("eval/accuracy", steps_, accuracy);
+  FlushScalars();
+}
+
+void Reporter::WriteMetrics(const std::string& json_line) {
+  if (!metrics_) return;
+  *metrics_ << json_line << '\n' << std::flush;
+  if (!*metrics_) {
+    log::Warning("--metrics: writing " + config_.metrics_file +
+                 " failed (a full disk?); no more metrics are written there");
+    metrics_.reset();
+  }
+}
+
+void Reporter::AddScalar(const std::string& tag, int64_t step, double value) {
+  if (!tensorboard_) return;
+  const Status added = tensorboard_->AddScalar(tag, step, value, observability::WallTimeNow());
+  if (!added.ok()) {
+    log::Warning("--tensorboard: " + added.message() + "; no more scalars are written there");
+    tensorboard_.reset();
+  }
+}
+
+void Reporter::FlushScalars() {
+  if (!tensorboard_) return;
+  const Status flushed = tensorboard_->Flush();
+  if (!flushed.ok()) {
+    log::Warning("--tensorboard: " + flushed.message() + "; no more scalars are written there");
+    tensorboard_.reset();
+  }
 }
 
 }  // namespace dpl::training

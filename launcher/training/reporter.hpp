@@ -1,15 +1,31 @@
 // What a run tells its user, all from rank 0: the loss every --log-interval batches, the end of
-// each epoch and of training, the time per step by phase, the test-set result, the JSON-lines
-// metrics file (--metrics) and the progress bar. The training loop reports events; this decides
-// what is written where.
+// each epoch and of training, the time per step by phase, the test-set result; the JSON-lines
+// metrics file (--metrics), the TensorBoard events (--tensorboard) and the records of the
+// launcher's progress bar. Every rank also marks the step under way for its trace and stall
+// reports. The training loop reports events; this decides what is written where.
+//
+// The metrics file holds one JSON object a line, told apart by "kind":
+//   {"kind": "step", "epoch", "step", "batch", "loss", "lr", "samples_per_s", "time_s",
+//    "phase_ms": {"data", "forward_backward", "communication_wait", "optimizer", "host_copies"}}
+//     at each logged batch; samples_per_s and phase_ms (per optimizer step) cover the batches
+//     since the previous line; time_s counts from the start of training;
+//   {"kind": "epoch", "epoch", "step", "loss", "seconds", "samples", "samples_per_s", "time_s"}
+//     at the end of each epoch;
+//   {"kind": "eval", "epoch", "step", "loss", "accuracy", "correct", "count", "time_s"}
+//     after each evaluation (accuracy as a fraction, loss the average per sample).
+// TensorBoard gets the same numbers as scalars against the step: train/loss, train/lr,
+// train/samples_per_s, train/phase_ms/<phase>, train/epoch_loss, train/epoch_samples_per_s,
+// eval/loss, eval/accuracy.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <string>
 
 #include "common/status.hpp"
+#include "observability/tensorboard_writer.hpp"
 #include "training/config.hpp"
 #include "training/step_profile.hpp"
 
@@ -21,33 +37,74 @@ struct BatchReport {
   int64_t batches = 0;  // batches per epoch
   int64_t global_step = 0;
   float loss = 0.0f;
-  int64_t epoch_samples = 0;  // global samples of this epoch so far, this run
+  int64_t epoch_samples = 0;   // global samples of this epoch so far, this run
+  double learning_rate = 0.0;  // of the optimizer step this batch belongs to
 };
+
+// Where a run starts and how long its epochs are: what the totals are counted from.
+struct RunPlan {
+  int64_t batches_per_epoch = 0;
+  int64_t start_epoch = 0;
+  int64_t start_batch = 0;  // batches of start_epoch done before this run
+  int64_t start_step = 0;   // optimizer steps done before this run
+};
+
+// The optimizer steps done at the end of a run of `plan` (--max-steps and --grad-accum counted).
+int64_t TotalSteps(const TrainingConfig& config, const RunPlan& plan);
+// The batches of epoch `epoch` this run will train: all of them, unless --max-steps ends the run
+// inside it; `steps_before` are the optimizer steps done when the epoch starts.
+int64_t BatchesToTrain(const TrainingConfig& config, const RunPlan& plan, int64_t epoch,
+                       int64_t steps_before);
 
 class Reporter {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Opens the metrics file on rank 0 (appended to when resuming).
+  // Opens the metrics file (appended to when resuming) and the TensorBoard folder on rank 0.
   static Result<std::unique_ptr<Reporter>> Create(const TrainingConfig& config, int rank);
 
+  // Once the start is known (after --resume): the totals of log lines and progress bar.
+  void OnRunStart(const RunPlan& plan);
   void StartEpoch();
-  void OnBatch(const BatchReport& report);
+  // Before each batch: the optimizer step it works towards (for the trace and stall reports).
+  void StartBatch(int64_t global_step);
+  void OnBatch(const BatchReport& report, const StepProfile& profile);
   void OnEpochEnd(int64_t epoch, int64_t samples, float loss);
   void OnTrainingEnd(int64_t steps, int64_t samples, float loss, const StepProfile& profile);
   void OnEvaluation(double loss_sum, double correct, double count);
 
  private:
+  struct Snapshot {
+    Clock::time_point time;
+    int64_t samples = 0;
+    int64_t steps = 0;
+    double phase_seconds[kStepPhaseCount] = {};
+  };
+
   Reporter(const TrainingConfig& config, int rank);
-  void Progress(const BatchReport& report, double samples_per_s);
+  void LogBatch(const BatchReport& report, const StepProfile& profile);
+  void SendProgress(int64_t step, float loss, bool done);
+  void WriteMetrics(const std::string& json_line);
+  void AddScalar(const std::string& tag, int64_t step, double value);
+  void FlushScalars();
+  double SecondsSinceStart() const;
   bool rank0() const { return rank_ == 0; }
 
   const TrainingConfig& config_;
   int rank_;
-  bool show_progress_ = false;
+  RunPlan plan_;
+  int64_t total_steps_ = 0;
+  int64_t epoch_ = -1;         // the epoch under way
+  int64_t epoch_batches_ = 0;  // batches of it this run trains
+  int64_t steps_ = 0;          // optimizer steps done in all
+  int64_t run_samples_ = 0;    // global samples of this run
+  int64_t epoch_samples_seen_ = 0;
   std::unique_ptr<std::ofstream> metrics_;
-  Clock::time_point job_start_ = Clock::now();
+  std::unique_ptr<observability::TensorBoardWriter> tensorboard_;
+  Clock::time_point run_start_ = Clock::now();
   Clock::time_point epoch_start_ = Clock::now();
+  Clock::time_point last_progress_{};
+  Snapshot last_logged_;
 };
 
 }  // namespace dpl::training

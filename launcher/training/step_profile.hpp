@@ -1,10 +1,13 @@
-// Where a step's time goes, summed over the run: the numbers performance work starts from.
+// Where a step's time goes, summed over the run: the numbers performance work starts from. With
+// --trace each phase is also a span of the rank's timeline (observability/tracer.hpp).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+
+#include "observability/tracer.hpp"
 
 namespace dpl::training {
 
@@ -16,6 +19,7 @@ enum class StepPhase {
   kOptimizer,          // scaling, the optimizer step and zeroing the gradients
   kCopies,             // host copy <-> model (Note [Host copy of the parameters])
 };
+inline constexpr int kStepPhaseCount = 5;
 
 class StepProfile {
  public:
@@ -27,11 +31,19 @@ class StepProfile {
   void Lap(StepPhase phase) {
     const Clock::time_point now = Clock::now();
     seconds_[static_cast<int>(phase)] += std::chrono::duration<double>(now - mark_).count();
+    Trace(phase, now);
     mark_ = now;
   }
   void CountStep() { ++steps_; }
   int64_t steps() const { return steps_; }
   double seconds(StepPhase phase) const { return seconds_[static_cast<int>(phase)]; }
+
+  // The phase's name in the trace and in the metrics file.
+  static const char* PhaseName(StepPhase phase) {
+    static const char* const kNames[] = {"data", "forward_backward", "communication_wait",
+                                         "optimizer", "host_copies"};
+    return kNames[static_cast<int>(phase)];
+  }
 
   std::string Describe() const {
     const double per_step_ms = steps_ > 0 ? 1000.0 / double(steps_) : 0.0;
@@ -53,8 +65,22 @@ class StepProfile {
   }
 
  private:
+  void Trace(StepPhase phase, Clock::time_point now) const {
+    observability::Tracer& tracer = observability::Tracer::Global();
+    if (!tracer.enabled()) return;
+    static const char* const kSpans[] = {"data", "forward+backward", "communication wait",
+                                         "optimizer", "host copies"};
+    static const char* const kCategories[] = {"data", "compute", "wait", "optimizer", "copy"};
+    if (phase == StepPhase::kCompute) {
+      tracer.Compute(mark_, now);  // split into forward and backward where it can be
+    } else {
+      const int i = static_cast<int>(phase);
+      tracer.Span(observability::TraceTrack::kTraining, kCategories[i], kSpans[i], mark_, now);
+    }
+  }
+
   Clock::time_point mark_ = Clock::now();
-  double seconds_[5] = {};
+  double seconds_[kStepPhaseCount] = {};
   int64_t steps_ = 0;
 };
 

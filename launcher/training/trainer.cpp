@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "common/log.hpp"
+#include "observability/tracer.hpp"
 #include "training/batch_buffer.hpp"
 #include "training/checkpoint_policy.hpp"
 #include "training/optimizer.hpp"
@@ -87,6 +88,7 @@ Status Trainer::Run() {
   Result<TrainingPosition> start = checkpoints_.Resume(*model_, *placement_, *optimizer_);
   if (!start.ok()) return start.status();
   start_ = position_ = *start;
+  reporter_->OnRunStart({batches_, start_.epoch, start_.step_in_epoch, start_.global_step});
   stopped_ = StepLimitReached();  // a run resumed at its last step has nothing left to train
   int64_t epoch = start_.epoch;
   for (; epoch < config_.epochs && !stopped_; ++epoch) DPL_RETURN_IF_ERROR(TrainEpoch(epoch));
@@ -209,6 +211,7 @@ void Trainer::Prefetch(int64_t epoch, int64_t batch, const std::vector<int64_t>&
 }
 
 Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices) {
+  reporter_->StartBatch(position_.global_step + 1);
   profile_.Restart();
   const int64_t n = std::min<int64_t>(local_batch_, int64_t(indices.size()) - batch * local_batch_);
   DPL_RETURN_IF_ERROR(prefetcher_->Wait().WithContext("reading the training data"));
@@ -243,12 +246,15 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
     }
     stopped_ = StepLimitReached();
   }
-  reporter_->OnBatch({epoch, batch + 1, batches_, position_.global_step, loss, epoch_samples_});
+  reporter_->OnBatch({epoch, batch + 1, batches_, position_.global_step, loss, epoch_samples_,
+                      optimizer_->learning_rate()},
+                     profile_);
   return Status::Ok();
 }
 
 // Each rank evaluates a contiguous shard of the test set; the sums go through one allreduce.
 Status Trainer::Evaluate() {
+  const observability::TraceScope span("eval", "evaluation");
   DPL_RETURN_IF_ERROR(model_->SetMode(DPL_MODEL_MODE_EVAL));
   DataSplit& test = *data_.test;
   const int64_t begin = test.count() * identity_.rank / identity_.world_size;

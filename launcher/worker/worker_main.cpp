@@ -80,6 +80,7 @@ bool ReportWorkerPids(const std::vector<pid_t>& pids) {
 [[noreturn]] void RunAsWorker(const cli::Options& options, int local,
                               Result<training::TrainingData> data,
                               Result<plugin_host::Discovery> discovery) {
+  log::SetTimeFormat(log::TimeFormat::kNone);  // the launcher stamps its workers' lines
   cli::Options worker_options = options;
   worker_options.local_rank = local;
   worker_options.worker_output_fds.clear();
@@ -116,6 +117,8 @@ int CountThreads() {
 // The machine's worker loader (Note [One load per machine]).
 int RunWorkerLoader(const cli::Options& options) {
   log::SetPrefix("[launcher " + std::to_string(options.machine_id) + "]");
+  // Its lines go to the launcher's console directly (Note [Who stamps a line] in common/log.hpp).
+  log::SetTimeFormat(options.log_time);
   const pid_t launcher_pid = getppid();
   const pid_t loader_pid = getpid();
   Result<plugin_host::Discovery> discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);

@@ -12,6 +12,7 @@
 #include "worker/device_policy.hpp"
 #include "worker/selftest.hpp"
 #include "worker/worker.hpp"
+#include "worker/worker_observability.hpp"
 
 namespace dpl::worker {
 namespace {
@@ -101,6 +102,8 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
   if (!model_plugin.ok()) return Fail(model_plugin.status());
   if (!data.ok()) return Fail(data.status());
   rendezvous::StoreClient& client = **store;
+  auto observed = WorkerObservability::Start(options, identity, client, prefix);
+  if (!observed.ok()) return Fail(observed.status());
   auto sum_across_ranks = [&](const std::string& name, std::vector<double>* values) {
     return rendezvous::SumAcrossRanks(client, prefix, name, identity.rank, identity.world_size,
                                       values, options.backend_timeout);
@@ -108,7 +111,10 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
   Status trained =
       training::RunTraining(options.training, identity, backend->backend.get(),
                             ModelPluginOf(*model_plugin), std::move(*data), sum_across_ranks);
-  if (trained.ok()) return 0;
+  if (trained.ok()) {
+    (*observed)->Finish();
+    return 0;
+  }
   // Note [Failing fast]: the error goes out first, and the backend is left to the process's end
   // instead of torn down: a backend's teardown may wait on its peers (gloo's does), which would
   // keep this failure from the launcher for as long as --backend-timeout. The closed sockets

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -65,6 +66,16 @@ inline std::vector<float> ReadFloats(const std::string& path) {
 // `command` through sh, its output discarded: true when it exited 0.
 inline bool Quietly(const std::string& command) {
   return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// The first line of a launcher's output without its time stamp (--log-time iso, the default);
+// a line without one is returned whole, so the comparison shows it.
+inline std::string FirstLine(const std::string& output) {
+  const std::string line = output.substr(0, output.find('\n'));
+  static const std::regex stamp(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d )");
+  std::smatch match;
+  if (std::regex_search(line, match, stamp)) return line.substr(match.length(0));
+  return line;
 }
 
 inline bool IsRoot() {

@@ -34,10 +34,6 @@ Args Selftest(int machines, std::optional<int> machine_id, int processes, int po
 }
 
 // The first line a process wrote.
-std::string FirstLine(const std::string& output) {
-  return output.substr(0, output.find('\n'));
-}
-
 class MultiMachineTest : public ::testing::Test {
  protected:
   // Orphans of killed launchers become our children, so the test can see all of them.
@@ -207,8 +203,7 @@ TEST_F(MultiMachineTest, AnElasticJobThatLosesAMachineFinishesOnTheOthersFromThe
   ASSERT_NE(machine0, nullptr) << a.Output() << b.Output() << c.Output();
   ASSERT_NE(machine2, nullptr) << a.Output() << b.Output() << c.Output();
   // Mid-run: the first checkpoint is written, 280 steps are left.
-  ASSERT_TRUE(WaitForFile(checkpoints + "/checkpoint-0000000020.pt", 30s))
-      << machine0->Output();
+  ASSERT_TRUE(WaitForFile(checkpoints + "/checkpoint-0000000020.pt", 30s)) << machine0->Output();
   ASSERT_EQ(kill(machine2->pid(), SIGKILL), 0);
   machine2->Wait(5s);
   for (LauncherProcess* launcher : {&a, &b, &c}) {

@@ -141,7 +141,7 @@ SlurmCluster* SlurmTest::cluster_ = nullptr;
 
 // What the launcher must say of a Slurm step of one node, and that it trained.
 void ExpectTrainedUnderSlurm(const std::string& output) {
-  const std::string first_line = output.substr(0, output.find('\n'));
+  const std::string first_line = FirstLine(output);
   EXPECT_EQ(first_line.rfind("[launcher 0] Slurm job ", 0), 0u) << output;
   EXPECT_TRUE(Contains(first_line,
                        " step 0: 1 machines (SLURM_STEP_NUM_NODES), machine 0 "

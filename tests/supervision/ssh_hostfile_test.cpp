@@ -119,10 +119,11 @@ struct Launchers {
   pid_t local = -1;
   pid_t remote = -1;
 };
-Launchers FindLaunchers() {
+// `job_folder` is this test's own: tests that run at the same time have launchers of their own.
+Launchers FindLaunchers(const std::string& job_folder) {
   Launchers found;
   for (int i = 0; i < 3000 && (found.remote < 0 || found.local < 0); ++i) {
-    for (pid_t pid : ProcessesWithArgument("--master-port 29741 ")) {
+    for (pid_t pid : ProcessesWithArgument("--data-dir " + job_folder + " ")) {
       if (WorkersOf(pid).empty()) continue;
       (Contains(ReadProcFile(pid, "cmdline"), "--exit-with-stdin") ? found.remote : found.local) =
           pid;
@@ -134,7 +135,7 @@ Launchers FindLaunchers() {
 
 TEST_F(SshHostfileTest, KillingTheRemoteLauncherStopsTheLocalOneNamingTheHost) {
   auto runner = Run(1000000, "runner");
-  const Launchers launchers = FindLaunchers();
+  const Launchers launchers = FindLaunchers(job_->path());
   const pid_t remote = launchers.remote, local = launchers.local;
   ASSERT_GT(remote, 0) << runner->Output();
   ASSERT_GT(local, 0) << runner->Output();
@@ -154,7 +155,7 @@ TEST_F(SshHostfileTest, KillingTheRemoteLauncherStopsTheLocalOneNamingTheHost) {
 
 TEST_F(SshHostfileTest, AnInterruptStopsEveryMachine) {
   auto runner = Run(1000000, "runner");
-  const Launchers launchers = FindLaunchers();
+  const Launchers launchers = FindLaunchers(job_->path());
   ASSERT_GT(launchers.remote, 0) << runner->Output();
   ASSERT_GT(launchers.local, 0) << runner->Output();
   std::vector<pid_t> everything = WorkersOf(launchers.remote);

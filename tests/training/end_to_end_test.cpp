@@ -104,10 +104,15 @@ TEST_F(EndToEndTest, TwoRanksOfHalfBatchMatchOneRankOfFullBatch) {
   std::ifstream metrics_lines(metrics);
   std::vector<std::string> lines;
   for (std::string line; std::getline(metrics_lines, line);) lines.push_back(line);
-  ASSERT_EQ(lines.size(), 4u);  // steps 5, 10, 15, 20
-  const std::regex json_line(R"(\{"epoch": 0, "step": 20, "loss": [0-9.]+, )"
-                             R"("samples_per_s": [0-9.]+, "time_s": [0-9.]+\})");
-  EXPECT_TRUE(std::regex_match(lines[3], json_line)) << lines[3];
+  ASSERT_EQ(lines.size(), 6u);  // steps 5, 10, 15, 20, the epoch, the evaluation
+  const std::regex step_line(R"(\{"kind": "step", "epoch": 0, "step": 20, "batch": 20, )"
+                             R"("loss": [0-9.]+, "lr": 0.5, "samples_per_s": [0-9.]+, )"
+                             R"("time_s": [0-9.]+, "phase_ms": \{"data": [0-9.]+, )"
+                             R"("forward_backward": [0-9.]+, "communication_wait": [0-9.]+, )"
+                             R"("optimizer": [0-9.]+, "host_copies": 0\}\})");
+  EXPECT_TRUE(std::regex_match(lines[3], step_line)) << lines[3];
+  EXPECT_EQ(lines[4].rfind(R"({"kind": "epoch", "epoch": 0, "step": 20, )", 0), 0u) << lines[4];
+  EXPECT_EQ(lines[5].rfind(R"({"kind": "eval", "epoch": 0, "step": 20, )", 0), 0u) << lines[5];
   EXPECT_NE(a.output.find("epoch: 0 [10/20] training loss: "), std::string::npos) << a.output;
   const std::vector<float> p1 = ReadFloats(one + "/rank-0.bin");
   const std::vector<float> r0 = ReadFloats(two + "/rank-0.bin");

@@ -1,0 +1,90 @@
+#include "worker/worker_observability.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "common/log.hpp"
+#include "observability/stall_monitor.hpp"
+#include "observability/trace_file.hpp"
+#include "observability/tracer.hpp"
+
+namespace dpl::worker {
+namespace {
+
+Result<std::unique_ptr<rendezvous::StoreClient>> ConnectAgain(const cli::Options& options) {
+  const auto colon = options.store_addr.rfind(':');
+  if (colon == std::string::npos) {
+    return Status::InvalidArgument("--store-addr '" + options.store_addr + "' is not host:port");
+  }
+  rendezvous::StoreClientOptions client_options;
+  client_options.host = options.store_addr.substr(0, colon);
+  client_options.port = std::atoi(options.store_addr.c_str() + colon + 1);
+  client_options.job_token = options.job_token;
+  client_options.connect_timeout = options.rendezvous_timeout;
+  return rendezvous::StoreClient::Connect(client_options);
+}
+
+}  // namespace
+
+WorkerObservability::WorkerObservability(const cli::Options& options,
+                                         const training::WorkerIdentity& identity,
+                                         rendezvous::StoreClient& store, std::string attempt_prefix)
+    : options_(options), identity_(identity), store_(store), prefix_(std::move(attempt_prefix)) {}
+
+WorkerObservability::~WorkerObservability() {
+  observability::StallMonitor::Global().Stop();
+  observability::Tracer::Global().Disable();
+}
+
+Result<std::unique_ptr<WorkerObservability>> WorkerObservability::Start(
+    const cli::Options& options, const training::WorkerIdentity& identity,
+    rendezvous::StoreClient& store, const std::string& attempt_prefix) {
+  std::unique_ptr<WorkerObservability> self(
+      new WorkerObservability(options, identity, store, attempt_prefix));
+  if (options.stall_warning.count() > 0 && identity.world_size > 1) {
+    auto client = ConnectAgain(options);
+    if (!client.ok()) return client.status().WithContext("connecting the stall watchdog");
+    self->stall_store_ = std::move(*client);
+    rendezvous::StoreClient* stall_store = self->stall_store_.get();
+    const std::string prefix = attempt_prefix;
+    const int rank = identity.rank;
+    observability::StallMonitor::Global().Start(
+        options.stall_warning, [stall_store, prefix, rank](const std::string& text) {
+          return rendezvous::PostStall(*stall_store, prefix, rank, text);
+        });
+  }
+  if (!options.training.trace_file.empty()) {
+    const int machine = identity.rank / std::max(1, identity.local_world_size);
+    auto clock = rendezvous::AlignClocks(store, attempt_prefix, identity.world_size, machine,
+                                         identity.local_rank, options.rendezvous_timeout);
+    if (!clock.ok()) return clock.status().WithContext("--trace");
+    self->clock_ = *clock;
+    self->tracing_ = true;
+    if (identity.rank == 0) {
+      log::Info("--trace: every rank records its timeline; the launcher writes " +
+                options.training.trace_file + " at the end");
+    }
+    if (machine != 0 && identity.local_rank == 0) {
+      log::Info("--trace: this machine's clock is " +
+                std::to_string(double(clock->offset_ns) / 1e6) + " ms ahead of machine 0's");
+    }
+    observability::Tracer::Global().Enable();
+  }
+  return self;
+}
+
+void WorkerObservability::Finish() {
+  observability::StallMonitor::Global().Stop();
+  if (!tracing_) return;
+  observability::Tracer::Global().Disable();
+  observability::TraceRank who;
+  who.rank = identity_.rank;
+  who.machine = identity_.rank / std::max(1, identity_.local_world_size);
+  who.local_rank = identity_.local_rank;
+  who.pid = int(::getpid());
+  const Status sent = observability::PublishTrace(store_, prefix_, who, clock_);
+  if (!sent.ok()) log::Warning(sent.message());
+}
+
+}  // namespace dpl::worker
