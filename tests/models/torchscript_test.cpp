@@ -190,6 +190,7 @@ TEST_F(TorchScript, Bf16ForwardIsCloseToFp32) {
   const Batch batch(16);
   const float loss32 = TrainStep(fp32, batch), loss16 = TrainStep(bf16, batch);
   EXPECT_NEAR(loss16, loss32, 0.02 * loss32);
+  EXPECT_NE(loss16, loss32) << "the forward pass must run in bfloat16";
   std::string message;
   EXPECT_EQ(CreateStatus(Plugin("torchscript"),
                          WithPrecision(Config(options.c_str()), DPL_PRECISION_FP16), &message),
@@ -258,6 +259,20 @@ TEST_F(TorchScript, RefusesBadFilesAndOptionsBeforeTheFirstStep) {
   const std::string options = Options("five_classes.pt");
   const Model five(Plugin("torchscript"), WithData(Config(options.c_str()), {1, 28, 28}, 0));
   EXPECT_EQ(five.Info().num_classes, 5);
+}
+
+// tools/export_model.py refuses what it cannot export with one line naming the problem.
+TEST_F(TorchScript, ExportModelSaysWhatItCannotExport) {
+  int exit_code = -1;
+  const std::string output = Capture(
+      "cd '" + std::string(DPL_TEST_SOURCE_DIR) + "/tests/models' && /usr/bin/python3 " +
+          std::string(DPL_TEST_SOURCE_DIR) + "/tools/export_model.py " +
+          std::string(DPL_TEST_BINARY_DIR) + "/unwritten.pt --module fixture_models:Missing 2>&1",
+      &exit_code);
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_EQ(output,
+            "export_model.py: --module 'fixture_models:Missing': fixture_models has no "
+            "torch.nn.Module class Missing\n");
 }
 
 }  // namespace

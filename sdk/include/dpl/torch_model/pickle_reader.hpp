@@ -122,7 +122,7 @@ class TorchSavePickle {
   PickleRef Run() {
     while (true) {
       const uint8_t opcode = Byte();
-      if (opcode == '.') break;  // STOP
+      if (opcode == kStop) break;
       Step(opcode);
     }
     if (stack_.size() != 1)
@@ -222,38 +222,89 @@ class TorchSavePickle {
     }
   }
 
+  // The pickle opcodes this reader runs (Python's Lib/pickle.py names them).
+  enum Op : uint8_t {
+    kMark = '(',
+    kStop = '.',
+    kPop = '0',
+    kBinFloat = 'G',
+    kBinInt = 'J',
+    kBinInt1 = 'K',
+    kBinInt2 = 'M',
+    kNone = 'N',
+    kBinPersId = 'Q',
+    kReduce = 'R',
+    kBinString = 'T',
+    kShortBinString = 'U',
+    kBinUnicode = 'X',
+    kAppend = 'a',
+    kBuild = 'b',
+    kGlobal = 'c',
+    kAppends = 'e',
+    kBinGet = 'h',
+    kLongBinGet = 'j',
+    kBinPut = 'q',
+    kLongBinPut = 'r',
+    kSetItem = 's',
+    kTuple = 't',
+    kSetItems = 'u',
+    kEmptyDict = '}',
+    kEmptyList = ']',
+    kEmptyTuple = ')',
+    kBinBytes = 'B',
+    kShortBinBytes = 'C',
+    kProto = 0x80,
+    kNewObj = 0x81,
+    kTuple1 = 0x85,
+    kTuple2 = 0x86,
+    kTuple3 = 0x87,
+    kNewTrue = 0x88,
+    kNewFalse = 0x89,
+    kLong1 = 0x8a,
+    kShortBinUnicode = 0x8c,
+    kBinUnicode8 = 0x8d,
+    kStackGlobal = 0x93,
+    kMemoize = 0x94,
+    kFrame = 0x95
+  };
+
   void Step(uint8_t opcode) {
+    if (!StepScalar(opcode) && !StepContainer(opcode) && !StepObject(opcode)) {
+      throw Bad("pickle opcode 0x" + Hex(opcode) + " at byte " + std::to_string(position_ - 1) +
+                " is not one torch.save writes for a state dict");
+    }
+  }
+
+  // Framing, None, bools, numbers and strings.
+  bool StepScalar(uint8_t opcode) {
     using Kind = PickleValue::Kind;
     switch (opcode) {
-      case 0x80:
+      case kProto:
         (void)Byte();
-        return;  // PROTO
-      case 0x95:
+        return true;
+      case kFrame:
         (void)Little<uint64_t>();
-        return;  // FRAME
-      case '(':
-        marks_.push_back(stack_.size());
-        return;  // MARK
-      case 'N':
+        return true;
+      case kNone:
         stack_.push_back(Make(Kind::kNone));
-        return;
-      case 0x88:    // NEWTRUE
-      case 0x89: {  // NEWFALSE
+        return true;
+      case kNewTrue:
+      case kNewFalse: {
         PickleRef value = Make(Kind::kBool);
-        value->integer = opcode == 0x88;
+        value->integer = opcode == kNewTrue;
         stack_.push_back(value);
-        return;
+        return true;
       }
-      case 'K':
+      case kBinInt1:
         PushInt(Byte());
-        return;  // BININT1
-      case 'M':
+        return true;
+      case kBinInt2:
         PushInt(Little<uint16_t>());
-        return;  // BININT2
-      case 'J':
+        return true;
+      case kBinInt:
         PushInt(Little<int32_t>());
-        return;     // BININT
-      case 0x8a: {  // LONG1
+        return true;
+      case kLong1: {  // little-endian two's complement of `count` bytes
         const uint8_t count = Byte();
         if (count > 8) throw Bad("an integer is wider than 64 bits");
         uint64_t bits = 0;
@@ -261,133 +312,149 @@ class TorchSavePickle {
         for (uint8_t i = 0; i < count; ++i) bits |= uint64_t(first[i]) << (8 * i);
         if (count > 0 && count < 8 && (first[count - 1] & 0x80)) bits |= ~0ull << (8 * count);
         PushInt(static_cast<int64_t>(bits));
-        return;
+        return true;
       }
-      case 'G': {  // BINFLOAT, big-endian
+      case kBinFloat: {  // big-endian
         const uint8_t* first = Take(8);
         uint64_t bits = 0;
         for (int i = 0; i < 8; ++i) bits = (bits << 8) | first[i];
         PickleRef value = Make(Kind::kFloat);
         std::memcpy(&value->real, &bits, sizeof bits);
         stack_.push_back(value);
-        return;
+        return true;
       }
-      case 'X':
+      case kBinUnicode:
+      case kBinString:
         PushString(Text(Little<uint32_t>()));
-        return;  // BINUNICODE
-      case 0x8c:
+        return true;
+      case kShortBinUnicode:
+      case kShortBinString:
         PushString(Text(Byte()));
-        return;  // SHORT_BINUNICODE
-      case 0x8d:
+        return true;
+      case kBinUnicode8:
         PushString(Text(Little<uint64_t>()));
-        return;  // BINUNICODE8
-      case 'T':
-        PushString(Text(Little<uint32_t>()));
-        return;  // BINSTRING
-      case 'U':
-        PushString(Text(Byte()));
-        return;  // SHORT_BINSTRING
-      case 'B':
+        return true;
+      case kBinBytes:
         PushString(Text(Little<uint32_t>()), Kind::kBytes);
-        return;  // BINBYTES
-      case 'C':
+        return true;
+      case kShortBinBytes:
         PushString(Text(Byte()), Kind::kBytes);
-        return;  // SHORT_BINBYTES
-      case ')':
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // Marks, tuples, lists, dicts and the memo.
+  bool StepContainer(uint8_t opcode) {
+    using Kind = PickleValue::Kind;
+    switch (opcode) {
+      case kMark:
+        marks_.push_back(stack_.size());
+        return true;
+      case kEmptyTuple:
         PushTuple({});
-        return;  // EMPTY_TUPLE
-      case 't':
+        return true;
+      case kTuple:
         PushTuple(PopToMark());
-        return;     // TUPLE
-      case 0x85:    // TUPLE1
-      case 0x86:    // TUPLE2
-      case 0x87: {  // TUPLE3
-        std::vector<PickleRef> items(opcode - 0x84);
+        return true;
+      case kTuple1:
+      case kTuple2:
+      case kTuple3: {
+        std::vector<PickleRef> items(opcode - kTuple1 + 1);
         for (auto it = items.rbegin(); it != items.rend(); ++it) *it = Pop();
         PushTuple(std::move(items));
-        return;
+        return true;
       }
-      case ']':
+      case kEmptyList:
         stack_.push_back(Make(Kind::kList));
-        return;  // EMPTY_LIST
-      case '}':
+        return true;
+      case kEmptyDict:
         stack_.push_back(Make(Kind::kDict));
-        return;    // EMPTY_DICT
-      case 'a': {  // APPEND
+        return true;
+      case kAppend: {
         PickleRef item = Pop();
         AddItems(Top(), {item});
-        return;
+        return true;
       }
-      case 'e':    // APPENDS
-      case 'u': {  // SETITEMS
+      case kAppends:
+      case kSetItems: {
         std::vector<PickleRef> items = PopToMark();
         AddItems(Top(), std::move(items));
-        return;
+        return true;
       }
-      case 's': {  // SETITEM
+      case kSetItem: {
         PickleRef value = Pop();
         PickleRef key = Pop();
         AddItems(Top(), {key, value});
-        return;
+        return true;
       }
-      case 'q':
+      case kBinPut:
         Memoize(Byte());
-        return;  // BINPUT
-      case 'r':
+        return true;
+      case kLongBinPut:
         Memoize(Little<uint32_t>());
-        return;  // LONG_BINPUT
-      case 0x94:
+        return true;
+      case kMemoize:
         Memoize(memo_.size());
-        return;  // MEMOIZE
-      case 'h':
+        return true;
+      case kBinGet:
         Recall(Byte());
-        return;  // BINGET
-      case 'j':
+        return true;
+      case kLongBinGet:
         Recall(Little<uint32_t>());
-        return;    // LONG_BINGET
-      case 'c': {  // GLOBAL
+        return true;
+      case kPop:
+        (void)Pop();
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // Classes, calls, object state and storages.
+  bool StepObject(uint8_t opcode) {
+    using Kind = PickleValue::Kind;
+    switch (opcode) {
+      case kGlobal: {
         std::string module = Line();
         PushString(module + "." + Line(), Kind::kGlobal);
-        return;
+        return true;
       }
-      case 0x93: {  // STACK_GLOBAL
+      case kStackGlobal: {
         PickleRef name = Pop();
         PickleRef module = Pop();
         if (name->kind != Kind::kString || module->kind != Kind::kString) {
           throw Bad("STACK_GLOBAL without module and name strings");
         }
         PushString(module->text + "." + name->text, Kind::kGlobal);
-        return;
+        return true;
       }
-      case 'R': {  // REDUCE
+      case kReduce: {
         PickleRef arguments = Pop();
         PickleRef callable = Pop();
         stack_.push_back(Reduce(*callable, *arguments));
-        return;
+        return true;
       }
-      case 0x81: {  // NEWOBJ
+      case kNewObj: {
         (void)Pop();
         PickleRef type = Pop();
         PickleRef object = Make(Kind::kOpaque);
         object->text = type->text;
         stack_.push_back(object);
-        return;
+        return true;
       }
-      case 'b':
+      case kBuild:  // an object's state (a state dict's _metadata): not needed here
         (void)Pop();
         (void)Top();
-        return;    // BUILD: an object's state, not needed here
-      case 'Q': {  // BINPERSID
+        return true;
+      case kBinPersId: {
         PickleRef id = Pop();
         stack_.push_back(Storage(*id));
-        return;
+        return true;
       }
-      case '0':
-        (void)Pop();
-        return;  // POP
       default:
-        throw Bad("pickle opcode 0x" + Hex(opcode) + " at byte " + std::to_string(position_ - 1) +
-                  " is not one torch.save writes for a state dict");
+        return false;
     }
   }
 
