@@ -88,7 +88,7 @@ def write(directory):
 
 
 def state(file, batch):
-    loaded = torch.load(file)
+    loaded = torch.load(file, weights_only=True)  # only tensors and plain containers
     if type(loaded) is not dict:
         raise SystemExit(f"torch.load({file}) gave a {type(loaded).__name__}, not a dict")
     model = export_model.ConvNet()

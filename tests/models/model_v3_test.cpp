@@ -180,6 +180,22 @@ TEST(BatchNorm, ReadAndWriteBuffersMoveEveryByteInIndexOrder) {
             DPL_ERR_INVALID_ARGUMENT);
 }
 
+TEST(BatchNorm, SaveAndLoadStateCarryTheBuffers) {
+  const Model model(TestPlugin("batchnorm"), Config("", 4)),
+      other(TestPlugin("batchnorm"), Config("", 5));
+  TrainStep(model, Batch(8));
+  TrainStep(model, Batch(8, 9));
+  const std::string path = Path("batchnorm_state.pt");
+  ASSERT_EQ(model.plugin().save_state(model.get(), path.c_str()), DPL_OK) << model.error();
+  ASSERT_EQ(other.plugin().load_state(other.get(), path.c_str()), DPL_OK) << other.error();
+  EXPECT_EQ(other.Values(), model.Values());
+  std::vector<uint8_t> saved(44), loaded(44);
+  ASSERT_EQ(model.plugin().read_buffers(model.get(), saved.data(), saved.size()), DPL_OK);
+  ASSERT_EQ(other.plugin().read_buffers(other.get(), loaded.data(), loaded.size()), DPL_OK);
+  EXPECT_EQ(loaded, saved) << "statistics, the int64 counter and the frozen scale";
+  EXPECT_EQ(*static_cast<const int64_t*>(other.Buffer(3).value.data), 2);
+}
+
 TEST(BatchNorm, TheBroadcastBuffersOptionSharesTheModelOptions) {
   const Model quiet(TestPlugin("batchnorm"), Config("broadcast_buffers=0"));
   EXPECT_EQ(quiet.Info().flags, 0u);

@@ -2,8 +2,8 @@
 // writes and load_state reads.
 //
 // Written (model ABI v3): a state dict, {name: tensor} with the module's own parameter and buffer
-// names, as torch::pickle_save writes it: the zip format of torch.save, so Python's
-// torch.load(path) gives the dict back and module.load_state_dict(torch.load(path)) loads it.
+// names, as torch.save writes it (Note [Writing torch.save files]), so Python's torch.load(path)
+// gives the dict back and module.load_state_dict(torch.load(path)) loads it.
 // Model ABI v1 and v2 plugins keep writing their own archive (torch::serialize::OutputArchive
 // with the model's name under "dpl.model"), which only the plugin reads.
 //
@@ -28,6 +28,7 @@
 
 #include "dpl/torch_model/errors.hpp"
 #include "dpl/torch_model/pickle_reader.hpp"
+#include "dpl/torch_model/pickle_writer.hpp"
 
 namespace dpl {
 namespace torch_model {
@@ -103,27 +104,14 @@ inline StateFile ReadStateFile(const std::string& path, const std::string& prefi
   return state;
 }
 
-// A CPU tensor that owns exactly its own elements (so the file holds nothing else).
-inline torch::Tensor Compact(const torch::Tensor& tensor) {
-  torch::Tensor host = tensor.detach().to(torch::kCPU);
-  const bool alone = host.is_contiguous() && host.storage_offset() == 0 &&
-                     host.storage().nbytes() == size_t(host.numel()) * host.element_size();
-  return alone ? host : host.clone(at::MemoryFormat::Contiguous);
-}
-
-inline void WriteFile(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (file) file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (file) file.close();
-  if (!file)
-    throw PluginError(DPL_ERR_IO, "cannot write state file " + path + ": " + SystemError());
-}
-
-// {name: tensor} for Python's torch.load, tensors on the CPU (torch.load needs no map_location).
+// {name: tensor} for Python's torch.load, tensors on the CPU (torch.load needs no map_location;
+// Note [Writing torch.save files]).
 inline void WriteStateDict(const std::string& path, const NamedTensors& tensors) {
-  c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& named : tensors) dict.insert(named.first, Compact(named.second));
-  WriteFile(path, torch::pickle_save(c10::IValue(dict)));
+  NamedTensors compact;
+  for (const auto& named : tensors) {
+    compact.emplace_back(named.first, named.second.detach().to(torch::kCPU).contiguous());
+  }
+  WriteTorchSaveStateDict(path, compact);
 }
 
 // The archive of model ABI v1/v2 plugins.
