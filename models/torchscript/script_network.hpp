@@ -5,6 +5,7 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -36,7 +37,16 @@ class ScriptNetwork : public torch_model::Network {
   ScriptNetwork(torch::jit::Module module, std::string file)
       : module_(std::move(module)), file_(std::move(file)) {}
 
+  // Note [Running TorchScript unoptimised]: the module runs in the interpreter op by op, as
+  // torch.jit.optimized_execution(False) runs it in Python, so every op goes through libtorch's
+  // dispatcher and autograd as eager code does. The graph executor's optimised plan (profiled,
+  // specialised on dtypes and shapes, differentiated by the JIT's autodiff) did not follow the
+  // autocast set around the call: under bf16 the recipe's scripted ConvNet returned float32
+  // log-probabilities and ran no faster than in fp32; unoptimised it computes as eager code in
+  // both precisions, and faster (docs/precision.md). The plan would also re-specialise for every
+  // new batch size.
   torch::Tensor Forward(const torch::Tensor& input) override {
+    torch::jit::GraphOptimizerEnabledGuard unoptimised(false);
     const c10::IValue output = module_.forward({input});
     if (!output.isTensor()) {
       throw InvalidArgument("TorchScript file " + file_ + ": forward returns a " +
