@@ -28,7 +28,9 @@ struct ConvNet : torch::nn::Module {
     x = dpl::convnet::Relu(fc1->forward(x));
     x = torch::feature_dropout(x, 0.25, is_training() && dropout_enabled);
     x = fc2->forward(x);
-    return torch::log_softmax(x, 1);
+    // float32 log-probabilities under a bf16 autocast too (libtorch 1.13's CPU autocast would
+    // leave log_softmax in bfloat16); a no-op in float32.
+    return torch::log_softmax(x, 1, torch::kFloat32);
   }
 
   bool dropout_enabled;

@@ -4,8 +4,9 @@
 
 namespace {
 
-// flatten (784) -> fc1 Linear(784, hidden) -> ReLU -> fc2 Linear(hidden, 10) -> log_softmax.
-// Option hidden=N sets the hidden width (default 128).
+// flatten -> fc1 Linear(sample elements, hidden) -> ReLU -> fc2 Linear(hidden, classes) ->
+// log_softmax, for samples of any shape and any number of classes (the data's: 784 and 10 for
+// 28x28 images of 10 classes). Option hidden=N sets the hidden width (default 128).
 struct Mlp : torch::nn::Module {
   explicit Mlp(const dpl::torch_model::ModelOptions& options) {
     const int64_t hidden = options.GetInt("hidden", 128);
@@ -13,13 +14,15 @@ struct Mlp : torch::nn::Module {
       throw dpl::torch_model::InvalidOption("option \"hidden\" must be >= 1, got " +
                                             std::to_string(hidden));
     }
-    fc1 = register_module("fc1", torch::nn::Linear(784, hidden));
-    fc2 = register_module("fc2", torch::nn::Linear(hidden, 10));
+    int64_t sample_elements = 1;
+    for (int64_t extent : options.input_shape()) sample_elements *= extent;
+    fc1 = register_module("fc1", torch::nn::Linear(sample_elements, hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, options.num_classes()));
   }
 
   torch::Tensor forward(torch::Tensor x) {
     x = torch::relu(fc1->forward(torch::flatten(x, 1)));
-    return torch::log_softmax(fc2->forward(x), 1);
+    return torch::log_softmax(fc2->forward(x), 1, torch::kFloat32);
   }
 
   torch::nn::Linear fc1{nullptr};
@@ -28,5 +31,8 @@ struct Mlp : torch::nn::Module {
 
 }  // namespace
 
-DPL_EXPORT_TORCH_MODEL(Mlp, "mlp", "1.0.0", "a 784-128-10 multilayer perceptron for 28x28 images",
-                       (std::vector<int64_t>{1, 28, 28}), 10)
+DPL_EXPORT_TORCH_MODEL(Mlp, "mlp", "1.0.0",
+                       "a one-hidden-layer perceptron for samples of any shape (default 1x28x28, "
+                       "10 classes)",
+                       dpl::torch_model::AnyInputShape({1, 28, 28}),
+                       dpl::torch_model::AnyNumClasses(10))

@@ -1,12 +1,12 @@
-# dpl_torch_model_plugin(<target> [ABI_VERSION 1|2])
+# dpl_torch_model_plugin(<target> [ABI_VERSION 1|2|3])
 # Makes the MODULE library <target>, whose one .cpp uses DPL_EXPORT_TORCH_MODEL from
 # dpl/torch_model.hpp, a dpl model plugin: links dpl::sdk and libtorch, exports nothing but the
-# entry table of model ABI <ABI_VERSION> (default 2, the newest), and refuses undefined symbols
+# entry table of model ABI <ABI_VERSION> (default 3, the newest), and refuses undefined symbols
 # at link time. Used by the in-tree models and, through find_package(dpl), by outside ones.
 function(dpl_torch_model_plugin target)
   cmake_parse_arguments(ARG "" "ABI_VERSION" "" ${ARGN})
   if(NOT ARG_ABI_VERSION)
-    set(ARG_ABI_VERSION 2)
+    set(ARG_ABI_VERSION 3)
   endif()
   find_package(Torch REQUIRED)  # Debian's libtorch, or any libtorch via CMAKE_PREFIX_PATH
   target_link_libraries(${target} PRIVATE dpl::sdk ${TORCH_LIBRARIES})

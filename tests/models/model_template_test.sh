@@ -15,7 +15,8 @@ mkdir -p "$scratch"
 
 "$cmake_bin" --install "$build_dir" --prefix "$prefix" >"$scratch/install.log" 2>&1 ||
   { cat "$scratch/install.log"; fail "cmake --install $build_dir"; }
-[[ -e $prefix/include/dpl/torch_model.hpp ]] || fail "the install lacks include/dpl/torch_model.hpp"
+[[ -e $prefix/include/dpl/torch_model.hpp && -e $prefix/include/dpl/torch_model/plugin.hpp ]] ||
+  fail "the install lacks include/dpl/torch_model.hpp or include/dpl/torch_model/"
 
 "$cmake_bin" -S "$template_dir" -B "$template_build" -G "$generator" \
   -DCMAKE_CXX_COMPILER="$cxx_compiler" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
@@ -27,14 +28,14 @@ plugin=$template_build/libdpl_model_logreg.so
 [[ -f $plugin ]] || fail "the template build made no $plugin"
 
 exported=$(nm -D --defined-only "$plugin" | awk '{print $NF}')
-[[ $exported == dpl_model_plugin_v2 ]] ||
-  fail "$plugin exports more than dpl_model_plugin_v2: $exported"
+[[ $exported == dpl_model_plugin_v3 ]] ||
+  fail "$plugin exports more than dpl_model_plugin_v3: $exported"
 
 status=0
 listing=$(env -u DPL_PLUGIN_PATH "$prefix/bin/launcher" plugins --plugin-dir "$template_build" 2>&1) ||
   status=$?
 echo "$listing"
-grep -Eq "^model +logreg +1\.0\.0 +v2 +$plugin\$" <<<"$listing" ||
+grep -Eq "^model +logreg +1\.0\.0 +v3 +$plugin\$" <<<"$listing" ||
   fail "the installed launcher does not list the template model (exit status $status)"
 # Dropped into a plugin folder, it trains with the unchanged, installed launcher (2 workers, the
 # default Fashion-MNIST data).

@@ -1,180 +1,30 @@
 // The in-tree model plugins, loaded with dlopen from the build's plugin folder and driven through
 // the C ABI only, as the launcher drives them.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
-#include <array>
 #include <atomic>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
-#include <memory>
-#include <random>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "dpl/model.h"
+#include "plugin_driver.hpp"
 
 namespace {
 
-// Loads libdpl_model_<name>.so once per process; never unloaded (libtorch does not support it).
-const dpl_model_plugin_v2& Plugin(const std::string& name) {
-  static std::array<std::pair<std::string, const dpl_model_plugin_v2*>, 4> loaded{};
-  for (const auto& entry : loaded) {
-    if (entry.first == name) return *entry.second;
-  }
-  const std::string path = std::string(DPL_TEST_PLUGIN_DIR) + "/libdpl_model_" + name + ".so";
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    ADD_FAILURE() << "dlopen " << path << ": " << dlerror();
-    std::abort();
-  }
-  auto* table = static_cast<const dpl_model_plugin_v2*>(dlsym(handle, "dpl_model_plugin_v2"));
-  if (table == nullptr) {
-    ADD_FAILURE() << path << " has no dpl_model_plugin_v2";
-    std::abort();
-  }
-  for (auto& entry : loaded) {
-    if (entry.second == nullptr) {
-      entry = {name, table};
-      break;
-    }
-  }
-  return *table;
-}
-
-dpl_model_config_v1 Config(const char* options, uint64_t seed = 0) {
-  dpl_model_config_v1 config{};
-  config.struct_size = sizeof config;
-  config.version = DPL_MODEL_ABI_VERSION_2;
-  config.options = options;
-  config.device_type = kDLCPU;
-  config.device_id = 0;
-  config.seed = seed;
-  config.num_threads = 1;
-  return config;
-}
-
-// One model instance, destroyed at scope end.
-class Model {
- public:
-  Model(const std::string& name, const char* options, uint64_t seed = 0) : plugin_(Plugin(name)) {
-    const dpl_model_config_v1 config = Config(options, seed);
-    const dpl_status status = plugin_.create(&config, &model_);
-    if (status != DPL_OK) {
-      ADD_FAILURE() << "create " << name << " (" << options << "): " << plugin_.last_error();
-    }
-  }
-  ~Model() { plugin_.destroy(model_); }
-  Model(const Model&) = delete;
-  Model& operator=(const Model&) = delete;
-
-  const dpl_model_plugin_v2& plugin() const { return plugin_; }
-  dpl_model* get() const { return model_; }
-
-  dpl_model_info_v1 Info() const {
-    dpl_model_info_v1 info{};
-    info.struct_size = sizeof info;
-    EXPECT_EQ(plugin_.describe(model_, &info), DPL_OK) << plugin_.last_error();
-    return info;
-  }
-
-  dpl_parameter_v1 Parameter(uint32_t index) const {
-    dpl_parameter_v1 parameter{};
-    parameter.struct_size = sizeof parameter;
-    EXPECT_EQ(plugin_.parameter(model_, index, &parameter), DPL_OK) << plugin_.last_error();
-    return parameter;
-  }
-
-  std::vector<dpl_parameter_v1> Parameters() const {
-    std::vector<dpl_parameter_v1> parameters;
-    for (uint32_t i = 0; i < Info().parameter_count; ++i) parameters.push_back(Parameter(i));
-    return parameters;
-  }
-
- private:
-  const dpl_model_plugin_v2& plugin_;
-  dpl_model* model_ = nullptr;
-};
-
-int64_t Elements(const DLTensor& tensor) {
-  int64_t count = 1;
-  for (int32_t i = 0; i < tensor.ndim; ++i) count *= tensor.shape[i];
-  return count;
-}
-
-float* Floats(const DLTensor& tensor) {
-  return static_cast<float*>(tensor.data);
-}
-
-// A fixed batch of 28x28 images with pseudo-random pixels and labels.
-struct Batch {
-  explicit Batch(int64_t size, uint32_t seed = 7) : images(size * 28 * 28), labels(size) {
-    std::mt19937 generator(seed);
-    std::normal_distribution<float> pixel(0.0f, 1.0f);
-    std::uniform_int_distribution<int64_t> label(0, 9);
-    for (auto& value : images) value = pixel(generator);
-    for (auto& value : labels) value = label(generator);
-    image_shape = {size, 1, 28, 28};
-    label_shape = {size};
-    input.data = images.data();
-    input.device = {kDLCPU, 0};
-    input.ndim = 4;
-    input.dtype = {kDLFloat, 32, 1};
-    input.shape = image_shape.data();
-    target.data = labels.data();
-    target.device = {kDLCPU, 0};
-    target.ndim = 1;
-    target.dtype = {kDLInt, 64, 1};
-    target.shape = label_shape.data();
-  }
-  std::vector<float> images;
-  std::vector<int64_t> labels;
-  std::vector<int64_t> image_shape;
-  std::vector<int64_t> label_shape;
-  DLTensor input{};
-  DLTensor target{};
-};
-
-float TrainStep(const Model& model, const Batch& batch) {
-  float loss = NAN;
-  EXPECT_EQ(model.plugin().train_step(model.get(), &batch.input, &batch.target, &loss), DPL_OK)
-      << model.plugin().last_error();
-  return loss;
-}
-
-void Sgd(const Model& model, float learning_rate) {
-  for (const auto& parameter : model.Parameters()) {
-    float* value = Floats(parameter.value);
-    const float* gradient = Floats(parameter.gradient);
-    for (int64_t i = 0; i < Elements(parameter.value); ++i) value[i] -= learning_rate * gradient[i];
-  }
-}
-
-std::string Capture(const std::string& command, int* exit_code) {
-  std::string output;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return output;
-  std::array<char, 4096> buffer{};
-  std::size_t read = 0;
-  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    output.append(buffer.data(), read);
-  const int status = pclose(pipe);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
-}
+using namespace dpl_test;
 
 TEST(ConvNet, DescribesTheRecipeShapes) {
   Model model("convnet", "");
   EXPECT_STREQ(model.plugin().header.name, "convnet");
   EXPECT_STREQ(model.plugin().header.version, "1.0.0");
   EXPECT_EQ(model.plugin().header.kind, static_cast<uint32_t>(DPL_PLUGIN_KIND_MODEL));
-  EXPECT_EQ(model.plugin().header.abi_version, DPL_MODEL_ABI_VERSION_2);
-  EXPECT_EQ(model.plugin().header.struct_size, sizeof(dpl_model_plugin_v2));
-  const dpl_model_info_v1 info = model.Info();
+  EXPECT_EQ(model.plugin().header.abi_version, DPL_MODEL_ABI_VERSION_3);
+  EXPECT_EQ(model.plugin().header.struct_size, sizeof(dpl_model_plugin_v3));
+  const dpl_model_info_v3 info = model.Info();
   ASSERT_EQ(info.input_ndim, 3u);
   EXPECT_EQ(info.input_shape[0], 1);
   EXPECT_EQ(info.input_shape[1], 28);
@@ -198,7 +48,7 @@ TEST(ConvNet, DescribesTheRecipeShapes) {
   int64_t total_elements = 0;
   const auto parameters = model.Parameters();
   for (std::size_t i = 0; i < parameters.size(); ++i) {
-    const dpl_parameter_v1& parameter = parameters[i];
+    const dpl_parameter_v2& parameter = parameters[i];
     EXPECT_EQ(parameter.name, expected[i].first);
     ASSERT_EQ(parameter.value.ndim, static_cast<int32_t>(expected[i].second.size()));
     for (int32_t d = 0; d < parameter.value.ndim; ++d) {
@@ -325,23 +175,18 @@ TEST(ConvNet, SaveAndLoadRoundTripIntoTheSameTensors) {
             0u)
       << model.plugin().last_error();
 
-  // A state saved by another model is refused by name.
+  // A state dict of another model lacks this model's tensors: the first missing one is named.
   const std::string mlp_path = std::string(DPL_TEST_BINARY_DIR) + "/mlp_state.pt";
   Model mlp("mlp", "");
   ASSERT_EQ(mlp.plugin().save_state(mlp.get(), mlp_path.c_str()), DPL_OK);
   EXPECT_EQ(model.plugin().load_state(model.get(), mlp_path.c_str()), DPL_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(
-      std::string(model.plugin().last_error()),
-      "model \"convnet\": state file " + mlp_path + " was not saved by this model (\"convnet\")");
+  EXPECT_EQ(std::string(model.plugin().last_error()),
+            "model \"convnet\": state file " + mlp_path + " has no tensor \"cn1.weight\"");
 }
 
-dpl_status CreateStatus(const std::string& name, const dpl_model_config_v1& config,
+dpl_status CreateStatus(const std::string& name, const dpl_model_config_v3& config,
                         std::string* message) {
-  dpl_model* model = nullptr;
-  const dpl_status status = Plugin(name).create(&config, &model);
-  *message = Plugin(name).last_error();
-  Plugin(name).destroy(model);
-  return status;
+  return dpl_test::CreateStatus(Plugin(name), config, message);
 }
 
 TEST(ConvNet, BadOptionsAreRefusedWithTheirExactError) {
@@ -350,7 +195,7 @@ TEST(ConvNet, BadOptionsAreRefusedWithTheirExactError) {
             DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message,
             "model \"convnet\": unknown option \"colour\" in --model-options; known options: "
-            "dropout");
+            "dropout, broadcast_buffers");
   EXPECT_EQ(CreateStatus("convnet", Config("dropout=maybe"), &message), DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message, "model \"convnet\": option \"dropout\" expects 0 or 1, got \"maybe\"");
   EXPECT_EQ(CreateStatus("convnet", Config("dropout"), &message), DPL_ERR_INVALID_ARGUMENT);
@@ -362,20 +207,21 @@ TEST(ConvNet, BadOptionsAreRefusedWithTheirExactError) {
   EXPECT_EQ(message, "model \"mlp\": option \"hidden\" expects an integer, got \"wide\"");
   EXPECT_EQ(CreateStatus("mlp", Config("dropout=1"), &message), DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message,
-            "model \"mlp\": unknown option \"dropout\" in --model-options; known options: hidden");
+            "model \"mlp\": unknown option \"dropout\" in --model-options; known options: hidden, "
+            "broadcast_buffers");
 
-  dpl_model_config_v1 cuda = Config("");
+  dpl_model_config_v3 cuda = Config("");
   cuda.device_type = kDLCUDA;
   EXPECT_EQ(CreateStatus("convnet", cuda, &message), DPL_ERR_NO_DEVICE);
   // Debian's libtorch has no CUDA: the plugin says so instead of failing inside libtorch.
   EXPECT_EQ(message,
             "model \"convnet\": this plugin's libtorch is a CPU-only build (no CUDA support); use "
             "--device cpu, or rebuild the plugin against a libtorch with CUDA");
-  dpl_model_config_v1 no_threads = Config("");
+  dpl_model_config_v3 no_threads = Config("");
   no_threads.num_threads = 0;
   EXPECT_EQ(CreateStatus("convnet", no_threads, &message), DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message, "model \"convnet\": num_threads must be >= 1, got 0");
-  dpl_model_config_v1 old_host = Config("");
+  dpl_model_config_v3 old_host = Config("");
   old_host.struct_size = 8;
   EXPECT_EQ(CreateStatus("convnet", old_host, &message), DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message, "model \"convnet\": config struct_size 8 is smaller than " +
@@ -407,7 +253,7 @@ TEST(ConvNet, BadBatchesAndIndicesAreRefused) {
   EXPECT_NE(std::string(model.plugin().last_error()).find("model \"convnet\": train_step: "),
             std::string::npos)
       << model.plugin().last_error();
-  dpl_parameter_v1 parameter{};
+  dpl_parameter_v2 parameter{};
   parameter.struct_size = sizeof parameter;
   EXPECT_EQ(model.plugin().parameter(model.get(), 8, &parameter), DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(std::string(model.plugin().last_error()),
@@ -441,7 +287,7 @@ TEST(ConvNet, EvalStepSumsTheLossCountsHitsAndRestoresTrainMode) {
 
 TEST(Mlp, IsADifferentNetworkBehindTheSameAbi) {
   Model model("mlp", "hidden=32");
-  const dpl_model_info_v1 info = model.Info();
+  const dpl_model_info_v3 info = model.Info();
   EXPECT_EQ(info.num_classes, 10);
   ASSERT_EQ(info.parameter_count, 4u);
   int64_t elements = 0;
@@ -536,7 +382,7 @@ TEST(ConvNet, MatchesPythonTorchOnTheSameWeightsAndBatch) {
 // so the host reduces a bucket in one collective.
 TEST(ConvNet, GradientsAreViewsIntoOneBufferInParameterOrder) {
   Model model("convnet", "");
-  const std::vector<dpl_parameter_v1> parameters = model.Parameters();
+  const std::vector<dpl_parameter_v2> parameters = model.Parameters();
   ASSERT_EQ(parameters.size(), 8u);
   for (size_t i = 0; i + 1 < parameters.size(); ++i) {
     EXPECT_EQ(Floats(parameters[i].gradient) + Elements(parameters[i].gradient),
@@ -590,7 +436,7 @@ TEST(ConvNet, HostBatchGivesHostBuffersThatTrainLikeTheCallersOwn) {
 
 TEST(ConvNet, ReadAndWriteTensorsCopyEveryParameterBackToBack) {
   Model model("convnet", "");
-  const std::vector<dpl_parameter_v1> parameters = model.Parameters();
+  const std::vector<dpl_parameter_v2> parameters = model.Parameters();
   uint64_t total = 0;
   for (const auto& parameter : parameters) total += uint64_t(Elements(parameter.value));
   ASSERT_EQ(total, 300426u);  // the recipe's ConvNet
@@ -616,7 +462,7 @@ TEST(ConvNet, ReadAndWriteTensorsCopyEveryParameterBackToBack) {
   ASSERT_EQ(
       model.plugin().write_tensors(model.get(), DPL_MODEL_TENSORS_VALUES, values.data(), total),
       DPL_OK);
-  const std::vector<dpl_parameter_v1> after = model.Parameters();
+  const std::vector<dpl_parameter_v2> after = model.Parameters();
   offset = 0;
   for (size_t p = 0; p < after.size(); ++p) {
     EXPECT_EQ(after[p].value.data, parameters[p].value.data);
@@ -640,7 +486,7 @@ TEST(ConvNet, ReadAndWriteTensorsCopyEveryParameterBackToBack) {
 
 // Each plugin exports its entry table and nothing else.
 TEST(Plugins, ExportOnlyTheEntrySymbol) {
-  for (const std::string name : {"convnet", "mlp"}) {
+  for (const std::string name : {"convnet", "mlp", "torchscript"}) {
     const std::string path = std::string(DPL_TEST_PLUGIN_DIR) + "/libdpl_model_" + name + ".so";
     int exit_code = -1;
     const std::string output = Capture("nm -D --defined-only " + path, &exit_code);
@@ -652,7 +498,7 @@ TEST(Plugins, ExportOnlyTheEntrySymbol) {
       const auto last_space = line.find_last_of(' ');
       if (last_space != std::string::npos) symbols.insert(line.substr(last_space + 1));
     }
-    EXPECT_EQ(symbols, std::set<std::string>{"dpl_model_plugin_v2"}) << path << ":\n" << output;
+    EXPECT_EQ(symbols, std::set<std::string>{"dpl_model_plugin_v3"}) << path << ":\n" << output;
   }
 }
 

@@ -16,7 +16,8 @@ struct LogisticRegression : torch::nn::Module {
   }
 
   torch::Tensor forward(torch::Tensor images) {
-    return torch::log_softmax(linear->forward(torch::flatten(images, 1)), 1);
+    // Log-probabilities in float32 even when the forward pass runs in bfloat16 (--precision bf16).
+    return torch::log_softmax(linear->forward(torch::flatten(images, 1)), 1, torch::kFloat32);
   }
 
   torch::nn::Linear linear{nullptr};
@@ -24,7 +25,8 @@ struct LogisticRegression : torch::nn::Module {
 
 }  // namespace
 
-// name on the command line, version, one-line description, one sample's shape, classes.
+// name on the command line, version, one-line description, one sample's shape, classes (the data
+// must match them; dpl::torch_model::AnyInputShape / AnyNumClasses accept any, see mlp.cpp).
 DPL_EXPORT_TORCH_MODEL(LogisticRegression, "logreg", "1.0.0",
                        "logistic regression on 28x28 images (template model)",
                        (std::vector<int64_t>{1, 28, 28}), 10)

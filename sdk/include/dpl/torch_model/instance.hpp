@@ -1,0 +1,510 @@
+// dpl SDK, libtorch model helper (internal part of dpl/torch_model.hpp): one model instance, the
+// object behind a dpl_model handle. It implements what every entry of the model ABI does, for
+// any Network (dpl/torch_model/network.hpp); dpl/torch_model/plugin.hpp turns these methods into
+// the C tables of model ABI v1, v2 and v3.
+#ifndef DPL_TORCH_MODEL_INSTANCE_HPP
+#define DPL_TORCH_MODEL_INSTANCE_HPP
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dpl/model.h"
+#include "dpl/torch_model/errors.hpp"
+#include "dpl/torch_model/host_batches.hpp"
+#include "dpl/torch_model/network.hpp"
+#include "dpl/torch_model/precision.hpp"
+#include "dpl/torch_model/rng_state.hpp"
+#include "dpl/torch_model/state_file.hpp"
+#include "dpl/torch_model/tensor_view.hpp"
+#include "dpl/torch_model/warnings.hpp"
+
+namespace dpl {
+namespace torch_model {
+namespace {
+
+// What create decided besides the network itself.
+struct InstanceSettings {
+  std::string model_name;
+  std::string model_version;
+  c10::Device device{c10::kCPU};
+  dpl_precision precision = DPL_PRECISION_FP32;
+  bool broadcast_buffers = true;  // model option broadcast_buffers (model ABI v3)
+  dpl_log_fn log = nullptr;
+  void* log_context = nullptr;
+};
+
+class Instance;
+
+// Calls the host's gradient-ready callback once autograd has accumulated one parameter's grad.
+class GradientReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  GradientReadyHook(const Instance* instance, uint32_t index)
+      : instance_(instance), index_(index) {}
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list& /*inputs*/) override;
+
+ private:
+  const Instance* instance_;
+  uint32_t index_;
+};
+
+class Instance {
+ public:
+  Instance(InstanceSettings settings, NetworkSpec spec, std::unique_ptr<WarningLog> warnings)
+      : settings_(std::move(settings)),
+        warnings_(std::move(warnings)),
+        network_(std::move(spec.network)),
+        input_shape_(std::move(spec.input_shape)),
+        num_classes_(spec.num_classes),
+        loss_(spec.loss),
+        batches_(settings_.device, input_shape_) {
+    network_->SetTraining(true);
+    CollectParameters();
+    CollectBuffers();
+  }
+
+  const InstanceSettings& settings() const { return settings_; }
+  c10::Device device() const { return settings_.device; }
+  Network& network() { return *network_; }
+  // Where libtorch's warnings go during this instance's calls (Note [libtorch warnings]).
+  WarningLog* warnings() const { return warnings_.get(); }
+
+  void Log(dpl_log_level level, const std::string& message) const {
+    if (settings_.log != nullptr) settings_.log(settings_.log_context, level, message.c_str());
+  }
+
+  void NotifyGradientReady(uint32_t index) const {
+    if (gradient_ready_ != nullptr) gradient_ready_(gradient_ready_context_, index);
+  }
+
+  std::string Summary() const {
+    int64_t elements = 0;
+    for (const auto& parameter : parameters_) elements += parameter.numel();
+    std::string text = "model " + settings_.model_name + " " + settings_.model_version + ": " +
+                       std::to_string(parameters_.size()) + " parameter tensors, " +
+                       std::to_string(elements) + " elements, on " + settings_.device.str();
+    if (!buffers_.empty()) text += ", " + std::to_string(buffers_.size()) + " buffers";
+    if (settings_.precision != DPL_PRECISION_FP32) {
+      text += ", forward in " + std::string(PrecisionName(settings_.precision));
+    }
+    return text;
+  }
+
+  // --- describe, parameter, buffer ---
+
+  void FillInfo(dpl_model_info_v1* info) const {
+    if (input_shape_.size() > DPL_MODEL_MAX_INPUT_DIMS) {
+      throw PluginError(DPL_ERR_INTERNAL, std::string("input has more than ") +
+                                              std::to_string(DPL_MODEL_MAX_INPUT_DIMS) + " dims");
+    }
+    info->input_ndim = static_cast<uint32_t>(input_shape_.size());
+    for (uint32_t i = 0; i < DPL_MODEL_MAX_INPUT_DIMS; ++i) {
+      info->input_shape[i] = i < info->input_ndim ? input_shape_[i] : 0;
+    }
+    info->num_classes = num_classes_;
+    info->parameter_count = static_cast<uint32_t>(parameters_.size());
+    info->reserved = 0;
+  }
+
+  // Note [The compute stream]: the helper issues all device work on the device's default stream
+  // and changes no stream, so info.stream is NULL on CUDA too (the legacy default stream, which
+  // model ABI v3 spells NULL). Naming a non-default stream would need the CUDA headers, which a
+  // plugin built against a CPU-only libtorch does not have.
+  void FillInfoV3(dpl_model_info_v3* info) const {
+    info->buffer_count = static_cast<uint32_t>(buffers_.size());
+    info->flags = settings_.broadcast_buffers ? DPL_MODEL_BROADCAST_BUFFERS : 0u;
+    info->stream = nullptr;
+  }
+
+  void FillParameter(uint32_t index, dpl_parameter_v1* parameter) const {
+    if (index >= parameters_.size()) {
+      throw InvalidArgument("parameter index " + std::to_string(index) +
+                            " is out of range; the model has " +
+                            std::to_string(parameters_.size()) + " parameters");
+    }
+    parameter->reserved = 0;
+    parameter->name = parameter_names_[index].c_str();
+    parameter->value = value_views_[index].tensor;
+    parameter->gradient = gradient_views_[index].tensor;
+  }
+
+  void FillBuffer(uint32_t index, dpl_buffer_v3* buffer) const {
+    if (index >= buffers_.size()) {
+      throw InvalidArgument("buffer index " + std::to_string(index) +
+                            " is out of range; the model has " + std::to_string(buffers_.size()) +
+                            " buffers");
+    }
+    buffer->reserved = 0;
+    buffer->name = buffer_names_[index].c_str();
+    buffer->value = buffer_views_[index].tensor;
+  }
+
+  // --- mode, callbacks, gradients ---
+
+  void SetGradientReadyCallback(dpl_gradient_ready_fn callback, void* user_context) {
+    gradient_ready_ = callback;
+    gradient_ready_context_ = callback ? user_context : nullptr;
+  }
+
+  void SetMode(dpl_model_mode mode) {
+    if (mode != DPL_MODEL_MODE_TRAIN && mode != DPL_MODEL_MODE_EVAL) {
+      throw InvalidArgument("unknown mode " + std::to_string(static_cast<int>(mode)));
+    }
+    network_->SetTraining(mode == DPL_MODEL_MODE_TRAIN);
+  }
+
+  void ZeroGradients() { flat_gradients_.zero_(); }
+
+  // --- steps ---
+
+  float TrainStep(const DLTensor* input, const DLTensor* labels) {
+    const std::pair<torch::Tensor, torch::Tensor> batch = batches_.Wrap(input, labels);
+    torch::Tensor output;
+    {
+      AutocastScope autocast(settings_.precision, settings_.device);
+      output = network_->Forward(batch.first);
+    }
+    CheckBuffersKept();
+    torch::Tensor mean_loss = LossOf(output, batch.second, at::Reduction::Mean);
+    mean_loss.backward();
+    return mean_loss.item<float>();
+  }
+
+  void EvalStep(const DLTensor* input, const DLTensor* labels, double* loss_sum, int64_t* correct) {
+    const std::pair<torch::Tensor, torch::Tensor> batch = batches_.Wrap(input, labels);
+    torch::NoGradGuard no_grad;
+    const bool was_training = network_->IsTraining();
+    network_->SetTraining(false);
+    struct RestoreMode {
+      Network& network;
+      bool training;
+      ~RestoreMode() { network.SetTraining(training); }
+    } restore{*network_, was_training};
+    torch::Tensor output;
+    {
+      AutocastScope autocast(settings_.precision, settings_.device);
+      output = network_->Forward(batch.first);
+    }
+    CheckBuffersKept();
+    *loss_sum = LossOf(output, batch.second, at::Reduction::Sum).item<double>();
+    *correct = output.argmax(1).eq(batch.second).sum().item<int64_t>();
+  }
+
+  // The loss in float32, whatever the forward's precision (Note [Mixed precision]).
+  torch::Tensor LossOf(const torch::Tensor& output, const torch::Tensor& labels,
+                       at::Reduction::Reduction reduction) const {
+    const int64_t batch = labels.size(0);
+    if (output.dim() != 2 || output.size(0) != batch || output.size(1) != num_classes_) {
+      throw InvalidArgument("forward returned a tensor of shape " + ShapeText(output.sizes()) +
+                            " for a batch of " + std::to_string(batch) + "; the " +
+                            LossName(loss_) + " loss needs (" + std::to_string(batch) + ", " +
+                            std::to_string(num_classes_) + ")");
+    }
+    const torch::Tensor scores = output.to(torch::kFloat32);
+    switch (loss_) {
+      case Loss::kNll:
+        return torch::nll_loss(scores, labels, {}, reduction);
+      case Loss::kCrossEntropy:
+        return torch::nll_loss(torch::log_softmax(scores, 1), labels, {}, reduction);
+      case Loss::kMse: {
+        const auto range = torch::aminmax(labels);
+        const int64_t lowest = std::get<0>(range).item<int64_t>();
+        const int64_t highest = std::get<1>(range).item<int64_t>();
+        if (lowest < 0 || highest >= num_classes_) {
+          throw InvalidArgument("label " + std::to_string(lowest < 0 ? lowest : highest) +
+                                " is outside [0, " + std::to_string(num_classes_) + ")");
+        }
+        const torch::Tensor targets = torch::one_hot(labels, num_classes_).to(torch::kFloat32);
+        torch::Tensor squared = torch::mse_loss(scores, targets, at::Reduction::Sum);
+        // Per sample, the mean over the classes: train's mean is then eval's sum / batch.
+        return reduction == at::Reduction::Sum ? squared / double(num_classes_)
+                                               : squared / double(num_classes_ * batch);
+      }
+    }
+    throw PluginError(DPL_ERR_INTERNAL, "unknown loss");
+  }
+
+  void HostBatch(uint32_t slot, int64_t capacity, DLTensor* input, DLTensor* labels) {
+    batches_.Slot(slot, capacity, input, labels);
+  }
+
+  // --- parameters and buffers to and from the host ---
+
+  static void RequireKnownTensors(dpl_model_tensors which) {
+    if (which != DPL_MODEL_TENSORS_VALUES && which != DPL_MODEL_TENSORS_GRADIENTS) {
+      throw InvalidArgument("unknown tensor set " + std::to_string(static_cast<int>(which)));
+    }
+  }
+
+  // Blocking copies (non_blocking = false): from a device they wait for all work issued before
+  // on the default stream, collectives included.
+  void ReadTensors(dpl_model_tensors which, float* host, uint64_t count) {
+    RequireKnownTensors(which);
+    torch::NoGradGuard no_grad;
+    if (which == DPL_MODEL_TENSORS_GRADIENTS) {  // one buffer: one copy (Note [Flat gradients])
+      RequireHostCount(host, count);
+      torch::from_blob(host, {int64_t(count)}, torch::TensorOptions().dtype(torch::kFloat32))
+          .copy_(flat_gradients_);
+      return;
+    }
+    std::vector<torch::Tensor> slices = HostSlices(host, count);
+    for (size_t i = 0; i < slices.size(); ++i) slices[i].copy_(Selected(which, i));
+  }
+
+  void WriteTensors(dpl_model_tensors which, const float* host, uint64_t count) {
+    RequireKnownTensors(which);
+    std::vector<torch::Tensor> slices = HostSlices(host, count);
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < slices.size(); ++i) Selected(which, i).copy_(slices[i]);
+  }
+
+  void ReadBuffers(void* host, uint64_t bytes) {
+    torch::NoGradGuard no_grad;
+    for (auto& [slice, buffer] : BufferSlices(host, bytes)) slice.copy_(buffer);
+  }
+
+  void WriteBuffers(const void* host, uint64_t bytes) {
+    torch::NoGradGuard no_grad;
+    for (auto& [slice, buffer] : BufferSlices(const_cast<void*>(host), bytes)) buffer.copy_(slice);
+  }
+
+  // --- random state ---
+
+  void RngState(void* state, uint64_t capacity, uint64_t* size) const {
+    RequireNotNull(size, "size");
+    const std::vector<uint8_t> bytes = CaptureRngState(settings_.device);
+    *size = bytes.size();
+    if (capacity < bytes.size()) {
+      throw PluginError(DPL_ERR_BUFFER_TOO_SMALL,
+                        "the rng state needs " + std::to_string(bytes.size()) +
+                            " bytes, the buffer holds " + std::to_string(capacity));
+    }
+    RequireNotNull(state, "state");
+    std::memcpy(state, bytes.data(), bytes.size());
+  }
+
+  void SetRngState(const void* state, uint64_t size) const {
+    RestoreRngState(settings_.device, state, size);
+  }
+
+  // --- state files ---
+
+  void SaveState(const std::string& path, uint32_t abi_version) {
+    if (abi_version >= 3) {
+      network_->Save(path);
+      return;
+    }
+    WriteLegacyArchive(path, settings_.model_name, network_->NamedParameters(),
+                       network_->NamedBuffers());
+  }
+
+  // Copies every saved tensor INTO the existing one, so parameter and buffer views stay valid.
+  // Everything is checked before anything is copied.
+  void LoadState(const std::string& path) {
+    const std::string prefix = "state file " + path;
+    StateFile file = ReadStateFile(path, prefix);
+    if (file.writer && *file.writer != settings_.model_name) {
+      throw InvalidArgument(prefix + " was not saved by this model (\"" + settings_.model_name +
+                            "\")");
+    }
+    std::map<std::string, torch::Tensor> saved;
+    for (auto& named : file.tensors) saved.emplace(named.first, named.second);
+    NamedTensors targets = network_->NamedParameters();
+    for (auto& buffer : network_->NamedBuffers()) targets.push_back(std::move(buffer));
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;
+    for (auto& [name, target] : targets) {
+      const auto found = saved.find(name);
+      if (found == saved.end()) throw InvalidArgument(prefix + " has no tensor \"" + name + "\"");
+      if (found->second.sizes() != target.sizes()) {
+        throw InvalidArgument(prefix + ": tensor \"" + name + "\" has shape " +
+                              c10::str(found->second.sizes()) + ", the model expects " +
+                              c10::str(target.sizes()));
+      }
+      copies.emplace_back(target, found->second);
+      saved.erase(found);
+    }
+    torch::NoGradGuard no_grad;
+    for (auto& [target, source] : copies) target.copy_(source);
+    if (!saved.empty()) {
+      std::string names;
+      for (const auto& entry : saved) names += (names.empty() ? "" : ", ") + entry.first;
+      Log(DPL_LOG_WARNING, prefix + " holds " + std::to_string(saved.size()) +
+                               " tensors this model does not have, ignored: " + names);
+    }
+  }
+
+ private:
+  // Trainable parameters get the ABI's parameter list; frozen ones (requires_grad false) are
+  // model state the optimizer must not touch, so they are listed with the buffers.
+  void CollectParameters() {
+    torch::NoGradGuard no_grad;
+    int64_t elements = 0;
+    for (auto& [name, parameter] : network_->NamedParameters()) {
+      if (!parameter.requires_grad()) {
+        frozen_.emplace_back(name, parameter);
+        continue;
+      }
+      if (parameter.scalar_type() != torch::kFloat32 || !parameter.is_contiguous()) {
+        throw PluginError(DPL_ERR_UNSUPPORTED,
+                          "parameter " + name + " is not a contiguous float32 tensor");
+      }
+      parameter_names_.push_back(name);
+      parameters_.push_back(parameter);
+      elements += parameter.numel();
+    }
+    // Note [Flat gradients]: every gradient is a view into one zeroed buffer, in parameter
+    // order (DDP's gradient_as_bucket_view). A grad that exists before backward is accumulated
+    // into in place (grad mode is off during backward), so the views never go stale, the host
+    // reduces a bucket of neighbouring gradients with one collective and no copy, and zeroing
+    // is one kernel.
+    flat_gradients_ = torch::zeros(
+        {elements}, torch::TensorOptions().device(settings_.device).dtype(torch::kFloat32));
+    int64_t offset = 0;
+    for (auto& parameter : parameters_) {
+      parameter.mutable_grad() =
+          flat_gradients_.narrow(0, offset, parameter.numel()).view(parameter.sizes());
+      offset += parameter.numel();
+    }
+    const size_t count = parameters_.size();
+    value_views_.resize(count);
+    gradient_views_.resize(count);
+    for (size_t i = 0; i < count; ++i) {
+      value_views_[i].Bind(parameters_[i]);
+      gradient_views_[i].Bind(parameters_[i].grad());
+      auto accumulator = torch::autograd::impl::grad_accumulator(parameters_[i]);
+      accumulator->add_post_hook(
+          std::make_unique<GradientReadyHook>(this, static_cast<uint32_t>(i)));
+      accumulators_.push_back(std::move(accumulator));
+    }
+  }
+
+  void CollectBuffers() {
+    NamedTensors listed = frozen_;
+    for (auto& buffer : network_->NamedBuffers()) listed.push_back(std::move(buffer));
+    for (auto& [name, buffer] : listed) {
+      if (!buffer.is_contiguous()) {
+        throw PluginError(DPL_ERR_UNSUPPORTED, "buffer " + name + " is not contiguous");
+      }
+      buffer_names_.push_back(name);
+      buffers_.push_back(buffer);
+      buffer_views_.emplace_back();
+      buffer_views_.back().Bind(buffer);
+    }
+  }
+
+  // The ABI promises fixed buffer addresses; a forward that assigns a new tensor to a buffer
+  // instead of updating it in place would silently detach the host's view.
+  void CheckBuffersKept() const {
+    if (buffers_.size() == frozen_.size()) return;
+    size_t index = frozen_.size();
+    for (const auto& [name, buffer] : network_->NamedBuffers()) {
+      if (index >= buffers_.size() || !buffer.is_same(buffers_[index])) {
+        throw PluginError(DPL_ERR_UNSUPPORTED,
+                          "forward replaced buffer " + name +
+                              " with a new tensor; update buffers in place (e.g. "
+                              "buffer.copy_(value) or buffer.add_(1)), as BatchNorm does");
+      }
+      ++index;
+    }
+  }
+
+  // The host-memory side of read_tensors / write_tensors: one float32 tensor per parameter over
+  // `host`, after checking that `count` is exactly what the model holds.
+  std::vector<torch::Tensor> HostSlices(const float* host, uint64_t count) const {
+    RequireHostCount(host, count);
+    std::vector<torch::Tensor> slices;
+    int64_t offset = 0;
+    for (const auto& parameter : parameters_) {
+      slices.push_back(torch::from_blob(const_cast<float*>(host) + offset, parameter.sizes(),
+                                        torch::TensorOptions().dtype(torch::kFloat32)));
+      offset += parameter.numel();
+    }
+    return slices;
+  }
+
+  void RequireHostCount(const float* host, uint64_t count) const {
+    RequireNotNull(host, "host");
+    uint64_t total = 0;
+    for (const auto& parameter : parameters_) total += uint64_t(parameter.numel());
+    if (count != total) {
+      throw InvalidArgument("the host buffer holds " + std::to_string(count) +
+                            " floats, the parameters " + std::to_string(total));
+    }
+  }
+
+  // (host slice, buffer) pairs over `host`, after checking `bytes` is exactly the buffers' size.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> BufferSlices(void* host,
+                                                                    uint64_t bytes) const {
+    uint64_t total = 0;
+    for (const auto& buffer : buffers_) total += buffer.nbytes();
+    if (bytes != total) {
+      throw InvalidArgument("the host buffer holds " + std::to_string(bytes) +
+                            " bytes, the buffers " + std::to_string(total));
+    }
+    if (total > 0) RequireNotNull(host, "host");
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> slices;
+    uint64_t offset = 0;
+    for (const auto& buffer : buffers_) {
+      slices.emplace_back(torch::from_blob(static_cast<char*>(host) + offset, buffer.sizes(),
+                                           torch::TensorOptions().dtype(buffer.scalar_type())),
+                          buffer);
+      offset += buffer.nbytes();
+    }
+    return slices;
+  }
+
+  torch::Tensor Selected(dpl_model_tensors which, size_t index) {
+    return which == DPL_MODEL_TENSORS_VALUES ? parameters_[index]
+                                             : parameters_[index].mutable_grad();
+  }
+
+  InstanceSettings settings_;
+  std::unique_ptr<WarningLog> warnings_;  // outlives the network, which may warn when freed
+  std::unique_ptr<Network> network_;
+  std::vector<int64_t> input_shape_;
+  int64_t num_classes_;
+  Loss loss_;
+
+  std::vector<std::string> parameter_names_;
+  std::vector<torch::Tensor> parameters_;
+  std::vector<TensorView> value_views_;
+  std::vector<TensorView> gradient_views_;
+  // Every gradient is a view into this one buffer, in parameter order (Note [Flat gradients]).
+  torch::Tensor flat_gradients_;
+  // Owning references: autograd keeps only a weak one, and a new accumulator would lose our hook.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+
+  NamedTensors frozen_;  // parameters with requires_grad false, listed first among the buffers
+  std::vector<std::string> buffer_names_;
+  std::vector<torch::Tensor> buffers_;
+  std::vector<TensorView> buffer_views_;
+
+  HostBatches batches_;
+
+  // Set by the host thread between steps, read by autograd threads during train_step.
+  dpl_gradient_ready_fn gradient_ready_ = nullptr;
+  void* gradient_ready_context_ = nullptr;
+};
+
+inline torch::autograd::variable_list GradientReadyHook::operator()(
+    const torch::autograd::variable_list& outputs,
+    const torch::autograd::variable_list& /*inputs*/) {
+  instance_->NotifyGradientReady(index_);
+  return outputs;
+}
+
+}  // namespace
+}  // namespace torch_model
+}  // namespace dpl
+
+#endif  // DPL_TORCH_MODEL_INSTANCE_HPP

@@ -1,0 +1,33 @@
+"""Small modules the model tests export as TorchScript (tools/export_model.py --module
+fixture_models:NAME)."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ResidualCnn(nn.Module):
+    """A small CNN with BatchNorm, dropout and a residual connection."""
+
+    def __init__(self, width=8, classes=10, log_probabilities=True):
+        super().__init__()
+        self.log_probabilities = log_probabilities
+        self.stem = nn.Conv2d(1, width, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv = nn.Conv2d(width, width, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.drop = nn.Dropout(0.1)
+        self.fc = nn.Linear(width, classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.stem(x)))
+        x = F.relu(x + self.bn2(self.conv(x)))
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        x = self.fc(self.drop(x))
+        if self.log_probabilities:
+            return F.log_softmax(x, dim=1)
+        return x
+
+
+class NoParameters(nn.Module):
+    def forward(self, x):
+        return F.log_softmax(x.flatten(1)[:, :10], dim=1)

@@ -1,0 +1,388 @@
+// Drives model plugins through the C ABI only, as the launcher does: loading, configs, instances,
+// batches, and Python torch as the reference.
+#pragma once
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dpl/model.h"
+
+namespace dpl_test {
+
+// Loads a plugin library once per process (never unloaded: libtorch does not support it) and
+// returns its entry table `symbol`.
+inline const void* LoadTable(const std::string& path, const char* symbol) {
+  static std::map<std::string, const void*> loaded;
+  const std::string key = path + ":" + symbol;
+  const auto found = loaded.find(key);
+  if (found != loaded.end()) return found->second;
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    ADD_FAILURE() << "dlopen " << path << ": " << dlerror();
+    std::abort();
+  }
+  const void* table = dlsym(handle, symbol);
+  if (table == nullptr) {
+    ADD_FAILURE() << path << " has no " << symbol;
+    std::abort();
+  }
+  loaded.emplace(key, table);
+  return table;
+}
+
+// An in-tree model plugin, libdpl_model_<name>.so of the build's plugin folder.
+inline const dpl_model_plugin_v3& Plugin(const std::string& name) {
+  return *static_cast<const dpl_model_plugin_v3*>(LoadTable(
+      std::string(DPL_TEST_PLUGIN_DIR) + "/libdpl_model_" + name + ".so", "dpl_model_plugin_v3"));
+}
+
+// A test-only plugin of tests/models (e.g. "batchnorm").
+inline const dpl_model_plugin_v3& TestPlugin(const std::string& name) {
+  return *static_cast<const dpl_model_plugin_v3*>(
+      LoadTable(std::string(DPL_TEST_MODEL_DIR) + "/libdpl_test_model_" + name + ".so",
+                "dpl_model_plugin_v3"));
+}
+
+// A v3 config as the launcher writes it for 28x28 grayscale images of 10 classes.
+inline dpl_model_config_v3 Config(const char* options, uint64_t seed = 0) {
+  dpl_model_config_v3 config{};
+  config.struct_size = sizeof config;
+  config.version = DPL_MODEL_ABI_VERSION_3;
+  config.options = options;
+  config.device_type = kDLCPU;
+  config.device_id = 0;
+  config.seed = seed;
+  config.num_threads = 1;
+  config.input_ndim = 3;
+  config.input_shape[0] = 1;
+  config.input_shape[1] = 28;
+  config.input_shape[2] = 28;
+  config.num_classes = 10;
+  config.precision = DPL_PRECISION_FP32;
+  return config;
+}
+
+inline dpl_model_config_v3 WithData(dpl_model_config_v3 config, std::vector<int64_t> shape,
+                                    int64_t classes) {
+  config.input_ndim = static_cast<uint32_t>(shape.size());
+  for (size_t i = 0; i < DPL_MODEL_MAX_INPUT_DIMS; ++i) {
+    config.input_shape[i] = i < shape.size() ? shape[i] : 0;
+  }
+  config.num_classes = classes;
+  return config;
+}
+
+inline dpl_model_config_v3 WithPrecision(dpl_model_config_v3 config, dpl_precision precision) {
+  config.precision = precision;
+  return config;
+}
+
+// The status and message of a create that is expected to fail (the instance, if any, freed).
+inline dpl_status CreateStatus(const dpl_model_plugin_v3& plugin, const dpl_model_config_v3& config,
+                               std::string* message) {
+  dpl_model* model = nullptr;
+  const dpl_status status = plugin.create(&config, &model);
+  *message = plugin.last_error();
+  plugin.destroy(model);
+  return status;
+}
+
+// One model instance, destroyed at scope end.
+class Model {
+ public:
+  Model(const dpl_model_plugin_v3& plugin, const dpl_model_config_v3& config) : plugin_(plugin) {
+    const dpl_status status = plugin_.create(&config, &model_);
+    if (status != DPL_OK) {
+      ADD_FAILURE() << "create " << plugin_.header.name << " (" << config.options
+                    << "): " << plugin_.last_error();
+    }
+  }
+  Model(const std::string& name, const char* options, uint64_t seed = 0)
+      : Model(Plugin(name), Config(options, seed)) {}
+  ~Model() { plugin_.destroy(model_); }
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const dpl_model_plugin_v3& plugin() const { return plugin_; }
+  dpl_model* get() const { return model_; }
+  const char* error() const { return plugin_.last_error(); }
+
+  dpl_model_info_v3 Info() const {
+    dpl_model_info_v3 info{};
+    info.struct_size = sizeof info;
+    EXPECT_EQ(plugin_.describe(model_, &info), DPL_OK) << plugin_.last_error();
+    return info;
+  }
+
+  dpl_parameter_v2 Parameter(uint32_t index) const {
+    dpl_parameter_v2 parameter{};
+    parameter.struct_size = sizeof parameter;
+    EXPECT_EQ(plugin_.parameter(model_, index, &parameter), DPL_OK) << plugin_.last_error();
+    return parameter;
+  }
+
+  std::vector<dpl_parameter_v2> Parameters() const {
+    std::vector<dpl_parameter_v2> parameters;
+    for (uint32_t i = 0; i < Info().parameter_count; ++i) parameters.push_back(Parameter(i));
+    return parameters;
+  }
+
+  dpl_buffer_v3 Buffer(uint32_t index) const {
+    dpl_buffer_v3 buffer{};
+    buffer.struct_size = sizeof buffer;
+    EXPECT_EQ(plugin_.buffer(model_, index, &buffer), DPL_OK) << plugin_.last_error();
+    return buffer;
+  }
+
+  std::vector<dpl_buffer_v3> Buffers() const {
+    std::vector<dpl_buffer_v3> buffers;
+    for (uint32_t i = 0; i < Info().buffer_count; ++i) buffers.push_back(Buffer(i));
+    return buffers;
+  }
+
+  // Every parameter value, back to back (read_tensors).
+  std::vector<float> Values() const {
+    uint64_t count = 0;
+    for (const auto& parameter : Parameters()) {
+      int64_t elements = 1;
+      for (int32_t d = 0; d < parameter.value.ndim; ++d) elements *= parameter.value.shape[d];
+      count += uint64_t(elements);
+    }
+    std::vector<float> values(count);
+    EXPECT_EQ(plugin_.read_tensors(model_, DPL_MODEL_TENSORS_VALUES, values.data(), count), DPL_OK)
+        << plugin_.last_error();
+    return values;
+  }
+
+  std::vector<uint8_t> RngState() const {
+    uint64_t size = 0;
+    EXPECT_EQ(plugin_.rng_state(model_, nullptr, 0, &size), DPL_ERR_BUFFER_TOO_SMALL);
+    std::vector<uint8_t> state(size);
+    EXPECT_EQ(plugin_.rng_state(model_, state.data(), state.size(), &size), DPL_OK)
+        << plugin_.last_error();
+    return state;
+  }
+
+ private:
+  const dpl_model_plugin_v3& plugin_;
+  dpl_model* model_ = nullptr;
+};
+
+inline int64_t Elements(const DLTensor& tensor) {
+  int64_t count = 1;
+  for (int32_t i = 0; i < tensor.ndim; ++i) count *= tensor.shape[i];
+  return count;
+}
+
+inline float* Floats(const DLTensor& tensor) {
+  return static_cast<float*>(tensor.data);
+}
+
+// A batch in host memory: pseudo-random pixels and labels, or one read from a file of
+// tests/models/fixtures.py's batch format.
+struct Batch {
+  explicit Batch(int64_t size, uint32_t seed = 7, std::vector<int64_t> sample = {1, 28, 28},
+                 int64_t classes = 10)
+      : sample_shape(std::move(sample)) {
+    int64_t sample_elements = 1;
+    for (int64_t extent : sample_shape) sample_elements *= extent;
+    images.resize(size_t(size * sample_elements));
+    labels.resize(size_t(size));
+    std::mt19937 generator(seed);
+    std::normal_distribution<float> pixel(0.0f, 1.0f);
+    std::uniform_int_distribution<int64_t> label(0, classes - 1);
+    for (auto& value : images) value = pixel(generator);
+    for (auto& value : labels) value = label(generator);
+    Bind();
+  }
+
+  static Batch FromFile(const std::string& path) {
+    std::ifstream file(path, std::ios::binary);
+    int64_t size = 0, ndim = 0;
+    file.read(reinterpret_cast<char*>(&size), sizeof size);
+    file.read(reinterpret_cast<char*>(&ndim), sizeof ndim);
+    std::vector<int64_t> sample(size_t(ndim > 0 && ndim < 8 ? ndim : 0));
+    file.read(reinterpret_cast<char*>(sample.data()), std::streamsize(sample.size() * 8));
+    Batch batch(size > 0 ? size : 1, 0, sample);
+    file.read(reinterpret_cast<char*>(batch.images.data()),
+              std::streamsize(batch.images.size() * sizeof(float)));
+    file.read(reinterpret_cast<char*>(batch.labels.data()),
+              std::streamsize(batch.labels.size() * sizeof(int64_t)));
+    EXPECT_TRUE(file.good()) << "cannot read batch file " << path;
+    return batch;
+  }
+
+  Batch(const Batch& other)
+      : sample_shape(other.sample_shape), images(other.images), labels(other.labels) {
+    Bind();
+  }
+  Batch& operator=(const Batch&) = delete;
+
+  // Writes the batch in fixtures.py's format.
+  void Write(const std::string& path) const {
+    std::ofstream file(path, std::ios::binary);
+    const int64_t size = int64_t(labels.size()), ndim = int64_t(sample_shape.size());
+    file.write(reinterpret_cast<const char*>(&size), sizeof size);
+    file.write(reinterpret_cast<const char*>(&ndim), sizeof ndim);
+    file.write(reinterpret_cast<const char*>(sample_shape.data()), std::streamsize(ndim * 8));
+    file.write(reinterpret_cast<const char*>(images.data()),
+               std::streamsize(images.size() * sizeof(float)));
+    file.write(reinterpret_cast<const char*>(labels.data()),
+               std::streamsize(labels.size() * sizeof(int64_t)));
+  }
+
+  std::vector<int64_t> sample_shape;
+  std::vector<float> images;
+  std::vector<int64_t> labels;
+  std::vector<int64_t> image_shape;
+  std::vector<int64_t> label_shape;
+  DLTensor input{};
+  DLTensor target{};
+
+ private:
+  void Bind() {
+    image_shape = {int64_t(labels.size())};
+    image_shape.insert(image_shape.end(), sample_shape.begin(), sample_shape.end());
+    label_shape = {int64_t(labels.size())};
+    input.data = images.data();
+    input.device = {kDLCPU, 0};
+    input.ndim = static_cast<int32_t>(image_shape.size());
+    input.dtype = {kDLFloat, 32, 1};
+    input.shape = image_shape.data();
+    target.data = labels.data();
+    target.device = {kDLCPU, 0};
+    target.ndim = 1;
+    target.dtype = {kDLInt, 64, 1};
+    target.shape = label_shape.data();
+  }
+};
+
+inline float TrainStep(const Model& model, const Batch& batch) {
+  float loss = NAN;
+  EXPECT_EQ(model.plugin().train_step(model.get(), &batch.input, &batch.target, &loss), DPL_OK)
+      << model.plugin().last_error();
+  return loss;
+}
+
+struct Evaluation {
+  double loss_sum = NAN;
+  int64_t correct = -1;
+};
+
+inline Evaluation EvalStep(const Model& model, const Batch& batch) {
+  Evaluation result;
+  EXPECT_EQ(model.plugin().eval_step(model.get(), &batch.input, &batch.target, &result.loss_sum,
+                                     &result.correct),
+            DPL_OK)
+      << model.plugin().last_error();
+  return result;
+}
+
+inline void Sgd(const Model& model, float learning_rate) {
+  for (const auto& parameter : model.Parameters()) {
+    float* value = Floats(parameter.value);
+    const float* gradient = Floats(parameter.gradient);
+    for (int64_t i = 0; i < Elements(parameter.value); ++i) value[i] -= learning_rate * gradient[i];
+  }
+}
+
+// stdout and stderr of a shell command; *exit_code its exit status.
+inline std::string Capture(const std::string& command, int* exit_code) {
+  std::string output;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return output;
+  std::array<char, 4096> buffer{};
+  std::size_t read = 0;
+  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    output.append(buffer.data(), read);
+  }
+  const int status = pclose(pipe);
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return output;
+}
+
+inline bool PythonHasTorch() {
+  static const bool has_torch = [] {
+    int exit_code = -1;
+    Capture("/usr/bin/python3 -c 'import torch' 2>&1", &exit_code);
+    return exit_code == 0;
+  }();
+  return has_torch;
+}
+
+// Runs tests/models/fixtures.py with `arguments`; fails the test when it exits non-zero.
+inline std::string RunFixtures(const std::string& arguments) {
+  int exit_code = -1;
+  const std::string output = Capture(
+      "/usr/bin/python3 " + std::string(DPL_TEST_PYTHON_FIXTURES) + " " + arguments + " 2>&1",
+      &exit_code);
+  EXPECT_EQ(exit_code, 0) << "fixtures.py " << arguments << ":\n" << output;
+  return output;
+}
+
+// The value after `key` in a line of "key value key value ..." pairs; "" if absent.
+inline std::string Field(const std::string& line, const std::string& key) {
+  std::istringstream words(line);
+  std::string word;
+  while (words >> word) {
+    std::string value;
+    if (!(words >> value)) break;
+    if (word == key) return value;
+  }
+  return "";
+}
+
+// The last line of `text` that starts with "loss_sum" (Python's warnings may precede it).
+inline std::string ResultLine(const std::string& text) {
+  std::istringstream lines(text);
+  std::string line, result;
+  while (std::getline(lines, line)) {
+    if (line.rfind("loss_sum ", 0) == 0) result = line;
+  }
+  return result;
+}
+
+// The folder of fixtures.py write. ctest runs every test in its own process, several at once, so
+// the folder is named by the fixture sources' contents, written under a temporary name and
+// renamed into place by whichever process finishes first; later processes reuse it.
+inline const std::string& FixtureDir() {
+  static const std::string directory = [] {
+    std::string sources;
+    for (const char* file : {"/tests/models/fixtures.py", "/tests/models/fixture_models.py",
+                             "/tools/export_model.py"}) {
+      std::ifstream in(std::string(DPL_TEST_SOURCE_DIR) + file, std::ios::binary);
+      sources += std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    const std::string path = std::string(DPL_TEST_BINARY_DIR) + "/fixtures-" +
+                             std::to_string(std::hash<std::string>{}(sources));
+    if (std::ifstream(path + "/complete").good()) return path;
+    const std::string scratch = path + ".tmp" + std::to_string(getpid());
+    int exit_code = -1;
+    Capture("rm -rf '" + scratch + "' && mkdir -p '" + scratch + "'", &exit_code);
+    RunFixtures("write " + scratch);
+    std::ofstream(scratch + "/complete") << "written by fixtures.py\n";
+    if (std::rename(scratch.c_str(), path.c_str()) != 0) {  // another process was first
+      Capture("rm -rf '" + scratch + "'", &exit_code);
+    }
+    return path;
+  }();
+  return directory;
+}
+
+}  // namespace dpl_test

@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+"""Writes a PyTorch module as a TorchScript file for `launcher --model torchscript`.
+
+    tools/export_model.py convnet.pt                       # the recipe's ConvNet, scripted
+    tools/export_model.py net.pt --module mypkg.nets:ResNet --kwargs '{"width": 32}'
+    tools/export_model.py net.pt --module ./nets.py:ResNet --trace --input-shape 3,32,32
+    launcher --model torchscript --model-options file=net.pt ...
+
+The module is built with torch.manual_seed(--seed) first (its initial parameters are the ones
+the launcher starts from) and saved with torch.jit.save of torch.jit.script (the default), or of
+torch.jit.trace on a random example batch of --input-shape with --trace. Tracing records the
+train/eval mode as a constant: a traced BatchNorm or dropout keeps the training behaviour it was
+traced with (the plugin's log says so); script modules with such layers.
+
+The file is loaded back and run once; the summary says which --model-options loss fits the
+output (nll for log-probabilities, cross_entropy for logits). Needs Debian's python3-torch.
+"""
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ConvNet(nn.Module):
+    """The recipe's ConvNet, exactly (its parameter names are the C++ convnet plugin's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cn1 = nn.Conv2d(1, 16, 3, 1)
+        self.cn2 = nn.Conv2d(16, 32, 3, 1)
+        self.dp1 = nn.Dropout2d(0.10)
+        self.dp2 = nn.Dropout2d(0.25)
+        self.fc1 = nn.Linear(4608, 64)
+        self.fc2 = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = F.relu(self.cn1(x))
+        x = F.relu(self.cn2(x))
+        x = F.max_pool2d(x, 2)
+        x = self.dp1(x)
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = self.dp2(x)
+        x = self.fc2(x)
+        return F.log_softmax(x, dim=1)
+
+
+RECIPE_INPUT_SHAPE = (1, 28, 28)
+MODE_DEPENDENT = (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd,
+                  nn.modules.instancenorm._InstanceNorm)
+
+
+class ExportError(Exception):
+    pass
+
+
+def load_class(spec):
+    """`package.module:Class` (importable from the working directory or PYTHONPATH) or
+    `path/to/file.py:Class`."""
+    module_name, separator, class_name = spec.rpartition(":")
+    if not separator or not module_name or not class_name:
+        raise ExportError(f"--module {spec!r} is not MODULE:CLASS (e.g. mypkg.nets:ResNet)")
+    if module_name.endswith(".py"):
+        if not os.path.isfile(module_name):
+            raise ExportError(f"--module {spec!r}: no file {module_name}")
+        loaded = importlib.util.spec_from_file_location(
+            os.path.splitext(os.path.basename(module_name))[0], module_name)
+        module = importlib.util.module_from_spec(loaded)
+        loaded.loader.exec_module(module)
+    else:
+        sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise ExportError(f"--module {spec!r}: cannot import {module_name}: {error}")
+    cls = getattr(module, class_name, None)
+    if cls is None or not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ExportError(f"--module {spec!r}: {module_name} has no torch.nn.Module class "
+                          f"{class_name}")
+    return cls
+
+
+def parse_shape(text):
+    try:
+        shape = tuple(int(extent) for extent in text.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(extent < 1 for extent in shape):
+        raise ExportError(f"--input-shape {text!r} is not a comma-separated list of positive "
+                          "extents, e.g. 1,28,28")
+    return shape
+
+
+def build(args):
+    kwargs = {}
+    if args.kwargs:
+        try:
+            kwargs = json.loads(args.kwargs)
+        except json.JSONDecodeError as error:
+            raise ExportError(f"--kwargs is not JSON: {error}")
+        if not isinstance(kwargs, dict):
+            raise ExportError("--kwargs must be a JSON object of constructor arguments")
+    cls = load_class(args.module) if args.module else ConvNet
+    torch.manual_seed(args.seed)
+    try:
+        module = cls(**kwargs)
+    except TypeError as error:
+        raise ExportError(f"{cls.__name__}(**{kwargs}) failed: {error}")
+    return module
+
+
+def export(args):
+    module = build(args)
+    if args.input_shape:
+        input_shape = parse_shape(args.input_shape)
+    elif not args.module:
+        input_shape = RECIPE_INPUT_SHAPE
+    else:
+        input_shape = None
+    if args.trace and input_shape is None:
+        raise ExportError("--trace needs --input-shape, one sample's shape (e.g. 1,28,28)")
+    generator = torch.Generator().manual_seed(args.seed)
+    example = (torch.randn((args.batch,) + input_shape, generator=generator)
+               if input_shape else None)
+    module.train()
+    if args.trace:
+        fixed = sorted({type(layer).__name__ for layer in module.modules()
+                        if isinstance(layer, MODE_DEPENDENT)})
+        if fixed:
+            print(f"note: tracing records the train mode of {', '.join(fixed)}: they will train "
+                  "and evaluate as in training; script the module to let them follow the mode",
+                  file=sys.stderr)
+        with torch.no_grad():
+            compiled = torch.jit.trace(module, example, check_trace=False)
+    else:
+        try:
+            compiled = torch.jit.script(module)
+        except Exception as error:  # TorchScript reports unsupported Python in many types
+            raise ExportError(f"torch.jit.script({type(module).__name__}) failed (try --trace): "
+                              f"{error}")
+    torch.jit.save(compiled, args.output)
+
+    loaded = torch.jit.load(args.output)
+    parameters = list(loaded.parameters())
+    elements = sum(parameter.numel() for parameter in parameters)
+    buffers = list(loaded.buffers())
+    summary = (f"wrote {args.output}: {'traced' if args.trace else 'scripted'} "
+               f"{type(module).__name__}, {len(parameters)} parameter tensors ({elements} "
+               f"elements), {len(buffers)} buffers")
+    options = f"file={args.output}"
+    if example is not None:
+        loaded.eval()
+        with torch.no_grad():
+            output = loaded(example)
+        summary += f"; input {input_shape} -> output {tuple(output.shape[1:])}"
+        if output.dim() == 2 and not torch.allclose(output.double().exp().sum(1),
+                                                    torch.ones(output.shape[0],
+                                                               dtype=torch.float64),
+                                                    atol=1e-3):
+            options += ",loss=cross_entropy"
+    print(summary)
+    print(f"train it with: launcher --model torchscript --model-options {options}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("output", help="the TorchScript file to write")
+    parser.add_argument("--module", help="MODULE:CLASS of the torch.nn.Module to export "
+                                         "(default: the recipe's ConvNet)")
+    parser.add_argument("--kwargs", help="constructor arguments as a JSON object")
+    parser.add_argument("--trace", action="store_true",
+                        help="torch.jit.trace instead of torch.jit.script")
+    parser.add_argument("--input-shape", help="one sample's shape, e.g. 1,28,28 (needed by "
+                                              "--trace; default for the ConvNet)")
+    parser.add_argument("--batch", type=int, default=2, help="example batch size (default 2)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="torch.manual_seed before building the module (default 0)")
+    args = parser.parse_args(argv)
+    if args.batch < 1:
+        parser.error("--batch must be >= 1")
+    try:
+        export(args)
+    except ExportError as error:
+        print(f"export_model.py: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
