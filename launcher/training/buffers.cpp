@@ -4,6 +4,8 @@
 
 namespace dpl::training {
 
+using torch_files::TorchDtype;
+
 Result<std::vector<BufferInfo>> ListBuffers(const Model& model) {
   std::vector<BufferInfo> buffers;
   if (!model.HasV3()) return buffers;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "torch_files/torch_value.hpp"
 #include "training/model.hpp"
-#include "training/torch_value.hpp"
 
 namespace dpl::training {
 
@@ -25,6 +25,6 @@ struct BufferInfo {
 Result<std::vector<BufferInfo>> ListBuffers(const Model& model);
 
 // The torch dtype of a DLPack dtype, or an error naming it.
-Result<TorchDtype> TorchDtypeOfDl(const DLDataType& dtype, const std::string& what);
+Result<torch_files::TorchDtype> TorchDtypeOfDl(const DLDataType& dtype, const std::string& what);
 
 }  // namespace dpl::training

@@ -8,9 +8,16 @@
 #include <cstring>
 #include <fstream>
 
-#include "training/torch_archive.hpp"
+#include "torch_files/torch_archive.hpp"
 
 namespace dpl::training {
+
+using torch_files::ReadTorchArchive;
+using torch_files::TorchDict;
+using torch_files::TorchDictEntry;
+using torch_files::TorchTensor;
+using torch_files::TorchValue;
+using torch_files::WriteTorchArchive;
 namespace {
 
 constexpr const char* kSuffix = ".pt";

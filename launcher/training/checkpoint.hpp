@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "common/status.hpp"
-#include "training/torch_value.hpp"
+#include "torch_files/torch_value.hpp"
 
 namespace dpl::training {
 
@@ -29,14 +29,14 @@ inline constexpr int64_t kCheckpointVersion = 2;
 
 struct NamedTensor {
   std::string name;
-  TorchTensor tensor;
+  torch_files::TorchTensor tensor;
 };
 
 // One tensor of the optimizer's state: `state` ("exp_avg", ...) of parameter `parameter`.
 struct OptimizerStateTensor {
   std::string parameter;
   std::string state;
-  TorchTensor tensor;
+  torch_files::TorchTensor tensor;
 };
 
 struct CheckpointState {

@@ -9,6 +9,9 @@
 #include "training/checkpoint.hpp"
 
 namespace dpl::training {
+
+using torch_files::TorchDtype;
+using torch_files::TorchTensor;
 namespace {
 
 std::string Text(double value) {

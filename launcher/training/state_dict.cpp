@@ -2,9 +2,15 @@
 
 #include <cstring>
 
-#include "training/torch_archive.hpp"
+#include "torch_files/torch_archive.hpp"
 
 namespace dpl::training {
+
+using torch_files::ReadTorchArchive;
+using torch_files::TorchDtype;
+using torch_files::TorchTensor;
+using torch_files::TorchValue;
+using torch_files::WriteTorchArchive;
 
 Status WriteParameterStateDict(const std::string& path, const ParameterPlacement& placement) {
   TorchValue::Entries entries;

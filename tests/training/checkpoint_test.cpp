@@ -13,6 +13,8 @@
 #include "torch_reference.hpp"
 
 namespace dpl::training {
+
+using torch_files::TorchTensor;
 namespace {
 
 class CheckpointTest : public ::testing::Test {

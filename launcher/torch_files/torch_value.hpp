@@ -19,7 +19,7 @@
 #include <variant>
 #include <vector>
 
-namespace dpl::training {
+namespace dpl::torch_files {
 
 // The tensor element types supported, named as in torch (torch.float32, ...).
 enum class TorchDtype : uint8_t {
@@ -262,4 +262,4 @@ std::optional<std::vector<T>> TorchTensor::Values() const {
   return values;
 }
 
-}  // namespace dpl::training
+}  // namespace dpl::torch_files

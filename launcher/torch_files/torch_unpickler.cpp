@@ -1,8 +1,8 @@
-#include "training/torch_unpickler.hpp"
+#include "torch_files/torch_unpickler.hpp"
 
-#include "training/pickle_opcodes.hpp"
+#include "torch_files/pickle_opcodes.hpp"
 
-namespace dpl::training {
+namespace dpl::torch_files {
 namespace pickle {
 
 // Moves a container's children to `out`.
@@ -328,4 +328,4 @@ Result<TorchValue> UnpickleTorchValue(const uint8_t* data, size_t size, const st
   return unpickler.Run();
 }
 
-}  // namespace dpl::training
+}  // namespace dpl::torch_files

@@ -13,9 +13,9 @@
 #include <unordered_map>
 #include <variant>
 
-#include "training/torch_pickle.hpp"
+#include "torch_files/torch_pickle.hpp"
 
-namespace dpl::training::pickle {
+namespace dpl::torch_files::pickle {
 
 struct Node;
 using NodeRef = std::shared_ptr<Node>;
@@ -187,4 +187,4 @@ class Unpickler {
   uint64_t values_ = 0;
 };
 
-}  // namespace dpl::training::pickle
+}  // namespace dpl::torch_files::pickle

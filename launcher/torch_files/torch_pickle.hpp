@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "common/status.hpp"
-#include "training/torch_value.hpp"
+#include "torch_files/torch_value.hpp"
 
-namespace dpl::training {
+namespace dpl::torch_files {
 
 // Containers nested deeper than this are refused, when writing and when reading.
 inline constexpr size_t kMaxTorchValueDepth = 200;
@@ -61,4 +61,4 @@ Result<TorchValue> UnpickleTorchValue(const uint8_t* data, size_t size, const st
                                       const TorchStorageLoader& load_storage,
                                       const UnpickleLimits& limits);
 
-}  // namespace dpl::training
+}  // namespace dpl::torch_files

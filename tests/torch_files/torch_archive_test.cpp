@@ -1,4 +1,4 @@
-#include "training/torch_archive.hpp"
+#include "torch_files/torch_archive.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,10 +13,10 @@
 #include <iterator>
 #include <limits>
 
-#include "training/torch_pickle.hpp"
-#include "training/zip_archive.hpp"
+#include "torch_files/torch_pickle.hpp"
+#include "torch_files/zip_archive.hpp"
 
-namespace dpl::training {
+namespace dpl::torch_files {
 namespace {
 
 // --- rendering values, files ---------------------------------------------------------------
@@ -749,4 +749,4 @@ TEST(TorchUnpicklerTest, SurvivesTruncatedAndFlippedPickles) {
 }
 
 }  // namespace
-}  // namespace dpl::training
+}  // namespace dpl::torch_files

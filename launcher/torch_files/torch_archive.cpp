@@ -1,4 +1,4 @@
-#include "training/torch_archive.hpp"
+#include "torch_files/torch_archive.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -6,10 +6,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "training/torch_pickle.hpp"
-#include "training/zip_archive.hpp"
+#include "torch_files/torch_pickle.hpp"
+#include "torch_files/zip_archive.hpp"
 
-namespace dpl::training {
+namespace dpl::torch_files {
 namespace {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -245,4 +245,4 @@ Result<TorchValue> ReadTorchArchive(const std::string& path) {
                             load_storage, limits);
 }
 
-}  // namespace dpl::training
+}  // namespace dpl::torch_files

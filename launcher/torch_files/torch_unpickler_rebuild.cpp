@@ -1,8 +1,8 @@
 // What the globals the unpickler knows build (Note [A restricted unpickler]): OrderedDicts,
 // storages and tensors; and the conversion of the result into TorchValues, within the limits.
-#include "training/torch_unpickler.hpp"
+#include "torch_files/torch_unpickler.hpp"
 
-namespace dpl::training::pickle {
+namespace dpl::torch_files::pickle {
 namespace {
 
 // A global's name for a message: printable ASCII only, at most 100 characters.
@@ -303,4 +303,4 @@ Result<TorchValue> Unpickler::Convert(const NodeRef& node, size_t depth, bool sh
   return result;
 }
 
-}  // namespace dpl::training::pickle
+}  // namespace dpl::torch_files::pickle

@@ -3,10 +3,10 @@
 #include <cstring>
 #include <map>
 
-#include "training/pickle_opcodes.hpp"
-#include "training/torch_pickle.hpp"
+#include "torch_files/pickle_opcodes.hpp"
+#include "torch_files/torch_pickle.hpp"
 
-namespace dpl::training {
+namespace dpl::torch_files {
 
 const char* TorchStorageTypeName(TorchDtype dtype) {
   switch (dtype) {
@@ -292,4 +292,4 @@ Result<TorchPickle> PickleTorchValue(const TorchValue& root) {
   return pickler.Take();
 }
 
-}  // namespace dpl::training
+}  // namespace dpl::torch_files

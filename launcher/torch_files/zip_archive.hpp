@@ -14,7 +14,7 @@
 
 #include "common/status.hpp"
 
-namespace dpl::training {
+namespace dpl::torch_files {
 
 inline constexpr uint64_t kZip32Limit = 0xFFFFFFFFu;
 
@@ -100,4 +100,4 @@ class ZipReader {
   std::unordered_map<std::string, size_t> index_;  // name -> position in records_
 };
 
-}  // namespace dpl::training
+}  // namespace dpl::torch_files

@@ -1,4 +1,4 @@
-#include "training/zip_archive.hpp"
+#include "torch_files/zip_archive.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace dpl::training {
+namespace dpl::torch_files {
 namespace {
 
 constexpr uint32_t kLocalHeaderSignature = 0x04034b50;
@@ -388,4 +388,4 @@ Result<std::vector<uint8_t>> ZipReader::Read(const ZipRecord& record) const {
   return data;
 }
 
-}  // namespace dpl::training
+}  // namespace dpl::torch_files

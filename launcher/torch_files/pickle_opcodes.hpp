@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace dpl::training::pickle {
+namespace dpl::torch_files::pickle {
 
 enum Opcode : uint8_t {
   kMark = '(',
@@ -46,4 +46,4 @@ enum Opcode : uint8_t {
   kFrame = 0x95,            // uint64 frame length, ignored (protocol 4)
 };
 
-}  // namespace dpl::training::pickle
+}  // namespace dpl::torch_files::pickle

@@ -1,6 +1,6 @@
-#include "training/torch_value.hpp"
+#include "torch_files/torch_value.hpp"
 
-namespace dpl::training {
+namespace dpl::torch_files {
 
 size_t TorchDtypeSize(TorchDtype dtype) {
   switch (dtype) {
@@ -301,4 +301,4 @@ std::string TorchDictKeyRepr(const TorchDictKey& key) {
   return std::to_string(std::get<int64_t>(key));
 }
 
-}  // namespace dpl::training
+}  // namespace dpl::torch_files

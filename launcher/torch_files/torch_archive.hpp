@@ -27,9 +27,9 @@
 #include <string>
 
 #include "common/status.hpp"
-#include "training/torch_value.hpp"
+#include "torch_files/torch_value.hpp"
 
-namespace dpl::training {
+namespace dpl::torch_files {
 
 // The record folder: torch 1.13 names it after the file ("model" for model.pt), later releases
 // write "archive"; torch.load accepts any.
@@ -54,4 +54,4 @@ Status WriteTorchArchive(const std::string& path, const TorchValue& root,
 // both held until the read completes, about twice the file's size at the peak.
 Result<TorchValue> ReadTorchArchive(const std::string& path);
 
-}  // namespace dpl::training
+}  // namespace dpl::torch_files
