@@ -167,7 +167,7 @@ FunctionList ModelFunctions(const dpl_model_plugin_v3& t) {
           DPL_FUNCTION(t, set_mode),      DPL_FUNCTION(t, zero_gradients),
           DPL_FUNCTION(t, train_step),    DPL_FUNCTION(t, eval_step),
           DPL_FUNCTION(t, save_state),    DPL_FUNCTION(t, load_state),
-          DPL_FUNCTION(t, last_error)};
+          DPL_FUNCTION(t, last_error),    DPL_FUNCTION(t, set_loss_scale)};
 }
 
 FunctionList DatasetFunctions(const dpl_dataset_plugin_v1& t) {

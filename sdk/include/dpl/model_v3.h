@@ -22,6 +22,9 @@
  *    state dict of the module's own names (torch.load gives {name: tensor}). load_state reads such
  *    a state dict (or the model's own save_state output) to start from it (--init-from), refusing
  *    a missing or misshapen tensor by name.
+ *  - Loss scaling for fp16 (set_loss_scale): backward runs on the loss times a factor the host
+ *    sets, so small gradients stay representable in float16; the host divides it out of the
+ *    summed gradients (GradScaler's dynamic loss scaling).
  * Structs of v1/v2 grew at their end: a v3 config starts with the v1 config's fields (v1's
  * `reserved` is now `rank`), a v3 info with the v1 info's fields. The host adapts v1 and v2
  * plugins, which see only the prefix they know.
@@ -52,7 +55,8 @@ typedef enum dpl_precision {
   DPL_PRECISION_FP32 = 0, /* float32 throughout */
   DPL_PRECISION_BF16 = 1, /* autocast to bfloat16: convolutions and linear layers in bfloat16,
                              reductions and the loss in float32 */
-  DPL_PRECISION_FP16 = 2  /* autocast to float16, as BF16; the host scales the loss (GradScaler) */
+  DPL_PRECISION_FP16 = 2  /* autocast to float16, as BF16; the host scales the loss
+                             (set_loss_scale, with GradScaler's rules) */
 } dpl_precision;
 
 /* Flags of dpl_model_info_v3.flags. */
@@ -163,6 +167,13 @@ typedef struct dpl_model_plugin_v3 {
    * host_batch hands out. Valid until the next call for the same slot, or destroy. */
   dpl_status (*host_batch_slot)(dpl_model* model, uint32_t slot, int64_t capacity, DLTensor* input,
                                 DLTensor* labels);
+
+  /* The factor train_step multiplies the loss by before backward: the gradients it accumulates
+   * are then `scale` times the loss's, while *loss stays the unscaled loss. 1 after create. The
+   * host sets it between steps (with precision fp16: the dynamic loss scale of GradScaler) and
+   * takes the factor out of the summed gradients itself. `scale` must be positive and finite,
+   * else DPL_ERR_INVALID_ARGUMENT and the factor is kept. */
+  dpl_status (*set_loss_scale)(dpl_model* model, float scale);
 } dpl_model_plugin_v3;
 
 #ifdef __cplusplus

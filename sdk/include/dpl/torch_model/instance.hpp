@@ -9,7 +9,9 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -165,6 +167,16 @@ class Instance {
 
   void ZeroGradients() { flat_gradients_.zero_(); }
 
+  // set_loss_scale: backward runs on loss * scale (Note [Mixed precision]).
+  void SetLossScale(float scale) {
+    if (!(scale > 0.0f) || !std::isfinite(scale)) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", double(scale));
+      throw InvalidArgument(std::string("loss scale ") + text + " is not a positive finite number");
+    }
+    loss_scale_ = scale;
+  }
+
   // --- steps ---
 
   float TrainStep(const DLTensor* input, const DLTensor* labels) {
@@ -176,7 +188,11 @@ class Instance {
     }
     CheckBuffersKept();
     torch::Tensor mean_loss = LossOf(output, batch.second, at::Reduction::Mean);
-    mean_loss.backward();
+    if (loss_scale_ == 1.0f) {
+      mean_loss.backward();
+    } else {
+      (mean_loss * loss_scale_).backward();
+    }
     return mean_loss.item<float>();
   }
 
@@ -490,6 +506,7 @@ class Instance {
   std::vector<TensorView> buffer_views_;
 
   HostBatches batches_;
+  float loss_scale_ = 1.0f;  // set_loss_scale
 
   // Set by the host thread between steps, read by autograd threads during train_step.
   dpl_gradient_ready_fn gradient_ready_ = nullptr;

@@ -269,6 +269,11 @@ struct Plugin {
     });
   }
 
+  static dpl_status SetLossScale(dpl_model* model, float scale) {
+    return OnInstance(model, "set_loss_scale",
+                      [&](Instance& instance) { instance.SetLossScale(scale); });
+  }
+
   static constexpr dpl_plugin_header Header(size_t size, uint32_t abi_version) {
     return dpl_plugin_header{static_cast<uint32_t>(size),
                              DPL_PLUGIN_MAGIC,
@@ -336,7 +341,8 @@ struct Plugin {
                                &WriteBuffers,
                                &RngState,
                                &SetRngState,
-                               &HostBatchSlot};
+                               &HostBatchSlot,
+                               &SetLossScale};
   }
 };
 

@@ -7,7 +7,9 @@
 // (the master copy the host updates), so their gradients arrive float32 through the casts'
 // backward. The loss is computed outside autocast from the output converted to float32, and
 // backward runs outside it too (as torch.autocast's documentation asks). What a device cannot run
-// is refused at create, never replaced by float32 behind the user's back.
+// is refused at create, never replaced by float32 behind the user's back. Under fp16 the host sets
+// a loss scale (set_loss_scale): backward runs on the float32 loss times the scale, as
+// GradScaler.scale(loss).backward() does, and the host unscales the summed gradients.
 #ifndef DPL_TORCH_MODEL_PRECISION_HPP
 #define DPL_TORCH_MODEL_PRECISION_HPP
 
