@@ -363,8 +363,36 @@ std::vector<Flag> BuildFlagTable() {
                      [](double x) { return x >= 0 && x < 1; }, [](Options& o) -> double& { return o.training.momentum; })));
   add(MustMatch(Integer<int>("grad-accum", "K", "micro-batches per optimizer step, 1..1024 (default 1)", 1, Constant<kMaxGradAccum>,
                              [](Options& o) -> int& { return o.training.grad_accum; })));
-  add(MustMatch(Choice<training::GradientCompression>("grad-compression", "KIND", "none|fp16|bf16 (default none)", training::CompressionNames,
+  add(MustMatch(Choice<training::GradientCompression>("grad-compression", "KIND", "format of the gradients on the wire: auto|none|fp16|bf16 (default auto: the --precision's, so bf16 and fp16 training send 16-bit buckets and fp32 float32 ones); an explicit value wins; the backend sums 16-bit buckets in float32", training::CompressionNames,
                                                       [](Options& o) -> training::GradientCompression& { return o.training.grad_compression; })));
+  add(MustMatch(Choice<training::Precision>("precision", "FORMAT", "arithmetic of the forward pass: fp32|bf16|fp16 (default fp32); bf16 and fp16 autocast convolutions and matrix products to 16 bits, with the loss, the master parameters and the optimizer in float32; fp16 scales the loss dynamically (--loss-scale-*) and skips a step whose gradients overflow", training::PrecisionNames,
+                                            [](Options& o) -> training::Precision& { return o.training.precision; })));
+  add(MustMatch(Real("weight-decay", "L2", "L2 penalty the optimizer adds to the gradients, as torch.optim's weight_decay, >= 0 (default 0)", "at least 0",
+                     [](double x) { return x >= 0; }, [](Options& o) -> double& { return o.training.weight_decay; })));
+  add(MustMatch(Real("clip-grad-norm", "MAX", "scale the averaged gradients down to this global L2 norm when above it (clip_grad_norm_), 0 = off (default 0)", "at least 0",
+                     [](double x) { return x >= 0; }, [](Options& o) -> double& { return o.training.clip_grad_norm; })));
+  add(MustMatch(Choice<training::LrScheduleKind>("lr-schedule", "NAME", "learning rate over the optimizer steps of --epochs, as torch.optim.lr_scheduler: constant|step (StepLR)|cosine (CosineAnnealingLR to 0)|linear (LinearLR to 0) (default constant); --max-steps stops inside it", training::LrScheduleNames,
+                                                 [](Options& o) -> training::LrScheduleKind& { return o.training.lr_schedule; })));
+  add(MustMatch(Integer<int64_t>("warmup-steps", "N", "optimizer steps ramping the learning rate linearly up to --lr before the schedule starts, >= 0 (default 0)", 0,
+                                 Constant<kInt64Max>, [](Options& o) -> int64_t& { return o.training.warmup_steps; })));
+  Flag step_size = Integer<int64_t>("lr-step-size", "N", "--lr-schedule step: optimizer steps between decays by --lr-gamma, >= 1 (needed by step)", 1,
+                                    Constant<kInt64Max>, [](Options& o) -> int64_t& { return o.training.lr_step_size; });
+  step_size.forward = [](const Options& o) {
+    const int64_t steps = o.training.lr_step_size;
+    return steps == 0 ? std::vector<std::string>{} : Args("lr-step-size", std::to_string(steps));
+  };
+  add(MustMatch(step_size));
+  add(MustMatch(Real("lr-gamma", "G", "--lr-schedule step: the factor of each decay, > 0 (default 0.1)", "greater than 0",
+                     [](double x) { return x > 0; }, [](Options& o) -> double& { return o.training.lr_gamma; })));
+  add(MustMatch(Real("loss-scale-init", "S", "--precision fp16: the first loss scale, > 0 (default 65536)", "greater than 0 and at most 3.4e38 (float32)",
+                     [](double x) { return x > 0 && x <= double(std::numeric_limits<float>::max()); },
+                     [](Options& o) -> double& { return o.training.loss_scale_init; })));
+  add(MustMatch(Real("loss-scale-growth-factor", "F", "--precision fp16: the loss scale's factor after --loss-scale-growth-interval clean steps, > 1 (default 2)", "greater than 1",
+                     [](double x) { return x > 1; }, [](Options& o) -> double& { return o.training.loss_scale_growth_factor; })));
+  add(MustMatch(Real("loss-scale-backoff-factor", "F", "--precision fp16: the loss scale's factor at a step skipped for inf/NaN gradients, 0 < f < 1 (default 0.5)", "greater than 0 and less than 1",
+                     [](double x) { return x > 0 && x < 1; }, [](Options& o) -> double& { return o.training.loss_scale_backoff_factor; })));
+  add(MustMatch(Integer<int64_t>("loss-scale-growth-interval", "N", "--precision fp16: clean steps in a row before the loss scale grows, 1..2147483647 (default 2000)", 1,
+                                 Constant<std::numeric_limits<int32_t>::max()>, [](Options& o) -> int64_t& { return o.training.loss_scale_growth_interval; })));
   Flag bucket = Base("bucket-cap-mb", "MIB", "gradient bucket size in MiB, > 0 and <= 4096 (default 25)");
   bucket.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
     double megabytes = 0;

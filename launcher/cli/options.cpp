@@ -312,6 +312,12 @@ Status CheckBatchSplits(const Options& options) {
 // Checks that involve more than one flag.
 Status CheckConsistency(const Options& options) {
   DPL_RETURN_IF_ERROR(CheckBatchSplits(options));
+  if (options.training.lr_schedule == training::LrScheduleKind::kStep &&
+      options.training.lr_step_size == 0) {
+    return Status::InvalidArgument(
+        "--lr-schedule step needs --lr-step-size N, the optimizer steps between decays by "
+        "--lr-gamma (StepLR's step_size)");
+  }
   if (!options.hostfile.empty() && options.elastic()) {
     return Status::InvalidArgument(
         "--hostfile starts one launcher on each of its hosts: give --num-machines as one number "

@@ -77,6 +77,17 @@ TorchValue Optimizer(const CheckpointState& state) {
                            {"state", TorchValue::FromDict(std::move(per_parameter))}});
 }
 
+TorchValue Scaler(const CheckpointState& state) {
+  if (!state.scaler) return TorchValue::Dict();
+  const ScalerCheckpoint& scaler = *state.scaler;
+  return TorchValue::Dict({{"scale", TorchValue::Float(scaler.scale)},
+                           {"growth_factor", TorchValue::Float(scaler.growth_factor)},
+                           {"backoff_factor", TorchValue::Float(scaler.backoff_factor)},
+                           {"growth_interval", TorchValue::Int(scaler.growth_interval)},
+                           {"_growth_tracker", TorchValue::Int(scaler.growth_tracker)},
+                           {"skipped_steps", TorchValue::Int(scaler.skipped_steps)}});
+}
+
 // Reads a field of `dict` as `access` (one of the As... accessors) gives it, or says what is
 // wrong.
 template <typename T, typename Access>
@@ -132,6 +143,36 @@ Status ReadOptimizer(const TorchValue& root, const std::string& path, Checkpoint
       state->optimizer_state.push_back({*parameter_name, *state_name, *tensor});
     }
   }
+  return Status::Ok();
+}
+
+const double* AsFloat(const TorchValue& value) {
+  return value.AsFloat();
+}
+
+// Version 3's "scaler": {} or GradScaler's state dict with the skipped steps.
+Status ReadScaler(const TorchValue& root, const std::string& path, CheckpointState* state) {
+  auto dict = Field<TorchDict>(root, "scaler", AsDict, path);
+  if (!dict.ok()) return dict.status();
+  if ((*dict)->empty()) return Status::Ok();
+  const TorchValue& scaler = *root.Find("scaler");
+  ScalerCheckpoint read;
+  for (auto [key, target] : {std::pair<const char*, double*>{"scale", &read.scale},
+                             {"growth_factor", &read.growth_factor},
+                             {"backoff_factor", &read.backoff_factor}}) {
+    auto value = Field<double>(scaler, key, AsFloat, path);
+    if (!value.ok()) return value.status();
+    *target = **value;
+  }
+  for (auto [key, target] :
+       {std::pair<const char*, int64_t*>{"growth_interval", &read.growth_interval},
+        {"_growth_tracker", &read.growth_tracker},
+        {"skipped_steps", &read.skipped_steps}}) {
+    auto value = Field<int64_t>(scaler, key, AsInt, path);
+    if (!value.ok()) return value.status();
+    *target = **value;
+  }
+  state->scaler = read;
   return Status::Ok();
 }
 
@@ -192,6 +233,7 @@ Status WriteCheckpoint(const std::string& directory, const CheckpointState& stat
                         {"optimizer", Optimizer(state)},
                         {"rng", TorchValue::Tensor(TorchTensor::Of<uint8_t>(
                                     {int64_t(state.rng_state.size())}, state.rng_state))},
+                        {"scaler", Scaler(state)},
                         {"options", TorchValue::Dict(std::move(options))}});
   return WriteTorchArchive(directory + "/" + CheckpointFileName(state.global_step), root,
                            "checkpoint");
@@ -209,15 +251,17 @@ Result<CheckpointState> ReadCheckpoint(const std::string& path) {
   }
   auto version = Field<int64_t>(*root, "version", AsInt, path);
   if (!version.ok()) return version.status();
-  if (**version != kCheckpointVersion) {
-    return Status::InvalidArgument("checkpoint " + path + " has format version " +
-                                   std::to_string(**version) + " but this launcher reads version " +
-                                   std::to_string(kCheckpointVersion));
+  if (**version < kOldestCheckpointVersion || **version > kCheckpointVersion) {
+    return Status::InvalidArgument(
+        "checkpoint " + path + " has format version " + std::to_string(**version) +
+        " but this launcher reads versions " + std::to_string(kOldestCheckpointVersion) + " to " +
+        std::to_string(kCheckpointVersion));
   }
   CheckpointState state;
   DPL_RETURN_IF_ERROR(ReadPosition(*root, path, &state));
   DPL_RETURN_IF_ERROR(ReadOptimizer(*root, path, &state));
   DPL_RETURN_IF_ERROR(ReadTensors(*root, path, &state));
+  if (**version >= 3) DPL_RETURN_IF_ERROR(ReadScaler(*root, path, &state));
   return state;
 }
 

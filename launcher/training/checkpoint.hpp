@@ -7,7 +7,13 @@
 //    "optimizer": {"name": "adadelta", "steps": N,
 //                  "state": {parameter name: {"square_avg": tensor, ...}}},
 //    "rng": tensor(uint8),                 # the model's random generators ([] when none)
+//    "scaler": {"scale": S, "growth_factor": G, "backoff_factor": B, "growth_interval": I,
+//               "_growth_tracker": T, "skipped_steps": K},  # fp16's loss scaler, else {}
 //    "options": {name: value text}}        # what a resumed run must match
+//
+// "scaler" is GradScaler.state_dict() (torch.cuda.amp.GradScaler.load_state_dict takes it) plus
+// the optimizer steps it skipped. It came with version 3; version 2 files, which have none, are
+// still read.
 //
 // Written atomically (a temporary file in the same folder, fsync, rename, fsync of the folder),
 // so a crash mid-write leaves the previous checkpoint untouched. Files of the old format
@@ -15,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,7 +32,8 @@
 namespace dpl::training {
 
 inline constexpr const char* kCheckpointFormat = "dpl-checkpoint";
-inline constexpr int64_t kCheckpointVersion = 2;
+inline constexpr int64_t kCheckpointVersion = 3;
+inline constexpr int64_t kOldestCheckpointVersion = 2;  // the oldest this launcher reads
 
 struct NamedTensor {
   std::string name;
@@ -39,6 +47,16 @@ struct OptimizerStateTensor {
   torch_files::TorchTensor tensor;
 };
 
+// An fp16 run's loss scaler (GradScaler's state dict) and the steps it skipped.
+struct ScalerCheckpoint {
+  double scale = 0.0;
+  double growth_factor = 0.0;
+  double backoff_factor = 0.0;
+  int64_t growth_interval = 0;
+  int64_t growth_tracker = 0;
+  int64_t skipped_steps = 0;
+};
+
 struct CheckpointState {
   int64_t epoch = 0;          // the epoch to continue in
   int64_t step_in_epoch = 0;  // batches of that epoch already done
@@ -48,6 +66,7 @@ struct CheckpointState {
   int64_t optimizer_steps = 0;
   std::vector<OptimizerStateTensor> optimizer_state;
   std::vector<uint8_t> rng_state;
+  std::optional<ScalerCheckpoint> scaler;  // none but for fp16
   std::vector<std::pair<std::string, std::string>> options;
 };
 

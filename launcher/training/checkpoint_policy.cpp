@@ -43,9 +43,11 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 Status CheckOptions(const CheckpointState& state, const TrainingConfig& config,
                     const std::string& path) {
   std::map<std::string, std::string> saved(state.options.begin(), state.options.end());
+  std::map<std::string, std::string> defaults;
+  for (const auto& [flag, value] : ResumeOptions(TrainingConfig{})) defaults[flag] = value;
   for (const auto& [flag, value] : ResumeOptions(config)) {
     auto found = saved.find(flag);
-    const std::string then = found == saved.end() ? "(not set)" : found->second;
+    const std::string then = found != saved.end() ? found->second : defaults[flag];
     if (then != value) {
       return Status::InvalidArgument("checkpoint " + path + " was written with " + flag + " " +
                                      then + " but this run has " + flag + " " + value +
@@ -93,6 +95,29 @@ Status RestoreBuffers(const std::map<std::string, const TorchTensor*>& tensors, 
   return model.WriteBuffers(bytes.data(), bytes.size());
 }
 
+// The loss scaler of an fp16 run; a run without one ignores what the checkpoint says.
+Status RestoreLossScaling(const CheckpointState& state, ParameterUpdate& update,
+                          const std::string& path) {
+  if (!update.scales_loss()) return Status::Ok();
+  if (!state.scaler) {
+    return Status::InvalidArgument("checkpoint " + path +
+                                   " has no loss scaler state for --precision fp16; it was not "
+                                   "written by an fp16 run");
+  }
+  const ScalerCheckpoint& saved = *state.scaler;
+  LossScalingState scaling;
+  scaling.scaler.scale = float(saved.scale);
+  scaling.scaler.growth_tracker = int32_t(saved.growth_tracker);
+  scaling.skipped_steps = saved.skipped_steps;
+  if (double(scaling.scaler.scale) != saved.scale ||
+      int64_t(scaling.scaler.growth_tracker) != saved.growth_tracker) {
+    return Status::InvalidArgument("checkpoint " + path + " has a loss scale " + Text(saved.scale) +
+                                   " or growth tracker " + std::to_string(saved.growth_tracker) +
+                                   " that this launcher never writes");
+  }
+  return update.RestoreLossScaling(scaling).WithContext("checkpoint " + path);
+}
+
 Status RestoreOptimizer(const CheckpointState& state, const ParameterPlacement& placement,
                         Optimizer& optimizer, const std::string& path) {
   std::map<std::string, const TorchTensor*> tensors;
@@ -124,7 +149,17 @@ std::vector<std::pair<std::string, std::string>> ResumeOptions(const TrainingCon
           {"--batch-size", std::to_string(config.batch_size)},
           {"--seed", std::to_string(config.seed)},
           {"--grad-accum", std::to_string(config.grad_accum)},
-          {"--drop-last", config.drop_last ? "true" : "false"}};
+          {"--drop-last", config.drop_last ? "true" : "false"},
+          {"--precision", NameOf(PrecisionNames(), config.precision)},
+          {"--weight-decay", Text(config.weight_decay)},
+          {"--clip-grad-norm", Text(config.clip_grad_norm)},
+          {"--lr-schedule", NameOf(LrScheduleNames(), config.lr_schedule)},
+          {"--warmup-steps", std::to_string(config.warmup_steps)},
+          {"--lr-step-size", std::to_string(config.lr_step_size)},
+          {"--lr-gamma", Text(config.lr_gamma)},
+          {"--loss-scale-growth-factor", Text(config.loss_scale_growth_factor)},
+          {"--loss-scale-backoff-factor", Text(config.loss_scale_backoff_factor)},
+          {"--loss-scale-growth-interval", std::to_string(config.loss_scale_growth_interval)}};
 }
 
 CheckpointPolicy::CheckpointPolicy(const TrainingConfig& config, int rank)
@@ -135,7 +170,7 @@ bool CheckpointPolicy::DueAfter(int64_t global_step) const {
 }
 
 Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlacement& placement,
-                                                  Optimizer& optimizer) const {
+                                                  ParameterUpdate& update) const {
   if (!config_.resume) return TrainingPosition{};
   if (config_.checkpoint_dir.empty()) {
     return Status::InvalidArgument("--resume needs --checkpoint-dir (the folder to resume from)");
@@ -159,7 +194,8 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
   }
   DPL_RETURN_IF_ERROR(placement.ValuesChanged());
   DPL_RETURN_IF_ERROR(RestoreBuffers(tensors, model, *newest));
-  DPL_RETURN_IF_ERROR(RestoreOptimizer(*state, placement, optimizer, *newest));
+  DPL_RETURN_IF_ERROR(RestoreOptimizer(*state, placement, update.optimizer(), *newest));
+  DPL_RETURN_IF_ERROR(RestoreLossScaling(*state, update, *newest));
   if (!state->rng_state.empty()) DPL_RETURN_IF_ERROR(model.SetRngState(state->rng_state));
   const TrainingPosition position{state->epoch, state->step_in_epoch, state->global_step};
   if (rank_ == 0) {
@@ -171,7 +207,8 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
 }
 
 Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
-                              const ParameterPlacement& placement, Optimizer& optimizer) const {
+                              const ParameterPlacement& placement, ParameterUpdate& update) const {
+  Optimizer& optimizer = update.optimizer();
   if (config_.checkpoint_dir.empty() || rank_ != 0) return Status::Ok();
   CheckpointState state;
   state.epoch = position.epoch;
@@ -209,6 +246,12 @@ Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
          FloatTensor(state_buffers[k]->data(), state_buffers[k]->size(), ShapeOf(p.model_value))});
   }
   if (model.HasV3()) DPL_RETURN_IF_ERROR(model.RngState(&state.rng_state));
+  if (const std::optional<LossScalingState> scaling = update.loss_scaling()) {
+    state.scaler =
+        ScalerCheckpoint{double(scaling->scaler.scale),     config_.loss_scale_growth_factor,
+                         config_.loss_scale_backoff_factor, config_.loss_scale_growth_interval,
+                         scaling->scaler.growth_tracker,    scaling->skipped_steps};
+  }
   return WriteCheckpoint(config_.checkpoint_dir, state)
       .WithContext("writing a checkpoint to --checkpoint-dir " + config_.checkpoint_dir);
 }

@@ -13,7 +13,7 @@
 #include "common/status.hpp"
 #include "training/config.hpp"
 #include "training/model.hpp"
-#include "training/optimizer.hpp"
+#include "training/parameter_update.hpp"
 #include "training/placement.hpp"
 
 namespace dpl::training {
@@ -27,6 +27,7 @@ struct TrainingPosition {
 };
 
 // The options a resumed run must share with the one that wrote the checkpoint: (flag, value).
+// An option a checkpoint does not name (written before the option existed) had its default.
 std::vector<std::pair<std::string, std::string>> ResumeOptions(const TrainingConfig& config);
 
 class CheckpointPolicy {
@@ -34,15 +35,15 @@ class CheckpointPolicy {
   CheckpointPolicy(const TrainingConfig& config, int rank);
 
   // With --resume, restores the newest checkpoint into the host values (the placement hands them
-  // to the model), the model's buffers and random state, and the optimizer, and returns its
-  // position; else, or when there is none yet, the start.
+  // to the model), the model's buffers and random state, the optimizer and the loss scaler, and
+  // returns its position; else, or when there is none yet, the start.
   Result<TrainingPosition> Resume(Model& model, ParameterPlacement& placement,
-                                  Optimizer& optimizer) const;
+                                  ParameterUpdate& update) const;
   // Whether a checkpoint is due after the optimizer step that made `global_step` steps.
   bool DueAfter(int64_t global_step) const;
   // Writes one (on rank 0, when --checkpoint-dir is set; a no-op elsewhere).
   Status Save(const TrainingPosition& position, Model& model, const ParameterPlacement& placement,
-              Optimizer& optimizer) const;
+              ParameterUpdate& update) const;
 
  private:
   const TrainingConfig& config_;

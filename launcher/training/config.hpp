@@ -16,10 +16,20 @@ inline constexpr int kDefaultBatchSize = 128;                          // the re
 inline constexpr int64_t kDefaultBucketCapBytes = 25LL * 1024 * 1024;  // as DDP
 inline constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";
 inline constexpr double kDefaultAdadeltaLearningRate = 0.5;  // the recipe's
+inline constexpr double kDefaultLrGamma = 0.1;               // StepLR's default
+// torch.cuda.amp.GradScaler's defaults (torch 1.13).
+inline constexpr double kDefaultLossScaleInit = 65536.0;  // 2^16
+inline constexpr double kDefaultLossScaleGrowthFactor = 2.0;
+inline constexpr double kDefaultLossScaleBackoffFactor = 0.5;
+inline constexpr int64_t kDefaultLossScaleGrowthInterval = 2000;
 
 enum class Device { kCpu, kCuda };
 enum class OptimizerKind { kAdadelta, kSgd, kAdam };
-enum class GradientCompression { kNone, kFp16, kBf16 };
+// kAuto: the compute precision's 16-bit format (bf16 for --precision bf16, fp16 for fp16), none
+// for fp32 (training/precision.hpp).
+enum class GradientCompression { kNone, kFp16, kBf16, kAuto };
+enum class Precision { kFp32, kBf16, kFp16 };
+enum class LrScheduleKind { kConstant, kStep, kCosine, kLinear };
 
 // A choice's spelling on the command line, in checkpoints and in messages: the one table per enum.
 template <typename Enum>
@@ -36,9 +46,22 @@ inline const Spellings<OptimizerKind>& OptimizerNames() {
   return names;
 }
 inline const Spellings<GradientCompression>& CompressionNames() {
-  static const Spellings<GradientCompression> names = {{"none", GradientCompression::kNone},
+  static const Spellings<GradientCompression> names = {{"auto", GradientCompression::kAuto},
+                                                       {"none", GradientCompression::kNone},
                                                        {"fp16", GradientCompression::kFp16},
                                                        {"bf16", GradientCompression::kBf16}};
+  return names;
+}
+inline const Spellings<Precision>& PrecisionNames() {
+  static const Spellings<Precision> names = {
+      {"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}};
+  return names;
+}
+inline const Spellings<LrScheduleKind>& LrScheduleNames() {
+  static const Spellings<LrScheduleKind> names = {{"constant", LrScheduleKind::kConstant},
+                                                  {"step", LrScheduleKind::kStep},
+                                                  {"cosine", LrScheduleKind::kCosine},
+                                                  {"linear", LrScheduleKind::kLinear}};
   return names;
 }
 
@@ -75,14 +98,31 @@ struct TrainingConfig {
   Device device = Device::kCpu;
   bool mirror_parameters = false;
 
+  // The arithmetic of the forward pass (autocast); parameters and optimizer stay float32.
+  Precision precision = Precision::kFp32;
+
   // The optimizer step.
   OptimizerKind optimizer = OptimizerKind::kAdadelta;
   double learning_rate = kDefaultAdadeltaLearningRate;
-  double momentum = 0.0;  // sgd
-  int grad_accum = 1;     // micro-batches per optimizer step
+  double momentum = 0.0;        // sgd
+  double weight_decay = 0.0;    // L2 penalty added to the gradients, as torch.optim's
+  int grad_accum = 1;           // micro-batches per optimizer step
+  double clip_grad_norm = 0.0;  // max global L2 norm of the averaged gradients; 0 = no clipping
 
-  // Gradient averaging.
-  GradientCompression grad_compression = GradientCompression::kNone;
+  // The learning-rate schedule over the run's optimizer steps (training/lr_schedule.hpp).
+  LrScheduleKind lr_schedule = LrScheduleKind::kConstant;
+  int64_t warmup_steps = 0;
+  int64_t lr_step_size = 0;           // step: optimizer steps between decays; 0 = not given
+  double lr_gamma = kDefaultLrGamma;  // step: the factor of each decay
+
+  // fp16's dynamic loss scaling (training/loss_scaler.hpp).
+  double loss_scale_init = kDefaultLossScaleInit;
+  double loss_scale_growth_factor = kDefaultLossScaleGrowthFactor;
+  double loss_scale_backoff_factor = kDefaultLossScaleBackoffFactor;
+  int64_t loss_scale_growth_interval = kDefaultLossScaleGrowthInterval;
+
+  // Gradient averaging: the format on the wire (kAuto: the precision's) and the bucket size.
+  GradientCompression grad_compression = GradientCompression::kAuto;
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
 
   // Reporting: rank 0 logs every log_interval batches, writes JSON lines to metrics_file and

@@ -248,7 +248,8 @@ Status GradientSynchronizer::ReduceHostFloats(float* data, size_t elements) {
     }
     if (status.code() != DPL_ERR_UNSUPPORTED) return status;
     log::Warning("backend '" + backend_->name() + "' cannot allreduce " + (half ? "fp16" : "bf16") +
-                 " tensors; --grad-compression falls back to float32 for the rest of the run");
+                 " tensors, so the gradients are sent as float32 for the rest of the run (" +
+                 status.message() + ")");
     compression_ = GradientCompression::kNone;
   }
   DPL_RETURN_IF_ERROR(Allreduce(HostTensor(data, DLDataType{kDLFloat, 32, 1}, 1, shape)));

@@ -17,14 +17,10 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "training/config.hpp"
 #include "training/float_span.hpp"
 
 namespace dpl::training {
-
-inline constexpr double kDefaultLossScaleInit = 65536.0;  // 2^16
-inline constexpr double kDefaultLossScaleGrowthFactor = 2.0;
-inline constexpr double kDefaultLossScaleBackoffFactor = 0.5;
-inline constexpr int64_t kDefaultLossScaleGrowthInterval = 2000;
 
 struct LossScalerOptions {
   double init_scale = kDefaultLossScaleInit;                  // > 0, finite as a float32

@@ -27,9 +27,9 @@ std::string Number(double value) {
 // construction (no warmup) or through step(0) at the milestone, is exactly the base rate in every
 // case (x * 1.0, (base - 0) * 2 / 2, base * gamma**0).
 
-LrSchedule::LrSchedule(Kind kind, const LrScheduleOptions& options, double base_learning_rate,
+LrSchedule::LrSchedule(const LrScheduleOptions& options, double base_learning_rate,
                        int64_t total_steps)
-    : kind_(kind),
+    : kind_(options.kind),
       warmup_steps_(options.warmup_steps),
       step_size_(options.step_size),
       total_steps_(total_steps),
@@ -43,37 +43,25 @@ LrSchedule::LrSchedule(Kind kind, const LrScheduleOptions& options, double base_
 
 Result<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options, double base_learning_rate,
                                       int64_t total_steps) {
-  Kind kind;
-  if (options.name == "constant") {
-    kind = Kind::kConstant;
-  } else if (options.name == "step") {
-    kind = Kind::kStep;
-  } else if (options.name == "cosine") {
-    kind = Kind::kCosine;
-  } else if (options.name == "linear") {
-    kind = Kind::kLinear;
-  } else {
-    return Status::InvalidArgument("unknown --lr-schedule '" + options.name +
-                                   "'; the known schedules are constant, step, cosine, linear");
-  }
+  const LrScheduleKind kind = options.kind;
   if (options.warmup_steps < 0)
     return Status::InvalidArgument("--warmup-steps must be at least 0 (got " +
                                    std::to_string(options.warmup_steps) + ")");
-  if (kind == Kind::kStep && options.step_size < 1)
+  if (kind == LrScheduleKind::kStep && options.step_size < 1)
     return Status::InvalidArgument(
         "--lr-schedule step needs --lr-step-size, the optimizer steps between decays, of at "
         "least 1 (got " +
         std::to_string(options.step_size) + ")");
-  if (kind == Kind::kStep && !(options.gamma > 0.0 && std::isfinite(options.gamma)))
+  if (kind == LrScheduleKind::kStep && !(options.gamma > 0.0 && std::isfinite(options.gamma)))
     return Status::InvalidArgument("--lr-gamma must be a finite number greater than 0 (got " +
                                    Number(options.gamma) + ")");
-  const bool decays = kind == Kind::kCosine || kind == Kind::kLinear;
+  const bool decays = kind == LrScheduleKind::kCosine || kind == LrScheduleKind::kLinear;
   if ((options.warmup_steps > 0 || decays) && total_steps <= options.warmup_steps)
     return Status::InvalidArgument(
-        "--lr-schedule " + options.name + " with --warmup-steps " +
+        std::string("--lr-schedule ") + NameOf(LrScheduleNames(), kind) + " with --warmup-steps " +
         std::to_string(options.warmup_steps) + " needs more optimizer steps than the run's " +
         std::to_string(total_steps) + "; use fewer warmup steps, or more epochs or data");
-  return LrSchedule(kind, options, base_learning_rate, total_steps);
+  return LrSchedule(options, base_learning_rate, total_steps);
 }
 
 // LinearLR(start_factor, end_factor=1.0, total_iters=W).get_lr at 1 <= epoch < W.
@@ -86,11 +74,11 @@ double LrSchedule::WarmupRate(int64_t epoch) const {
 // The main schedule's get_lr at epoch >= 1 (Note [Recursive schedules]).
 double LrSchedule::MainRate(int64_t epoch) const {
   switch (kind_) {
-    case Kind::kConstant:  // LambdaLR: base_lr * lr_lambda(epoch)
+    case LrScheduleKind::kConstant:  // LambdaLR: base_lr * lr_lambda(epoch)
       return base_learning_rate_ * 1.0;
-    case Kind::kStep:
+    case LrScheduleKind::kStep:
       return epoch % step_size_ != 0 ? learning_rate_ : learning_rate_ * gamma_;
-    case Kind::kCosine: {
+    case LrScheduleKind::kCosine: {
       const double t_max = double(main_steps_);
       // Python's % is a floor modulo; for a test against 0 a truncating one answers the same.
       if ((epoch - 1 - main_steps_) % (2 * main_steps_) == 0)
@@ -99,7 +87,7 @@ double LrSchedule::MainRate(int64_t epoch) const {
                  (1.0 + std::cos(kPi * double(epoch - 1) / t_max)) * (learning_rate_ - kEtaMin) +
              kEtaMin;
     }
-    case Kind::kLinear: {
+    case LrScheduleKind::kLinear: {
       const double start = 1.0, end = 0.0;
       if (epoch > main_steps_) return learning_rate_;
       return learning_rate_ * (1.0 + (end - start) / (double(main_steps_) * start +
@@ -125,7 +113,7 @@ Status LrSchedule::Restore(int64_t step) {
     return Status::InvalidArgument("cannot resume the learning-rate schedule at optimizer step " +
                                    std::to_string(step) + ": the run has " +
                                    std::to_string(total_steps_) + " optimizer steps");
-  *this = LrSchedule(kind_, LrScheduleOptions{"", warmup_steps_, step_size_, gamma_},
+  *this = LrSchedule(LrScheduleOptions{kind_, warmup_steps_, step_size_, gamma_},
                      base_learning_rate_, total_steps_);
   while (step_ < step) Advance();
   return Status::Ok();

@@ -23,16 +23,14 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 #include "common/status.hpp"
+#include "training/config.hpp"
 
 namespace dpl::training {
 
-inline constexpr double kDefaultLrGamma = 0.1;  // StepLR's default
-
 struct LrScheduleOptions {
-  std::string name = "constant";   // constant | step | cosine | linear
+  LrScheduleKind kind = LrScheduleKind::kConstant;
   int64_t warmup_steps = 0;        // W, optimizer steps
   int64_t step_size = 0;           // step: optimizer steps between decays; must be given (>= 1)
   double gamma = kDefaultLrGamma;  // step: the factor of each decay (> 0)
@@ -45,7 +43,7 @@ struct LrScheduleOptions {
 class LrSchedule {
  public:
   // A schedule over `total_steps` optimizer steps, starting at step 0. The errors name the flag:
-  // an unknown --lr-schedule, a step schedule without --lr-step-size, a warmup that leaves no step.
+  // a step schedule without --lr-step-size, a warmup that leaves no step.
   static Result<LrSchedule> Create(const LrScheduleOptions& options, double base_learning_rate,
                                    int64_t total_steps);
 
@@ -60,13 +58,11 @@ class LrSchedule {
   Status Restore(int64_t step);
 
  private:
-  enum class Kind { kConstant, kStep, kCosine, kLinear };
-  LrSchedule(Kind kind, const LrScheduleOptions& options, double base_learning_rate,
-             int64_t total_steps);
+  LrSchedule(const LrScheduleOptions& options, double base_learning_rate, int64_t total_steps);
   double WarmupRate(int64_t epoch) const;
   double MainRate(int64_t epoch) const;
 
-  Kind kind_;
+  LrScheduleKind kind_;
   int64_t warmup_steps_, step_size_, total_steps_, main_steps_;
   double gamma_, base_learning_rate_, warmup_start_factor_;
   int64_t step_ = 0;

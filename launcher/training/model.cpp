@@ -176,6 +176,11 @@ Status Model::SetRngState(const std::vector<uint8_t>& state) {
   return Call("set_rng_state", plugin_.v3->set_rng_state(instance_, state.data(), state.size()));
 }
 
+Status Model::SetLossScale(float scale) {
+  DPL_RETURN_IF_ERROR(RequireV3("set_loss_scale"));
+  return Call("set_loss_scale", plugin_.v3->set_loss_scale(instance_, scale));
+}
+
 Status Model::SaveState(const std::string& path) {
   return Call("save_state", functions_.save_state(instance_, path.c_str()));
 }

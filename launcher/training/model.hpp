@@ -60,6 +60,8 @@ class Model {
   Status WriteBuffers(const void* host, uint64_t bytes);
   Status RngState(std::vector<uint8_t>* state);
   Status SetRngState(const std::vector<uint8_t>& state);
+  // The factor backward multiplies the loss by (fp16 loss scaling; model ABI v3).
+  Status SetLossScale(float scale);
   Status SaveState(const std::string& path);
   Status LoadState(const std::string& path);
 

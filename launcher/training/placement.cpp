@@ -104,13 +104,20 @@ class ModelCollectivesPlacement final : public ParameterPlacement {
     DPL_RETURN_IF_ERROR(ListParameters());
     UseHostCopy();
     if (backend_ == nullptr) return Status::Ok();
-    if (settings_.compression != GradientCompression::kNone) {
+    const GradientCompression format = settings_.wire.format;
+    if (format != GradientCompression::kNone && !settings_.wire.from_precision) {
       return Status::InvalidArgument(
-          std::string("--grad-compression ") + NameOf(CompressionNames(), settings_.compression) +
+          std::string("--grad-compression ") + NameOf(CompressionNames(), format) +
           " converts gradients in host memory, but with --device " +
           NameOf(DeviceNames(), settings_.device) + " and the '" + backend_->name() +
           "' backend they are summed on the device; use --grad-compression none");
     }
+    if (format != GradientCompression::kNone && settings_.rank == 0) {
+      log::Info(std::string("the gradients are summed on the device in float32: ") +
+                NameOf(CompressionNames(), format) +
+                " buckets (--grad-compression auto) are made in host memory only");
+    }
+    settings_.wire.format = GradientCompression::kNone;
     std::vector<DLTensor> tensors;
     for (const HostParameter& p : parameters_) tensors.push_back(p.model_gradient);
     return StartSynchronizer(std::move(tensors), GradientScaling::kByCaller, /*callbacks=*/true);
@@ -266,15 +273,22 @@ Status ParameterPlacement::StartSynchronizer(std::vector<DLTensor> tensors, Grad
   std::vector<size_t> sizes;
   for (const HostParameter& p : parameters_) sizes.push_back(p.elements);
   std::vector<Bucket> buckets = AssignBuckets(sizes, settings_.bucket_cap_bytes);
+  const GradientCompression format = settings_.wire.format;
   if (settings_.rank == 0) {
+    const std::string sent =
+        format == GradientCompression::kNone
+            ? ""
+            : std::string(", sent as ") + NameOf(CompressionNames(), format) +
+                  (settings_.wire.from_precision ? " (the precision's, --grad-compression auto)"
+                                                 : "");
     log::Info("gradients of " + std::to_string(parameters_.size()) + " parameters in " +
               std::to_string(buckets.size()) + " bucket(s) of at most " +
               log::Bytes(uint64_t(settings_.bucket_cap_bytes)) + ", summed " +
-              (callbacks ? "in the model's memory" : "in the host copy"));
+              (callbacks ? "in the model's memory" : "in the host copy") + sent);
   }
-  sync_ = std::make_unique<GradientSynchronizer>(
-      backend_, comm_.get(), settings_.world_size, std::move(tensors), std::move(buckets),
-      settings_.compression, scaling, model_.info().stream);
+  sync_ = std::make_unique<GradientSynchronizer>(backend_, comm_.get(), settings_.world_size,
+                                                 std::move(tensors), std::move(buckets), format,
+                                                 scaling, model_.info().stream);
   if (!callbacks) return Status::Ok();
   return model_.SetGradientReadyCallback(GradientSynchronizer::GradientReadyTrampoline,
                                          sync_.get());

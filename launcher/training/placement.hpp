@@ -29,6 +29,7 @@
 #include "training/config.hpp"
 #include "training/gradient_sync.hpp"
 #include "training/model.hpp"
+#include "training/precision.hpp"
 #include "training/step_profile.hpp"
 
 namespace dpl::training {
@@ -49,7 +50,7 @@ struct PlacementSettings {
   int rank = 0;
   int world_size = 1;
   bool mirror_parameters = false;
-  GradientCompression compression = GradientCompression::kNone;
+  GradientWire wire;  // the gradients' format in the collectives (precision.hpp)
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
   Device device = Device::kCpu;  // for messages
 };

@@ -13,8 +13,9 @@
 #include "observability/tracer.hpp"
 #include "training/batch_buffer.hpp"
 #include "training/checkpoint_policy.hpp"
-#include "training/optimizer.hpp"
+#include "training/parameter_update.hpp"
 #include "training/placement.hpp"
+#include "training/precision.hpp"
 #include "training/prefetch.hpp"
 #include "training/reporter.hpp"
 #include "training/sampler.hpp"
@@ -47,7 +48,6 @@ class Trainer {
   Status TrainEpoch(int64_t epoch);
   Status TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices);
   void Prefetch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices);
-  Status OptimizerStep(float scale);
   Status Evaluate();
   Status InitFrom();
   Status Export() const;
@@ -65,7 +65,7 @@ class Trainer {
   CheckpointPolicy checkpoints_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<ParameterPlacement> placement_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<ParameterUpdate> update_;  // loss scaling, clipping, schedule, optimizer
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<DistributedSampler> sampler_;
   BatchBuffer buffers_[2];                       // the step's and the next one's (slots 0 and 1)
@@ -85,7 +85,7 @@ Status Trainer::Run() {
   DPL_RETURN_IF_ERROR(Setup());
   DPL_RETURN_IF_ERROR(InitFrom());
   DPL_RETURN_IF_ERROR(placement_->BroadcastInitialState());
-  Result<TrainingPosition> start = checkpoints_.Resume(*model_, *placement_, *optimizer_);
+  Result<TrainingPosition> start = checkpoints_.Resume(*model_, *placement_, *update_);
   if (!start.ok()) return start.status();
   start_ = position_ = *start;
   reporter_->OnRunStart({batches_, start_.epoch, start_.step_in_epoch, start_.global_step});
@@ -98,8 +98,9 @@ Status Trainer::Run() {
   end.epoch = mid_epoch ? epoch - 1 : epoch;
   if (!mid_epoch) end.step_in_epoch = 0;
   if (stopped_ && epoch == start_.epoch) end = start_;  // nothing trained: keep the position
-  DPL_RETURN_IF_ERROR(checkpoints_.Save(end, *model_, *placement_, *optimizer_));
+  DPL_RETURN_IF_ERROR(checkpoints_.Save(end, *model_, *placement_, *update_));
   reporter_->OnTrainingEnd(position_.global_step, samples_done_, last_loss_, profile_);
+  update_->LogSummary(position_.global_step);
   if (config_.evaluate) DPL_RETURN_IF_ERROR(Evaluate());
   DPL_RETURN_IF_ERROR(placement_->Detach());
   DPL_RETURN_IF_ERROR(Export());
@@ -114,11 +115,13 @@ Status Trainer::Setup() {
   settings.rank = identity_.rank;
   settings.world_size = identity_.world_size;
   settings.mirror_parameters = config_.mirror_parameters;
-  settings.compression = config_.grad_compression;
+  settings.wire = ResolveGradientWire(config_.precision, config_.grad_compression);
   settings.bucket_cap_bytes = config_.bucket_cap_bytes;
   settings.device = config_.device;
   DPL_RETURN_IF_ERROR(ParameterPlacement::CheckSupported(model_plugin_.label.name,
                                                          model_plugin_.abi_version, settings));
+  DPL_RETURN_IF_ERROR(CheckPrecisionSupported(model_plugin_.label.name, model_plugin_.abi_version,
+                                              config_.precision));
 
   DPL_RETURN_IF_ERROR(CreateModel());
   const dpl_model_info_v3& info = model_->info();
@@ -138,16 +141,6 @@ Status Trainer::Setup() {
   }
   prefetcher_ = std::make_unique<BatchPrefetcher>(*data_.train);
 
-  OptimizerOptions optimizer_options;
-  optimizer_options.kind = config_.optimizer;
-  optimizer_options.learning_rate = config_.learning_rate;
-  optimizer_options.momentum = config_.momentum;
-  std::vector<size_t> sizes;
-  for (const HostParameter& p : placement_->parameters()) sizes.push_back(p.elements);
-  Result<std::unique_ptr<Optimizer>> optimizer = CreateOptimizer(optimizer_options, sizes);
-  if (!optimizer.ok()) return optimizer.status();
-  optimizer_ = std::move(*optimizer);
-
   Result<std::unique_ptr<Reporter>> reporter = Reporter::Create(config_, identity_.rank);
   if (!reporter.ok()) return reporter.status();
   reporter_ = std::move(*reporter);
@@ -155,6 +148,13 @@ Status Trainer::Setup() {
       data_.train->count(), identity_.world_size, identity_.rank, config_.seed,
       ShuffleMode::kShuffle, config_.drop_last ? RemainderMode::kDrop : RemainderMode::kPad);
   batches_ = (sampler_->samples_per_rank() + local_batch_ - 1) / local_batch_;
+
+  std::vector<size_t> sizes;
+  for (const HostParameter& p : placement_->parameters()) sizes.push_back(p.elements);
+  Result<std::unique_ptr<ParameterUpdate>> update =
+      ParameterUpdate::Create(config_, sizes, ScheduledSteps(config_, batches_), identity_.rank);
+  if (!update.ok()) return update.status();
+  update_ = std::move(*update);
   return Status::Ok();
 }
 
@@ -170,7 +170,7 @@ Status Trainer::CreateModel() {
   model_config.rank = identity_.rank;
   model_config.log = log::PluginLogCallback;
   model_config.log_context = nullptr;
-  model_config.precision = DPL_PRECISION_FP32;
+  model_config.precision = DplPrecision(config_.precision);
   // The data's shape and classes, for a model that adapts to them (model ABI v3).
   const std::vector<int64_t>& shape = data_.train->sample_shape();
   model_config.input_ndim = uint32_t(std::min<size_t>(shape.size(), DPL_MODEL_MAX_INPUT_DIMS));
@@ -222,6 +222,7 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
   const float scale = 1.0f / float(identity_.world_size * micro_steps_);
   profile_.Lap(StepPhase::kData);
   DPL_RETURN_IF_ERROR(placement_->BeforeForward());
+  DPL_RETURN_IF_ERROR(update_->BeforeBatch(position_.global_step, *model_));
   if (optimizer_step) placement_->BeginStep(scale);
   profile_.Lap(StepPhase::kCommunicationWait);
   float loss = 0.0f;
@@ -233,7 +234,8 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
   samples_done_ += n * identity_.world_size;
   position_.step_in_epoch = batch + 1;
   if (optimizer_step) {
-    optimizer_->Step(placement_->values(), placement_->gradients());
+    Result<StepDecision> updated = update_->Step(position_.global_step, placement_->parameters());
+    if (!updated.ok()) return updated.status();
     profile_.Lap(StepPhase::kOptimizer);
     DPL_RETURN_IF_ERROR(placement_->PublishValues(&profile_));
     micro_steps_ = 0;
@@ -242,12 +244,12 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
     if (checkpoints_.DueAfter(position_.global_step)) {
       TrainingPosition next = position_;
       next.epoch = epoch;
-      DPL_RETURN_IF_ERROR(checkpoints_.Save(next, *model_, *placement_, *optimizer_));
+      DPL_RETURN_IF_ERROR(checkpoints_.Save(next, *model_, *placement_, *update_));
     }
     stopped_ = StepLimitReached();
   }
   reporter_->OnBatch({epoch, batch + 1, batches_, position_.global_step, loss, epoch_samples_,
-                      optimizer_->learning_rate()},
+                      update_->learning_rate()},
                      profile_);
   return Status::Ok();
 }

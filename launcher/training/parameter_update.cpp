@@ -1,0 +1,150 @@
+#include "training/parameter_update.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/log.hpp"
+#include "training/gradient_clipping.hpp"
+
+namespace dpl::training {
+namespace {
+
+std::string Number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+std::string Steps(int64_t count) {
+  return std::to_string(count) + (count == 1 ? " step" : " steps");
+}
+
+}  // namespace
+
+int64_t ScheduledSteps(const TrainingConfig& config, int64_t batches_per_epoch) {
+  const int64_t accumulation = std::max(1, config.grad_accum);
+  const int64_t per_epoch =
+      (std::max<int64_t>(0, batches_per_epoch) + accumulation - 1) / accumulation;
+  return int64_t(config.epochs) * per_epoch;
+}
+
+ParameterUpdate::ParameterUpdate(const TrainingConfig& config, std::unique_ptr<Optimizer> optimizer,
+                                 LrSchedule schedule, std::optional<LossScaler> scaler, int rank)
+    : clip_grad_norm_(config.clip_grad_norm),
+      optimizer_(std::move(optimizer)),
+      schedule_(std::move(schedule)),
+      scaler_(std::move(scaler)),
+      rank_(rank) {
+  optimizer_->set_learning_rate(schedule_.learning_rate());
+}
+
+Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(const TrainingConfig& config,
+                                                                 const std::vector<size_t>& sizes,
+                                                                 int64_t scheduled_steps,
+                                                                 int rank) {
+  OptimizerOptions optimizer_options;
+  optimizer_options.kind = config.optimizer;
+  optimizer_options.learning_rate = config.learning_rate;
+  optimizer_options.momentum = config.momentum;
+  optimizer_options.weight_decay = config.weight_decay;
+  Result<std::unique_ptr<Optimizer>> optimizer = CreateOptimizer(optimizer_options, sizes);
+  if (!optimizer.ok()) return optimizer.status();
+
+  LrScheduleOptions schedule_options;
+  schedule_options.kind = config.lr_schedule;
+  schedule_options.warmup_steps = config.warmup_steps;
+  schedule_options.step_size = config.lr_step_size;
+  schedule_options.gamma = config.lr_gamma;
+  Result<LrSchedule> schedule =
+      LrSchedule::Create(schedule_options, config.learning_rate, scheduled_steps);
+  if (!schedule.ok()) return schedule.status();
+
+  std::optional<LossScaler> scaler;
+  if (config.precision == Precision::kFp16) {
+    LossScalerOptions scaler_options;
+    scaler_options.init_scale = config.loss_scale_init;
+    scaler_options.growth_factor = config.loss_scale_growth_factor;
+    scaler_options.backoff_factor = config.loss_scale_backoff_factor;
+    scaler_options.growth_interval = config.loss_scale_growth_interval;
+    Result<LossScaler> created = LossScaler::Create(scaler_options);
+    if (!created.ok()) return created.status();
+    scaler = *created;
+  }
+  return std::unique_ptr<ParameterUpdate>(new ParameterUpdate(
+      config, std::move(*optimizer), std::move(*schedule), std::move(scaler), rank));
+}
+
+Status ParameterUpdate::FollowSchedule(int64_t global_step) {
+  if (schedule_.step() != global_step) DPL_RETURN_IF_ERROR(schedule_.Restore(global_step));
+  optimizer_->set_learning_rate(schedule_.learning_rate());
+  return Status::Ok();
+}
+
+Status ParameterUpdate::BeforeBatch(int64_t global_step, Model& model) {
+  DPL_RETURN_IF_ERROR(FollowSchedule(global_step));
+  if (!scaler_ || scaler_->scale() == model_loss_scale_) return Status::Ok();
+  DPL_RETURN_IF_ERROR(model.SetLossScale(scaler_->scale()));
+  model_loss_scale_ = scaler_->scale();
+  return Status::Ok();
+}
+
+Result<StepDecision> ParameterUpdate::Step(int64_t global_step,
+                                           const std::vector<HostParameter>& parameters) {
+  DPL_RETURN_IF_ERROR(FollowSchedule(global_step));
+  std::vector<FloatSpan> gradients;
+  gradients.reserve(parameters.size());
+  for (const HostParameter& p : parameters) gradients.push_back({p.gradient, p.elements});
+  StepDecision decision = StepDecision::kApply;
+  if (scaler_) {
+    const float scale = scaler_->scale();
+    const bool non_finite = scaler_->Unscale(gradients);  // Note [Same skip decision on every rank]
+    decision = scaler_->Update(non_finite);
+    if (decision == StepDecision::kSkip) {
+      ++skipped_steps_;
+      if (rank_ == 0) {
+        log::Warning("step " + std::to_string(global_step + 1) +
+                     ": the fp16 gradients hold inf or NaN at loss scale " + Number(scale) +
+                     "; the optimizer step is skipped and the loss scale is now " +
+                     Number(scaler_->scale()) + " (" + Steps(skipped_steps_) + " skipped so far)");
+      }
+    }
+  }
+  if (decision == StepDecision::kApply) {
+    if (clip_grad_norm_ > 0.0) ClipGradNorm(gradients, clip_grad_norm_);
+    std::vector<float*> values;
+    std::vector<const float*> sums;
+    values.reserve(parameters.size());
+    sums.reserve(parameters.size());
+    for (const HostParameter& p : parameters) {
+      values.push_back(p.value);
+      sums.push_back(p.gradient);
+    }
+    optimizer_->Step(values, sums);
+  }
+  schedule_.Advance();  // on a skipped step too, as torch's loop calls scheduler.step() either way
+  return decision;
+}
+
+std::optional<LossScalingState> ParameterUpdate::loss_scaling() const {
+  if (!scaler_) return std::nullopt;
+  return LossScalingState{scaler_->state(), skipped_steps_};
+}
+
+Status ParameterUpdate::RestoreLossScaling(const LossScalingState& state) {
+  if (!scaler_) return Status::Ok();
+  if (state.skipped_steps < 0) {
+    return Status::InvalidArgument("the checkpoint's count of skipped steps " +
+                                   std::to_string(state.skipped_steps) + " is negative");
+  }
+  DPL_RETURN_IF_ERROR(scaler_->Restore(state.scaler));
+  skipped_steps_ = state.skipped_steps;
+  return Status::Ok();
+}
+
+void ParameterUpdate::LogSummary(int64_t global_step) const {
+  if (!scaler_ || rank_ != 0) return;
+  log::Info("fp16 loss scaling: " + Steps(skipped_steps_) + " of " + std::to_string(global_step) +
+            " skipped for inf/NaN gradients; the loss scale is " + Number(scaler_->scale()));
+}
+
+}  // namespace dpl::training

@@ -1,0 +1,90 @@
+// What one optimizer step does with the averaged gradients: fp16's loss scaling (unscale, and skip
+// the step on inf/NaN), --clip-grad-norm, the scheduled learning rate, then the optimizer. Its
+// order is that of a PyTorch AMP loop:
+//     scaler.scale(loss).backward()          # the model, with the scale set_loss_scale gave it
+//     scaler.unscale_(optimizer)             # here, on the gradients averaged across ranks
+//     clip_grad_norm_(params, max_norm)      # here, only when the step is taken
+//     scaler.step(optimizer)                 # skipped when a gradient is inf or NaN
+//     scaler.update(); scheduler.step()      # the schedule advances on skipped steps too
+//
+// Note [Same skip decision on every rank]: the inf/NaN check runs on the averaged gradients,
+// which every rank holds bit for bit (the collective hands each rank the same sum, which is also
+// what keeps the replicas identical), so every rank decides the same without another collective.
+// A non-finite value on any one rank reaches every rank: inf plus a finite number is inf, inf
+// minus inf and NaN plus anything are NaN, in float32 and in the 16-bit formats the backends
+// sum in float32; a finite value that overflows the 16-bit wire format becomes inf there, and an
+// overflow of the sum itself is the same overflow everywhere.
+//
+// Note [The schedule spans the epochs]: the learning rate of optimizer step s is the schedule's
+// value after s steps, over the ScheduledSteps() of --epochs. It follows from the global step
+// alone, so a resumed run (whatever its --max-steps) continues the straight run's rates exactly,
+// with nothing of the schedule in the checkpoint; --max-steps stops a run inside its schedule.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "common/status.hpp"
+#include "training/config.hpp"
+#include "training/loss_scaler.hpp"
+#include "training/lr_schedule.hpp"
+#include "training/model.hpp"
+#include "training/optimizer.hpp"
+#include "training/placement.hpp"
+
+namespace dpl::training {
+
+// The optimizer steps a run of `batches_per_epoch` batches a rank spans: every epoch's, with
+// --grad-accum (a last partial group of micro-batches is a step too); --max-steps not counted.
+int64_t ScheduledSteps(const TrainingConfig& config, int64_t batches_per_epoch);
+
+// The loss scaler's state in a checkpoint, with the number of steps it skipped.
+struct LossScalingState {
+  LossScalerState scaler;
+  int64_t skipped_steps = 0;
+};
+
+class ParameterUpdate {
+ public:
+  // The optimizer for parameters of `sizes` elements, the schedule over `scheduled_steps`, a
+  // loss scaler when config.precision is fp16. Rank 0 logs the skipped steps.
+  static Result<std::unique_ptr<ParameterUpdate>> Create(const TrainingConfig& config,
+                                                         const std::vector<size_t>& sizes,
+                                                         int64_t scheduled_steps, int rank);
+
+  // Before each batch, `global_step` optimizer steps done: the coming step's learning rate into
+  // the optimizer, and the loss scale into the model when it changed (fp16).
+  Status BeforeBatch(int64_t global_step, Model& model);
+  // Optimizer step `global_step` + 1 on the averaged gradients of `parameters` (host memory):
+  // unscaled and checked (fp16), clipped, then applied, or skipped when they hold inf or NaN.
+  // The gradients are left changed; the caller zeroes them.
+  Result<StepDecision> Step(int64_t global_step, const std::vector<HostParameter>& parameters);
+
+  Optimizer& optimizer() { return *optimizer_; }
+  // The rate of the step the current batch belongs to (set by BeforeBatch).
+  double learning_rate() const { return optimizer_->learning_rate(); }
+  bool scales_loss() const { return scaler_.has_value(); }
+  // fp16 only.
+  std::optional<LossScalingState> loss_scaling() const;
+  // From a checkpoint (fp16 only; refused with what is wrong when the state does not fit).
+  Status RestoreLossScaling(const LossScalingState& state);
+  // Rank 0 logs how many steps were skipped in all (fp16); a no-op otherwise.
+  void LogSummary(int64_t global_step) const;
+
+ private:
+  ParameterUpdate(const TrainingConfig& config, std::unique_ptr<Optimizer> optimizer,
+                  LrSchedule schedule, std::optional<LossScaler> scaler, int rank);
+  Status FollowSchedule(int64_t global_step);
+
+  double clip_grad_norm_;
+  std::unique_ptr<Optimizer> optimizer_;
+  LrSchedule schedule_;
+  std::optional<LossScaler> scaler_;
+  int rank_;
+  int64_t skipped_steps_ = 0;
+  float model_loss_scale_ = 1.0f;  // what the model was last told (1 after create)
+};
+
+}  // namespace dpl::training

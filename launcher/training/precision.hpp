@@ -1,0 +1,37 @@
+// The compute precision of a run (--precision) as the host sees it: what the model is told, which
+// models can run it, and the format the gradients travel in. The autocast itself is the model's
+// (model ABI v3, dpl_precision; the SDK's libtorch helper runs it); the host keeps parameters,
+// gradients and the optimizer in float32 whatever the precision, and scales the loss for fp16
+// (parameter_update.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.hpp"
+#include "dpl/model.h"
+#include "training/config.hpp"
+
+namespace dpl::training {
+
+// The model ABI's spelling of `precision`.
+dpl_precision DplPrecision(Precision precision);
+
+// Whether a model plugin of `abi_version` can compute in `precision`: only model ABI v3 is told
+// the precision, so an older plugin trains in fp32 only. Asked before the model is created.
+Status CheckPrecisionSupported(const std::string& model_name, uint32_t abi_version,
+                               Precision precision);
+
+// The format of the gradients on the wire, and where it came from.
+struct GradientWire {
+  GradientCompression format = GradientCompression::kNone;  // never kAuto
+  // Chosen by --grad-compression auto from the precision rather than given: a place that cannot
+  // send 16-bit gradients then sends float32 instead of refusing.
+  bool from_precision = false;
+};
+
+// --grad-compression auto sends the compute precision's 16-bit format (bf16 training sends bf16
+// buckets, fp16 training fp16 ones) and float32 for fp32; an explicit value wins.
+GradientWire ResolveGradientWire(Precision precision, GradientCompression requested);
+
+}  // namespace dpl::training
