@@ -185,7 +185,7 @@ TEST_F(OptionsTest, ChoiceErrorsListChoices) {
   EXPECT_EQ(ErrorOf({"--optimizer", "lbfgs"}),
             "--optimizer must be one of adadelta|sgd|adam (got 'lbfgs')");
   EXPECT_EQ(ErrorOf({"--grad-compression", "int8"}),
-            "--grad-compression must be one of none|fp16|bf16 (got 'int8')");
+            "--grad-compression must be one of auto|none|fp16|bf16 (got 'int8')");
   EXPECT_EQ(ErrorOf({"--backend", ""}), "--backend must not be empty");
 }
 

@@ -447,6 +447,37 @@ TEST(Precision, Bf16ForwardIsCloseToFp32OnTheCpu) {
   EXPECT_LT(TrainStep(bf16, batch), 0.9f * loss16);
 }
 
+// set_loss_scale: backward runs on loss * scale; the loss is reported unscaled. A power of two
+// changes no bit of the arithmetic, so the gradients are exactly the scale times the unscaled ones.
+TEST(Precision, TheLossScaleMultipliesTheGradientsNotTheLoss) {
+  for (const dpl_precision precision : {DPL_PRECISION_FP32, DPL_PRECISION_BF16}) {
+    const Model model(Plugin("convnet"), WithPrecision(Config("dropout=0", 5), precision));
+    const Batch batch(8);
+    const size_t count = model.Values().size();
+    std::vector<float> unscaled(count), scaled(count);
+    const float loss = TrainStep(model, batch);
+    ASSERT_EQ(model.plugin().read_tensors(model.get(), DPL_MODEL_TENSORS_GRADIENTS, unscaled.data(),
+                                          count),
+              DPL_OK);
+    ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
+    ASSERT_EQ(model.plugin().set_loss_scale(model.get(), 1024.0f), DPL_OK) << model.error();
+    EXPECT_EQ(TrainStep(model, batch), loss) << "the loss is reported unscaled";
+    ASSERT_EQ(
+        model.plugin().read_tensors(model.get(), DPL_MODEL_TENSORS_GRADIENTS, scaled.data(), count),
+        DPL_OK);
+    size_t exact = 0;
+    for (size_t i = 0; i < count; ++i) exact += scaled[i] == 1024.0f * unscaled[i];
+    EXPECT_EQ(exact, count) << "precision " << precision;
+  }
+  const Model model("mlp", "");
+  for (const float bad : {0.0f, -2.0f, INFINITY, NAN}) {
+    EXPECT_EQ(model.plugin().set_loss_scale(model.get(), bad), DPL_ERR_INVALID_ARGUMENT);
+  }
+  EXPECT_STREQ(model.error(), "model \"mlp\": loss scale nan is not a positive finite number");
+  ASSERT_EQ(model.plugin().set_loss_scale(model.get(), -2.0f), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(model.error(), "model \"mlp\": loss scale -2 is not a positive finite number");
+}
+
 TEST(Precision, WhatTheDeviceCannotRunIsRefused) {
   std::string message;
   EXPECT_EQ(

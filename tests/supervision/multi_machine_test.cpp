@@ -67,7 +67,8 @@ INSTANTIATE_TEST_SUITE_P(
     MathChangingFlags, SettingsAtTheJoinTest,
     ::testing::Values(std::make_pair(Args{"--lr", "0.1"}, Args{"--lr", "0.5"}),
                       std::make_pair(Args{"--model", "mlp"}, Args{"--model", "convnet"}),
-                      std::make_pair(Args{"--seed", "1"}, Args{"--seed", "2"})));
+                      std::make_pair(Args{"--seed", "1"}, Args{"--seed", "2"}),
+                      std::make_pair(Args{"--precision", "bf16"}, Args{"--precision", "fp32"})));
 
 TEST_F(MultiMachineTest, ADifferentGlobalBatchIsRefused) {
   // Selftest() sets --batch-size 4 for two machines of one process; machine 1 gives 8.

@@ -11,7 +11,7 @@ except ImportError as error:
     sys.exit(77)
 
 checkpoint = torch.load(sys.argv[1])
-assert checkpoint["format"] == "dpl-checkpoint" and checkpoint["version"] == 2, checkpoint
+assert checkpoint["format"] == "dpl-checkpoint" and checkpoint["version"] == 3, checkpoint
 assert checkpoint["position"] == {"epoch": 2, "step_in_epoch": 17, "global_step": 4}
 model = checkpoint["model"]
 assert list(model) == ["fc.weight", "fc.bias", "bn.num_batches_tracked"], list(model)
@@ -23,6 +23,10 @@ optimizer = checkpoint["optimizer"]
 assert optimizer["name"] == "adadelta" and optimizer["steps"] == 4
 assert optimizer["state"]["fc.bias"]["square_avg"].tolist() == [3.0, 4.0]
 assert checkpoint["rng"].tolist() == [1, 2, 3, 250]
+# GradScaler.state_dict()'s keys, and the skipped steps.
+assert checkpoint["scaler"] == {"scale": 32768.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+                                "growth_interval": 2000, "_growth_tracker": 11,
+                                "skipped_steps": 3}, checkpoint["scaler"]
 assert checkpoint["options"] == {"--model": "convnet", "--seed": "0"}, checkpoint["options"]
 # The model's part loads into a module straight away.
 module = torch.nn.Module()

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "torch_files/torch_archive.hpp"
 #include "torch_reference.hpp"
 
 namespace dpl::training {
@@ -42,6 +43,7 @@ class CheckpointTest : public ::testing::Test {
          TorchTensor::Of<float>({int64_t(elements)}, std::vector<float>(elements, 0.25f))},
         {"fc.bias", "square_avg", TorchTensor::Of<float>({2}, {3.0f, 4.0f})}};
     s.rng_state = {1, 2, 3, 250};
+    s.scaler = ScalerCheckpoint{32768.0, 2.0, 0.5, 2000, 11, 3};
     return s;
   }
   std::string dir_;
@@ -77,6 +79,54 @@ TEST_F(CheckpointTest, RoundTripsAndFindsTheNewest) {
     EXPECT_EQ(read->optimizer_state[i].tensor, expected.optimizer_state[i].tensor);
   }
   EXPECT_EQ(read->rng_state, expected.rng_state);
+  ASSERT_TRUE(read->scaler.has_value());
+  EXPECT_EQ(read->scaler->scale, 32768.0);
+  EXPECT_EQ(read->scaler->growth_factor, 2.0);
+  EXPECT_EQ(read->scaler->backoff_factor, 0.5);
+  EXPECT_EQ(read->scaler->growth_interval, 2000);
+  EXPECT_EQ(read->scaler->growth_tracker, 11);
+  EXPECT_EQ(read->scaler->skipped_steps, 3);
+  // A run without a loss scaler writes "scaler": {} and reads back none.
+  CheckpointState unscaled = Sample(11, 2);
+  unscaled.scaler.reset();
+  ASSERT_TRUE(WriteCheckpoint(dir_, unscaled).ok());
+  Result<CheckpointState> read_unscaled = ReadCheckpoint(dir_ + "/checkpoint-0000000011.pt");
+  ASSERT_TRUE(read_unscaled.ok()) << read_unscaled.status().message();
+  EXPECT_FALSE(read_unscaled->scaler.has_value());
+}
+
+// Version 2 (before the loss scaler) is still read; a version from the future is refused.
+TEST_F(CheckpointTest, ReadsVersionTwoAndRefusesNewerVersions) {
+  using torch_files::TorchValue;
+  for (const int64_t version : {int64_t(2), int64_t(4)}) {
+    const TorchValue root = TorchValue::Dict(
+        {{"format", TorchValue::String("dpl-checkpoint")},
+         {"version", TorchValue::Int(version)},
+         {"position", TorchValue::Dict({{"epoch", TorchValue::Int(1)},
+                                        {"step_in_epoch", TorchValue::Int(5)},
+                                        {"global_step", TorchValue::Int(25)}})},
+         {"model", TorchValue::OrderedDict({{"fc.bias", TorchValue::Tensor(TorchTensor::Of<float>(
+                                                            {2}, {1.0f, 2.0f}))}})},
+         {"optimizer", TorchValue::Dict({{"name", TorchValue::String("sgd")},
+                                         {"steps", TorchValue::Int(25)},
+                                         {"state", TorchValue::Dict()}})},
+         {"rng", TorchValue::Tensor(TorchTensor::Of<uint8_t>({0}, {}))},
+         {"options", TorchValue::Dict({{"--model", TorchValue::String("mlp")}})}});
+    const std::string path = dir_ + "/v" + std::to_string(version) + ".pt";
+    ASSERT_TRUE(torch_files::WriteTorchArchive(path, root, "checkpoint").ok());
+    Result<CheckpointState> read = ReadCheckpoint(path);
+    if (version == 2) {
+      ASSERT_TRUE(read.ok()) << read.status().message();
+      EXPECT_EQ(read->global_step, 25);
+      EXPECT_EQ(read->optimizer_name, "sgd");
+      EXPECT_FALSE(read->scaler.has_value());
+    } else {
+      ASSERT_FALSE(read.ok());
+      EXPECT_EQ(read.status().message(), "checkpoint " + path +
+                                             " has format version 4 but this launcher reads "
+                                             "versions 2 to 3");
+    }
+  }
 }
 
 // What the checkpoint holds is named, for Python's torch.load.

@@ -49,7 +49,11 @@ TEST_P(OptimizerParityTest, MatchesTorch) {
   schedule_options.warmup_steps = c.warmup_steps;
   schedule_options.step_size = 4;
   schedule_options.gamma = 0.7;
-  if (c.schedule != nullptr) schedule_options.name = c.schedule;
+  if (c.schedule != nullptr) {
+    for (const auto& [name, kind] : LrScheduleNames()) {
+      if (std::string(c.schedule) == name) schedule_options.kind = kind;
+    }
+  }
 
   const std::string base = torch_reference::ScratchPath(std::string("optimizer-") + c.label);
   {
@@ -63,7 +67,7 @@ TEST_P(OptimizerParityTest, MatchesTorch) {
                           ExactText(c.learning_rate) + " " + ExactText(c.momentum) + " " +
                           ExactText(c.weight_decay);
   if (c.schedule != nullptr)
-    arguments += " " + schedule_options.name + " " + std::to_string(c.warmup_steps) + " " +
+    arguments += " " + std::string(c.schedule) + " " + std::to_string(c.warmup_steps) + " " +
                  std::to_string(schedule_options.step_size) + " " +
                  ExactText(schedule_options.gamma);
   DPL_RUN_TORCH_REFERENCE("optimizer_reference.py", arguments);

@@ -1,0 +1,169 @@
+// The flags of precision, loss scaling, learning-rate schedules, weight decay and clipping: their
+// defaults, values, what workers get, the settings every machine must share, and each bad value's
+// exact message.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/options.hpp"
+
+namespace dpl::cli {
+namespace {
+
+using training::GradientCompression;
+using training::LrScheduleKind;
+using training::Precision;
+
+Result<Options> Parse(std::vector<std::string> arguments) {
+  arguments.insert(arguments.begin(), "launcher");
+  std::vector<const char*> argv;
+  for (const auto& argument : arguments) argv.push_back(argument.c_str());
+  return ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string ErrorOf(std::vector<std::string> arguments) {
+  auto options = Parse(std::move(arguments));
+  EXPECT_FALSE(options.ok()) << "parsed, but should be refused";
+  return options.ok() ? "" : options.status().message();
+}
+
+TEST(TrainingMathFlags, DefaultsAreFp32AConstantRateAndGradScalersNumbers) {
+  auto options = Parse({});
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  const training::TrainingConfig& c = options->training;
+  EXPECT_EQ(c.precision, Precision::kFp32);
+  EXPECT_EQ(c.grad_compression, GradientCompression::kAuto);
+  EXPECT_EQ(c.lr_schedule, LrScheduleKind::kConstant);
+  EXPECT_EQ(c.warmup_steps, 0);
+  EXPECT_EQ(c.lr_step_size, 0);
+  EXPECT_EQ(c.lr_gamma, 0.1);
+  EXPECT_EQ(c.weight_decay, 0.0);
+  EXPECT_EQ(c.clip_grad_norm, 0.0);
+  EXPECT_EQ(c.loss_scale_init, 65536.0);
+  EXPECT_EQ(c.loss_scale_growth_factor, 2.0);
+  EXPECT_EQ(c.loss_scale_backoff_factor, 0.5);
+  EXPECT_EQ(c.loss_scale_growth_interval, 2000);
+}
+
+TEST(TrainingMathFlags, ValuesReachTheConfigAndTheWorkers) {
+  auto options = Parse({"--precision",
+                        "fp16",
+                        "--lr-schedule",
+                        "step",
+                        "--lr-step-size",
+                        "30",
+                        "--lr-gamma",
+                        "0.7",
+                        "--warmup-steps",
+                        "100",
+                        "--weight-decay",
+                        "0.0001",
+                        "--clip-grad-norm",
+                        "1.5",
+                        "--grad-compression",
+                        "none",
+                        "--loss-scale-init",
+                        "1024",
+                        "--loss-scale-growth-factor",
+                        "4",
+                        "--loss-scale-backoff-factor",
+                        "0.25",
+                        "--loss-scale-growth-interval",
+                        "100"});
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  auto worker = Parse(WorkerArguments(*options, 0, "127.0.0.1:1"));
+  ASSERT_TRUE(worker.ok()) << worker.status().message();
+  for (const Options* o : {&*options, &*worker}) {
+    const training::TrainingConfig& c = o->training;
+    EXPECT_EQ(c.precision, Precision::kFp16);
+    EXPECT_EQ(c.lr_schedule, LrScheduleKind::kStep);
+    EXPECT_EQ(c.lr_step_size, 30);
+    EXPECT_EQ(c.lr_gamma, 0.7);
+    EXPECT_EQ(c.warmup_steps, 100);
+    EXPECT_EQ(c.weight_decay, 0.0001);
+    EXPECT_EQ(c.clip_grad_norm, 1.5);
+    EXPECT_EQ(c.grad_compression, GradientCompression::kNone);
+    EXPECT_EQ(c.loss_scale_init, 1024.0);
+    EXPECT_EQ(c.loss_scale_growth_factor, 4.0);
+    EXPECT_EQ(c.loss_scale_backoff_factor, 0.25);
+    EXPECT_EQ(c.loss_scale_growth_interval, 100);
+  }
+  // A step size that was not given is not given to workers either (0 is out of its range).
+  auto plain = Parse({"--lr-schedule", "cosine"});
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  auto plain_worker = Parse(WorkerArguments(*plain, 0, "127.0.0.1:1"));
+  ASSERT_TRUE(plain_worker.ok()) << plain_worker.status().message();
+  EXPECT_EQ(plain_worker->training.lr_schedule, LrScheduleKind::kCosine);
+  EXPECT_EQ(plain_worker->training.lr_step_size, 0);
+}
+
+TEST(TrainingMathFlags, BadValuesNameTheFlagAndTheRange) {
+  EXPECT_EQ(ErrorOf({"--precision", "fp8"}),
+            "--precision must be one of fp32|bf16|fp16 (got 'fp8')");
+  EXPECT_EQ(ErrorOf({"--lr-schedule", "exponential"}),
+            "--lr-schedule must be one of constant|step|cosine|linear (got 'exponential')");
+  EXPECT_EQ(ErrorOf({"--grad-compression", "int8"}),
+            "--grad-compression must be one of auto|none|fp16|bf16 (got 'int8')");
+  EXPECT_EQ(ErrorOf({"--warmup-steps", "-1"}),
+            "--warmup-steps must be between 0 and 9223372036854775807 (got -1)");
+  EXPECT_EQ(ErrorOf({"--lr-step-size", "0"}),
+            "--lr-step-size must be between 1 and 9223372036854775807 (got 0)");
+  EXPECT_EQ(ErrorOf({"--lr-gamma", "0"}), "--lr-gamma must be greater than 0 (got 0)");
+  EXPECT_EQ(ErrorOf({"--weight-decay", "-0.1"}), "--weight-decay must be at least 0 (got -0.1)");
+  EXPECT_EQ(ErrorOf({"--weight-decay", "much"}),
+            "--weight-decay must be a number at least 0 (got 'much')");
+  EXPECT_EQ(ErrorOf({"--clip-grad-norm", "-1"}), "--clip-grad-norm must be at least 0 (got -1)");
+  EXPECT_EQ(ErrorOf({"--clip-grad-norm", "inf"}),
+            "--clip-grad-norm must be a number at least 0 (got 'inf')");
+  EXPECT_EQ(ErrorOf({"--loss-scale-init", "0"}),
+            "--loss-scale-init must be greater than 0 and at most 3.4e38 (float32) (got 0)");
+  EXPECT_EQ(ErrorOf({"--loss-scale-init", "1e39"}),
+            "--loss-scale-init must be greater than 0 and at most 3.4e38 (float32) (got 1e39)");
+  EXPECT_EQ(ErrorOf({"--loss-scale-growth-factor", "1"}),
+            "--loss-scale-growth-factor must be greater than 1 (got 1)");
+  EXPECT_EQ(ErrorOf({"--loss-scale-backoff-factor", "1"}),
+            "--loss-scale-backoff-factor must be greater than 0 and less than 1 (got 1)");
+  EXPECT_EQ(ErrorOf({"--loss-scale-growth-interval", "0"}),
+            "--loss-scale-growth-interval must be between 1 and 2147483647 (got 0)");
+  EXPECT_EQ(ErrorOf({"--lr-schedule", "step"}),
+            "--lr-schedule step needs --lr-step-size N, the optimizer steps between decays by "
+            "--lr-gamma (StepLR's step_size)");
+}
+
+TEST(TrainingMathFlags, EveryMachineMustGiveTheSameValues) {
+  std::map<std::string, std::string> settings;
+  auto options = Parse({"--precision", "bf16"});
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  for (const auto& [name, value] : SettingsThatMustMatch(*options)) settings[name] = value;
+  EXPECT_EQ(settings.at("--precision"), "bf16");
+  EXPECT_EQ(settings.at("--grad-compression"), "auto");
+  EXPECT_EQ(settings.at("--lr-schedule"), "constant");
+  EXPECT_EQ(settings.at("--lr-step-size"), "(none)");
+  for (const char* flag : {"--warmup-steps", "--lr-gamma", "--weight-decay", "--clip-grad-norm",
+                           "--loss-scale-init", "--loss-scale-growth-factor",
+                           "--loss-scale-backoff-factor", "--loss-scale-growth-interval"}) {
+    EXPECT_EQ(settings.count(flag), 1u) << flag;
+  }
+}
+
+TEST(TrainingMathFlags, HelpSaysWhatAutoCompressionSends) {
+  // The help's words, with its line breaks and indentation as single spaces.
+  std::string help;
+  for (char c : HelpText()) {
+    if (c == '\n') c = ' ';
+    if (c != ' ' || help.empty() || help.back() != ' ') help += c;
+  }
+  for (const char* flag : {"--precision", "--lr-schedule", "--warmup-steps", "--lr-step-size",
+                           "--lr-gamma", "--weight-decay", "--clip-grad-norm", "--loss-scale-init",
+                           "--loss-scale-growth-interval"}) {
+    EXPECT_NE(help.find(flag), std::string::npos) << flag;
+  }
+  EXPECT_NE(help.find("(default auto: the --precision's, so bf16 and fp16 training send 16-bit"),
+            std::string::npos)
+      << help;
+}
+
+}  // namespace
+}  // namespace dpl::cli
