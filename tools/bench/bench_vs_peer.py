@@ -109,8 +109,10 @@ def timed_run(cmd, env, worker_name_filter, steps_of_line):
     return arrivals, wall, max(peaks.values(), default=0)
 
 
-def dpl_command(launcher, args, processes, threads, backend, steps):
-    return [launcher, "--backend", backend, "--model", "convnet",
+def dpl_command(launcher, args, processes, threads, backend, precision, steps):
+    # fp32 is left to the default, so a --baseline launcher from before --precision runs too.
+    return [launcher, "--backend", backend, "--model", "convnet"] + \
+        (["--precision", precision] if precision != "fp32" else []) + [
             "--num-processes", str(processes), "--threads-per-worker", str(threads),
             "--batch-size", str(GLOBAL_BATCH), "--max-steps", str(steps), "--data-dir", args.data,
             "--master-port", "0", "--no-progress", "--no-eval", "--log-interval", "10"]
@@ -142,7 +144,8 @@ def main():
     p.add_argument("--steps", type=int, default=200, help="steps of every run")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--configs", default="1x2-gloo,2x1-gloo,2x1-tcp",
-                   help="comma list of <processes>x<threads>-<backend>")
+                   help="comma list of <processes>x<threads>-<backend>[-<precision>]; the "
+                        "precision (fp32 by default, bf16) is dpl's: the peer always runs fp32")
     p.add_argument("--json", help="also write every measurement to this file")
     p.add_argument("--baseline", help="an earlier dpl launcher to compare with, run alike")
     args = p.parse_args()
@@ -157,7 +160,8 @@ def main():
     runs = {config: {side: [] for side in sides} for config in configs}
     for repeat in range(args.repeats):
         for config in configs:
-            shape, backend = config.split("-")
+            shape, backend, *precision = config.split("-")
+            precision = precision[0] if precision else "fp32"
             processes, threads = (int(v) for v in shape.split("x"))
             env = dict(base_env, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
             # The peer has no tcp backend: its row for a dpl tcp config is gloo.
@@ -166,10 +170,11 @@ def main():
             dpl_steps = lambda printed: printed
             peer_steps = lambda printed: printed + 1  # printed after batch index `printed`
             commands = {
-                "dpl": (lambda k: dpl_command(args.launcher, args, processes, threads, backend, k),
+                "dpl": (lambda k: dpl_command(args.launcher, args, processes, threads, backend,
+                                              precision, k),
                         env, lambda c: b"--worker" in c, dpl_steps),
                 "baseline": (lambda k: dpl_command(args.baseline, args, processes, threads,
-                                                   backend, k),
+                                                   backend, precision, k),
                              env, lambda c: b"--worker" in c, dpl_steps),
                 "peer": (lambda k: peer_command(args, processes, "gloo", k, port), env, peer_filter,
                          peer_steps),
