@@ -202,24 +202,50 @@ cli::Options AttemptOptions(const cli::Options& options, const Joined& joined, i
   return attempt;
 }
 
+// Machine 0's store carries the failure to the other machines: after the job's last attempt
+// failed, machine 0 keeps it up until they all saw it (each reports its end), for at most this
+// long, so they print the root cause instead of "lost the rendezvous store".
+constexpr auto kFailureDeliveryTimeout = 3s;
+
+void WaitForOthersToSeeTheFailure(rendezvous::StoreClient& client, const std::string& prefix,
+                                  int num_machines) {
+  const auto deadline = std::chrono::steady_clock::now() + kFailureDeliveryTimeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto ended = client.Add(prefix + "machines_ended", 0);
+    if (!ended.ok() || *ended >= num_machines) return;
+    std::this_thread::sleep_for(kFailurePollInterval / 4);
+  }
+}
+
+// How one attempt ended on this machine.
+struct AttemptEnd {
+  Status status;
+  bool worth_restarting = true;  // false when a restart would fail the same way
+};
+
 // Runs one attempt on this machine; Ok when its workers all succeeded and, on machine 0, every
 // other machine reported the same.
-Status RunAttempt(const cli::Options& attempt_options, Joined& joined, int attempt) {
+AttemptEnd RunAttempt(const cli::Options& attempt_options, Joined& joined, int attempt) {
   const rendezvous::JobShape shape{attempt_options.num_machines, attempt_options.num_processes,
                                    attempt_options.machine_id};
   const std::string prefix = rendezvous::AttemptPrefix(attempt);
   Status result;
+  bool worth_restarting = true;
   {
     Supervisor supervisor(attempt_options, *joined.client, shape, attempt);
     result = supervisor.Spawn(joined.store_addr);
     if (result.ok()) result = supervisor.Supervise();
+    worth_restarting = supervisor.WorthRestarting();
   }
-  if (!result.ok()) return result;
+  if (!result.ok()) {
+    (void)joined.client->Add(prefix + "machines_ended", 1);  // best effort: the store may be gone
+    return {result, worth_restarting};
+  }
   Status reported = joined.client->Add(prefix + "machines_done", 1).status();
   if (reported.ok() && shape.machine_id == 0) {
     reported = WaitForOtherMachines(*joined.client, prefix, shape.num_machines);
   }
-  if (!reported.ok()) return reported;
+  if (!reported.ok()) return {reported};
   const std::string& trace_file = attempt_options.training.trace_file;
   if (shape.machine_id == 0 && !trace_file.empty() &&
       attempt_options.command == cli::Command::kTrain) {
@@ -227,7 +253,7 @@ Status RunAttempt(const cli::Options& attempt_options, Joined& joined, int attem
   }
   log::Info("all " + std::to_string(shape.num_processes) + " workers of machine " +
             std::to_string(shape.machine_id) + " finished");
-  return Status::Ok();
+  return {Status::Ok()};
 }
 
 // A fixed set of machines: every attempt runs on all of them.
@@ -235,9 +261,14 @@ int RunFixedJob(const cli::Options& options, Joined& joined) {
   const cli::Options attempt_options =
       AttemptOptions(options, joined, options.num_machines, joined.machine_id);
   for (int attempt = 0;; ++attempt) {
-    Status result = RunAttempt(attempt_options, joined, attempt);
+    const AttemptEnd end = RunAttempt(attempt_options, joined, attempt);
+    const Status& result = end.status;
     if (result.ok()) return 0;
-    if (StopSignal() != 0 || attempt >= options.max_restarts) {
+    if (StopSignal() != 0 || attempt >= options.max_restarts || !end.worth_restarting) {
+      if (joined.machine_id == 0 && options.num_machines > 1) {
+        WaitForOthersToSeeTheFailure(*joined.client, rendezvous::AttemptPrefix(attempt),
+                                     options.num_machines);
+      }
       return Fail(result.WithContext("job failed"));
     }
     log::Warning(result.message());
@@ -316,9 +347,10 @@ int RunElasticJob(const cli::Options& options, Joined& joined) {
     previous = joined_attempt->members;
     const cli::Options attempt_options =
         AttemptOptions(options, joined, static_cast<int>(previous.size()), joined_attempt->index);
-    Status result = RunAttempt(attempt_options, joined, attempt);
+    const AttemptEnd end = RunAttempt(attempt_options, joined, attempt);
+    const Status& result = end.status;
     if (result.ok()) return EndElastic(joined, Status::Ok());
-    if (StopSignal() != 0 || restarts >= options.max_restarts) {
+    if (StopSignal() != 0 || restarts >= options.max_restarts || !end.worth_restarting) {
       return EndElastic(joined, result.WithContext("job failed"));
     }
     ++restarts;
