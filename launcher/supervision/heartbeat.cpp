@@ -24,6 +24,8 @@ Heartbeat::~Heartbeat() {
 
 void Heartbeat::Finish() {
   Stop();
+  if (finished_) return;
+  finished_ = true;
   (void)client_.Add(key_, kFinishedMark);
 }
 
@@ -71,6 +73,32 @@ std::vector<int> SilentMachines(const std::vector<int64_t>& before,
     }
   }
   return silent;
+}
+
+void WaitForOtherMachinesToEnd(rendezvous::StoreClient& client, const std::string& attempt_prefix,
+                               const rendezvous::JobShape& shape,
+                               std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  std::vector<int64_t> previous;
+  std::vector<Clock::time_point> last_beat(static_cast<size_t>(shape.num_machines), start);
+  while (Clock::now() - start < timeout) {
+    auto counters = ReadHeartbeats(client, attempt_prefix, shape);
+    if (!counters.ok()) return;  // nothing to wait for without the store
+    const auto now = Clock::now();
+    bool waiting = false;
+    for (size_t machine = 0; machine < counters->size(); ++machine) {
+      const int64_t beats = (*counters)[machine];
+      if (static_cast<int>(machine) == shape.machine_id || beats == 0 || beats >= kFinishedMark) {
+        continue;
+      }
+      if (!previous.empty() && beats != previous[machine]) last_beat[machine] = now;
+      if (now - last_beat[machine] < kHeartbeatSilence) waiting = true;
+    }
+    if (!waiting) return;
+    previous = std::move(*counters);
+    std::this_thread::sleep_for(kHeartbeatInterval / 5);
+  }
 }
 
 }  // namespace dpl::supervision

@@ -45,6 +45,7 @@ class Heartbeat {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;  // guarded by mutex_
+  bool finished_ = false;
   std::thread thread_;
 };
 
@@ -57,5 +58,12 @@ Result<std::vector<int64_t>> ReadHeartbeats(rendezvous::StoreClient& client,
 // finished, by `after` (read at least kHeartbeatSilence later).
 std::vector<int> SilentMachines(const std::vector<int64_t>& before,
                                 const std::vector<int64_t>& after, int this_machine);
+
+// After this machine's attempt failed: waits, at most `timeout`, until every other machine that
+// is still beating ended its attempt (its launcher saw the failure). Machines that never beat or
+// went silent are not waited for.
+void WaitForOtherMachinesToEnd(rendezvous::StoreClient& client, const std::string& attempt_prefix,
+                               const rendezvous::JobShape& shape,
+                               std::chrono::milliseconds timeout);
 
 }  // namespace dpl::supervision

@@ -15,6 +15,7 @@
 #include "rendezvous/join.hpp"
 #include "rendezvous/membership.hpp"
 #include "rendezvous/store.hpp"
+#include "supervision/heartbeat.hpp"
 #include "supervision/hostfile_runner.hpp"
 #include "supervision/supervisor.hpp"
 
@@ -203,19 +204,9 @@ cli::Options AttemptOptions(const cli::Options& options, const Joined& joined, i
 }
 
 // Machine 0's store carries the failure to the other machines: after the job's last attempt
-// failed, machine 0 keeps it up until they all saw it (each reports its end), for at most this
-// long, so they print the root cause instead of "lost the rendezvous store".
+// failed, machine 0 keeps it up until they saw it, for at most this long, so they print the root
+// cause instead of "lost the rendezvous store".
 constexpr auto kFailureDeliveryTimeout = 3s;
-
-void WaitForOthersToSeeTheFailure(rendezvous::StoreClient& client, const std::string& prefix,
-                                  int num_machines) {
-  const auto deadline = std::chrono::steady_clock::now() + kFailureDeliveryTimeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto ended = client.Add(prefix + "machines_ended", 0);
-    if (!ended.ok() || *ended >= num_machines) return;
-    std::this_thread::sleep_for(kFailurePollInterval / 4);
-  }
-}
 
 // How one attempt ended on this machine.
 struct AttemptEnd {
@@ -237,10 +228,7 @@ AttemptEnd RunAttempt(const cli::Options& attempt_options, Joined& joined, int a
     if (result.ok()) result = supervisor.Supervise();
     worth_restarting = supervisor.WorthRestarting();
   }
-  if (!result.ok()) {
-    (void)joined.client->Add(prefix + "machines_ended", 1);  // best effort: the store may be gone
-    return {result, worth_restarting};
-  }
+  if (!result.ok()) return {result, worth_restarting};
   Status reported = joined.client->Add(prefix + "machines_done", 1).status();
   if (reported.ok() && shape.machine_id == 0) {
     reported = WaitForOtherMachines(*joined.client, prefix, shape.num_machines);
@@ -266,8 +254,10 @@ int RunFixedJob(const cli::Options& options, Joined& joined) {
     if (result.ok()) return 0;
     if (StopSignal() != 0 || attempt >= options.max_restarts || !end.worth_restarting) {
       if (joined.machine_id == 0 && options.num_machines > 1) {
-        WaitForOthersToSeeTheFailure(*joined.client, rendezvous::AttemptPrefix(attempt),
-                                     options.num_machines);
+        WaitForOtherMachinesToEnd(*joined.client, rendezvous::AttemptPrefix(attempt),
+                                  {attempt_options.num_machines, attempt_options.num_processes,
+                                   attempt_options.machine_id},
+                                  kFailureDeliveryTimeout);
       }
       return Fail(result.WithContext("job failed"));
     }

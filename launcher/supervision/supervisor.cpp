@@ -163,6 +163,9 @@ Supervisor::Supervisor(const cli::Options& options, rendezvous::StoreClient& cli
 
 Supervisor::~Supervisor() {
   StopAll();
+  // However the attempt ended here, this launcher is alive and knows it: its silence from now on
+  // is no sign of a vanished machine, and machine 0 need not wait for it.
+  if (heartbeat_) heartbeat_->Finish();
   for (auto& worker : workers_) {
     if (worker.output_fd >= 0) close(worker.output_fd);
   }
