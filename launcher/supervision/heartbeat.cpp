@@ -14,39 +14,17 @@ std::string HeartbeatKey(const std::string& attempt_prefix, int machine_id) {
 
 Heartbeat::Heartbeat(rendezvous::StoreClient& client, const std::string& attempt_prefix,
                      int machine_id)
-    : client_(client), key_(HeartbeatKey(attempt_prefix, machine_id)) {
-  thread_ = std::thread([this] { Beat(); });
-}
+    : client_(client),
+      key_(HeartbeatKey(attempt_prefix, machine_id)),
+      beat_(client, key_, kHeartbeatInterval) {}
 
-Heartbeat::~Heartbeat() {
-  Stop();
-}
+Heartbeat::~Heartbeat() = default;
 
 void Heartbeat::Finish() {
-  Stop();
+  beat_.Stop();
   if (finished_) return;
   finished_ = true;
   (void)client_.Add(key_, kFinishedMark);
-}
-
-void Heartbeat::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void Heartbeat::Beat() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_) {
-    lock.unlock();
-    const bool beaten = client_.Add(key_, 1).ok();
-    lock.lock();
-    if (!beaten) return;
-    wake_.wait_for(lock, kHeartbeatInterval, [this] { return stopping_; });
-  }
 }
 
 Result<std::vector<int64_t>> ReadHeartbeats(rendezvous::StoreClient& client,

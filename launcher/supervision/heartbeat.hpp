@@ -6,16 +6,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/status.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/store.hpp"
+#include "rendezvous/store_beat.hpp"
 
 namespace dpl::supervision {
 
@@ -37,16 +35,10 @@ class Heartbeat {
   void Finish();
 
  private:
-  void Beat();
-  void Stop();
-
   rendezvous::StoreClient& client_;
   const std::string key_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // guarded by mutex_
+  rendezvous::StoreBeat beat_;
   bool finished_ = false;
-  std::thread thread_;
 };
 
 // Every machine's heartbeat counter in this attempt (this machine's too), read now.
