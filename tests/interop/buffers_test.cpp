@@ -58,7 +58,7 @@ class BatchNormBuffers : public InteropTest {
 };
 
 class EveryRank : public BatchNormBuffers,
-                  public ::testing::WithParamInterface<std::tuple<const char*, int>> {};
+                  public ::testing::WithParamInterface<std::tuple<std::string, int>> {};
 
 TEST_P(EveryRank, EndsWithRankZerosParametersAndBuffers) {
   const auto [backend, ranks] = GetParam();
@@ -74,10 +74,11 @@ TEST_P(EveryRank, EndsWithRankZerosParametersAndBuffers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CpuBackends, EveryRank,
-                         ::testing::Combine(::testing::Values("gloo", "tcp"),
+                         ::testing::Combine(::testing::Values(std::string("gloo"),
+                                                              std::string("tcp")),
                                             ::testing::Values(2, 3)),
-                         [](const ::testing::TestParamInfo<std::tuple<const char*, int>>& info) {
-                           return std::string(std::get<0>(info.param)) + "_" +
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& info) {
+                           return std::get<0>(info.param) + "_" +
                                   std::to_string(std::get<1>(info.param)) + "_ranks";
                          });
 
