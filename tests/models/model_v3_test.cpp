@@ -201,11 +201,16 @@ TEST(BatchNorm, SaveAndLoadStateCarryTheBuffers) {
 TEST(BatchNorm, TheBroadcastBuffersOptionSharesTheModelOptions) {
   const Model quiet(TestPlugin("batchnorm"), Config("broadcast_buffers=0"));
   EXPECT_EQ(quiet.Info().flags, 0u);
+  const Model off(TestPlugin("batchnorm"), Config("broadcast_buffers=false"));
+  EXPECT_EQ(off.Info().flags, 0u);
+  const Model on(TestPlugin("batchnorm"), Config("broadcast_buffers=true"));
+  EXPECT_EQ(on.Info().flags, uint32_t(DPL_MODEL_BROADCAST_BUFFERS));
   std::string message;
   EXPECT_EQ(CreateStatus(TestPlugin("batchnorm"), Config("broadcast_buffers=maybe"), &message),
             DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message,
-            "model \"batchnorm\": option \"broadcast_buffers\" expects 0 or 1, got \"maybe\"");
+            "model \"batchnorm\": option \"broadcast_buffers\" expects 0, 1, true or false, got "
+            "\"maybe\"");
   EXPECT_EQ(CreateStatus(TestPlugin("batchnorm"), Config("momentum=0.1"), &message),
             DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message,
