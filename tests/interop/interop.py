@@ -100,7 +100,7 @@ def export(*argv):
 
 def write(directory):
     path = lambda name: os.path.join(directory, name)  # noqa: E731
-    export(path("convnet.pt"), "--module", os.path.join(HERE, "recipe_convnet.py") + ":ConvNet",
+    export(path("convnet.pt"), "--module", os.path.join(HERE, "..", "..", "tools", "recipe_convnet.py") + ":ConvNet",
            "--input-shape", "1,28,28")
     with open(path("residual_bn_cnn.py"), "w") as out:
         out.write(RESIDUAL_CNN_SOURCE)

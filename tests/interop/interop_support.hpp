@@ -85,8 +85,8 @@ inline std::string Field(const std::string& text, const std::string& key) {
 inline const std::string& FixtureDir() {
   static const std::string directory = [] {
     std::string sources;
-    for (const char* file : {"/tests/interop/interop.py", "/tests/interop/recipe_convnet.py",
-                             "/tools/export_model.py"}) {
+    for (const char* file :
+         {"/tests/interop/interop.py", "/tools/recipe_convnet.py", "/tools/export_model.py"}) {
       std::ifstream in(std::string(DPL_TEST_SOURCE_DIR) + file, std::ios::binary);
       sources += std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     }

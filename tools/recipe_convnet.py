@@ -1,8 +1,14 @@
-"""The recipe's ConvNet (docs/recipe.md), as its Python DDP program defines it: the module the
-interop tests script with tools/export_model.py and load dpl's state dicts into."""
+"""The recipe's ConvNet (docs/recipe.md) in Python torch, as the recipe's DDP program defines it.
+
+The one Python definition in this tree: tools/export_model.py scripts it, the GPU peer
+(tools/bench/convnet_ddp_cuda.py) trains it, and the tests check the C++ convnet plugin against
+it and load dpl's exported state dicts into it. Its parameter names are the C++ plugin's.
+"""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+INPUT_SHAPE = (1, 28, 28)
 
 
 class ConvNet(nn.Module):
