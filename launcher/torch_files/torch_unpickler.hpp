@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <variant>
 
@@ -148,6 +149,12 @@ class Unpickler {
     stack_.resize(mark);
     return Status::Ok();
   }
+  // The top `count` objects, in stack order.
+  Status PopTop(size_t count, std::vector<NodeRef>* items) {
+    items->resize(count);
+    for (size_t i = count; i-- > 0;) DPL_RETURN_IF_ERROR(Pop(&(*items)[i]));
+    return Status::Ok();
+  }
   void Push(NodeRef node) { stack_.push_back(std::move(node)); }
   void PushValue(TorchValue value) { Push(MakeNode(std::move(value))); }
   template <typename T>
@@ -157,14 +164,23 @@ class Unpickler {
     Push(std::move(node));
   }
 
+  // --- the opcodes, by family: each family's step is nullopt for an opcode not its own ---
   Status Step(uint8_t op);
+  std::optional<Status> StepStream(uint8_t op);  // protocol and frames
+  std::optional<Status> StepScalar(uint8_t op);  // None, bools, ints, floats, strings
+  std::optional<Status> StepContainer(uint8_t op);
+  std::optional<Status> StepMemo(uint8_t op);
+  std::optional<Status> StepObject(uint8_t op);  // globals, storages, calls, object state
   Status Integer(uint8_t op);
+  Status Float();
   Status Text(size_t length_bytes);
   Status Memo(size_t index_bytes, bool put);
+  Status SetItems(std::vector<NodeRef>& items);  // into the dict on top of the stack
+  Status Appends(std::vector<NodeRef>& items);   // to the list on top of the stack
+  Status StackGlobal();
   Status Global(const std::string& module, const std::string& name);
   Status PersistentId();
   Status Reduce();
-  Status SetItems(DictNode* dict, std::vector<NodeRef>& items);
   Status Build();
   Status RebuildTensor(const std::vector<NodeRef>& args);
   Status Shape(const NodeRef& node, const char* what, std::vector<int64_t>* out) const;
