@@ -114,17 +114,29 @@ class Unpickler {
   }
 
   // --- messages ---
+  // " at byte N" of the current opcode; nothing once the messages are about the result.
+  std::string Where() const { return in_result_ ? "" : " at byte " + std::to_string(op_at_); }
   Status Malformed(const std::string& what) const {
-    const std::string where = in_result_ ? "" : " at byte " + std::to_string(op_at_);
-    return Status::InvalidArgument(record_ + " is not a valid pickle" + where + ": " + what +
+    return Status::InvalidArgument(record_ + " is not a valid pickle" + Where() + ": " + what +
                                    "; write the file again with torch.save");
   }
   Status Unsupported(const std::string& what) const {
-    const std::string where = in_result_ ? "" : " at byte " + std::to_string(op_at_);
-    return Status::InvalidArgument(record_ + " holds " + what + where +
+    return Status::InvalidArgument(record_ + " holds " + what + Where() +
                                    ", which this reader does not rebuild: it reads tensors, " +
                                    "None, bools, ints, floats, strings, lists, tuples and " +
                                    "dicts, as a state dict holds");
+  }
+  Status TensorsTooLarge() const {
+    return Malformed("its tensors would take more than " +
+                     std::to_string(limits_.max_tensor_bytes) + " bytes");
+  }
+  // Counts `bytes` more of tensors built against limits_.max_tensor_bytes.
+  Status ChargeTensorBytes(uint64_t bytes) {
+    if (__builtin_add_overflow(tensor_bytes_, bytes, &tensor_bytes_) ||
+        tensor_bytes_ > limits_.max_tensor_bytes) {
+      return TensorsTooLarge();
+    }
+    return Status::Ok();
   }
 
   // --- the stack; a MARK is a floor that pops may not go below ---
@@ -185,6 +197,8 @@ class Unpickler {
   Status RebuildTensor(const std::vector<NodeRef>& args);
   Status Shape(const NodeRef& node, const char* what, std::vector<int64_t>* out) const;
   Result<TorchValue> Convert(const NodeRef& node, size_t depth, bool shared_above);
+  Result<TorchValue::Items> ConvertItems(const std::vector<NodeRef>& items, size_t depth,
+                                         bool shared);
 
   const uint8_t* data_;
   size_t size_;

@@ -198,12 +198,10 @@ Status Unpickler::RebuildTensor(const std::vector<NodeRef>& args) {
   const int64_t count = tensor.NumElements();
   const uint64_t element = TorchDtypeSize(tensor.dtype);
   uint64_t bytes = 0;
-  if (count < 0 || __builtin_mul_overflow(uint64_t(count), element, &bytes) ||
-      __builtin_add_overflow(tensor_bytes_, bytes, &tensor_bytes_) ||
-      tensor_bytes_ > limits_.max_tensor_bytes) {
-    return Malformed("its tensors would take more than " +
-                     std::to_string(limits_.max_tensor_bytes) + " bytes");
+  if (count < 0 || __builtin_mul_overflow(uint64_t(count), element, &bytes)) {
+    return TensorsTooLarge();
   }
+  DPL_RETURN_IF_ERROR(ChargeTensorBytes(bytes));
   // The last element read must lie inside the storage.
   int64_t last = *offset->AsInt();
   for (size_t d = 0; d < strides.size() && count > 0; ++d) {
@@ -262,32 +260,20 @@ Result<TorchValue> Unpickler::Convert(const NodeRef& node, size_t depth, bool sh
   if (TorchValue* value = As<TorchValue>(node)) {
     if (const TorchTensor* tensor = value->AsTensor(); tensor && shared) {
       // A copy of a shared tensor (tied weights) costs memory again.
-      if (__builtin_add_overflow(tensor_bytes_, tensor->data.size(), &tensor_bytes_) ||
-          tensor_bytes_ > limits_.max_tensor_bytes) {
-        return Malformed("its tensors would take more than " +
-                         std::to_string(limits_.max_tensor_bytes) + " bytes");
-      }
+      DPL_RETURN_IF_ERROR(ChargeTensorBytes(tensor->data.size()));
     }
     return shared ? *value : std::move(*value);
   }
   node->converting = true;
   Result<TorchValue> result = TorchValue::None();
   if (const ListNode* list = As<ListNode>(node)) {
-    TorchValue::Items items;
-    for (const NodeRef& item : list->items) {
-      Result<TorchValue> converted = Convert(item, depth + 1, shared);
-      if (!converted.ok()) return converted.status();
-      items.push_back(std::move(converted).value());
-    }
-    result = TorchValue::List(std::move(items));
+    Result<TorchValue::Items> items = ConvertItems(list->items, depth, shared);
+    if (!items.ok()) return items.status();
+    result = TorchValue::List(std::move(items).value());
   } else if (const TupleNode* tuple = As<TupleNode>(node)) {
-    TorchValue::Items items;
-    for (const NodeRef& item : tuple->items) {
-      Result<TorchValue> converted = Convert(item, depth + 1, shared);
-      if (!converted.ok()) return converted.status();
-      items.push_back(std::move(converted).value());
-    }
-    result = TorchValue::Tuple(std::move(items));
+    Result<TorchValue::Items> items = ConvertItems(tuple->items, depth, shared);
+    if (!items.ok()) return items.status();
+    result = TorchValue::Tuple(std::move(items).value());
   } else if (const DictNode* dict = As<DictNode>(node)) {
     TorchDict out(dict->python_type);
     for (const auto& [key, item] : dict->entries) {
@@ -301,6 +287,18 @@ Result<TorchValue> Unpickler::Convert(const NodeRef& node, size_t depth, bool sh
   }
   node->converting = false;
   return result;
+}
+
+// The items of a list or a tuple at `depth`.
+Result<TorchValue::Items> Unpickler::ConvertItems(const std::vector<NodeRef>& items, size_t depth,
+                                                  bool shared) {
+  TorchValue::Items converted_items;
+  for (const NodeRef& item : items) {
+    Result<TorchValue> converted = Convert(item, depth + 1, shared);
+    if (!converted.ok()) return converted.status();
+    converted_items.push_back(std::move(converted).value());
+  }
+  return converted_items;
 }
 
 }  // namespace dpl::torch_files::pickle
