@@ -195,6 +195,10 @@ class Unpickler {
   Status Reduce();
   Status Build();
   Status RebuildTensor(const std::vector<NodeRef>& args);
+  Status CheckRebuildTensorArguments(const std::vector<NodeRef>& args) const;
+  Status CheckViewInStorage(const Storage& storage, int64_t offset,
+                            const std::vector<int64_t>& shape,
+                            const std::vector<int64_t>& strides) const;
   Status Shape(const NodeRef& node, const char* what, std::vector<int64_t>* out) const;
   Result<TorchValue> Convert(const NodeRef& node, size_t depth, bool shared_above);
   Result<TorchValue::Items> ConvertItems(const std::vector<NodeRef>& items, size_t depth,
