@@ -65,6 +65,36 @@ std::string Errno(const std::string& what, const std::string& path) {
 
 const char* kRewrite = "; write it again or use a good copy";
 
+// What follows the central directory: the ZIP64 end record, its locator and the end record, all
+// three whatever the sizes, as torch writes them.
+std::string EndRecords(uint64_t directory_offset, uint64_t directory_size, uint64_t count) {
+  const uint64_t zip64_end_offset = directory_offset + directory_size;
+  std::string end;
+  Put32(&end, kZip64EndSignature);
+  Put64(&end, kZip64EndSize - 12);  // the record's size after this field
+  Put16(&end, 45);
+  Put16(&end, 45);
+  Put32(&end, 0);
+  Put32(&end, 0);
+  Put64(&end, count);
+  Put64(&end, count);
+  Put64(&end, directory_size);
+  Put64(&end, directory_offset);
+  Put32(&end, kZip64LocatorSignature);
+  Put32(&end, 0);
+  Put64(&end, zip64_end_offset);
+  Put32(&end, 1);
+  Put32(&end, kEndSignature);
+  Put16(&end, 0);
+  Put16(&end, 0);
+  Put16(&end, uint16_t(std::min<uint64_t>(count, 0xFFFF)));
+  Put16(&end, uint16_t(std::min<uint64_t>(count, 0xFFFF)));
+  Put32(&end, uint32_t(std::min<uint64_t>(directory_size, kZip32Limit)));
+  Put32(&end, uint32_t(std::min<uint64_t>(directory_offset, kZip32Limit)));
+  Put16(&end, 0);  // comment
+  return end;
+}
+
 }  // namespace
 
 ZipWriter::ZipWriter(int fd, std::string path, ZipWriterOptions options)
@@ -127,68 +157,48 @@ Status ZipWriter::Add(const std::string& name, const void* data, uint64_t size) 
 Status ZipWriter::Finish() {
   const uint64_t directory_offset = offset_;
   std::string directory;
-  for (const Entry& entry : entries_) {
-    const bool zip64_size = entry.size >= options_.zip64_threshold;
-    const bool zip64_offset = entry.offset >= options_.zip64_threshold;
-    std::string extra;
-    if (zip64_size || zip64_offset) {
-      Put16(&extra, kZip64ExtraId);
-      Put16(&extra, uint16_t((zip64_size ? 16 : 0) + (zip64_offset ? 8 : 0)));
-      if (zip64_size) {
-        Put64(&extra, entry.size);
-        Put64(&extra, entry.size);
-      }
-      if (zip64_offset) Put64(&extra, entry.offset);
-    }
-    const uint16_t version = extra.empty() ? 20 : 45;
-    Put32(&directory, kCentralHeaderSignature);
-    Put16(&directory, version);  // made by (MS-DOS attributes, as torch)
-    Put16(&directory, version);  // needed to extract
-    Put16(&directory, 0);
-    Put16(&directory, 0);
-    Put16(&directory, 0);
-    Put16(&directory, kDosDate);
-    Put32(&directory, entry.crc32);
-    Put32(&directory, zip64_size ? uint32_t(kZip32Limit) : uint32_t(entry.size));
-    Put32(&directory, zip64_size ? uint32_t(kZip32Limit) : uint32_t(entry.size));
-    Put16(&directory, uint16_t(entry.name.size()));
-    Put16(&directory, uint16_t(extra.size()));
-    Put16(&directory, 0);  // comment
-    Put16(&directory, 0);  // disk
-    Put16(&directory, 0);  // internal attributes
-    Put32(&directory, 0);  // external attributes
-    Put32(&directory, zip64_offset ? uint32_t(kZip32Limit) : uint32_t(entry.offset));
-    directory += entry.name;
-    directory += extra;
-  }
-  const uint64_t directory_size = directory.size();
-  const uint64_t count = entries_.size();
-  const uint64_t zip64_end_offset = directory_offset + directory_size;
-  std::string end;
-  Put32(&end, kZip64EndSignature);
-  Put64(&end, kZip64EndSize - 12);  // the record's size after this field
-  Put16(&end, 45);
-  Put16(&end, 45);
-  Put32(&end, 0);
-  Put32(&end, 0);
-  Put64(&end, count);
-  Put64(&end, count);
-  Put64(&end, directory_size);
-  Put64(&end, directory_offset);
-  Put32(&end, kZip64LocatorSignature);
-  Put32(&end, 0);
-  Put64(&end, zip64_end_offset);
-  Put32(&end, 1);
-  Put32(&end, kEndSignature);
-  Put16(&end, 0);
-  Put16(&end, 0);
-  Put16(&end, uint16_t(std::min<uint64_t>(count, 0xFFFF)));
-  Put16(&end, uint16_t(std::min<uint64_t>(count, 0xFFFF)));
-  Put32(&end, uint32_t(std::min<uint64_t>(directory_size, kZip32Limit)));
-  Put32(&end, uint32_t(std::min<uint64_t>(directory_offset, kZip32Limit)));
-  Put16(&end, 0);  // comment
+  for (const Entry& entry : entries_) directory += CentralHeader(entry);
+  const std::string end = EndRecords(directory_offset, directory.size(), entries_.size());
   DPL_RETURN_IF_ERROR(WriteAll(directory.data(), directory.size()));
   return WriteAll(end.data(), end.size());
+}
+
+// The central directory's header of `entry`, with a ZIP64 extra field for what does not fit.
+std::string ZipWriter::CentralHeader(const Entry& entry) const {
+  const bool zip64_size = entry.size >= options_.zip64_threshold;
+  const bool zip64_offset = entry.offset >= options_.zip64_threshold;
+  std::string extra;
+  if (zip64_size || zip64_offset) {
+    Put16(&extra, kZip64ExtraId);
+    Put16(&extra, uint16_t((zip64_size ? 16 : 0) + (zip64_offset ? 8 : 0)));
+    if (zip64_size) {
+      Put64(&extra, entry.size);
+      Put64(&extra, entry.size);
+    }
+    if (zip64_offset) Put64(&extra, entry.offset);
+  }
+  const uint16_t version = extra.empty() ? 20 : 45;
+  std::string header;
+  Put32(&header, kCentralHeaderSignature);
+  Put16(&header, version);  // made by (MS-DOS attributes, as torch)
+  Put16(&header, version);  // needed to extract
+  Put16(&header, 0);
+  Put16(&header, 0);
+  Put16(&header, 0);
+  Put16(&header, kDosDate);
+  Put32(&header, entry.crc32);
+  Put32(&header, zip64_size ? uint32_t(kZip32Limit) : uint32_t(entry.size));
+  Put32(&header, zip64_size ? uint32_t(kZip32Limit) : uint32_t(entry.size));
+  Put16(&header, uint16_t(entry.name.size()));
+  Put16(&header, uint16_t(extra.size()));
+  Put16(&header, 0);  // comment
+  Put16(&header, 0);  // disk
+  Put16(&header, 0);  // internal attributes
+  Put32(&header, 0);  // external attributes
+  Put32(&header, zip64_offset ? uint32_t(kZip32Limit) : uint32_t(entry.offset));
+  header += entry.name;
+  header += extra;
+  return header;
 }
 
 ZipReader::ZipReader(int fd, std::string path, uint64_t file_size)

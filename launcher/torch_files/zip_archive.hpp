@@ -46,6 +46,7 @@ class ZipWriter {
     uint64_t offset;
   };
   Status WriteAll(const void* data, uint64_t size);
+  std::string CentralHeader(const Entry& entry) const;
 
   int fd_;
   std::string path_;
