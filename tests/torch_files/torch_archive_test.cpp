@@ -305,7 +305,7 @@ TEST_F(TorchReferenceTest, TorchLoadsWhatCppWrites) {
   EXPECT_EQ(big->size(), 1000u);
 }
 
-TEST_F(TorchReferenceTest, CppReadsWhatTorchWrites) {
+TEST_F(TorchReferenceTest, CppReadsTorchsStateDict) {
   // torch.save(module.state_dict()) of Sequential(Linear(3, 2), BatchNorm1d(2)).
   Result<TorchValue> read = ReadTorchArchive(Path("py_state_dict.pt"));
   ASSERT_TRUE(read.ok()) << read.status().message();
@@ -329,9 +329,11 @@ TEST_F(TorchReferenceTest, CppReadsWhatTorchWrites) {
   EXPECT_TRUE(tracked->shape.empty());
   EXPECT_EQ(tracked->Values<int64_t>(), (std::vector<int64_t>{3}));  // three forward passes
   EXPECT_EQ(read->Find("1.running_var")->AsTensor()->shape, (std::vector<int64_t>{2}));
+}
 
+TEST_F(TorchReferenceTest, CppReadsTorchsCheckpoint) {
   // A checkpoint dict: Adam's state dict, big ints, views, every dtype, tied tensors.
-  read = ReadTorchArchive(Path("py_checkpoint.pt"));
+  Result<TorchValue> read = ReadTorchArchive(Path("py_checkpoint.pt"));
   ASSERT_TRUE(read.ok()) << read.status().message();
   EXPECT_EQ(Render(*read), ReadFile(Path("py_checkpoint.pt.txt")));
   ASSERT_EQ(read->TypeName(), "dict");
@@ -373,9 +375,11 @@ TEST_F(TorchReferenceTest, CppReadsWhatTorchWrites) {
             (std::vector<uint8_t>{0x80, 0x3f, 0x40, 0xc0}));
   EXPECT_EQ(read->Find("dtypes")->Find("int8")->AsTensor()->Values<int8_t>(),
             (std::vector<int8_t>{-128, 127}));
+}
 
+TEST_F(TorchReferenceTest, CppReadsTorchsProtocol4Pickles) {
   // torch.save(..., pickle_protocol=4): FRAME, MEMOIZE, SHORT_BINUNICODE, STACK_GLOBAL.
-  read = ReadTorchArchive(Path("py_protocol4.pt"));
+  Result<TorchValue> read = ReadTorchArchive(Path("py_protocol4.pt"));
   ASSERT_TRUE(read.ok()) << read.status().message();
   EXPECT_EQ(Render(*read), ReadFile(Path("py_protocol4.pt.txt")));
   EXPECT_EQ(*read, TorchValue::Dict({{"weight", TorchValue::Tensor(F32({2, 2}, {1, 1, 1, 1}))},
