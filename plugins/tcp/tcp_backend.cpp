@@ -84,6 +84,11 @@ void tune_stream_socket(int fd) {
   ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
+// Where the store holds the listening endpoint of `rank`.
+std::string endpoint_key(int rank) {
+  return "tcp/addr/" + std::to_string(rank);
+}
+
 int remaining_ms(Clock::time_point deadline) {
   const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -176,13 +181,19 @@ class TcpBackend {
   }
 
  private:
+  // Every rank listens, publishes where, connects to the next rank and accepts the previous one;
+  // a greeting on each connection proves it joins the right ranks of this job.
   void connect_ring(const std::string& address) {
     const auto deadline = Clock::now() + timeout_;
-    const int rank = config_.rank;
-    const int world = config_.world_size;
-    const int next = (rank + 1) % world;
-    const int prev = (rank + world - 1) % world;
+    std::string endpoint;
+    const Socket listener = listen_on(address, &endpoint);
+    publish_endpoint(endpoint);
+    connect_next(look_up_endpoint(next_rank(), deadline), deadline);
+    accept_prev(listener, endpoint, deadline);
+  }
 
+  // A listener on `address`, port chosen by the kernel; `*endpoint` is "address:port".
+  static Socket listen_on(const std::string& address, std::string* endpoint) {
     Socket listener(::socket(AF_INET, SOCK_STREAM, 0));
     if (listener.fd() < 0) throw PluginError(DPL_ERR_COMMUNICATION, "socket(): " + errno_text());
     sockaddr_in bind_address{};
@@ -200,20 +211,30 @@ class TcpBackend {
     }
     socklen_t length = sizeof(bind_address);
     ::getsockname(listener.fd(), reinterpret_cast<sockaddr*>(&bind_address), &length);
-    const std::string endpoint = address + ":" + std::to_string(ntohs(bind_address.sin_port));
-    const std::string my_key = "tcp/addr/" + std::to_string(rank);
+    *endpoint = address + ":" + std::to_string(ntohs(bind_address.sin_port));
+    return listener;
+  }
+
+  void publish_endpoint(const std::string& endpoint) {
+    const std::string my_key = endpoint_key(config_.rank);
     check_store(config_.store->set(config_.store->context, my_key.c_str(), endpoint.data(),
                                    endpoint.size()),
                 "publish " + my_key);
+  }
 
-    // Resolve and connect to the next rank (retrying while it is not yet listening).
-    const std::string next_key = "tcp/addr/" + std::to_string(next);
+  std::string look_up_endpoint(int rank, Clock::time_point deadline) {
+    const std::string key = endpoint_key(rank);
     char buffer[128] = {};
     uint64_t value_size = 0;
-    check_store(config_.store->get(config_.store->context, next_key.c_str(), buffer,
-                                   sizeof(buffer) - 1, &value_size, remaining_ms(deadline)),
-                "look up rank " + std::to_string(next));
-    const std::string next_endpoint(buffer, static_cast<size_t>(value_size));
+    check_store(config_.store->get(config_.store->context, key.c_str(), buffer, sizeof(buffer) - 1,
+                                   &value_size, remaining_ms(deadline)),
+                "look up rank " + std::to_string(rank));
+    return std::string(buffer, static_cast<size_t>(value_size));
+  }
+
+  // Connects to the next rank (retrying while it is not yet listening) and greets it.
+  void connect_next(const std::string& next_endpoint, Clock::time_point deadline) {
+    const int next = next_rank();
     const size_t colon = next_endpoint.rfind(':');
     sockaddr_in peer{};
     peer.sin_family = AF_INET;
@@ -242,13 +263,17 @@ class TcpBackend {
       ::usleep(10000);
     }
     tune_stream_socket(next_socket_.fd());
-    const uint32_t hello[2] = {kHandshakeMagic, static_cast<uint32_t>(rank)};
+    const uint32_t hello[2] = {kHandshakeMagic, static_cast<uint32_t>(config_.rank)};
     StepTransfer greeting;
     greeting.send_data = reinterpret_cast<const char*>(hello);
     greeting.send_bytes = sizeof(hello);
     run_step(greeting, deadline, nullptr);  // no prev socket yet: send side only
+  }
 
-    // Accept the previous rank.
+  // Accepts the previous rank on `listener` (at `endpoint`) and checks its greeting.
+  void accept_prev(const Socket& listener, const std::string& endpoint,
+                   Clock::time_point deadline) {
+    const int prev = prev_rank();
     pollfd wait_for_peer{listener.fd(), POLLIN, 0};
     const int ready = ::poll(&wait_for_peer, 1, remaining_ms(deadline));
     if (ready <= 0) {
