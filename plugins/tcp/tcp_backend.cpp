@@ -460,6 +460,13 @@ dpl_status check_handle(dpl_backend* backend) {
   return DPL_OK;
 }
 
+// The stream of a collective must be NULL for CPU tensors (dpl/backend_v1.h).
+void check_no_stream(void* stream) {
+  if (stream != nullptr) {
+    throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
+  }
+}
+
 dpl_status tcp_create(const dpl_backend_config_v2* config, dpl_backend** out) {
   return dpl::support::Guarded(kBackendName, [&] {
     if (out == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "out is NULL");
@@ -490,8 +497,7 @@ dpl_status tcp_allreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op o
   return dpl::support::Guarded(kBackendName, [&] {
     check_handle(backend);
     if (tensor == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "tensor is NULL");
-    if (stream != nullptr)
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
+    check_no_stream(stream);
     return as_tcp(backend)->allreduce(tensor, op);
   });
 }
@@ -500,8 +506,7 @@ dpl_status tcp_broadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, v
   return dpl::support::Guarded(kBackendName, [&] {
     check_handle(backend);
     if (tensor == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "tensor is NULL");
-    if (stream != nullptr)
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
+    check_no_stream(stream);
     return as_tcp(backend)->broadcast(tensor, root);
   });
 }
@@ -513,8 +518,7 @@ dpl_status tcp_allgather(dpl_backend* backend, const DLTensor* input, DLTensor* 
     if (input == nullptr || output == nullptr) {
       throw PluginError(DPL_ERR_INVALID_ARGUMENT, "input or output is NULL");
     }
-    if (stream != nullptr)
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
+    check_no_stream(stream);
     return as_tcp(backend)->allgather(input, output);
   });
 }
