@@ -144,7 +144,7 @@ class TcpBackend {
         dpl::support::CheckHostBroadcast(*tensor, root, config_.world_size, kBackendName);
     if (bytes == 0 || config_.world_size == 1) return DPL_OK;
     char* data = static_cast<char*>(dpl::support::DataPointer(*tensor));
-    const int next = (config_.rank + 1) % config_.world_size;
+    const int next = next_rank();
     const auto deadline = Clock::now() + timeout_;
     StepTransfer transfer;
     if (config_.rank == root) {
@@ -337,37 +337,45 @@ class TcpBackend {
                               ")");
       }
       if (recv_index >= 0 && fds[recv_index].revents != 0) {
-        const ssize_t got = ::recv(prev_socket_.fd(), transfer.recv_data + received,
-                                   std::min(transfer.recv_bytes - received, kMaxBytesPerCall), 0);
-        if (got == 0) {
-          throw PluginError(DPL_ERR_COMMUNICATION,
-                            "rank " + std::to_string(prev_rank()) +
-                                " closed the connection mid-collective (did it exit?)");
-        }
-        if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          throw PluginError(
-              DPL_ERR_COMMUNICATION,
-              "receive from rank " + std::to_string(prev_rank()) + ": " + errno_text());
-        }
-        if (got > 0) {
-          const size_t before = received;
-          received += static_cast<size_t>(got);
-          if (on_received != nullptr) (*on_received)(before, received);
-        }
+        const size_t before = received;
+        received += receive_some(transfer.recv_data + received, transfer.recv_bytes - received);
+        if (received > before && on_received != nullptr) (*on_received)(before, received);
       }
       if (send_index >= 0 && fds[send_index].revents != 0) {
-        const ssize_t put = ::send(next_socket_.fd(), transfer.send_data + sent,
-                                   std::min(sendable - sent, kMaxBytesPerCall), MSG_NOSIGNAL);
-        if (put < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          throw PluginError(DPL_ERR_COMMUNICATION,
-                            "send to rank " + std::to_string(next_rank()) + ": " + errno_text());
-        }
-        if (put > 0) sent += static_cast<size_t>(put);
+        sent += send_some(transfer.send_data + sent, sendable - sent);
       }
     }
   }
   void run_step(const StepTransfer& transfer, Clock::time_point deadline, std::nullptr_t) {
     run_step<void (*)(size_t, size_t)>(transfer, deadline, nullptr);
+  }
+
+  // One recv() of at most `bytes` (and kMaxBytesPerCall) from the previous rank, once poll() said
+  // it is readable: the bytes it got, 0 when none were ready.
+  size_t receive_some(char* data, size_t bytes) {
+    const ssize_t got = ::recv(prev_socket_.fd(), data, std::min(bytes, kMaxBytesPerCall), 0);
+    if (got == 0) {
+      throw PluginError(DPL_ERR_COMMUNICATION,
+                        "rank " + std::to_string(prev_rank()) +
+                            " closed the connection mid-collective (did it exit?)");
+    }
+    if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      throw PluginError(DPL_ERR_COMMUNICATION,
+                        "receive from rank " + std::to_string(prev_rank()) + ": " + errno_text());
+    }
+    return got > 0 ? static_cast<size_t>(got) : 0;
+  }
+
+  // One send() of at most `bytes` (and kMaxBytesPerCall) to the next rank, once poll() said it is
+  // writable: the bytes it took, 0 when none.
+  size_t send_some(const char* data, size_t bytes) {
+    const ssize_t put =
+        ::send(next_socket_.fd(), data, std::min(bytes, kMaxBytesPerCall), MSG_NOSIGNAL);
+    if (put < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      throw PluginError(DPL_ERR_COMMUNICATION,
+                        "send to rank " + std::to_string(next_rank()) + ": " + errno_text());
+    }
+    return put > 0 ? static_cast<size_t>(put) : 0;
   }
 
   int next_rank() const { return (config_.rank + 1) % config_.world_size; }
