@@ -469,8 +469,7 @@ void StoreServerImpl::OnAccept(const error_code& error, tcp::socket socket) {
                   "store's port?)");
     socket.close(ignored);
   } else {
-    socket.set_option(tcp::no_delay(true), ignored);
-    EnableKeepalive(socket.native_handle(), options_.keepalive_timeout);
+    PrepareStoreConnection(socket.native_handle(), options_.keepalive_timeout);
     auto session = std::make_shared<Session>(*this, std::move(socket), peer);
     sessions_.emplace(session.get(), session);
     ++pending_handshakes_;
