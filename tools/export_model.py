@@ -24,34 +24,9 @@ import sys
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
+from recipe_convnet import INPUT_SHAPE as RECIPE_INPUT_SHAPE, ConvNet  # noqa: E402
 
-class ConvNet(nn.Module):
-    """The recipe's ConvNet, exactly (its parameter names are the C++ convnet plugin's)."""
-
-    def __init__(self):
-        super().__init__()
-        self.cn1 = nn.Conv2d(1, 16, 3, 1)
-        self.cn2 = nn.Conv2d(16, 32, 3, 1)
-        self.dp1 = nn.Dropout2d(0.10)
-        self.dp2 = nn.Dropout2d(0.25)
-        self.fc1 = nn.Linear(4608, 64)
-        self.fc2 = nn.Linear(64, 10)
-
-    def forward(self, x):
-        x = F.relu(self.cn1(x))
-        x = F.relu(self.cn2(x))
-        x = F.max_pool2d(x, 2)
-        x = self.dp1(x)
-        x = torch.flatten(x, 1)
-        x = F.relu(self.fc1(x))
-        x = self.dp2(x)
-        x = self.fc2(x)
-        return F.log_softmax(x, dim=1)
-
-
-RECIPE_INPUT_SHAPE = (1, 28, 28)
 MODE_DEPENDENT = (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd,
                   nn.modules.instancenorm._InstanceNorm)
 

@@ -420,7 +420,7 @@ std::vector<Flag> BuildFlagTable() {
                        Constant<kInt64Max>, [](Options& o) -> int64_t& { return o.training.checkpoint_every; }));
   add(Integer<int>("max-restarts", "N", "restart a failed job up to N times, 0..1000 (default 0)", 0,
                    Constant<kMaxRestarts>, [](Options& o) -> int& { return o.max_restarts; }));
-  add(Text("dump-parameters", "DIR", "each rank writes its final parameters to DIR/rank-N.bin", false,
+  add(Text("dump-parameters", "DIR", "each rank writes its final parameters to DIR/rank-N.bin (float32, back to back) and its buffers, if any, to DIR/rank-N.buffers.bin", false,
            [](Options& o) -> std::string& { return o.training.dump_parameters_dir; }));
   add(Text("export", "FILE", "at the end, rank 0 writes the trained model for Python to FILE (torch.load or torch.jit.load)", false,
            [](Options& o) -> std::string& { return o.training.export_file; }));

@@ -45,7 +45,7 @@ struct LoadedPlugin {
 };
 
 // The entries of a kind's newest table the host requires, by name: every one must be used by the
-// host (a test checks it).
+// host (tests/abi_coverage runs the launcher through recording plugins and checks it).
 std::vector<std::string> RequiredFunctions(dpl_plugin_kind kind);
 
 // A file on the search path that is not a usable plugin, with the exact reason.

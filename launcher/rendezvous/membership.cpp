@@ -1,14 +1,13 @@
 #include "rendezvous/membership.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "rendezvous/join.hpp"
+#include "rendezvous/store_beat.hpp"
 
 // Note [Elastic membership]
 // Attempt n of an elastic job runs on the launchers machine 0 lets in:
@@ -244,38 +243,15 @@ Result<Attempt> AwaitAttempt(StoreClient& client, int attempt, const Member& sel
   }
 }
 
+// The beat with a connection of its own, so a long call of the launcher's never delays it.
 class HeartbeatThread : public Heartbeat {
  public:
   HeartbeatThread(std::unique_ptr<StoreClient> client, int machine_id)
-      : client_(std::move(client)), key_(AliveKey(machine_id)) {
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~HeartbeatThread() override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
+      : client_(std::move(client)), beat_(*client_, AliveKey(machine_id), kHeartbeatInterval) {}
 
  private:
-  void Run() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stopping_) {
-      lock.unlock();
-      (void)client_->Add(key_, 1);  // a store that went away ends the job elsewhere
-      lock.lock();
-      wake_.wait_for(lock, kHeartbeatInterval, [this] { return stopping_; });
-    }
-  }
-
   std::unique_ptr<StoreClient> client_;
-  std::string key_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread thread_;
+  StoreBeat beat_;  // after client_: stopped before the connection closes
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The rendezvous store: a TCP key/value store (set, get, wait, add, delete) served by the
 // launcher of machine 0 and used by every launcher and worker of the job (after c10d's TCPStore).
-// Wire protocol and limits are in wire_protocol.hpp; the server is store_server.cpp, the client
-// store_client.cpp.
+// Wire protocol and limits are in wire_protocol.hpp; the server is store_server.cpp (each of its
+// connections store_session.cpp), the client store_client.cpp.
 #pragma once
 
 #include <chrono>

@@ -188,9 +188,7 @@ std::optional<Status> StoreClientImpl::TryJoin(const tcp::resolver::results_type
     *last_error = error.message();
     return std::nullopt;
   }
-  error_code ignored;
-  socket_.set_option(tcp::no_delay(true), ignored);
-  EnableKeepalive(socket_.native_handle(), options_.keepalive_timeout);
+  PrepareStoreConnection(socket_.native_handle(), options_.keepalive_timeout);
 
   wire::Writer hello;
   hello.U32(wire::kMagic);

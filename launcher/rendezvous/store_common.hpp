@@ -1,5 +1,6 @@
-// What the store's server and client share beyond the wire protocol: TCP keepalive (Note
-// [Deadlines and dead peers] in store_server.cpp) and how messages write a duration.
+// What the store's server and client share beyond the wire protocol: how a connection's socket is
+// set up, with TCP keepalive (Note [Deadlines and dead peers] in store_server.cpp), and how
+// messages write a duration.
 #pragma once
 
 #include <netinet/in.h>
@@ -37,6 +38,14 @@ inline void EnableKeepalive(int fd, std::chrono::milliseconds timeout) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kProbes, sizeof kProbes);
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
+}
+
+// Both ends of a store connection: no Nagle delay (requests and replies are small and alternate)
+// and keepalive after `keepalive_timeout` (EnableKeepalive). Best effort, as EnableKeepalive.
+inline void PrepareStoreConnection(int fd, std::chrono::milliseconds keepalive_timeout) {
+  const int on = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  EnableKeepalive(fd, keepalive_timeout);
 }
 
 // "0.5 s", "300 s".

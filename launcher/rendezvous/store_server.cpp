@@ -1,6 +1,7 @@
 // The store server: one thread runs a Boost.Asio event loop that accepts connections, reads their
-// frames as bytes arrive, answers requests and keeps blocked gets and waits until their keys exist
-// or their time runs out. No thread or buffer is tied to a connection beyond what it sent.
+// frames as bytes arrive (each connection a server::Session, store_session.cpp), answers requests
+// from the key-value state and keeps blocked gets and waits until their keys exist or their time
+// runs out. No thread or buffer is tied to a connection beyond what it sent.
 //
 // Note [Deadlines and dead peers]
 // The store serves every launcher and worker of a job, and anyone else who can reach its port, so
@@ -25,7 +26,7 @@
 //    lines about it and about single connections are rate-limited (LogLimiter). A connection
 //    closed before sending a byte (a port scan, a health check) is not logged at all.
 #include <boost/asio.hpp>
-#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -34,31 +35,25 @@
 #include <vector>
 
 #include "common/log.hpp"
-#include "rendezvous/frame_buffer.hpp"
 #include "rendezvous/log_limiter.hpp"
 #include "rendezvous/store.hpp"
 #include "rendezvous/store_common.hpp"
+#include "rendezvous/store_session.hpp"
 #include "rendezvous/wire_protocol.hpp"
 
 namespace dpl::rendezvous {
 namespace {
 
-namespace asio = boost::asio;
-using asio::ip::tcp;
-using boost::system::error_code;
-using wire::Op;
-using Clock = std::chrono::steady_clock;
+using server::Clock;
+using server::error_code;
+using server::HexByte;
+using server::Op;
+using server::Session;
+using server::tcp;
+namespace asio = server::asio;
 
-// A handshake carries two numbers and a job token; anything bigger is not a client of ours.
-constexpr uint32_t kMaxHandshakeBytes = 4096;
 constexpr std::chrono::milliseconds kFirstAcceptBackoff{10};
 constexpr std::chrono::milliseconds kMaxAcceptBackoff{1000};
-
-std::string HexByte(uint8_t value) {
-  char text[8];
-  std::snprintf(text, sizeof text, "0x%02x", value);
-  return text;
-}
 
 std::vector<uint8_t> Reply(Op op, const std::string& message = "") {
   wire::Writer writer;
@@ -66,77 +61,7 @@ std::vector<uint8_t> Reply(Op op, const std::string& message = "") {
   return writer.Frame(op);
 }
 
-bool PeerLeft(const error_code& error) {
-  return error == asio::error::eof || error == asio::error::connection_reset;
-}
-
-class StoreServerImpl;
-
-// One connection. All of it runs on the server's thread.
-class Session : public std::enable_shared_from_this<Session> {
- public:
-  Session(StoreServerImpl& server, tcp::socket socket, std::string peer)
-      : server_(server),
-        socket_(std::move(socket)),
-        peer_(std::move(peer)),
-        read_deadline_(socket_.get_executor()),
-        write_deadline_(socket_.get_executor()),
-        wait_deadline_(socket_.get_executor()) {}
-
-  void Start();
-  // Closes the connection, logging `reason` unless it is empty; then the server forgets it.
-  void Close(const std::string& reason);
-  // The handshake succeeded: from now on the connection may stay idle between frames.
-  void MarkHandshaken();
-  void Send(std::vector<uint8_t> frame);
-  // Sends `frame`, then closes the connection for `reason`.
-  void SendAndClose(std::vector<uint8_t> frame, std::string reason);
-  // Leaves the request unanswered until the server calls FinishWait or `timeout` passes.
-  void WaitForKeys(Op op, std::vector<std::string> keys, std::chrono::milliseconds timeout);
-
-  bool handshaken() const { return handshaken_; }
-  Op wait_op() const { return wait_op_; }
-  const std::vector<std::string>& wait_keys() const { return wait_keys_; }
-  void EndWait();
-
- private:
-  struct Deadline {
-    explicit Deadline(const tcp::socket::executor_type& executor) : timer(executor) {}
-    asio::steady_timer timer;
-    uint64_t generation = 0;  // a handler of an older arming does nothing
-  };
-  template <typename OnExpiry>
-  void Arm(Deadline& deadline, std::chrono::milliseconds after, OnExpiry on_expiry);
-  void Disarm(Deadline& deadline);
-
-  void ReadMore();
-  void OnRead(const error_code& error, size_t count);
-  std::string CheckHeader() const;
-  std::string DescribeReadFailure(const error_code& error) const;
-  void Dispatch();
-  void OnSent(const error_code& error);
-
-  StoreServerImpl& server_;
-  tcp::socket socket_;
-  const std::string peer_;
-  FrameBuffer frame_;
-  std::vector<uint8_t> outgoing_;
-  Deadline read_deadline_;   // the handshake, then each frame from its first byte
-  Deadline write_deadline_;  // each reply
-  Deadline wait_deadline_;   // a blocked get or wait
-  bool closed_ = false;
-  bool handshaken_ = false;
-  bool received_any_ = false;
-  bool reading_ = false;
-  bool busy_ = false;          // a request is being answered
-  bool frame_queued_ = false;  // the next request arrived before its predecessor's reply left
-  bool close_after_send_ = false;
-  std::string close_reason_;
-  Op wait_op_ = Op::kGet;
-  std::vector<std::string> wait_keys_;
-};
-
-class StoreServerImpl final : public StoreServer {
+class StoreServerImpl final : public StoreServer, public server::SessionHost {
  public:
   explicit StoreServerImpl(StoreServerOptions options)
       : options_(std::move(options)), acceptor_(io_), accept_retry_(io_) {}
@@ -157,20 +82,18 @@ class StoreServerImpl final : public StoreServer {
   Status Bind();
   int port() const override { return port_; }
 
-  const StoreServerOptions& options() const { return options_; }
-  bool stopping() const { return stopping_; }
-  void LogConnection(const std::string& message) {
+  // server::SessionHost
+  const StoreServerOptions& options() const override { return options_; }
+  bool stopping() const override { return stopping_; }
+  void LogConnection(const std::string& message) override {
     auto line = connection_log_.Admit(message, Clock::now());
     if (line) log::Warning(*line);
   }
-  void Forget(Session* session);
-  void HandshakeCompleted() { --pending_handshakes_; }
-  // The first frame of a connection; answers it through the session.
-  void Hello(Session& session, const std::vector<uint8_t>& body);
-  // Returns "" once the request is answered or waiting, else why the connection must close.
-  std::string Handle(Session& session, Op op, const std::vector<uint8_t>& body);
-  // Answers a blocked get or wait: with its value(s) if present, else with kTimeout.
-  void FinishWait(Session& session);
+  void Forget(Session* session) override;
+  void HandshakeCompleted() override { --pending_handshakes_; }
+  void Hello(Session& session, const std::vector<uint8_t>& body) override;
+  std::string Handle(Session& session, Op op, const std::vector<uint8_t>& body) override;
+  void FinishWait(Session& session) override;
 
  private:
   bool HandleWait(Session& session, Op op, wire::Reader& reader);
@@ -197,206 +120,6 @@ class StoreServerImpl final : public StoreServer {
   LogLimiter accept_log_{kAcceptLogBurst, kAcceptLogWindow};
   std::map<std::string, std::vector<uint8_t>> data_;
 };
-
-// ---------------------------------------------------------------------------------------------
-// Session.
-
-template <typename OnExpiry>
-void Session::Arm(Deadline& deadline, std::chrono::milliseconds after, OnExpiry on_expiry) {
-  const uint64_t generation = ++deadline.generation;
-  deadline.timer.expires_after(std::min(after, kMaxStoreWait));
-  deadline.timer.async_wait(
-      [self = shared_from_this(), &deadline, generation, on_expiry](const error_code& error) {
-        if (error || deadline.generation != generation || self->closed_) return;
-        on_expiry();
-      });
-}
-
-void Session::Disarm(Deadline& deadline) {
-  ++deadline.generation;
-  deadline.timer.cancel();
-}
-
-void Session::Start() {
-  const auto timeout = server_.options().handshake_timeout;
-  Arm(read_deadline_, timeout, [this, timeout] {
-    Close(std::string(received_any_ ? "the handshake did not complete" : "no handshake") +
-          " within " + SecondsText(timeout));
-  });
-  ReadMore();
-}
-
-void Session::Close(const std::string& reason) {
-  if (closed_) return;
-  const auto self = shared_from_this();  // Forget drops the server's reference
-  closed_ = true;
-  if (!reason.empty() && !server_.stopping()) {
-    server_.LogConnection("rendezvous store: closing the connection from " + peer_ + ": " + reason);
-  }
-  Disarm(read_deadline_);
-  Disarm(write_deadline_);
-  Disarm(wait_deadline_);
-  error_code ignored;
-  socket_.shutdown(tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
-  server_.Forget(this);
-}
-
-void Session::ReadMore() {
-  if (closed_ || reading_ || frame_queued_ || close_after_send_) return;
-  reading_ = true;
-  const FrameBuffer::Space space = frame_.NextSpace();
-  socket_.async_read_some(asio::buffer(space.data, space.size),
-                          [self = shared_from_this()](const error_code& error, size_t count) {
-                            self->OnRead(error, count);
-                          });
-}
-
-void Session::OnRead(const error_code& error, size_t count) {
-  reading_ = false;
-  if (closed_) return;
-  if (error) {
-    Close(DescribeReadFailure(error));
-    return;
-  }
-  const bool frame_started = frame_.received() == 0;
-  const bool had_header = frame_.header_complete();
-  frame_.Commit(count);
-  received_any_ = true;
-  if (frame_started && handshaken_) {
-    const auto timeout = server_.options().frame_timeout;
-    Arm(read_deadline_, timeout, [this, timeout] {
-      Close("a frame did not complete within " + SecondsText(timeout) + " of its first byte");
-    });
-  }
-  if (!had_header && frame_.header_complete()) {
-    const std::string refusal = CheckHeader();
-    if (!refusal.empty()) {
-      Close(refusal);
-      return;
-    }
-  }
-  if (!frame_.complete()) {
-    ReadMore();
-    return;
-  }
-  if (handshaken_) Disarm(read_deadline_);
-  if (busy_) {
-    frame_queued_ = true;  // reading resumes once the reply is out
-    return;
-  }
-  Dispatch();
-}
-
-// Checks op and size before the body is read, so garbage never makes the server wait for a body
-// that will not come.
-std::string Session::CheckHeader() const {
-  const uint8_t op = frame_.op();
-  uint32_t limit = wire::kMaxBodyBytes;
-  if (!handshaken_) {
-    if (op != static_cast<uint8_t>(Op::kHello)) {
-      return "expected a handshake (op " + HexByte(static_cast<uint8_t>(Op::kHello)) +
-             ") but got op " + HexByte(op) + "; not a dpl store client?";
-    }
-    limit = kMaxHandshakeBytes;
-  } else if (!wire::IsRequestOp(op)) {
-    return "unknown op " + HexByte(op);
-  }
-  if (frame_.body_size() > limit) {
-    return "a frame announced a body of " + std::to_string(frame_.body_size()) +
-           " bytes, above the limit of " + std::to_string(limit);
-  }
-  return "";
-}
-
-// "" when the peer simply left: before sending anything, or between requests.
-std::string Session::DescribeReadFailure(const error_code& error) const {
-  if (PeerLeft(error)) {
-    if (!received_any_ || (handshaken_ && frame_.received() == 0)) return "";
-    if (!handshaken_) return "closed before the handshake";
-    return "connection broke inside a frame: " + error.message();
-  }
-  if (error == asio::error::timed_out) {
-    return "its machine stopped answering (" + error.message() + ")";
-  }
-  return error.message();
-}
-
-void Session::Dispatch() {
-  const Op op = static_cast<Op>(frame_.op());
-  const std::vector<uint8_t> body = frame_.TakeBody();
-  busy_ = true;
-  if (!handshaken_) {
-    server_.Hello(*this, body);
-  } else {
-    const std::string refusal = server_.Handle(*this, op, body);
-    if (!refusal.empty()) {
-      Close(refusal);
-      return;
-    }
-  }
-  ReadMore();  // notices a peer that leaves while its request waits
-}
-
-void Session::MarkHandshaken() {
-  handshaken_ = true;
-  Disarm(read_deadline_);
-  server_.HandshakeCompleted();
-}
-
-void Session::Send(std::vector<uint8_t> frame) {
-  if (closed_) return;
-  outgoing_ = std::move(frame);
-  const auto timeout = server_.options().frame_timeout;
-  Arm(write_deadline_, timeout, [this, timeout] {
-    Close("a reply of " + std::to_string(outgoing_.size()) + " bytes could not be sent within " +
-          SecondsText(timeout));
-  });
-  asio::async_write(
-      socket_, asio::buffer(outgoing_),
-      [self = shared_from_this()](const error_code& error, size_t) { self->OnSent(error); });
-}
-
-void Session::SendAndClose(std::vector<uint8_t> frame, std::string reason) {
-  close_after_send_ = true;
-  close_reason_ = std::move(reason);
-  Send(std::move(frame));
-}
-
-void Session::OnSent(const error_code& error) {
-  Disarm(write_deadline_);
-  if (closed_) return;
-  if (error) {
-    Close(PeerLeft(error) || error == asio::error::broken_pipe
-              ? "left before reading its reply"
-              : "could not send a reply: " + error.message());
-    return;
-  }
-  if (close_after_send_) {
-    Close(close_reason_);
-    return;
-  }
-  busy_ = false;
-  std::vector<uint8_t>().swap(outgoing_);  // a reply may be large
-  if (frame_queued_) {
-    frame_queued_ = false;
-    Dispatch();
-  }
-}
-
-void Session::WaitForKeys(Op op, std::vector<std::string> keys, std::chrono::milliseconds timeout) {
-  wait_op_ = op;
-  wait_keys_ = std::move(keys);
-  Arm(wait_deadline_, timeout, [this] { server_.FinishWait(*this); });
-}
-
-void Session::EndWait() {
-  Disarm(wait_deadline_);
-  wait_keys_.clear();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Server.
 
 Status StoreServerImpl::Bind() {
   const std::string where = options_.bind_addr + ":" + std::to_string(options_.port);
@@ -469,8 +192,7 @@ void StoreServerImpl::OnAccept(const error_code& error, tcp::socket socket) {
                   "store's port?)");
     socket.close(ignored);
   } else {
-    socket.set_option(tcp::no_delay(true), ignored);
-    EnableKeepalive(socket.native_handle(), options_.keepalive_timeout);
+    PrepareStoreConnection(socket.native_handle(), options_.keepalive_timeout);
     auto session = std::make_shared<Session>(*this, std::move(socket), peer);
     sessions_.emplace(session.get(), session);
     ++pending_handshakes_;

@@ -14,37 +14,17 @@ std::string HeartbeatKey(const std::string& attempt_prefix, int machine_id) {
 
 Heartbeat::Heartbeat(rendezvous::StoreClient& client, const std::string& attempt_prefix,
                      int machine_id)
-    : client_(client), key_(HeartbeatKey(attempt_prefix, machine_id)) {
-  thread_ = std::thread([this] { Beat(); });
-}
+    : client_(client),
+      key_(HeartbeatKey(attempt_prefix, machine_id)),
+      beat_(client, key_, kHeartbeatInterval) {}
 
-Heartbeat::~Heartbeat() {
-  Stop();
-}
+Heartbeat::~Heartbeat() = default;
 
 void Heartbeat::Finish() {
-  Stop();
+  beat_.Stop();
+  if (finished_) return;
+  finished_ = true;
   (void)client_.Add(key_, kFinishedMark);
-}
-
-void Heartbeat::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void Heartbeat::Beat() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_) {
-    lock.unlock();
-    const bool beaten = client_.Add(key_, 1).ok();
-    lock.lock();
-    if (!beaten) return;
-    wake_.wait_for(lock, kHeartbeatInterval, [this] { return stopping_; });
-  }
 }
 
 Result<std::vector<int64_t>> ReadHeartbeats(rendezvous::StoreClient& client,
@@ -71,6 +51,32 @@ std::vector<int> SilentMachines(const std::vector<int64_t>& before,
     }
   }
   return silent;
+}
+
+void WaitForOtherMachinesToEnd(rendezvous::StoreClient& client, const std::string& attempt_prefix,
+                               const rendezvous::JobShape& shape,
+                               std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  std::vector<int64_t> previous;
+  std::vector<Clock::time_point> last_beat(static_cast<size_t>(shape.num_machines), start);
+  while (Clock::now() - start < timeout) {
+    auto counters = ReadHeartbeats(client, attempt_prefix, shape);
+    if (!counters.ok()) return;  // nothing to wait for without the store
+    const auto now = Clock::now();
+    bool waiting = false;
+    for (size_t machine = 0; machine < counters->size(); ++machine) {
+      const int64_t beats = (*counters)[machine];
+      if (static_cast<int>(machine) == shape.machine_id || beats == 0 || beats >= kFinishedMark) {
+        continue;
+      }
+      if (!previous.empty() && beats != previous[machine]) last_beat[machine] = now;
+      if (now - last_beat[machine] < kHeartbeatSilence) waiting = true;
+    }
+    if (!waiting) return;
+    previous = std::move(*counters);
+    std::this_thread::sleep_for(kHeartbeatInterval / 5);
+  }
 }
 
 }  // namespace dpl::supervision

@@ -6,16 +6,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/status.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/store.hpp"
+#include "rendezvous/store_beat.hpp"
 
 namespace dpl::supervision {
 
@@ -37,15 +35,10 @@ class Heartbeat {
   void Finish();
 
  private:
-  void Beat();
-  void Stop();
-
   rendezvous::StoreClient& client_;
   const std::string key_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // guarded by mutex_
-  std::thread thread_;
+  rendezvous::StoreBeat beat_;
+  bool finished_ = false;
 };
 
 // Every machine's heartbeat counter in this attempt (this machine's too), read now.
@@ -57,5 +50,12 @@ Result<std::vector<int64_t>> ReadHeartbeats(rendezvous::StoreClient& client,
 // finished, by `after` (read at least kHeartbeatSilence later).
 std::vector<int> SilentMachines(const std::vector<int64_t>& before,
                                 const std::vector<int64_t>& after, int this_machine);
+
+// After this machine's attempt failed: waits, at most `timeout`, until every other machine that
+// is still beating ended its attempt (its launcher saw the failure). Machines that never beat or
+// went silent are not waited for.
+void WaitForOtherMachinesToEnd(rendezvous::StoreClient& client, const std::string& attempt_prefix,
+                               const rendezvous::JobShape& shape,
+                               std::chrono::milliseconds timeout);
 
 }  // namespace dpl::supervision

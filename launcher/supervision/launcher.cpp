@@ -15,6 +15,7 @@
 #include "rendezvous/join.hpp"
 #include "rendezvous/membership.hpp"
 #include "rendezvous/store.hpp"
+#include "supervision/heartbeat.hpp"
 #include "supervision/hostfile_runner.hpp"
 #include "supervision/supervisor.hpp"
 
@@ -202,24 +203,37 @@ cli::Options AttemptOptions(const cli::Options& options, const Joined& joined, i
   return attempt;
 }
 
+// Machine 0's store carries the failure to the other machines: after the job's last attempt
+// failed, machine 0 keeps it up until they saw it, for at most this long, so they print the root
+// cause instead of "lost the rendezvous store".
+constexpr auto kFailureDeliveryTimeout = 3s;
+
+// How one attempt ended on this machine.
+struct AttemptEnd {
+  Status status;
+  bool worth_restarting = true;  // false when a restart would fail the same way
+};
+
 // Runs one attempt on this machine; Ok when its workers all succeeded and, on machine 0, every
 // other machine reported the same.
-Status RunAttempt(const cli::Options& attempt_options, Joined& joined, int attempt) {
+AttemptEnd RunAttempt(const cli::Options& attempt_options, Joined& joined, int attempt) {
   const rendezvous::JobShape shape{attempt_options.num_machines, attempt_options.num_processes,
                                    attempt_options.machine_id};
   const std::string prefix = rendezvous::AttemptPrefix(attempt);
   Status result;
+  bool worth_restarting = true;
   {
     Supervisor supervisor(attempt_options, *joined.client, shape, attempt);
     result = supervisor.Spawn(joined.store_addr);
     if (result.ok()) result = supervisor.Supervise();
+    worth_restarting = supervisor.WorthRestarting();
   }
-  if (!result.ok()) return result;
+  if (!result.ok()) return {result, worth_restarting};
   Status reported = joined.client->Add(prefix + "machines_done", 1).status();
   if (reported.ok() && shape.machine_id == 0) {
     reported = WaitForOtherMachines(*joined.client, prefix, shape.num_machines);
   }
-  if (!reported.ok()) return reported;
+  if (!reported.ok()) return {reported};
   const std::string& trace_file = attempt_options.training.trace_file;
   if (shape.machine_id == 0 && !trace_file.empty() &&
       attempt_options.command == cli::Command::kTrain) {
@@ -227,7 +241,7 @@ Status RunAttempt(const cli::Options& attempt_options, Joined& joined, int attem
   }
   log::Info("all " + std::to_string(shape.num_processes) + " workers of machine " +
             std::to_string(shape.machine_id) + " finished");
-  return Status::Ok();
+  return {Status::Ok()};
 }
 
 // A fixed set of machines: every attempt runs on all of them.
@@ -235,9 +249,16 @@ int RunFixedJob(const cli::Options& options, Joined& joined) {
   const cli::Options attempt_options =
       AttemptOptions(options, joined, options.num_machines, joined.machine_id);
   for (int attempt = 0;; ++attempt) {
-    Status result = RunAttempt(attempt_options, joined, attempt);
+    const AttemptEnd end = RunAttempt(attempt_options, joined, attempt);
+    const Status& result = end.status;
     if (result.ok()) return 0;
-    if (StopSignal() != 0 || attempt >= options.max_restarts) {
+    if (StopSignal() != 0 || attempt >= options.max_restarts || !end.worth_restarting) {
+      if (joined.machine_id == 0 && options.num_machines > 1) {
+        WaitForOtherMachinesToEnd(*joined.client, rendezvous::AttemptPrefix(attempt),
+                                  {attempt_options.num_machines, attempt_options.num_processes,
+                                   attempt_options.machine_id},
+                                  kFailureDeliveryTimeout);
+      }
       return Fail(result.WithContext("job failed"));
     }
     log::Warning(result.message());
@@ -316,9 +337,10 @@ int RunElasticJob(const cli::Options& options, Joined& joined) {
     previous = joined_attempt->members;
     const cli::Options attempt_options =
         AttemptOptions(options, joined, static_cast<int>(previous.size()), joined_attempt->index);
-    Status result = RunAttempt(attempt_options, joined, attempt);
+    const AttemptEnd end = RunAttempt(attempt_options, joined, attempt);
+    const Status& result = end.status;
     if (result.ok()) return EndElastic(joined, Status::Ok());
-    if (StopSignal() != 0 || restarts >= options.max_restarts) {
+    if (StopSignal() != 0 || restarts >= options.max_restarts || !end.worth_restarting) {
       return EndElastic(joined, result.WithContext("job failed"));
     }
     ++restarts;

@@ -163,12 +163,15 @@ Supervisor::Supervisor(const cli::Options& options, rendezvous::StoreClient& cli
 
 Supervisor::~Supervisor() {
   StopAll();
+  // However the attempt ended here, this launcher is alive and knows it: its silence from now on
+  // is no sign of a vanished machine, and machine 0 need not wait for it.
+  if (heartbeat_) heartbeat_->Finish();
   for (auto& worker : workers_) {
     if (worker.output_fd >= 0) close(worker.output_fd);
   }
 }
 
-Result<std::vector<std::unique_ptr<std::ofstream>>> Supervisor::OpenLogFiles() const {
+Result<Supervisor::LogFiles> Supervisor::OpenLogFiles() const {
   std::vector<std::unique_ptr<std::ofstream>> files(static_cast<size_t>(shape_.num_processes));
   if (options_.log_dir.empty()) return files;
   ::mkdir(options_.log_dir.c_str(), 0755);  // an existing folder is fine
@@ -220,9 +223,11 @@ Status Supervisor::Spawn(const std::string& store_addr) {
   worker_options.training.resume = options_.training.resume || attempt_ > 0;
   // Published, so the other machines stop at once instead of waiting for this one's workers.
   Status writable = CheckOutputsWritable(options_, shape_.machine_id);
-  if (!writable.ok()) return Failed(writable.message());
-  auto log_files = OpenLogFiles();
-  if (!log_files.ok()) return Failed(log_files.status().message());
+  auto log_files = writable.ok() ? OpenLogFiles() : Result<LogFiles>(writable);
+  if (!log_files.ok()) {
+    outputs_unusable_ = true;
+    return Failed(log_files.status().message());
+  }
   if (shape_.num_machines > 1) {
     heartbeat_ = std::make_unique<Heartbeat>(client_, prefix_, shape_.machine_id);
   }

@@ -46,6 +46,9 @@ class Supervisor {
   Status Spawn(const std::string& store_addr);
   // Runs until every local worker exited. Ok when the job succeeded on this machine.
   Status Supervise();
+  // False after a failure that a restart cannot cure: an output (log, checkpoint folder,
+  // --dump-parameters, ...) that cannot be written fails every attempt the same way.
+  bool WorthRestarting() const { return !outputs_unusable_; }
   // SIGTERM to every running worker, SIGKILL to those still alive after the grace period (at
   // once to a stopped one, which could not act on SIGTERM).
   void StopAll();
@@ -65,7 +68,8 @@ class Supervisor {
     int wait_status = 0;
   };
 
-  Result<std::vector<std::unique_ptr<std::ofstream>>> OpenLogFiles() const;
+  using LogFiles = std::vector<std::unique_ptr<std::ofstream>>;  // one per local worker or none
+  Result<LogFiles> OpenLogFiles() const;
   Result<pid_t> StartLoader(const std::vector<std::string>& arguments,
                             const std::vector<std::string>& environment,
                             const std::vector<int>& output_write_fds, int report_write_fd);
@@ -102,6 +106,7 @@ class Supervisor {
   int attempt_;
   std::string prefix_;
   std::vector<Worker> workers_;
+  bool outputs_unusable_ = false;
   std::string log_failure_;  // the first log file that could not be written, and why
   // Declared last: destroyed after ~Supervisor stopped the workers, so it beats until then.
   std::unique_ptr<Heartbeat> heartbeat_;

@@ -101,7 +101,18 @@ Result<TorchValue> Unpickler::Run() {
   return Convert(result, 0, false);
 }
 
+// Each family of opcodes is handled by its own step; an opcode no family knows is refused.
 Status Unpickler::Step(uint8_t op) {
+  using FamilyStep = std::optional<Status> (Unpickler::*)(uint8_t);
+  for (const FamilyStep step :
+       {&Unpickler::StepStream, &Unpickler::StepScalar, &Unpickler::StepContainer,
+        &Unpickler::StepMemo, &Unpickler::StepObject}) {
+    if (std::optional<Status> done = (this->*step)(op)) return *std::move(done);
+  }
+  return Unsupported("the pickle opcode " + OpcodeName(op));
+}
+
+std::optional<Status> Unpickler::StepStream(uint8_t op) {
   switch (op) {
     case pickle::kProto: {
       uint8_t protocol = 0;
@@ -115,9 +126,13 @@ Status Unpickler::Step(uint8_t op) {
       uint64_t ignored = 0;
       return TakeLittle(8, &ignored);
     }
-    case pickle::kMark:
-      marks_.push_back(stack_.size());
-      return Status::Ok();
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<Status> Unpickler::StepScalar(uint8_t op) {
+  switch (op) {
     case pickle::kNone:
       PushValue(TorchValue::None());
       return Status::Ok();
@@ -131,22 +146,24 @@ Status Unpickler::Step(uint8_t op) {
     case pickle::kLong1:
     case pickle::kLong4:
       return Integer(op);
-    case pickle::kBinFloat: {
-      uint8_t bytes[8] = {};
-      DPL_RETURN_IF_ERROR(TakeOrFail(8, bytes));
-      uint64_t bits = 0;
-      for (uint8_t b : bytes) bits = (bits << 8) | b;
-      double value;
-      std::memcpy(&value, &bits, 8);
-      PushValue(TorchValue::Float(value));
-      return Status::Ok();
-    }
+    case pickle::kBinFloat:
+      return Float();
     case pickle::kShortBinUnicode:
       return Text(1);
     case pickle::kBinUnicode:
       return Text(4);
     case pickle::kBinUnicode8:
       return Text(8);
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<Status> Unpickler::StepContainer(uint8_t op) {
+  switch (op) {
+    case pickle::kMark:
+      marks_.push_back(stack_.size());
+      return Status::Ok();
     case pickle::kEmptyList:
       PushContainer(ListNode{});
       return Status::Ok();
@@ -156,21 +173,36 @@ Status Unpickler::Step(uint8_t op) {
     case pickle::kEmptyDict:
       PushContainer(DictNode{});
       return Status::Ok();
-    case pickle::kTuple: {
-      TupleNode tuple;
-      DPL_RETURN_IF_ERROR(PopMark(&tuple.items));
-      PushContainer(std::move(tuple));
-      return Status::Ok();
-    }
+    case pickle::kTuple:
     case pickle::kTuple1:
     case pickle::kTuple2:
     case pickle::kTuple3: {
       TupleNode tuple;
-      tuple.items.resize(size_t(op - pickle::kTuple1 + 1));
-      for (size_t i = tuple.items.size(); i-- > 0;) DPL_RETURN_IF_ERROR(Pop(&tuple.items[i]));
+      DPL_RETURN_IF_ERROR(op == pickle::kTuple
+                              ? PopMark(&tuple.items)
+                              : PopTop(size_t(op - pickle::kTuple1 + 1), &tuple.items));
       PushContainer(std::move(tuple));
       return Status::Ok();
     }
+    case pickle::kSetItem:
+    case pickle::kSetItems: {
+      std::vector<NodeRef> items;
+      DPL_RETURN_IF_ERROR(op == pickle::kSetItem ? PopTop(2, &items) : PopMark(&items));
+      return SetItems(items);
+    }
+    case pickle::kAppend:
+    case pickle::kAppends: {
+      std::vector<NodeRef> items;
+      DPL_RETURN_IF_ERROR(op == pickle::kAppend ? PopTop(1, &items) : PopMark(&items));
+      return Appends(items);
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<Status> Unpickler::StepMemo(uint8_t op) {
+  switch (op) {
     case pickle::kBinPut:
       return Memo(1, true);
     case pickle::kLongBinPut:
@@ -181,62 +213,41 @@ Status Unpickler::Step(uint8_t op) {
       return Memo(1, false);
     case pickle::kLongBinGet:
       return Memo(4, false);
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<Status> Unpickler::StepObject(uint8_t op) {
+  switch (op) {
     case pickle::kGlobal: {
       std::string module, name;
       DPL_RETURN_IF_ERROR(TakeLine(&module));
       DPL_RETURN_IF_ERROR(TakeLine(&name));
       return Global(module, name);
     }
-    case pickle::kStackGlobal: {
-      NodeRef name, module;
-      DPL_RETURN_IF_ERROR(Pop(&name));
-      DPL_RETURN_IF_ERROR(Pop(&module));
-      const TorchValue* name_value = As<TorchValue>(name);
-      const TorchValue* module_value = As<TorchValue>(module);
-      if (!name_value || !name_value->AsString() || !module_value || !module_value->AsString()) {
-        return Malformed("STACK_GLOBAL needs two strings");
-      }
-      return Global(*module_value->AsString(), *name_value->AsString());
-    }
+    case pickle::kStackGlobal:
+      return StackGlobal();
     case pickle::kBinPersId:
       return PersistentId();
     case pickle::kReduce:
       return Reduce();
     case pickle::kBuild:
       return Build();
-    case pickle::kSetItem:
-    case pickle::kSetItems: {
-      std::vector<NodeRef> items(2);
-      if (op == pickle::kSetItem) {
-        DPL_RETURN_IF_ERROR(Pop(&items[1]));
-        DPL_RETURN_IF_ERROR(Pop(&items[0]));
-      } else {
-        DPL_RETURN_IF_ERROR(PopMark(&items));
-      }
-      NodeRef target;
-      DPL_RETURN_IF_ERROR(Top(&target));
-      DictNode* dict = As<DictNode>(target);
-      if (!dict) return Malformed("SETITEM(S) on " + Describe(target) + ", not a dict");
-      return SetItems(dict, items);
-    }
-    case pickle::kAppend:
-    case pickle::kAppends: {
-      std::vector<NodeRef> items(1);
-      if (op == pickle::kAppend) {
-        DPL_RETURN_IF_ERROR(Pop(&items[0]));
-      } else {
-        DPL_RETURN_IF_ERROR(PopMark(&items));
-      }
-      NodeRef target;
-      DPL_RETURN_IF_ERROR(Top(&target));
-      ListNode* list = As<ListNode>(target);
-      if (!list) return Malformed("APPEND(S) on " + Describe(target) + ", not a list");
-      for (NodeRef& item : items) list->items.push_back(std::move(item));
-      return Status::Ok();
-    }
     default:
-      return Unsupported("the pickle opcode " + OpcodeName(op));
+      return std::nullopt;
   }
+}
+
+Status Unpickler::Float() {
+  uint8_t bytes[8] = {};
+  DPL_RETURN_IF_ERROR(TakeOrFail(8, bytes));
+  uint64_t bits = 0;
+  for (uint8_t b : bytes) bits = (bits << 8) | b;
+  double value;
+  std::memcpy(&value, &bits, 8);
+  PushValue(TorchValue::Float(value));
+  return Status::Ok();
 }
 
 Status Unpickler::Integer(uint8_t op) {
@@ -297,7 +308,11 @@ Status Unpickler::Memo(size_t index_bytes, bool put) {
   return Status::Ok();
 }
 
-Status Unpickler::SetItems(DictNode* dict, std::vector<NodeRef>& items) {
+Status Unpickler::SetItems(std::vector<NodeRef>& items) {
+  NodeRef target;
+  DPL_RETURN_IF_ERROR(Top(&target));
+  DictNode* dict = As<DictNode>(target);
+  if (!dict) return Malformed("SETITEM(S) on " + Describe(target) + ", not a dict");
   if (items.size() % 2 != 0) return Malformed("SETITEMS with an odd number of objects");
   for (size_t i = 0; i < items.size(); i += 2) {
     const TorchValue* key = As<TorchValue>(items[i]);
@@ -317,6 +332,27 @@ Status Unpickler::SetItems(DictNode* dict, std::vector<NodeRef>& items) {
     }
   }
   return Status::Ok();
+}
+
+Status Unpickler::Appends(std::vector<NodeRef>& items) {
+  NodeRef target;
+  DPL_RETURN_IF_ERROR(Top(&target));
+  ListNode* list = As<ListNode>(target);
+  if (!list) return Malformed("APPEND(S) on " + Describe(target) + ", not a list");
+  for (NodeRef& item : items) list->items.push_back(std::move(item));
+  return Status::Ok();
+}
+
+Status Unpickler::StackGlobal() {
+  NodeRef name, module;
+  DPL_RETURN_IF_ERROR(Pop(&name));
+  DPL_RETURN_IF_ERROR(Pop(&module));
+  const TorchValue* name_value = As<TorchValue>(name);
+  const TorchValue* module_value = As<TorchValue>(module);
+  if (!name_value || !name_value->AsString() || !module_value || !module_value->AsString()) {
+    return Malformed("STACK_GLOBAL needs two strings");
+  }
+  return Global(*module_value->AsString(), *name_value->AsString());
 }
 
 }  // namespace pickle

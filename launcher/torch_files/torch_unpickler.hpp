@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <variant>
 
@@ -113,17 +114,29 @@ class Unpickler {
   }
 
   // --- messages ---
+  // " at byte N" of the current opcode; nothing once the messages are about the result.
+  std::string Where() const { return in_result_ ? "" : " at byte " + std::to_string(op_at_); }
   Status Malformed(const std::string& what) const {
-    const std::string where = in_result_ ? "" : " at byte " + std::to_string(op_at_);
-    return Status::InvalidArgument(record_ + " is not a valid pickle" + where + ": " + what +
+    return Status::InvalidArgument(record_ + " is not a valid pickle" + Where() + ": " + what +
                                    "; write the file again with torch.save");
   }
   Status Unsupported(const std::string& what) const {
-    const std::string where = in_result_ ? "" : " at byte " + std::to_string(op_at_);
-    return Status::InvalidArgument(record_ + " holds " + what + where +
+    return Status::InvalidArgument(record_ + " holds " + what + Where() +
                                    ", which this reader does not rebuild: it reads tensors, " +
                                    "None, bools, ints, floats, strings, lists, tuples and " +
                                    "dicts, as a state dict holds");
+  }
+  Status TensorsTooLarge() const {
+    return Malformed("its tensors would take more than " +
+                     std::to_string(limits_.max_tensor_bytes) + " bytes");
+  }
+  // Counts `bytes` more of tensors built against limits_.max_tensor_bytes.
+  Status ChargeTensorBytes(uint64_t bytes) {
+    if (__builtin_add_overflow(tensor_bytes_, bytes, &tensor_bytes_) ||
+        tensor_bytes_ > limits_.max_tensor_bytes) {
+      return TensorsTooLarge();
+    }
+    return Status::Ok();
   }
 
   // --- the stack; a MARK is a floor that pops may not go below ---
@@ -148,6 +161,12 @@ class Unpickler {
     stack_.resize(mark);
     return Status::Ok();
   }
+  // The top `count` objects, in stack order.
+  Status PopTop(size_t count, std::vector<NodeRef>* items) {
+    items->resize(count);
+    for (size_t i = count; i-- > 0;) DPL_RETURN_IF_ERROR(Pop(&(*items)[i]));
+    return Status::Ok();
+  }
   void Push(NodeRef node) { stack_.push_back(std::move(node)); }
   void PushValue(TorchValue value) { Push(MakeNode(std::move(value))); }
   template <typename T>
@@ -157,18 +176,33 @@ class Unpickler {
     Push(std::move(node));
   }
 
+  // --- the opcodes, by family: each family's step is nullopt for an opcode not its own ---
   Status Step(uint8_t op);
+  std::optional<Status> StepStream(uint8_t op);  // protocol and frames
+  std::optional<Status> StepScalar(uint8_t op);  // None, bools, ints, floats, strings
+  std::optional<Status> StepContainer(uint8_t op);
+  std::optional<Status> StepMemo(uint8_t op);
+  std::optional<Status> StepObject(uint8_t op);  // globals, storages, calls, object state
   Status Integer(uint8_t op);
+  Status Float();
   Status Text(size_t length_bytes);
   Status Memo(size_t index_bytes, bool put);
+  Status SetItems(std::vector<NodeRef>& items);  // into the dict on top of the stack
+  Status Appends(std::vector<NodeRef>& items);   // to the list on top of the stack
+  Status StackGlobal();
   Status Global(const std::string& module, const std::string& name);
   Status PersistentId();
   Status Reduce();
-  Status SetItems(DictNode* dict, std::vector<NodeRef>& items);
   Status Build();
   Status RebuildTensor(const std::vector<NodeRef>& args);
+  Status CheckRebuildTensorArguments(const std::vector<NodeRef>& args) const;
+  Status CheckViewInStorage(const Storage& storage, int64_t offset,
+                            const std::vector<int64_t>& shape,
+                            const std::vector<int64_t>& strides) const;
   Status Shape(const NodeRef& node, const char* what, std::vector<int64_t>* out) const;
   Result<TorchValue> Convert(const NodeRef& node, size_t depth, bool shared_above);
+  Result<TorchValue::Items> ConvertItems(const std::vector<NodeRef>& items, size_t depth,
+                                         bool shared);
 
   const uint8_t* data_;
   size_t size_;

@@ -12,6 +12,36 @@ std::string Printable(const std::string& text) {
   return text.size() > 100 ? out + "..." : out;
 }
 
+// Copies the view at `source` with `strides` (in elements) into tensor->data, row-major; the
+// view's last element was checked to lie inside its storage, and tensor->data is sized.
+void GatherView(const uint8_t* source, const std::vector<int64_t>& strides, TorchTensor* tensor) {
+  const int64_t count = tensor->NumElements();
+  const uint64_t element = TorchDtypeSize(tensor->dtype);
+  const std::vector<int64_t>& shape = tensor->shape;
+  bool contiguous = true;
+  int64_t expected_stride = 1;  // every dim is >= 1 here, so this stays below `count`
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] != 1 && strides[d] != expected_stride) contiguous = false;
+    expected_stride *= shape[d];
+  }
+  if (contiguous) {
+    std::memcpy(tensor->data.data(), source, tensor->data.size());
+    return;
+  }
+  // Odometer over the index; the offsets cannot overflow, as the view's last element did not.
+  std::vector<int64_t> index(shape.size(), 0);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t position = 0;
+    for (size_t d = 0; d < index.size(); ++d) position += index[d] * strides[d];
+    std::memcpy(tensor->data.data() + uint64_t(i) * element, source + uint64_t(position) * element,
+                size_t(element));
+    for (size_t d = index.size(); d-- > 0;) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
 }  // namespace
 
 Status Unpickler::Global(const std::string& module, const std::string& name) {
@@ -166,6 +196,35 @@ Status Unpickler::Shape(const NodeRef& node, const char* what, std::vector<int64
 // _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks
 // [, metadata]): the view is gathered into a contiguous copy, whatever its offset and strides.
 Status Unpickler::RebuildTensor(const std::vector<NodeRef>& args) {
+  DPL_RETURN_IF_ERROR(CheckRebuildTensorArguments(args));
+  const Storage& storage = *As<Storage>(args[0]);
+  const int64_t offset = *As<TorchValue>(args[1])->AsInt();
+  TorchTensor tensor;
+  tensor.dtype = storage.dtype;
+  std::vector<int64_t> strides;
+  DPL_RETURN_IF_ERROR(Shape(args[2], "size", &tensor.shape));
+  DPL_RETURN_IF_ERROR(Shape(args[3], "stride", &strides));
+  if (strides.size() != tensor.shape.size()) {
+    return Malformed("a tensor's size and stride differ in length");
+  }
+  const int64_t count = tensor.NumElements();
+  const uint64_t element = TorchDtypeSize(tensor.dtype);
+  uint64_t bytes = 0;
+  if (count < 0 || __builtin_mul_overflow(uint64_t(count), element, &bytes)) {
+    return TensorsTooLarge();
+  }
+  DPL_RETURN_IF_ERROR(ChargeTensorBytes(bytes));
+  DPL_RETURN_IF_ERROR(CheckViewInStorage(storage, offset, tensor.shape, strides));
+  tensor.data.resize(size_t(bytes));
+  if (count > 0) {
+    GatherView(storage.bytes->data() + uint64_t(offset) * element, strides, &tensor);
+  }
+  PushValue(TorchValue::Tensor(std::move(tensor)));
+  return Status::Ok();
+}
+
+// Types only: the size and stride tuples are read by Shape().
+Status Unpickler::CheckRebuildTensorArguments(const std::vector<NodeRef>& args) const {
   if (args.size() != 6 && args.size() != 7) {
     return Malformed("_rebuild_tensor_v2 takes 6 or 7 arguments, not " +
                      std::to_string(args.size()));
@@ -187,65 +246,29 @@ Status Unpickler::RebuildTensor(const std::vector<NodeRef>& args) {
       return Unsupported("a tensor with metadata");
     }
   }
-  TorchTensor tensor;
-  tensor.dtype = storage->dtype;
-  std::vector<int64_t> strides;
-  DPL_RETURN_IF_ERROR(Shape(args[2], "size", &tensor.shape));
-  DPL_RETURN_IF_ERROR(Shape(args[3], "stride", &strides));
-  if (strides.size() != tensor.shape.size()) {
-    return Malformed("a tensor's size and stride differ in length");
+  return Status::Ok();
+}
+
+// The last element a view of `shape` and `strides` from `offset` reads must lie inside the
+// storage; a view of no elements reads none.
+Status Unpickler::CheckViewInStorage(const Storage& storage, int64_t offset,
+                                     const std::vector<int64_t>& shape,
+                                     const std::vector<int64_t>& strides) const {
+  for (int64_t dim : shape) {
+    if (dim == 0) return Status::Ok();
   }
-  const int64_t count = tensor.NumElements();
-  const uint64_t element = TorchDtypeSize(tensor.dtype);
-  uint64_t bytes = 0;
-  if (count < 0 || __builtin_mul_overflow(uint64_t(count), element, &bytes) ||
-      __builtin_add_overflow(tensor_bytes_, bytes, &tensor_bytes_) ||
-      tensor_bytes_ > limits_.max_tensor_bytes) {
-    return Malformed("its tensors would take more than " +
-                     std::to_string(limits_.max_tensor_bytes) + " bytes");
-  }
-  // The last element read must lie inside the storage.
-  int64_t last = *offset->AsInt();
-  for (size_t d = 0; d < strides.size() && count > 0; ++d) {
+  int64_t last = offset;
+  for (size_t d = 0; d < strides.size(); ++d) {
     int64_t step = 0;
-    if (__builtin_mul_overflow(tensor.shape[d] - 1, strides[d], &step) ||
+    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &step) ||
         __builtin_add_overflow(last, step, &last)) {
       last = INT64_MAX;
     }
   }
-  if (count > 0 && last >= storage->numel) {
+  if (last >= storage.numel) {
     return Malformed("a tensor's view reaches element " + std::to_string(last) +
-                     " of a storage of " + std::to_string(storage->numel));
+                     " of a storage of " + std::to_string(storage.numel));
   }
-  tensor.data.resize(size_t(bytes));
-  if (count == 0) {
-    PushValue(TorchValue::Tensor(std::move(tensor)));
-    return Status::Ok();
-  }
-  const uint8_t* source = storage->bytes->data() + uint64_t(*offset->AsInt()) * element;
-  bool contiguous = true;
-  int64_t expected_stride = 1;  // every dim is >= 1 here, so this stays below `count`
-  for (size_t d = tensor.shape.size(); d-- > 0;) {
-    if (tensor.shape[d] != 1 && strides[d] != expected_stride) contiguous = false;
-    expected_stride *= tensor.shape[d];
-  }
-  if (contiguous) {
-    std::memcpy(tensor.data.data(), source, size_t(bytes));
-  } else {
-    // Odometer over the index; the offsets cannot overflow, as `last` did not.
-    std::vector<int64_t> index(tensor.shape.size(), 0);
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t position = 0;
-      for (size_t d = 0; d < index.size(); ++d) position += index[d] * strides[d];
-      std::memcpy(tensor.data.data() + uint64_t(i) * element, source + uint64_t(position) * element,
-                  size_t(element));
-      for (size_t d = index.size(); d-- > 0;) {
-        if (++index[d] < tensor.shape[d]) break;
-        index[d] = 0;
-      }
-    }
-  }
-  PushValue(TorchValue::Tensor(std::move(tensor)));
   return Status::Ok();
 }
 
@@ -262,32 +285,20 @@ Result<TorchValue> Unpickler::Convert(const NodeRef& node, size_t depth, bool sh
   if (TorchValue* value = As<TorchValue>(node)) {
     if (const TorchTensor* tensor = value->AsTensor(); tensor && shared) {
       // A copy of a shared tensor (tied weights) costs memory again.
-      if (__builtin_add_overflow(tensor_bytes_, tensor->data.size(), &tensor_bytes_) ||
-          tensor_bytes_ > limits_.max_tensor_bytes) {
-        return Malformed("its tensors would take more than " +
-                         std::to_string(limits_.max_tensor_bytes) + " bytes");
-      }
+      DPL_RETURN_IF_ERROR(ChargeTensorBytes(tensor->data.size()));
     }
     return shared ? *value : std::move(*value);
   }
   node->converting = true;
   Result<TorchValue> result = TorchValue::None();
   if (const ListNode* list = As<ListNode>(node)) {
-    TorchValue::Items items;
-    for (const NodeRef& item : list->items) {
-      Result<TorchValue> converted = Convert(item, depth + 1, shared);
-      if (!converted.ok()) return converted.status();
-      items.push_back(std::move(converted).value());
-    }
-    result = TorchValue::List(std::move(items));
+    Result<TorchValue::Items> items = ConvertItems(list->items, depth, shared);
+    if (!items.ok()) return items.status();
+    result = TorchValue::List(std::move(items).value());
   } else if (const TupleNode* tuple = As<TupleNode>(node)) {
-    TorchValue::Items items;
-    for (const NodeRef& item : tuple->items) {
-      Result<TorchValue> converted = Convert(item, depth + 1, shared);
-      if (!converted.ok()) return converted.status();
-      items.push_back(std::move(converted).value());
-    }
-    result = TorchValue::Tuple(std::move(items));
+    Result<TorchValue::Items> items = ConvertItems(tuple->items, depth, shared);
+    if (!items.ok()) return items.status();
+    result = TorchValue::Tuple(std::move(items).value());
   } else if (const DictNode* dict = As<DictNode>(node)) {
     TorchDict out(dict->python_type);
     for (const auto& [key, item] : dict->entries) {
@@ -301,6 +312,18 @@ Result<TorchValue> Unpickler::Convert(const NodeRef& node, size_t depth, bool sh
   }
   node->converting = false;
   return result;
+}
+
+// The items of a list or a tuple at `depth`.
+Result<TorchValue::Items> Unpickler::ConvertItems(const std::vector<NodeRef>& items, size_t depth,
+                                                  bool shared) {
+  TorchValue::Items converted_items;
+  for (const NodeRef& item : items) {
+    Result<TorchValue> converted = Convert(item, depth + 1, shared);
+    if (!converted.ok()) return converted.status();
+    converted_items.push_back(std::move(converted).value());
+  }
+  return converted_items;
 }
 
 }  // namespace dpl::torch_files::pickle

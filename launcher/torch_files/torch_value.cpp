@@ -1,6 +1,15 @@
 #include "torch_files/torch_value.hpp"
 
 namespace dpl::torch_files {
+namespace {
+
+// The position `index` has for `key`; a new key is given `next`.
+template <typename Index, typename Key>
+size_t PositionOf(Index& index, const Key& key, size_t next) {
+  return index.emplace(key, next).first->second;
+}
+
+}  // namespace
 
 size_t TorchDtypeSize(TorchDtype dtype) {
   switch (dtype) {
@@ -105,20 +114,15 @@ const TorchValue* TorchDict::Find(const TorchDictKey& key) const {
 }
 
 void TorchDict::Set(TorchDictKey key, TorchValue value) {
-  if (auto* text = std::get_if<std::string>(&key)) {
-    const auto [position, inserted] = string_index_.emplace(*text, entries_.size());
-    if (!inserted) {
-      entries_[position->second].value = std::move(value);
-      return;
-    }
+  const size_t next = entries_.size();
+  const auto* text = std::get_if<std::string>(&key);
+  const size_t position = text ? PositionOf(string_index_, *text, next)
+                               : PositionOf(int_index_, std::get<int64_t>(key), next);
+  if (position == next) {
+    entries_.push_back(TorchDictEntry{std::move(key), std::move(value)});
   } else {
-    const auto [position, inserted] = int_index_.emplace(std::get<int64_t>(key), entries_.size());
-    if (!inserted) {
-      entries_[position->second].value = std::move(value);
-      return;
-    }
+    entries_[position].value = std::move(value);
   }
-  entries_.push_back(TorchDictEntry{std::move(key), std::move(value)});
 }
 
 bool TorchDict::operator==(const TorchDict& other) const {

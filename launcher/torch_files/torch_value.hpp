@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -45,37 +46,21 @@ const char* TorchDtypeName(TorchDtype dtype);
 template <typename T>
 struct TorchDtypeOf;
 template <>
-struct TorchDtypeOf<float> {
-  static constexpr TorchDtype value = TorchDtype::kFloat32;
-};
+struct TorchDtypeOf<float> : std::integral_constant<TorchDtype, TorchDtype::kFloat32> {};
 template <>
-struct TorchDtypeOf<double> {
-  static constexpr TorchDtype value = TorchDtype::kFloat64;
-};
+struct TorchDtypeOf<double> : std::integral_constant<TorchDtype, TorchDtype::kFloat64> {};
 template <>
-struct TorchDtypeOf<int64_t> {
-  static constexpr TorchDtype value = TorchDtype::kInt64;
-};
+struct TorchDtypeOf<int64_t> : std::integral_constant<TorchDtype, TorchDtype::kInt64> {};
 template <>
-struct TorchDtypeOf<int32_t> {
-  static constexpr TorchDtype value = TorchDtype::kInt32;
-};
+struct TorchDtypeOf<int32_t> : std::integral_constant<TorchDtype, TorchDtype::kInt32> {};
 template <>
-struct TorchDtypeOf<int16_t> {
-  static constexpr TorchDtype value = TorchDtype::kInt16;
-};
+struct TorchDtypeOf<int16_t> : std::integral_constant<TorchDtype, TorchDtype::kInt16> {};
 template <>
-struct TorchDtypeOf<int8_t> {
-  static constexpr TorchDtype value = TorchDtype::kInt8;
-};
+struct TorchDtypeOf<int8_t> : std::integral_constant<TorchDtype, TorchDtype::kInt8> {};
 template <>
-struct TorchDtypeOf<uint8_t> {
-  static constexpr TorchDtype value = TorchDtype::kUInt8;
-};
+struct TorchDtypeOf<uint8_t> : std::integral_constant<TorchDtype, TorchDtype::kUInt8> {};
 template <>
-struct TorchDtypeOf<bool> {
-  static constexpr TorchDtype value = TorchDtype::kBool;
-};
+struct TorchDtypeOf<bool> : std::integral_constant<TorchDtype, TorchDtype::kBool> {};
 
 // A dense tensor on the CPU: `data` holds NumElements() elements of `dtype`, row-major
 // (contiguous), little-endian. bool elements are one byte, 0 or 1.

@@ -65,6 +65,36 @@ std::string Errno(const std::string& what, const std::string& path) {
 
 const char* kRewrite = "; write it again or use a good copy";
 
+// What follows the central directory: the ZIP64 end record, its locator and the end record, all
+// three whatever the sizes, as torch writes them.
+std::string EndRecords(uint64_t directory_offset, uint64_t directory_size, uint64_t count) {
+  const uint64_t zip64_end_offset = directory_offset + directory_size;
+  std::string end;
+  Put32(&end, kZip64EndSignature);
+  Put64(&end, kZip64EndSize - 12);  // the record's size after this field
+  Put16(&end, 45);
+  Put16(&end, 45);
+  Put32(&end, 0);
+  Put32(&end, 0);
+  Put64(&end, count);
+  Put64(&end, count);
+  Put64(&end, directory_size);
+  Put64(&end, directory_offset);
+  Put32(&end, kZip64LocatorSignature);
+  Put32(&end, 0);
+  Put64(&end, zip64_end_offset);
+  Put32(&end, 1);
+  Put32(&end, kEndSignature);
+  Put16(&end, 0);
+  Put16(&end, 0);
+  Put16(&end, uint16_t(std::min<uint64_t>(count, 0xFFFF)));
+  Put16(&end, uint16_t(std::min<uint64_t>(count, 0xFFFF)));
+  Put32(&end, uint32_t(std::min<uint64_t>(directory_size, kZip32Limit)));
+  Put32(&end, uint32_t(std::min<uint64_t>(directory_offset, kZip32Limit)));
+  Put16(&end, 0);  // comment
+  return end;
+}
+
 }  // namespace
 
 ZipWriter::ZipWriter(int fd, std::string path, ZipWriterOptions options)
@@ -127,68 +157,48 @@ Status ZipWriter::Add(const std::string& name, const void* data, uint64_t size) 
 Status ZipWriter::Finish() {
   const uint64_t directory_offset = offset_;
   std::string directory;
-  for (const Entry& entry : entries_) {
-    const bool zip64_size = entry.size >= options_.zip64_threshold;
-    const bool zip64_offset = entry.offset >= options_.zip64_threshold;
-    std::string extra;
-    if (zip64_size || zip64_offset) {
-      Put16(&extra, kZip64ExtraId);
-      Put16(&extra, uint16_t((zip64_size ? 16 : 0) + (zip64_offset ? 8 : 0)));
-      if (zip64_size) {
-        Put64(&extra, entry.size);
-        Put64(&extra, entry.size);
-      }
-      if (zip64_offset) Put64(&extra, entry.offset);
-    }
-    const uint16_t version = extra.empty() ? 20 : 45;
-    Put32(&directory, kCentralHeaderSignature);
-    Put16(&directory, version);  // made by (MS-DOS attributes, as torch)
-    Put16(&directory, version);  // needed to extract
-    Put16(&directory, 0);
-    Put16(&directory, 0);
-    Put16(&directory, 0);
-    Put16(&directory, kDosDate);
-    Put32(&directory, entry.crc32);
-    Put32(&directory, zip64_size ? uint32_t(kZip32Limit) : uint32_t(entry.size));
-    Put32(&directory, zip64_size ? uint32_t(kZip32Limit) : uint32_t(entry.size));
-    Put16(&directory, uint16_t(entry.name.size()));
-    Put16(&directory, uint16_t(extra.size()));
-    Put16(&directory, 0);  // comment
-    Put16(&directory, 0);  // disk
-    Put16(&directory, 0);  // internal attributes
-    Put32(&directory, 0);  // external attributes
-    Put32(&directory, zip64_offset ? uint32_t(kZip32Limit) : uint32_t(entry.offset));
-    directory += entry.name;
-    directory += extra;
-  }
-  const uint64_t directory_size = directory.size();
-  const uint64_t count = entries_.size();
-  const uint64_t zip64_end_offset = directory_offset + directory_size;
-  std::string end;
-  Put32(&end, kZip64EndSignature);
-  Put64(&end, kZip64EndSize - 12);  // the record's size after this field
-  Put16(&end, 45);
-  Put16(&end, 45);
-  Put32(&end, 0);
-  Put32(&end, 0);
-  Put64(&end, count);
-  Put64(&end, count);
-  Put64(&end, directory_size);
-  Put64(&end, directory_offset);
-  Put32(&end, kZip64LocatorSignature);
-  Put32(&end, 0);
-  Put64(&end, zip64_end_offset);
-  Put32(&end, 1);
-  Put32(&end, kEndSignature);
-  Put16(&end, 0);
-  Put16(&end, 0);
-  Put16(&end, uint16_t(std::min<uint64_t>(count, 0xFFFF)));
-  Put16(&end, uint16_t(std::min<uint64_t>(count, 0xFFFF)));
-  Put32(&end, uint32_t(std::min<uint64_t>(directory_size, kZip32Limit)));
-  Put32(&end, uint32_t(std::min<uint64_t>(directory_offset, kZip32Limit)));
-  Put16(&end, 0);  // comment
+  for (const Entry& entry : entries_) directory += CentralHeader(entry);
+  const std::string end = EndRecords(directory_offset, directory.size(), entries_.size());
   DPL_RETURN_IF_ERROR(WriteAll(directory.data(), directory.size()));
   return WriteAll(end.data(), end.size());
+}
+
+// The central directory's header of `entry`, with a ZIP64 extra field for what does not fit.
+std::string ZipWriter::CentralHeader(const Entry& entry) const {
+  const bool zip64_size = entry.size >= options_.zip64_threshold;
+  const bool zip64_offset = entry.offset >= options_.zip64_threshold;
+  std::string extra;
+  if (zip64_size || zip64_offset) {
+    Put16(&extra, kZip64ExtraId);
+    Put16(&extra, uint16_t((zip64_size ? 16 : 0) + (zip64_offset ? 8 : 0)));
+    if (zip64_size) {
+      Put64(&extra, entry.size);
+      Put64(&extra, entry.size);
+    }
+    if (zip64_offset) Put64(&extra, entry.offset);
+  }
+  const uint16_t version = extra.empty() ? 20 : 45;
+  std::string header;
+  Put32(&header, kCentralHeaderSignature);
+  Put16(&header, version);  // made by (MS-DOS attributes, as torch)
+  Put16(&header, version);  // needed to extract
+  Put16(&header, 0);
+  Put16(&header, 0);
+  Put16(&header, 0);
+  Put16(&header, kDosDate);
+  Put32(&header, entry.crc32);
+  Put32(&header, zip64_size ? uint32_t(kZip32Limit) : uint32_t(entry.size));
+  Put32(&header, zip64_size ? uint32_t(kZip32Limit) : uint32_t(entry.size));
+  Put16(&header, uint16_t(entry.name.size()));
+  Put16(&header, uint16_t(extra.size()));
+  Put16(&header, 0);  // comment
+  Put16(&header, 0);  // disk
+  Put16(&header, 0);  // internal attributes
+  Put32(&header, 0);  // external attributes
+  Put32(&header, zip64_offset ? uint32_t(kZip32Limit) : uint32_t(entry.offset));
+  header += entry.name;
+  header += extra;
+  return header;
 }
 
 ZipReader::ZipReader(int fd, std::string path, uint64_t file_size)
@@ -235,7 +245,43 @@ Status ZipReader::Corrupt(const std::string& what) const {
   return Status::InvalidArgument(path_ + " is corrupt or truncated: " + what + kRewrite);
 }
 
+// Where the end records say the central directory lies.
+struct ZipReader::DirectoryLocation {
+  uint64_t end_offset = 0;  // of the (32-bit) end record
+  uint64_t count = 0;       // records
+  uint64_t size = 0;
+  uint64_t offset = 0;
+  uint64_t limit = 0;  // where the central directory must end: at the first end record
+};
+
 Status ZipReader::ReadCentralDirectory() {
+  DPL_RETURN_IF_ERROR(CheckStartsLikeZip());
+  DirectoryLocation location;
+  DPL_RETURN_IF_ERROR(FindEndRecord(&location));
+  DPL_RETURN_IF_ERROR(ReadZip64EndRecord(&location));
+  if (location.offset > location.limit || location.size > location.limit - location.offset) {
+    return Corrupt("its central directory (" + std::to_string(location.size) + " bytes at byte " +
+                   std::to_string(location.offset) + ") lies outside the file's " +
+                   std::to_string(file_size_) + " bytes");
+  }
+  if (location.count > location.size / kCentralHeaderSize) {
+    return Corrupt("its central directory is too small for " + std::to_string(location.count) +
+                   " records");
+  }
+  central_directory_offset_ = location.offset;
+  std::vector<uint8_t> directory(location.size);
+  DPL_RETURN_IF_ERROR(ReadAt(location.offset, directory.data(), location.size));
+  records_.reserve(location.count);
+  size_t at = 0;
+  for (uint64_t i = 0; i < location.count; ++i) {
+    ZipRecord record;
+    DPL_RETURN_IF_ERROR(ParseCentralHeader(directory, i, &at, &record));
+    records_.push_back(std::move(record));
+  }
+  return IndexRecords();
+}
+
+Status ZipReader::CheckStartsLikeZip() const {
   uint8_t signature[4] = {0, 0, 0, 0};
   if (file_size_ >= 4) DPL_RETURN_IF_ERROR(ReadAt(0, signature, 4));
   if (file_size_ < 4 ||
@@ -243,7 +289,11 @@ Status ZipReader::ReadCentralDirectory() {
     return Status::InvalidArgument(path_ + " is not a zip archive (it does not start with a zip " +
                                    "record)");
   }
-  // The end record sits at the very end, after a comment of up to 64 KiB.
+  return Status::Ok();
+}
+
+// The end record sits at the very end, after a comment of up to 64 KiB.
+Status ZipReader::FindEndRecord(DirectoryLocation* location) const {
   const uint64_t tail_size = std::min<uint64_t>(file_size_, kEndSize + 0xFFFF);
   std::vector<uint8_t> tail(tail_size);
   DPL_RETURN_IF_ERROR(ReadAt(file_size_ - tail_size, tail.data(), tail_size));
@@ -261,85 +311,89 @@ Status ZipReader::ReadCentralDirectory() {
         "copy)" + kRewrite);
   }
   const uint8_t* end = tail.data() + end_at;
-  const uint64_t end_offset = file_size_ - tail_size + uint64_t(end_at);
+  location->end_offset = file_size_ - tail_size + uint64_t(end_at);
   if (Get16(end + 4) != 0 || Get16(end + 6) != 0) {
     return Status::InvalidArgument(path_ + " is a zip archive split over several disks, which " +
                                    "is not supported");
   }
-  uint64_t count = Get16(end + 10);
-  uint64_t directory_size = Get32(end + 12);
-  uint64_t directory_offset = Get32(end + 16);
-  uint64_t directory_limit = end_offset;  // where the central directory must end
-  if (end_offset >= kZip64LocatorSize) {
-    uint8_t locator[kZip64LocatorSize];
-    DPL_RETURN_IF_ERROR(ReadAt(end_offset - kZip64LocatorSize, locator, kZip64LocatorSize));
-    if (Get32(locator) == kZip64LocatorSignature) {
-      const uint64_t zip64_end_offset = Get64(locator + 8);
-      if (zip64_end_offset > end_offset - kZip64LocatorSize ||
-          end_offset - kZip64LocatorSize - zip64_end_offset < kZip64EndSize) {
-        return Corrupt("the ZIP64 end record lies outside the file");
+  location->count = Get16(end + 10);
+  location->size = Get32(end + 12);
+  location->offset = Get32(end + 16);
+  location->limit = location->end_offset;
+  return Status::Ok();
+}
+
+// A ZIP64 locator right before the end record points to the ZIP64 end record, whose fields
+// replace the end record's.
+Status ZipReader::ReadZip64EndRecord(DirectoryLocation* location) const {
+  const uint64_t end_offset = location->end_offset;
+  if (end_offset < kZip64LocatorSize) return Status::Ok();
+  uint8_t locator[kZip64LocatorSize];
+  DPL_RETURN_IF_ERROR(ReadAt(end_offset - kZip64LocatorSize, locator, kZip64LocatorSize));
+  if (Get32(locator) != kZip64LocatorSignature) return Status::Ok();
+  const uint64_t zip64_end_offset = Get64(locator + 8);
+  if (zip64_end_offset > end_offset - kZip64LocatorSize ||
+      end_offset - kZip64LocatorSize - zip64_end_offset < kZip64EndSize) {
+    return Corrupt("the ZIP64 end record lies outside the file");
+  }
+  uint8_t zip64_end[kZip64EndSize];
+  DPL_RETURN_IF_ERROR(ReadAt(zip64_end_offset, zip64_end, kZip64EndSize));
+  if (Get32(zip64_end) != kZip64EndSignature) return Corrupt("the ZIP64 end record is bad");
+  location->count = Get64(zip64_end + 32);
+  location->size = Get64(zip64_end + 40);
+  location->offset = Get64(zip64_end + 48);
+  location->limit = zip64_end_offset;
+  return Status::Ok();
+}
+
+// The central directory's entry `index`, at `*at` of `directory`; moves `*at` past it.
+Status ZipReader::ParseCentralHeader(const std::vector<uint8_t>& directory, uint64_t index,
+                                     size_t* at, ZipRecord* record) const {
+  const std::string entry = "central directory entry " + std::to_string(index);
+  if (directory.size() - *at < kCentralHeaderSize) return Corrupt(entry + " is cut short");
+  const uint8_t* p = directory.data() + *at;
+  if (Get32(p) != kCentralHeaderSignature) return Corrupt(entry + " has a bad signature");
+  const size_t name_size = Get16(p + 28), extra_size = Get16(p + 30), comment = Get16(p + 32);
+  if (directory.size() - *at - kCentralHeaderSize < name_size + extra_size + comment) {
+    return Corrupt(entry + " is cut short");
+  }
+  record->flags = Get16(p + 8);
+  record->method = Get16(p + 10);
+  record->crc32 = Get32(p + 16);
+  record->compressed_size = Get32(p + 20);
+  record->size = Get32(p + 24);
+  record->local_header_offset = Get32(p + 42);
+  record->name.assign(reinterpret_cast<const char*>(p + kCentralHeaderSize), name_size);
+  DPL_RETURN_IF_ERROR(
+      ReadZip64Extra(p + kCentralHeaderSize + name_size, extra_size, entry, record));
+  *at += kCentralHeaderSize + name_size + extra_size + comment;
+  return Status::Ok();
+}
+
+// ZIP64 fields replace, in this order, exactly those 32-bit fields that are saturated.
+Status ZipReader::ReadZip64Extra(const uint8_t* extra, size_t extra_size, const std::string& entry,
+                                 ZipRecord* record) const {
+  for (size_t e = 0; e + 4 <= extra_size;) {
+    const uint16_t id = Get16(extra + e), size = Get16(extra + e + 2);
+    if (extra_size - e - 4 < size) return Corrupt(entry + " has a bad extra field");
+    if (id == kZip64ExtraId) {
+      const uint8_t* field = extra + e + 4;
+      size_t left = size;
+      for (uint64_t* value :
+           {&record->size, &record->compressed_size, &record->local_header_offset}) {
+        if (*value != kZip32Limit) continue;
+        if (left < 8) return Corrupt(entry + " has a short ZIP64 field");
+        *value = Get64(field);
+        field += 8;
+        left -= 8;
       }
-      uint8_t zip64_end[kZip64EndSize];
-      DPL_RETURN_IF_ERROR(ReadAt(zip64_end_offset, zip64_end, kZip64EndSize));
-      if (Get32(zip64_end) != kZip64EndSignature) return Corrupt("the ZIP64 end record is bad");
-      count = Get64(zip64_end + 32);
-      directory_size = Get64(zip64_end + 40);
-      directory_offset = Get64(zip64_end + 48);
-      directory_limit = zip64_end_offset;
     }
+    e += 4 + size_t(size);
   }
-  if (directory_offset > directory_limit || directory_size > directory_limit - directory_offset) {
-    return Corrupt("its central directory (" + std::to_string(directory_size) + " bytes at byte " +
-                   std::to_string(directory_offset) + ") lies outside the file's " +
-                   std::to_string(file_size_) + " bytes");
-  }
-  if (count > directory_size / kCentralHeaderSize) {
-    return Corrupt("its central directory is too small for " + std::to_string(count) + " records");
-  }
-  central_directory_offset_ = directory_offset;
-  std::vector<uint8_t> directory(directory_size);
-  DPL_RETURN_IF_ERROR(ReadAt(directory_offset, directory.data(), directory_size));
-  records_.reserve(count);
-  size_t at = 0;
-  for (uint64_t i = 0; i < count; ++i) {
-    const std::string entry = "central directory entry " + std::to_string(i);
-    if (directory.size() - at < kCentralHeaderSize) return Corrupt(entry + " is cut short");
-    const uint8_t* p = directory.data() + at;
-    if (Get32(p) != kCentralHeaderSignature) return Corrupt(entry + " has a bad signature");
-    const size_t name_size = Get16(p + 28), extra_size = Get16(p + 30), comment = Get16(p + 32);
-    if (directory.size() - at - kCentralHeaderSize < name_size + extra_size + comment) {
-      return Corrupt(entry + " is cut short");
-    }
-    ZipRecord record;
-    record.flags = Get16(p + 8);
-    record.method = Get16(p + 10);
-    record.crc32 = Get32(p + 16);
-    record.compressed_size = Get32(p + 20);
-    record.size = Get32(p + 24);
-    record.local_header_offset = Get32(p + 42);
-    record.name.assign(reinterpret_cast<const char*>(p + kCentralHeaderSize), name_size);
-    // ZIP64 fields replace, in this order, exactly those 32-bit fields that are saturated.
-    const uint8_t* extra = p + kCentralHeaderSize + name_size;
-    for (size_t e = 0; e + 4 <= extra_size;) {
-      const uint16_t id = Get16(extra + e), size = Get16(extra + e + 2);
-      if (extra_size - e - 4 < size) return Corrupt(entry + " has a bad extra field");
-      if (id == kZip64ExtraId) {
-        const uint8_t* field = extra + e + 4;
-        size_t left = size;
-        for (uint64_t* value :
-             {&record.size, &record.compressed_size, &record.local_header_offset}) {
-          if (*value != kZip32Limit) continue;
-          if (left < 8) return Corrupt(entry + " has a short ZIP64 field");
-          *value = Get64(field);
-          field += 8;
-          left -= 8;
-        }
-      }
-      e += 4 + size_t(size);
-    }
-    at += kCentralHeaderSize + name_size + extra_size + comment;
-    records_.push_back(std::move(record));
-  }
+  return Status::Ok();
+}
+
+Status ZipReader::IndexRecords() {
   for (size_t i = 0; i < records_.size(); ++i) {
     const ZipRecord& record = records_[i];
     if (!index_.emplace(record.name, i).second) {

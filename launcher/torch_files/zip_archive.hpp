@@ -46,6 +46,7 @@ class ZipWriter {
     uint64_t offset;
   };
   Status WriteAll(const void* data, uint64_t size);
+  std::string CentralHeader(const Entry& entry) const;
 
   int fd_;
   std::string path_;
@@ -89,7 +90,17 @@ class ZipReader {
  private:
   ZipReader(int fd, std::string path, uint64_t file_size);
   Status ReadAt(uint64_t offset, void* out, uint64_t size) const;
+  // Open()'s reading of the central directory, in its steps.
+  struct DirectoryLocation;
   Status ReadCentralDirectory();
+  Status CheckStartsLikeZip() const;
+  Status FindEndRecord(DirectoryLocation* location) const;
+  Status ReadZip64EndRecord(DirectoryLocation* location) const;
+  Status ParseCentralHeader(const std::vector<uint8_t>& directory, uint64_t index, size_t* at,
+                            ZipRecord* record) const;
+  Status ReadZip64Extra(const uint8_t* extra, size_t extra_size, const std::string& entry,
+                        ZipRecord* record) const;
+  Status IndexRecords();
   Status Corrupt(const std::string& what) const;
 
   int fd_;

@@ -139,7 +139,8 @@ struct TrainingConfig {
   int64_t checkpoint_every = 0;
   bool resume = false;
 
-  // Each rank writes its final parameters to dump_parameters_dir/rank-N.bin ("" = not).
+  // Each rank writes its final parameters to dump_parameters_dir/rank-N.bin and its buffers to
+  // rank-N.buffers.bin ("" = not).
   std::string dump_parameters_dir;
 
   // The trained model for Python, written by rank 0 at the end ("" = not): the model's own

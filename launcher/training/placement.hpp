@@ -78,8 +78,8 @@ class ParameterPlacement {
   // Copies rank 0's parameters and buffers to every rank (and the parameters into the host
   // copy), as DDP does when it wraps a module.
   Status BroadcastInitialState();
-  // Before each forward pass of training: rank 0's buffers to every rank, when the model asks
-  // for it (DPL_MODEL_BROADCAST_BUFFERS; DDP's broadcast_buffers=True).
+  // Before each forward pass of training, and once after the last: rank 0's buffers to every
+  // rank, when the model asks for it (DPL_MODEL_BROADCAST_BUFFERS; DDP's broadcast_buffers=True).
   Status BeforeForward();
   // Before the train_step that ends an optimizer step: its gradients may start to be summed.
   void BeginStep(float scale);

@@ -12,6 +12,7 @@
 #include "common/log.hpp"
 #include "observability/tracer.hpp"
 #include "training/batch_buffer.hpp"
+#include "training/buffers.hpp"
 #include "training/checkpoint_policy.hpp"
 #include "training/parameter_update.hpp"
 #include "training/placement.hpp"
@@ -52,6 +53,7 @@ class Trainer {
   Status InitFrom();
   Status Export() const;
   Status DumpParameters() const;
+  Status DumpBuffers() const;
   bool StepLimitReached() const {
     return config_.max_steps > 0 && position_.global_step >= config_.max_steps;
   }
@@ -92,6 +94,9 @@ Status Trainer::Run() {
   stopped_ = StepLimitReached();  // a run resumed at its last step has nothing left to train
   int64_t epoch = start_.epoch;
   for (; epoch < config_.epochs && !stopped_; ++epoch) DPL_RETURN_IF_ERROR(TrainEpoch(epoch));
+  // The last forward pass updated each rank's buffers from its own batch: rank 0's, the ones
+  // checkpointed and exported, go to every rank, so all evaluate and end with the same model.
+  DPL_RETURN_IF_ERROR(placement_->BeforeForward());
   // Where to continue from: the epoch in progress when --max-steps stopped it, else the end.
   TrainingPosition end = position_;
   const bool mid_epoch = stopped_ && position_.step_in_epoch < batches_ && epoch > start_.epoch;
@@ -331,6 +336,24 @@ Status Trainer::DumpParameters() const {
     return Status::Io("--dump-parameters: cannot write " + path +
                       "; create the folder first and check its permissions");
   }
+  return DumpBuffers();
+}
+
+// The buffers' bytes back to back, in buffer order, next to the parameters.
+Status Trainer::DumpBuffers() const {
+  Result<std::vector<BufferInfo>> buffers = ListBuffers(*model_);
+  if (!buffers.ok()) return buffers.status();
+  size_t total = 0;
+  for (const BufferInfo& buffer : *buffers) total += buffer.bytes;
+  if (total == 0) return Status::Ok();
+  std::vector<uint8_t> bytes(total);
+  DPL_RETURN_IF_ERROR(model_->ReadBuffers(bytes.data(), bytes.size()));
+  const std::string path =
+      config_.dump_parameters_dir + "/rank-" + std::to_string(identity_.rank) + ".buffers.bin";
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  out.close();
+  if (!out) return Status::Io("--dump-parameters: cannot write " + path);
   return Status::Ok();
 }
 

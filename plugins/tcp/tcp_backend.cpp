@@ -84,6 +84,11 @@ void tune_stream_socket(int fd) {
   ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
+// Where the store holds the listening endpoint of `rank`.
+std::string endpoint_key(int rank) {
+  return "tcp/addr/" + std::to_string(rank);
+}
+
 int remaining_ms(Clock::time_point deadline) {
   const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -139,7 +144,7 @@ class TcpBackend {
         dpl::support::CheckHostBroadcast(*tensor, root, config_.world_size, kBackendName);
     if (bytes == 0 || config_.world_size == 1) return DPL_OK;
     char* data = static_cast<char*>(dpl::support::DataPointer(*tensor));
-    const int next = (config_.rank + 1) % config_.world_size;
+    const int next = next_rank();
     const auto deadline = Clock::now() + timeout_;
     StepTransfer transfer;
     if (config_.rank == root) {
@@ -176,13 +181,19 @@ class TcpBackend {
   }
 
  private:
+  // Every rank listens, publishes where, connects to the next rank and accepts the previous one;
+  // a greeting on each connection proves it joins the right ranks of this job.
   void connect_ring(const std::string& address) {
     const auto deadline = Clock::now() + timeout_;
-    const int rank = config_.rank;
-    const int world = config_.world_size;
-    const int next = (rank + 1) % world;
-    const int prev = (rank + world - 1) % world;
+    std::string endpoint;
+    const Socket listener = listen_on(address, &endpoint);
+    publish_endpoint(endpoint);
+    connect_next(look_up_endpoint(next_rank(), deadline), deadline);
+    accept_prev(listener, endpoint, deadline);
+  }
 
+  // A listener on `address`, port chosen by the kernel; `*endpoint` is "address:port".
+  static Socket listen_on(const std::string& address, std::string* endpoint) {
     Socket listener(::socket(AF_INET, SOCK_STREAM, 0));
     if (listener.fd() < 0) throw PluginError(DPL_ERR_COMMUNICATION, "socket(): " + errno_text());
     sockaddr_in bind_address{};
@@ -200,20 +211,30 @@ class TcpBackend {
     }
     socklen_t length = sizeof(bind_address);
     ::getsockname(listener.fd(), reinterpret_cast<sockaddr*>(&bind_address), &length);
-    const std::string endpoint = address + ":" + std::to_string(ntohs(bind_address.sin_port));
-    const std::string my_key = "tcp/addr/" + std::to_string(rank);
+    *endpoint = address + ":" + std::to_string(ntohs(bind_address.sin_port));
+    return listener;
+  }
+
+  void publish_endpoint(const std::string& endpoint) {
+    const std::string my_key = endpoint_key(config_.rank);
     check_store(config_.store->set(config_.store->context, my_key.c_str(), endpoint.data(),
                                    endpoint.size()),
                 "publish " + my_key);
+  }
 
-    // Resolve and connect to the next rank (retrying while it is not yet listening).
-    const std::string next_key = "tcp/addr/" + std::to_string(next);
+  std::string look_up_endpoint(int rank, Clock::time_point deadline) {
+    const std::string key = endpoint_key(rank);
     char buffer[128] = {};
     uint64_t value_size = 0;
-    check_store(config_.store->get(config_.store->context, next_key.c_str(), buffer,
-                                   sizeof(buffer) - 1, &value_size, remaining_ms(deadline)),
-                "look up rank " + std::to_string(next));
-    const std::string next_endpoint(buffer, static_cast<size_t>(value_size));
+    check_store(config_.store->get(config_.store->context, key.c_str(), buffer, sizeof(buffer) - 1,
+                                   &value_size, remaining_ms(deadline)),
+                "look up rank " + std::to_string(rank));
+    return std::string(buffer, static_cast<size_t>(value_size));
+  }
+
+  // Connects to the next rank (retrying while it is not yet listening) and greets it.
+  void connect_next(const std::string& next_endpoint, Clock::time_point deadline) {
+    const int next = next_rank();
     const size_t colon = next_endpoint.rfind(':');
     sockaddr_in peer{};
     peer.sin_family = AF_INET;
@@ -242,13 +263,17 @@ class TcpBackend {
       ::usleep(10000);
     }
     tune_stream_socket(next_socket_.fd());
-    const uint32_t hello[2] = {kHandshakeMagic, static_cast<uint32_t>(rank)};
+    const uint32_t hello[2] = {kHandshakeMagic, static_cast<uint32_t>(config_.rank)};
     StepTransfer greeting;
     greeting.send_data = reinterpret_cast<const char*>(hello);
     greeting.send_bytes = sizeof(hello);
     run_step(greeting, deadline, nullptr);  // no prev socket yet: send side only
+  }
 
-    // Accept the previous rank.
+  // Accepts the previous rank on `listener` (at `endpoint`) and checks its greeting.
+  void accept_prev(const Socket& listener, const std::string& endpoint,
+                   Clock::time_point deadline) {
+    const int prev = prev_rank();
     pollfd wait_for_peer{listener.fd(), POLLIN, 0};
     const int ready = ::poll(&wait_for_peer, 1, remaining_ms(deadline));
     if (ready <= 0) {
@@ -312,37 +337,45 @@ class TcpBackend {
                               ")");
       }
       if (recv_index >= 0 && fds[recv_index].revents != 0) {
-        const ssize_t got = ::recv(prev_socket_.fd(), transfer.recv_data + received,
-                                   std::min(transfer.recv_bytes - received, kMaxBytesPerCall), 0);
-        if (got == 0) {
-          throw PluginError(DPL_ERR_COMMUNICATION,
-                            "rank " + std::to_string(prev_rank()) +
-                                " closed the connection mid-collective (did it exit?)");
-        }
-        if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          throw PluginError(
-              DPL_ERR_COMMUNICATION,
-              "receive from rank " + std::to_string(prev_rank()) + ": " + errno_text());
-        }
-        if (got > 0) {
-          const size_t before = received;
-          received += static_cast<size_t>(got);
-          if (on_received != nullptr) (*on_received)(before, received);
-        }
+        const size_t before = received;
+        received += receive_some(transfer.recv_data + received, transfer.recv_bytes - received);
+        if (received > before && on_received != nullptr) (*on_received)(before, received);
       }
       if (send_index >= 0 && fds[send_index].revents != 0) {
-        const ssize_t put = ::send(next_socket_.fd(), transfer.send_data + sent,
-                                   std::min(sendable - sent, kMaxBytesPerCall), MSG_NOSIGNAL);
-        if (put < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          throw PluginError(DPL_ERR_COMMUNICATION,
-                            "send to rank " + std::to_string(next_rank()) + ": " + errno_text());
-        }
-        if (put > 0) sent += static_cast<size_t>(put);
+        sent += send_some(transfer.send_data + sent, sendable - sent);
       }
     }
   }
   void run_step(const StepTransfer& transfer, Clock::time_point deadline, std::nullptr_t) {
     run_step<void (*)(size_t, size_t)>(transfer, deadline, nullptr);
+  }
+
+  // One recv() of at most `bytes` (and kMaxBytesPerCall) from the previous rank, once poll() said
+  // it is readable: the bytes it got, 0 when none were ready.
+  size_t receive_some(char* data, size_t bytes) {
+    const ssize_t got = ::recv(prev_socket_.fd(), data, std::min(bytes, kMaxBytesPerCall), 0);
+    if (got == 0) {
+      throw PluginError(DPL_ERR_COMMUNICATION,
+                        "rank " + std::to_string(prev_rank()) +
+                            " closed the connection mid-collective (did it exit?)");
+    }
+    if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      throw PluginError(DPL_ERR_COMMUNICATION,
+                        "receive from rank " + std::to_string(prev_rank()) + ": " + errno_text());
+    }
+    return got > 0 ? static_cast<size_t>(got) : 0;
+  }
+
+  // One send() of at most `bytes` (and kMaxBytesPerCall) to the next rank, once poll() said it is
+  // writable: the bytes it took, 0 when none.
+  size_t send_some(const char* data, size_t bytes) {
+    const ssize_t put =
+        ::send(next_socket_.fd(), data, std::min(bytes, kMaxBytesPerCall), MSG_NOSIGNAL);
+    if (put < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      throw PluginError(DPL_ERR_COMMUNICATION,
+                        "send to rank " + std::to_string(next_rank()) + ": " + errno_text());
+    }
+    return put > 0 ? static_cast<size_t>(put) : 0;
   }
 
   int next_rank() const { return (config_.rank + 1) % config_.world_size; }
@@ -435,6 +468,13 @@ dpl_status check_handle(dpl_backend* backend) {
   return DPL_OK;
 }
 
+// The stream of a collective must be NULL for CPU tensors (dpl/backend_v1.h).
+void check_no_stream(void* stream) {
+  if (stream != nullptr) {
+    throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
+  }
+}
+
 dpl_status tcp_create(const dpl_backend_config_v2* config, dpl_backend** out) {
   return dpl::support::Guarded(kBackendName, [&] {
     if (out == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "out is NULL");
@@ -465,8 +505,7 @@ dpl_status tcp_allreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op o
   return dpl::support::Guarded(kBackendName, [&] {
     check_handle(backend);
     if (tensor == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "tensor is NULL");
-    if (stream != nullptr)
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
+    check_no_stream(stream);
     return as_tcp(backend)->allreduce(tensor, op);
   });
 }
@@ -475,8 +514,7 @@ dpl_status tcp_broadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, v
   return dpl::support::Guarded(kBackendName, [&] {
     check_handle(backend);
     if (tensor == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "tensor is NULL");
-    if (stream != nullptr)
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
+    check_no_stream(stream);
     return as_tcp(backend)->broadcast(tensor, root);
   });
 }
@@ -488,8 +526,7 @@ dpl_status tcp_allgather(dpl_backend* backend, const DLTensor* input, DLTensor* 
     if (input == nullptr || output == nullptr) {
       throw PluginError(DPL_ERR_INVALID_ARGUMENT, "input or output is NULL");
     }
-    if (stream != nullptr)
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
+    check_no_stream(stream);
     return as_tcp(backend)->allgather(input, output);
   });
 }

@@ -3,8 +3,8 @@
 # Installs the dpl build into SCRATCH_DIR/prefix, builds tools/dataset_template against that
 # prefix alone, checks that the plugin exports nothing but its entry symbol, and loads it with
 # PROBE (tests/datasets/dataset_probe, a host's loading, describe and fill) on CSV files written
-# here, good and bad, and checks that the INSTALLED launcher lists it. Each failure says which step
-# broke.
+# here, good and bad, and checks that the INSTALLED launcher lists it and trains the MLP on its data
+# (2 ranks: a falling loss, bit-identical ranks). Each failure says which step broke.
 set -euo pipefail
 cmake_bin=$1 build_dir=$2 template_dir=$3 scratch=$4 generator=$5 c_compiler=$6 probe=$7
 prefix=$scratch/prefix
@@ -65,4 +65,43 @@ rm "$data/test.csv"
 output=$("$probe" "$plugin" "$data" test 2>&1) || status=$?
 [[ $output == *"create failed (status 8): dataset \"csv\": missing data file $data/test.csv;"* ]] ||
   fail "a missing file was not refused as expected: $output"
-echo "dataset template test passed: $plugin loads, describes and fills"
+
+# The installed launcher trains the MLP on the template's data, 2 ranks: sample i of class i % 3
+# has values 2k and 2k+1 raised by 3 for k = its class, plus a small fixed noise.
+jobs=$scratch/job
+mkdir -p "$jobs/data" "$jobs/dump"
+write_csv() {
+  awk -v count="$1" -v seed="$2" 'BEGIN {
+    for (i = 0; i < count; ++i) {
+      label = i % 3; line = label
+      for (j = 0; j < 6; ++j) {
+        value = ((i * 7 + j * 13 + seed) % 10) / 20 + (int(j / 2) == label ? 3 : 0)
+        line = line "," value
+      }
+      print line
+    }
+  }'
+}
+write_csv 96 0 >"$jobs/data/train.csv"
+write_csv 30 5 >"$jobs/data/test.csv"
+status=0
+training=$(env -u DPL_PLUGIN_PATH "$prefix/bin/launcher" --plugin-dir "$template_build" \
+  --data csv --data-dir "$jobs/data" --data-cache none --model mlp --num-processes 2 \
+  --threads-per-worker 1 --batch-size 16 --epochs 6 --log-interval 3 --seed 3 \
+  --metrics "$jobs/metrics.jsonl" --dump-parameters "$jobs/dump" --no-progress --master-port 0 \
+  2>&1) || status=$?
+[[ $status == 0 ]] || fail "the installed launcher did not train on the template data (exit status $status): $training"
+grep -q "training done: 36 steps" <<<"$training" ||
+  fail "the installed launcher did not train 36 steps on the template data: $training"
+grep -q "accuracy: [0-9]*/30 " <<<"$training" ||
+  fail "the installed launcher did not evaluate the 30 samples of test.csv: $training"
+losses=$(sed -n 's/^{"kind": "step", .*"loss": \([0-9.]*\), .*/\1/p' "$jobs/metrics.jsonl")
+[[ $(wc -l <<<"$losses") == 12 ]] || fail "expected 12 logged losses in $jobs/metrics.jsonl: $losses"
+awk 'NR == 1 { first = $1 } END { exit !($1 < first / 2) }' <<<"$losses" ||
+  fail "the loss on the template data did not fall to half its first value: $losses"
+# fc1 6x128 + 128, fc2 128x3 + 3 floats: the MLP was built for the template's samples and classes.
+[[ $(stat -c %s "$jobs/dump/rank-0.bin") == $(((6 * 128 + 128 + 128 * 3 + 3) * 4)) ]] ||
+  fail "the MLP trained on the template data has $(stat -c %s "$jobs/dump/rank-0.bin") bytes of parameters"
+cmp -s "$jobs/dump/rank-0.bin" "$jobs/dump/rank-1.bin" ||
+  fail "the ranks trained on the template data ended with different parameters"
+echo "dataset template test passed: $plugin loads, describes and fills, and trains the MLP on 2 ranks"

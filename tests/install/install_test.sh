@@ -15,8 +15,10 @@ mkdir -p "$scratch"
 "$cmake_bin" --install "$build_dir" --prefix "$prefix" >"$scratch/install.log" 2>&1 ||
   { cat "$scratch/install.log"; fail "cmake --install $build_dir"; }
 
-for path in bin/launcher include/dpl/dpl.h include/dpl/backend_v1.h include/dpl/model_v1.h \
-            include/dpl/common.h include/dpl/store.h; do
+for path in bin/launcher include/dpl/dpl.h include/dpl/backend_v1.h include/dpl/backend_v2.h \
+            include/dpl/model_v1.h include/dpl/model_v3.h include/dpl/dataset_v1.h \
+            include/dpl/common.h include/dpl/store.h include/dpl/support/error.hpp \
+            include/dpl/torch_model.hpp; do
   [[ -e $prefix/$path ]] || fail "the install lacks $path"
 done
 config=$(find "$prefix" -path '*/cmake/dpl/dplConfig.cmake' | head -n 1)
@@ -40,11 +42,17 @@ status=0
 listing=$(env -u DPL_PLUGIN_PATH "$prefix/bin/launcher" plugins --plugin-dir "$template_build" 2>&1) ||
   status=$?
 echo "$listing"
-grep -Eq "^backend +loopback +1\.0\.0 +v1 +$plugin\$" <<<"$listing" ||
+grep -Eq "^backend +loopback +1\.0\.0 +v2 +$plugin\$" <<<"$listing" ||
   fail "the installed launcher does not list the template plugin (exit status $status)"
 grep -q "plugin search path: $template_build, $plugin_dir" <<<"$listing" ||
   fail "the installed launcher does not search --plugin-dir, then its own $plugin_dir"
 if grep -q "$build_dir/plugins_out" <<<"$listing"; then
   fail "the installed launcher also searched the build tree's plugins"
 fi
+# The template works as a backend: the rendezvous selftest (a barrier and an allgather through it).
+selftest=$(env -u DPL_PLUGIN_PATH "$prefix/bin/launcher" --selftest --backend loopback \
+  --plugin-dir "$template_build" --num-processes 1 --master-port 0 2>&1) ||
+  { echo "$selftest"; fail "the installed launcher's selftest through the template backend"; }
+grep -q "selftest ok: world size 1, ranks 0; barrier and allgather through backend loopback" \
+  <<<"$selftest" || { echo "$selftest"; fail "the selftest did not run through the template"; }
 echo "install test passed: $plugin loads into $prefix/bin/launcher"

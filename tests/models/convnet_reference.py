@@ -7,34 +7,15 @@ Usage: convnet_reference.py PARAMS BATCH OUT
           gradients of the mean loss as float32, in parameter order, concatenated.
 Dropout is off (eval mode for the forward pass), as in the plugin with dropout=0.
 """
+import os
 import struct
 import sys
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-
-class ConvNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.cn1 = nn.Conv2d(1, 16, 3, 1)
-        self.cn2 = nn.Conv2d(16, 32, 3, 1)
-        self.dp1 = nn.Dropout2d(0.10)
-        self.dp2 = nn.Dropout2d(0.25)
-        self.fc1 = nn.Linear(4608, 64)
-        self.fc2 = nn.Linear(64, 10)
-
-    def forward(self, x):
-        x = F.relu(self.cn1(x))
-        x = F.relu(self.cn2(x))
-        x = F.max_pool2d(x, 2)
-        x = self.dp1(x)
-        x = torch.flatten(x, 1)
-        x = F.relu(self.fc1(x))
-        x = self.dp2(x)
-        x = self.fc2(x)
-        return F.log_softmax(x, dim=1)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from recipe_convnet import ConvNet  # noqa: E402
 
 
 def main():

@@ -29,12 +29,14 @@ TEST(ModelAbiV3, ConvNetTakesTheRecipeDataAndRefusesOtherData) {
             DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message,
             "model \"convnet\": the data has samples of shape (3, 32, 32) and 10 classes; this "
-            "model takes shape (1, 28, 28) and 10 classes");
+            "model takes shape (1, 28, 28) and 10 classes; train it on data of that shape, or "
+            "train a model that takes this data");
   EXPECT_EQ(CreateStatus(Plugin("convnet"), WithData(Config(""), {1, 28, 28}, 5), &message),
             DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message,
             "model \"convnet\": the data has samples of shape (1, 28, 28) and 5 classes; this "
-            "model takes shape (1, 28, 28) and 10 classes");
+            "model takes shape (1, 28, 28) and 10 classes; train it on data of that shape, or "
+            "train a model that takes this data");
   dpl_model_config_v3 bad = WithData(Config(""), {1, 0, 28}, 10);
   EXPECT_EQ(CreateStatus(Plugin("convnet"), bad, &message), DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message, "model \"convnet\": config input_shape (1, 0, 28) has an extent below 1");
@@ -199,11 +201,16 @@ TEST(BatchNorm, SaveAndLoadStateCarryTheBuffers) {
 TEST(BatchNorm, TheBroadcastBuffersOptionSharesTheModelOptions) {
   const Model quiet(TestPlugin("batchnorm"), Config("broadcast_buffers=0"));
   EXPECT_EQ(quiet.Info().flags, 0u);
+  const Model off(TestPlugin("batchnorm"), Config("broadcast_buffers=false"));
+  EXPECT_EQ(off.Info().flags, 0u);
+  const Model on(TestPlugin("batchnorm"), Config("broadcast_buffers=true"));
+  EXPECT_EQ(on.Info().flags, uint32_t(DPL_MODEL_BROADCAST_BUFFERS));
   std::string message;
   EXPECT_EQ(CreateStatus(TestPlugin("batchnorm"), Config("broadcast_buffers=maybe"), &message),
             DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message,
-            "model \"batchnorm\": option \"broadcast_buffers\" expects 0 or 1, got \"maybe\"");
+            "model \"batchnorm\": option \"broadcast_buffers\" expects 0, 1, true or false, got "
+            "\"maybe\"");
   EXPECT_EQ(CreateStatus(TestPlugin("batchnorm"), Config("momentum=0.1"), &message),
             DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message,

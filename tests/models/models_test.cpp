@@ -197,7 +197,8 @@ TEST(ConvNet, BadOptionsAreRefusedWithTheirExactError) {
             "model \"convnet\": unknown option \"colour\" in --model-options; known options: "
             "dropout, broadcast_buffers");
   EXPECT_EQ(CreateStatus("convnet", Config("dropout=maybe"), &message), DPL_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(message, "model \"convnet\": option \"dropout\" expects 0 or 1, got \"maybe\"");
+  EXPECT_EQ(message,
+            "model \"convnet\": option \"dropout\" expects 0, 1, true or false, got \"maybe\"");
   EXPECT_EQ(CreateStatus("convnet", Config("dropout"), &message), DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message, "model \"convnet\": --model-options entry \"dropout\" is not key=value");
   EXPECT_EQ(CreateStatus("convnet", Config("dropout=0,dropout=1"), &message),

@@ -365,7 +365,7 @@ inline const std::string& FixtureDir() {
   static const std::string directory = [] {
     std::string sources;
     for (const char* file : {"/tests/models/fixtures.py", "/tests/models/fixture_models.py",
-                             "/tools/export_model.py"}) {
+                             "/tools/export_model.py", "/tools/recipe_convnet.py"}) {
       std::ifstream in(std::string(DPL_TEST_SOURCE_DIR) + file, std::ios::binary);
       sources += std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "loopback_store.hpp"
 #include "rendezvous/join.hpp"
 
 namespace dpl::rendezvous {
@@ -14,26 +15,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class JobReportsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    StoreServerOptions options;
-    options.bind_addr = "127.0.0.1";
-    auto server = StoreServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status().message();
-    server_ = std::move(*server);
-  }
-  std::unique_ptr<StoreClient> Connect() {
-    StoreClientOptions options;
-    options.host = "127.0.0.1";
-    options.port = server_->port();
-    options.connect_timeout = 5s;
-    auto client = StoreClient::Connect(options);
-    EXPECT_TRUE(client.ok()) << client.status().message();
-    return client.ok() ? std::move(*client) : nullptr;
-  }
-  std::unique_ptr<StoreServer> server_;
-};
+using JobReportsTest = testing::LoopbackStoreTest;
 
 TEST_F(JobReportsTest, TheStallBoardHoldsEachRanksLastPost) {
   auto client = Connect();

@@ -5,6 +5,7 @@
 #include <future>
 #include <thread>
 
+#include "loopback_store.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/membership.hpp"
 #include "rendezvous/store.hpp"
@@ -13,30 +14,6 @@ namespace dpl::rendezvous {
 namespace {
 
 using namespace std::chrono_literals;
-
-class JoinFixture : public ::testing::Test {
- protected:
-  void SetUp() override {
-    StoreServerOptions options;
-    options.bind_addr = "127.0.0.1";
-    auto server = StoreServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status().message();
-    server_ = std::move(*server);
-  }
-  StoreClientOptions ClientOptions() const {
-    StoreClientOptions options;
-    options.host = "127.0.0.1";
-    options.port = server_->port();
-    options.connect_timeout = 2s;
-    return options;
-  }
-  std::unique_ptr<StoreClient> Connect() const {
-    auto client = StoreClient::Connect(ClientOptions());
-    EXPECT_TRUE(client.ok()) << client.status().message();
-    return client.ok() ? std::move(*client) : nullptr;
-  }
-  std::unique_ptr<StoreServer> server_;
-};
 
 LauncherJoin Join(std::optional<int> id, int machines, const std::string& name,
                   std::vector<JobSetting> settings = {
@@ -54,7 +31,7 @@ std::string ErrorOf(const Result<int>& joined) {
   return joined.status().message();
 }
 
-using LauncherJoinTest = JoinFixture;
+using LauncherJoinTest = testing::LoopbackStoreTest;
 
 TEST_F(LauncherJoinTest, ASettingThatDiffersIsRefusedNamingItAndBothValues) {
   auto machine0 = Connect(), machine1 = Connect();
@@ -143,7 +120,7 @@ TEST(FieldsTest, AnyTextSurvivesEncoding) {
   EXPECT_FALSE(DecodeFields("x:ab").ok());
 }
 
-using MembershipTest = JoinFixture;
+using MembershipTest = testing::LoopbackStoreTest;
 
 ElasticOptions Elastic(int min, int max, std::chrono::milliseconds grace = 300ms) {
   ElasticOptions options;

@@ -8,6 +8,7 @@
 #include "rendezvous/join.hpp"
 #include "rendezvous/store.hpp"
 #include "rendezvous/wire_protocol.hpp"
+#include "store_test_support.hpp"
 
 namespace dpl::rendezvous {
 namespace {
@@ -179,14 +180,6 @@ void SendRaw(int port, const std::vector<uint8_t>& bytes) {
       << error.message();
 }
 
-std::vector<uint8_t> Handshake() {
-  wire::Writer writer;
-  writer.U32(wire::kMagic);
-  writer.U32(wire::kProtocolVersion);
-  writer.String("");
-  return writer.Frame(wire::Op::kHello);
-}
-
 TEST(StoreTest, GarbageOversizedFramesAndUnknownOpsCloseOnlyThatConnection) {
   auto server = StartServer();
   auto client = MustConnect(server->port());
@@ -201,17 +194,17 @@ TEST(StoreTest, GarbageOversizedFramesAndUnknownOpsCloseOnlyThatConnection) {
   const std::vector<uint8_t> truncated_hello = {0x01, 100, 0, 0, 0, 1, 2, 3};
   SendRaw(server->port(), truncated_hello);
 
-  std::vector<uint8_t> oversized = Handshake();
+  std::vector<uint8_t> oversized = testing::HelloFrame();
   const uint8_t too_long[] = {static_cast<uint8_t>(wire::Op::kSet), 0xff, 0xff, 0xff, 0xff};
   oversized.insert(oversized.end(), std::begin(too_long), std::end(too_long));
   SendRaw(server->port(), oversized);
 
-  std::vector<uint8_t> unknown = Handshake();
+  std::vector<uint8_t> unknown = testing::HelloFrame();
   const uint8_t unknown_op[] = {0x7e, 0, 0, 0, 0};
   unknown.insert(unknown.end(), std::begin(unknown_op), std::end(unknown_op));
   SendRaw(server->port(), unknown);
 
-  std::vector<uint8_t> malformed = Handshake();
+  std::vector<uint8_t> malformed = testing::HelloFrame();
   const uint8_t short_body[] = {static_cast<uint8_t>(wire::Op::kGet), 2, 0, 0, 0, 9, 9};
   malformed.insert(malformed.end(), std::begin(short_body), std::end(short_body));
   SendRaw(server->port(), malformed);

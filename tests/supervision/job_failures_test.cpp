@@ -120,6 +120,44 @@ TEST_P(RootCauseTest, AKilledLauncherIsTheRootCauseOnTheOtherMachine) {
   }
 }
 
+// Machine 0's rank fails and the job has no restart left: machine 0 keeps its store up until
+// machine 1 saw the failure, so machine 1 names the root cause instead of a lost store.
+TEST_P(RootCauseTest, TheOtherMachineNamesTheRootCauseWhenMachineZerosRankFails) {
+  const Args shape = {"--num-machines", "2", "--model-options", "fail_rank=0,fail_step=3"};
+  Args args0 = Job(GetParam(), "faulty", 1, shape);
+  args0.insert(args0.end(), {"--machine-id", "0", "--master-port", "0"});
+  LauncherProcess machine0(args0, OutputPath("m0"));
+  const int port = machine0.WaitForStorePort();
+  ASSERT_GT(port, 0) << machine0.Output();
+  Args args1 = Job(GetParam(), "faulty", 1, shape);
+  args1.insert(args1.end(), {"--machine-id", "1", "--master-port", std::to_string(port)});
+  LauncherProcess machine1(args1, OutputPath("m1"));
+  const auto status1 = machine1.Wait(60s);
+  const auto status0 = machine0.Wait(30s);
+  EXPECT_TRUE(ExitedWith(status0, 1)) << Describe(status0) << machine0.Output();
+  const std::string output = machine1.Output();
+  EXPECT_TRUE(ExitedWith(status1, 1)) << Describe(status1) << output;
+  EXPECT_TRUE(Contains(output, "error: job failed: the job failed elsewhere: rank 0 (machine 0, "))
+      << output;
+  EXPECT_TRUE(Contains(output, "train_step fails on purpose on rank 0 at step 3")) << output;
+  EXPECT_FALSE(Contains(output, "lost the rendezvous store")) << output;
+}
+
+// An output that cannot be written fails every attempt the same way: no restart.
+TEST_F(JobFailuresTest, AnUnwritableOutputIsNotRestarted) {
+  const std::string missing = dir_ + "/missing";
+  Args args = Job("tcp", "mlp", 1,
+                  {"--master-port", "0", "--max-steps", "1", "--max-restarts", "3",
+                   "--dump-parameters", missing});
+  LauncherProcess job(args, OutputPath("job"));
+  const auto status = job.Wait(30s);
+  EXPECT_TRUE(ExitedWith(status, 1)) << Describe(status) << job.Output();
+  EXPECT_TRUE(Contains(job.Output(), "[launcher 0] error: job failed: --dump-parameters " +
+                                         missing + ": no such folder; create it first"))
+      << job.Output();
+  EXPECT_FALSE(Contains(job.Output(), "restarting the job")) << job.Output();
+}
+
 // A run resumed from a checkpoint at --max-steps has nothing left to train, however often.
 TEST_F(JobFailuresTest, ResumingAtMaxStepsTrainsNoStep) {
   const std::string checkpoints = dir_ + "/checkpoints";

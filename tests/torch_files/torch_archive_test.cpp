@@ -15,9 +15,19 @@
 
 #include "torch_files/torch_pickle.hpp"
 #include "torch_files/zip_archive.hpp"
+#include "torch_files_test_support.hpp"
 
 namespace dpl::torch_files {
 namespace {
+
+using testing::CppCheckpoint;
+using testing::F32;
+using testing::ModelStateDict;
+using testing::Raw;
+using testing::Str;
+using testing::TempDir;
+using testing::TorchArchiveTest;
+using testing::WriteRawArchive;
 
 // --- rendering values, files ---------------------------------------------------------------
 
@@ -99,134 +109,6 @@ void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-// A string literal with its NUL bytes: "\x80\x02N."_b.
-std::string operator""_b(const char* text, size_t size) {
-  return std::string(text, size);
-}
-
-std::string Le32(uint32_t v) {
-  std::string out;
-  for (int i = 0; i < 4; ++i) out += char(v >> (8 * i));
-  return out;
-}
-
-// Writes an archive in torch.save's layout holding `pickle` as <name>/data.pkl and `storages`
-// as <name>/data/0, 1, ... (with a version record unless `version` is empty).
-void WriteRawArchive(const std::string& path, const std::string& name, const std::string& pickle,
-                     const std::vector<std::string>& storages, const std::string& version = "3\n") {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
-  ZipWriter zip(fd, path);
-  ASSERT_TRUE(zip.Add(name + "/data.pkl", pickle.data(), pickle.size()).ok());
-  for (size_t i = 0; i < storages.size(); ++i) {
-    ASSERT_TRUE(
-        zip.Add(name + "/data/" + std::to_string(i), storages[i].data(), storages[i].size()).ok());
-  }
-  if (!version.empty()) {
-    ASSERT_TRUE(zip.Add(name + "/version", version.data(), version.size()).ok());
-  }
-  ASSERT_TRUE(zip.Finish().ok());
-  ::close(fd);
-}
-
-TorchTensor F32(std::vector<int64_t> shape, std::vector<float> values) {
-  return TorchTensor::Of<float>(std::move(shape), values);
-}
-TorchTensor Raw(TorchDtype dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
-  return TorchTensor{dtype, std::move(shape), std::move(bytes)};
-}
-TorchValue Str(const char* text) {
-  return TorchValue::String(text);
-}
-
-// A state dict of torch.nn.Sequential(Linear(3, 2), BatchNorm1d(2)), as nn.Module returns it.
-TorchValue ModelStateDict() {
-  return TorchValue::OrderedDict({
-      {"0.weight", TorchValue::Tensor(F32({2, 3}, {0.5f, -1.25f, 2, 3, -4, 1e-3f}))},
-      {"0.bias", TorchValue::Tensor(F32({2}, {0.25f, -0.75f}))},
-      {"1.weight", TorchValue::Tensor(F32({2}, {1, 1.5f}))},
-      {"1.bias", TorchValue::Tensor(F32({2}, {0, -0.5f}))},
-      {"1.running_mean", TorchValue::Tensor(F32({2}, {0.1f, 0.2f}))},
-      {"1.running_var", TorchValue::Tensor(F32({2}, {0.9f, 1.1f}))},
-      {"1.num_batches_tracked", TorchValue::Tensor(TorchTensor::Of<int64_t>({}, {7}))},
-  });
-}
-
-// What the C++ side writes for torch.load: every kind of value, every dtype, odd shapes.
-TorchValue CppCheckpoint() {
-  const int64_t kMin = std::numeric_limits<int64_t>::min();
-  const int64_t kMax = std::numeric_limits<int64_t>::max();
-  TorchValue::Entries ints;
-  for (int64_t v : {int64_t(0), int64_t(255), int64_t(256), int64_t(65535), int64_t(65536),
-                    int64_t(-1), int64_t(-129), int64_t(INT32_MIN), int64_t(INT32_MAX),
-                    int64_t(INT32_MAX) + 1, int64_t(INT32_MIN) - 1, int64_t(1) << 40, kMin, kMax}) {
-    ints.emplace_back("i" + std::to_string(ints.size()), TorchValue::Int(v));
-  }
-  return TorchValue::Dict({
-      {"model", ModelStateDict()},
-      {"dtypes",
-       TorchValue::Dict({
-           {"float64", TorchValue::Tensor(TorchTensor::Of<double>({2, 2}, {1, -2.5, 1e300, 0}))},
-           {"float16", TorchValue::Tensor(
-                           Raw(TorchDtype::kFloat16, {3}, {0x00, 0x3c, 0x00, 0xc0, 0xff, 0x7b}))},
-           {"bfloat16",
-            TorchValue::Tensor(Raw(TorchDtype::kBFloat16, {2}, {0x80, 0x3f, 0x40, 0xc0}))},
-           {"int64", TorchValue::Tensor(TorchTensor::Of<int64_t>({2}, {kMin, kMax}))},
-           {"int32", TorchValue::Tensor(TorchTensor::Of<int32_t>({3}, {-5, 6, INT32_MAX}))},
-           {"int16", TorchValue::Tensor(TorchTensor::Of<int16_t>({2}, {-300, 300}))},
-           {"int8", TorchValue::Tensor(TorchTensor::Of<int8_t>({2}, {-128, 127}))},
-           {"uint8", TorchValue::Tensor(TorchTensor::Of<uint8_t>({2}, {0, 255}))},
-           {"bool", TorchValue::Tensor(TorchTensor::Of<bool>({3}, {true, false, true}))},
-       })},
-      {"shapes", TorchValue::Dict({
-                     {"scalar", TorchValue::Tensor(F32({}, {3.5f}))},
-                     {"empty", TorchValue::Tensor(F32({0}, {}))},
-                     {"empty_3d", TorchValue::Tensor(F32({2, 0, 3}, {}))},
-                     {"four_d", TorchValue::Tensor(F32({2, 1, 2, 3}, std::vector<float>(12, 2)))},
-                 })},
-      {"ints", TorchValue::Dict(std::move(ints))},
-      {"floats",
-       TorchValue::List({TorchValue::Float(0.5), TorchValue::Float(1e-300), TorchValue::Float(-0.0),
-                         TorchValue::Float(INFINITY), TorchValue::Float(std::nan(""))})},
-      {"name", Str("caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80")},
-      {"empty_string", Str("")},
-      {"flags", TorchValue::List({TorchValue::Bool(true), TorchValue::Bool(false), {}})},
-      {"betas", TorchValue::Tuple({TorchValue::Float(0.9), TorchValue::Float(0.999)})},
-      {"tuples", TorchValue::List({TorchValue::Tuple(), TorchValue::Tuple({TorchValue::Int(1)}),
-                                   TorchValue::Tuple({TorchValue::Int(1), TorchValue::Int(2),
-                                                      TorchValue::Int(3), TorchValue::Int(4)})})},
-      {"empty_list", TorchValue::List()},
-      {"nested",
-       TorchValue::Dict({
-           {"level", TorchValue::Int(1)},
-           {"deeper", TorchValue::OrderedDict(
-                          {{"level", TorchValue::Int(2)},
-                           {"tensors", TorchValue::List({TorchValue::Tensor(F32({1}, {9})),
-                                                         TorchValue::Tensor(F32({2}, {8, 7}))})}})},
-           {int64_t(7), Str("int key")},
-           {int64_t(-3), Str("negative int key")},
-           {"empty_dict", TorchValue::Dict()},
-           {"empty_ordered", TorchValue::OrderedDict()},
-       })},
-  });
-}
-
-class TempDir {
- public:
-  TempDir() {
-    // Memory-backed where there is one: the fuzzing rewrites a file thousands of times.
-    std::string pattern = std::string(::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") +
-                          "/dpl-torch-archive-XXXXXX";
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // --- against PyTorch: one Python run for the whole suite --------------------------------------
 
 class TorchReferenceTest : public ::testing::Test {
@@ -305,7 +187,7 @@ TEST_F(TorchReferenceTest, TorchLoadsWhatCppWrites) {
   EXPECT_EQ(big->size(), 1000u);
 }
 
-TEST_F(TorchReferenceTest, CppReadsWhatTorchWrites) {
+TEST_F(TorchReferenceTest, CppReadsTorchsStateDict) {
   // torch.save(module.state_dict()) of Sequential(Linear(3, 2), BatchNorm1d(2)).
   Result<TorchValue> read = ReadTorchArchive(Path("py_state_dict.pt"));
   ASSERT_TRUE(read.ok()) << read.status().message();
@@ -329,9 +211,11 @@ TEST_F(TorchReferenceTest, CppReadsWhatTorchWrites) {
   EXPECT_TRUE(tracked->shape.empty());
   EXPECT_EQ(tracked->Values<int64_t>(), (std::vector<int64_t>{3}));  // three forward passes
   EXPECT_EQ(read->Find("1.running_var")->AsTensor()->shape, (std::vector<int64_t>{2}));
+}
 
+TEST_F(TorchReferenceTest, CppReadsTorchsCheckpoint) {
   // A checkpoint dict: Adam's state dict, big ints, views, every dtype, tied tensors.
-  read = ReadTorchArchive(Path("py_checkpoint.pt"));
+  Result<TorchValue> read = ReadTorchArchive(Path("py_checkpoint.pt"));
   ASSERT_TRUE(read.ok()) << read.status().message();
   EXPECT_EQ(Render(*read), ReadFile(Path("py_checkpoint.pt.txt")));
   ASSERT_EQ(read->TypeName(), "dict");
@@ -373,9 +257,11 @@ TEST_F(TorchReferenceTest, CppReadsWhatTorchWrites) {
             (std::vector<uint8_t>{0x80, 0x3f, 0x40, 0xc0}));
   EXPECT_EQ(read->Find("dtypes")->Find("int8")->AsTensor()->Values<int8_t>(),
             (std::vector<int8_t>{-128, 127}));
+}
 
+TEST_F(TorchReferenceTest, CppReadsTorchsProtocol4Pickles) {
   // torch.save(..., pickle_protocol=4): FRAME, MEMOIZE, SHORT_BINUNICODE, STACK_GLOBAL.
-  read = ReadTorchArchive(Path("py_protocol4.pt"));
+  Result<TorchValue> read = ReadTorchArchive(Path("py_protocol4.pt"));
   ASSERT_TRUE(read.ok()) << read.status().message();
   EXPECT_EQ(Render(*read), ReadFile(Path("py_protocol4.pt.txt")));
   EXPECT_EQ(*read, TorchValue::Dict({{"weight", TorchValue::Tensor(F32({2, 2}, {1, 1, 1, 1}))},
@@ -402,11 +288,6 @@ TEST_F(TorchReferenceTest, RefusesTorchFilesThatHoldNoPlainData) {
 }
 
 // --- C++ only ---------------------------------------------------------------------------------
-
-class TorchArchiveTest : public ::testing::Test {
- protected:
-  TempDir dir_;
-};
 
 TEST_F(TorchArchiveTest, RoundTripsEveryKindOfValue) {
   const std::string path = dir_ / "round_trip.pt";
@@ -557,195 +438,6 @@ TEST_F(TorchArchiveTest, RefusesTruncatedAndCorruptArchives) {
       }
     }
   }
-}
-
-// --- hand-made pickles ------------------------------------------------------------------------
-
-std::string Global(const std::string& module, const std::string& name) {
-  return "c" + module + "\n" + name + "\n";
-}
-std::string Text(const std::string& text) {
-  return "X" + Le32(uint32_t(text.size())) + text;
-}
-std::string ShortText(const std::string& text) {  // protocol 4's SHORT_BINUNICODE
-  return "\x8c" + std::string(1, char(text.size())) + text;
-}
-std::string Small(uint8_t v) {
-  return std::string("K") + char(v);
-}
-std::string SmallTuple(const std::vector<uint8_t>& values) {
-  std::string out = "(";
-  for (uint8_t v : values) out += Small(v);
-  return out + "t";
-}
-// _rebuild_tensor_v2 of storage `key` (FloatStorage of `numel`), as torch.save writes it.
-std::string TensorPickle(const std::string& key, uint8_t numel, uint8_t offset,
-                         const std::vector<uint8_t>& size, const std::vector<uint8_t>& stride) {
-  return Global("torch._utils", "_rebuild_tensor_v2") + "((" + Text("storage") +
-         Global("torch", "FloatStorage") + Text(key) + Text("cpu") + Small(numel) + "tQ" +
-         Small(offset) + SmallTuple(size) + SmallTuple(stride) + "\x89" +
-         Global("collections", "OrderedDict") + ")Rt" + "R";
-}
-std::string Floats(const std::vector<float>& values) {
-  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4);
-}
-
-class TorchHandMadePickleTest : public TorchArchiveTest {
- protected:
-  Result<TorchValue> Read(const std::string& pickle,
-                          const std::vector<std::string>& storages = {}) {
-    WriteRawArchive(path_, "a", pickle, storages);
-    return ReadTorchArchive(path_);
-  }
-  // The message for a refused pickle: the file and its pickle record, then `what`.
-  std::string Refusal(const std::string& what) { return path_ + ": a/data.pkl " + what; }
-  const std::string kReads =
-      ", which this reader does not rebuild: it reads tensors, None, bools, ints, floats, "
-      "strings, lists, tuples and dicts, as a state dict holds";
-  const std::string kRewrite = "; write the file again with torch.save";
-  std::string path_ = dir_ / "hand_made.pt";
-};
-
-TEST_F(TorchHandMadePickleTest, ReadsSharedObjectsAndTorchsDictState) {
-  // {'x': 1, 'y': [inner, inner], 'x': 9}, where inner = {'k': tensor} is memoized and fetched.
-  const std::string pickle = "\x80\x02}q\x00("_b + Text("x") + Small(1) + Text("y") + "](}q\x01(" +
-                             Text("k") + TensorPickle("0", 3, 1, {2}, {1}) + "uh\x01" + "e" +
-                             Text("x") + Small(9) + "u.";
-  Result<TorchValue> read = Read(pickle, {Floats({1, 2, 3})});
-  ASSERT_TRUE(read.ok()) << read.status().message();
-  const TorchValue inner = TorchValue::Dict({{"k", TorchValue::Tensor(F32({2}, {2, 3}))}});
-  // Setting 'x' again keeps its first position, as in Python.
-  EXPECT_EQ(*read,
-            TorchValue::Dict({{"x", TorchValue::Int(9)}, {"y", TorchValue::List({inner, inner})}}));
-
-  // An OrderedDict with torch's _metadata attribute state (BUILD): the state is dropped.
-  const std::string ordered = Global("collections", "OrderedDict") + ")R(" + Text("a") + Small(1) +
-                              "u}(" + Text("_metadata") + Global("collections", "OrderedDict") +
-                              ")Rub.";
-  read = Read("\x80\x02" + ordered);
-  ASSERT_TRUE(read.ok()) << read.status().message();
-  EXPECT_EQ(*read, TorchValue::OrderedDict({{"a", TorchValue::Int(1)}}));
-}
-
-TEST_F(TorchHandMadePickleTest, RefusesWhatIsNoPlainData) {
-  EXPECT_EQ(Read("\x80\x02" + Global("os", "system") + Text("true") + "\x85R.").status().message(),
-            Refusal("calls the Python global 'os.system' (at byte 2), which is not part of a "
-                    "state dict; this reader runs no Python code and rebuilds only tensors, "
-                    "None, bools, ints, floats, strings, lists, tuples and dicts: save plain "
-                    "data, such as model.state_dict()"));
-  EXPECT_EQ(
-      Read("\x80\x04" + ShortText("builtins") + ShortText("eval") + "\x93.").status().message(),
-      Refusal("calls the Python global 'builtins.eval' (at byte 18), which is not part of "
-              "a state dict; this reader runs no Python code and rebuilds only tensors, "
-              "None, bools, ints, floats, strings, lists, tuples and dicts: save plain "
-              "data, such as model.state_dict()"));
-  EXPECT_EQ(Read("\x80\x02" + Global("torch", "ComplexFloatStorage") + ".").status().message(),
-            Refusal("holds a tensor of storage type torch.ComplexFloatStorage (supported dtypes: "
-                    "float32, float64, float16, bfloat16, int64, int32, int16, int8, uint8, "
-                    "bool) at byte 2" +
-                    kReads));
-  EXPECT_EQ(Read("\x80\x02i__main__\nX\n.").status().message(),
-            Refusal("holds the pickle opcode INST (0x69) at byte 2" + kReads));
-  EXPECT_EQ(Read("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01."_b).status().message(),
-            Refusal("holds an integer that does not fit 64 bits at byte 2" + kReads));
-  EXPECT_EQ(
-      Read("\x80\x02}(]K\x01u.").status().message(),
-      Refusal("holds a dict key that is a list (keys must be str or int) at byte 7" + kReads));
-  EXPECT_EQ(Read("\x80\x02]q\x00h\x00"
-                 "a."_b)
-                .status()
-                .message(),
-            Refusal("holds a container that contains itself" + kReads));
-}
-
-// 2^40 values described in a few hundred bytes, and a list nested 100000 deep (freed without
-// recursion).
-TEST(TorchUnpicklerTest, RefusesValuesThatExpandBeyondTheLimits) {
-  const TorchStorageLoader no_storages = [](const std::string&) -> Result<std::vector<uint8_t>> {
-    return Status::InvalidArgument("no storages");
-  };
-  std::string laughs = "\x80\x02]q\x00"_b;
-  for (int level = 0; level < 40; ++level) {
-    laughs += std::string("](h") + char(level) + "h" + char(level) + "eq" + char(level + 1);
-  }
-  laughs += ".";
-  UnpickleLimits limits;
-  limits.max_values = 1000;
-  Result<TorchValue> read = UnpickleTorchValue(reinterpret_cast<const uint8_t*>(laughs.data()),
-                                               laughs.size(), "p", no_storages, limits);
-  EXPECT_EQ(read.status().message(),
-            "p holds more than 1000 values, which this reader does not rebuild: it reads "
-            "tensors, None, bools, ints, floats, strings, lists, tuples and dicts, as a state "
-            "dict holds");
-  std::string deep = "\x80\x02";
-  for (int i = 0; i < 100000; ++i) deep += "]";
-  for (int i = 0; i < 99999; ++i) deep += "a";
-  deep += ".";
-  read = UnpickleTorchValue(reinterpret_cast<const uint8_t*>(deep.data()), deep.size(), "p",
-                            no_storages, {});
-  EXPECT_EQ(read.status().message(),
-            "p holds containers nested deeper than 200, which this reader does not rebuild: it "
-            "reads tensors, None, bools, ints, floats, strings, lists, tuples and dicts, as a "
-            "state dict holds");
-}
-
-TEST_F(TorchHandMadePickleTest, RefusesMalformedPicklesAndStorages) {
-  EXPECT_EQ(Read("\x80\x02}").status().message(),
-            Refusal("is not a valid pickle at byte 3: it ends without a STOP opcode" + kRewrite));
-  EXPECT_EQ(Read("\x80\x02}u.").status().message(),
-            Refusal("is not a valid pickle at byte 3: an opcode needs a MARK that was not set" +
-                    kRewrite));
-  EXPECT_EQ(Read("\x80\x02h\x05.").status().message(),
-            Refusal("is not a valid pickle at byte 2: it refers to memo entry 5, never stored" +
-                    kRewrite));
-  EXPECT_EQ(Read("\x80\x02X\xff\x00\x00\x00ab."_b).status().message(),
-            Refusal("is not a valid pickle at byte 2: a string runs past the end" + kRewrite));
-  const std::string tensor = "\x80\x02" + TensorPickle("0", 2, 0, {3}, {1}) + ".";
-  EXPECT_EQ(Read(tensor).status().message(),
-            Refusal("refers to storage '0', but the archive has no record 'a/data/0'; write "
-                    "the file again with torch.save"));
-  EXPECT_EQ(Read(tensor, {"abc"}).status().message(),
-            Refusal("is not a valid pickle at byte 86: storage '0' should hold 2 float32 "
-                    "elements (8 bytes) but its record has 3 bytes" +
-                    kRewrite));
-  EXPECT_EQ(Read(tensor, {Floats({1, 2})}).status().message(),
-            Refusal("is not a valid pickle at byte 126: a tensor's view reaches element 2 of a "
-                    "storage of 2" +
-                    kRewrite));
-}
-
-// Truncated or flipped pickles (with valid CRCs) never crash the unpickler.
-TEST(TorchUnpicklerTest, SurvivesTruncatedAndFlippedPickles) {
-  const TorchValue value = CppCheckpoint();  // the storages point into it
-  Result<TorchPickle> pickled = PickleTorchValue(value);
-  ASSERT_TRUE(pickled.ok());
-  const std::string& bytes = pickled->bytes;
-  const TorchStorageLoader load = [&](const std::string& key) -> Result<std::vector<uint8_t>> {
-    size_t index = 0;
-    for (char c : key) {
-      if (c < '0' || c > '9' || index > 1000) return Status::InvalidArgument("bad key");
-      index = index * 10 + size_t(c - '0');
-    }
-    if (index >= pickled->storages.size()) return Status::InvalidArgument("no storage");
-    return pickled->storages[index]->data;
-  };
-  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  Result<TorchValue> whole = UnpickleTorchValue(data, bytes.size(), "p", load, {});
-  ASSERT_TRUE(whole.ok()) << whole.status().message();
-  EXPECT_EQ(*whole, value);
-  for (size_t size = 0; size < bytes.size(); ++size) {
-    ASSERT_FALSE(UnpickleTorchValue(data, size, "p", load, {}).ok()) << size;
-  }
-  size_t refused = 0;
-  for (size_t at = 0; at < bytes.size(); ++at) {
-    for (uint8_t flip : {0x01, 0x10, 0x80, 0xff}) {
-      std::string flipped = bytes;
-      flipped[at] = char(uint8_t(flipped[at]) ^ flip);
-      const auto* p = reinterpret_cast<const uint8_t*>(flipped.data());
-      refused += UnpickleTorchValue(p, flipped.size(), "p", load, {}).ok() ? 0 : 1;
-    }
-  }
-  EXPECT_GT(refused, 0u);
 }
 
 }  // namespace

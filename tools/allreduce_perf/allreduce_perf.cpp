@@ -110,16 +110,9 @@ double memcpy_gbps(size_t bytes) {
   return static_cast<double>(bytes) * rounds / seconds / 1e9 + 0 * target[0];
 }
 
-int run_rank(const Options& options, int rank, const std::string& directory) {
-  std::string error;
-  const auto* plugin = dpl::testing::load_backend(
-      dpl::testing::plugin_path(options.backend, options.plugin_dir), &error);
-  if (plugin == nullptr) {
-    std::fprintf(stderr, "rank %d: cannot load backend '%s': %s\n", rank, options.backend.c_str(),
-                 error.c_str());
-    return 1;
-  }
-  dpl::testing::FileStore store(directory);
+// The backend of `rank`, joined through `store`; nullptr (after saying why) when create failed.
+dpl_backend* create_backend(const dpl_backend_plugin_v2& plugin, const Options& options, int rank,
+                            const dpl::testing::FileStore& store) {
   dpl_backend_config_v2 config{};
   config.struct_size = sizeof(config);
   config.version = DPL_BACKEND_ABI_VERSION_2;
@@ -133,62 +126,92 @@ int run_rank(const Options& options, int rank, const std::string& directory) {
   config.options = options.backend_options.c_str();
   config.local_address = "127.0.0.1";  // every rank runs on this machine
   dpl_backend* backend = nullptr;
-  if (plugin->create(&config, &backend) != DPL_OK) {
-    std::fprintf(stderr, "rank %d: create failed: %s\n", rank, plugin->last_error());
+  if (plugin.create(&config, &backend) != DPL_OK) {
+    std::fprintf(stderr, "rank %d: create failed: %s\n", rank, plugin.last_error());
+    return nullptr;
+  }
+  return backend;
+}
+
+void print_header(const Options& options) {
+  std::printf("# backend %s, world size %d, float32 sum, %d iters (+%d warmup)%s\n",
+              options.backend.c_str(), options.world_size, options.iters, options.warmup,
+              options.check ? ", checked" : "");
+  std::printf("%12s %12s %12s %10s %10s %6s\n", "size(B)", "count", "time(us)", "algbw(GB/s)",
+              "busbw(GB/s)", "check");
+}
+
+// The warmup allreduces, a barrier, then the timed ones: `*seconds` is the time of one.
+dpl_status time_allreduce(const dpl_backend_plugin_v2& plugin, dpl_backend* backend,
+                          DLTensor* tensor, const Options& options, double* seconds) {
+  dpl_status status = DPL_OK;
+  for (int w = 0; w < options.warmup && status == DPL_OK; ++w) {
+    status = plugin.allreduce(backend, tensor, DPL_REDUCE_SUM, nullptr);
+  }
+  if (status == DPL_OK) status = plugin.barrier(backend);
+  const auto start = Clock::now();
+  for (int it = 0; it < options.iters && status == DPL_OK; ++it) {
+    status = plugin.allreduce(backend, tensor, DPL_REDUCE_SUM, nullptr);
+  }
+  *seconds = std::chrono::duration<double>(Clock::now() - start).count() / options.iters;
+  return status;
+}
+
+// Allreduces a pattern that differs by rank and checks every element of the sum.
+bool check_allreduce(const dpl_backend_plugin_v2& plugin, dpl_backend* backend, DLTensor* tensor,
+                     std::vector<float>& buffer, size_t count, int rank, int world_size) {
+  for (size_t i = 0; i < count; ++i) buffer[i] = static_cast<float>((i + rank) % 13);
+  bool good = plugin.allreduce(backend, tensor, DPL_REDUCE_SUM, nullptr) == DPL_OK;
+  for (size_t i = 0; i < count && good; ++i) {
+    float expected = 0;
+    for (int r = 0; r < world_size; ++r) expected += static_cast<float>((i + r) % 13);
+    good = buffer[i] == expected;
+  }
+  return good;
+}
+
+void print_row(uint64_t bytes, size_t count, double seconds, int world_size, const char* verdict) {
+  const double algbw = static_cast<double>(bytes) / seconds / 1e9;
+  const double busbw = algbw * 2.0 * (world_size - 1) / world_size;
+  std::printf("%12llu %12zu %12.1f %10.3f %10.3f %6s\n", static_cast<unsigned long long>(bytes),
+              count, seconds * 1e6, algbw, busbw, verdict);
+  std::fflush(stdout);
+}
+
+int run_rank(const Options& options, int rank, const std::string& directory) {
+  std::string error;
+  const auto* plugin = dpl::testing::load_backend(
+      dpl::testing::plugin_path(options.backend, options.plugin_dir), &error);
+  if (plugin == nullptr) {
+    std::fprintf(stderr, "rank %d: cannot load backend '%s': %s\n", rank, options.backend.c_str(),
+                 error.c_str());
     return 1;
   }
-  const size_t max_count = options.max_bytes / sizeof(float);
-  std::vector<float> buffer(max_count);
+  dpl::testing::FileStore store(directory);
+  dpl_backend* backend = create_backend(*plugin, options, rank, store);
+  if (backend == nullptr) return 1;
+  std::vector<float> buffer(options.max_bytes / sizeof(float));
   int failures = 0;
-  const int n = options.world_size;
-  if (rank == 0) {
-    std::printf("# backend %s, world size %d, float32 sum, %d iters (+%d warmup)%s\n",
-                options.backend.c_str(), n, options.iters, options.warmup,
-                options.check ? ", checked" : "");
-    std::printf("%12s %12s %12s %10s %10s %6s\n", "size(B)", "count", "time(us)", "algbw(GB/s)",
-                "busbw(GB/s)", "check");
-  }
+  if (rank == 0) print_header(options);
   for (uint64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= options.factor) {
     const size_t count = static_cast<size_t>(bytes / sizeof(float));
     int64_t shape = static_cast<int64_t>(count);
     DLTensor tensor{buffer.data(), {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &shape, nullptr, 0};
     for (size_t i = 0; i < count; ++i) buffer[i] = 0.0f;
-    dpl_status status = DPL_OK;
-    for (int w = 0; w < options.warmup && status == DPL_OK; ++w) {
-      status = plugin->allreduce(backend, &tensor, DPL_REDUCE_SUM, nullptr);
-    }
-    if (status == DPL_OK) status = plugin->barrier(backend);
-    const auto start = Clock::now();
-    for (int it = 0; it < options.iters && status == DPL_OK; ++it) {
-      status = plugin->allreduce(backend, &tensor, DPL_REDUCE_SUM, nullptr);
-    }
-    const double seconds =
-        std::chrono::duration<double>(Clock::now() - start).count() / options.iters;
-    if (status != DPL_OK) {
+    double seconds = 0;
+    if (time_allreduce(*plugin, backend, &tensor, options, &seconds) != DPL_OK) {
       std::fprintf(stderr, "rank %d: allreduce of %llu bytes failed: %s\n", rank,
                    static_cast<unsigned long long>(bytes), plugin->last_error());
       return 1;
     }
     const char* verdict = "-";
     if (options.check) {
-      for (size_t i = 0; i < count; ++i) buffer[i] = static_cast<float>((i + rank) % 13);
-      status = plugin->allreduce(backend, &tensor, DPL_REDUCE_SUM, nullptr);
-      bool good = status == DPL_OK;
-      for (size_t i = 0; i < count && good; ++i) {
-        float expected = 0;
-        for (int r = 0; r < n; ++r) expected += static_cast<float>((i + r) % 13);
-        good = buffer[i] == expected;
-      }
+      const bool good =
+          check_allreduce(*plugin, backend, &tensor, buffer, count, rank, options.world_size);
       verdict = good ? "ok" : "WRONG";
       failures += good ? 0 : 1;
     }
-    if (rank == 0) {
-      const double algbw = static_cast<double>(bytes) / seconds / 1e9;
-      const double busbw = algbw * 2.0 * (n - 1) / n;
-      std::printf("%12llu %12zu %12.1f %10.3f %10.3f %6s\n", static_cast<unsigned long long>(bytes),
-                  count, seconds * 1e6, algbw, busbw, verdict);
-      std::fflush(stdout);
-    }
+    if (rank == 0) print_row(bytes, count, seconds, options.world_size, verdict);
   }
   plugin->destroy(backend);
   return failures == 0 ? 0 : 1;

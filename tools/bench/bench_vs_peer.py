@@ -20,6 +20,9 @@ The peer runs twice: as users run it, and "tuned" with glibc malloc thresholds r
 (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_), which avoids page faults on every step.
 With --baseline LAUNCHER, an earlier dpl build runs in every repeat too (its own plugins next to
 it), and the table adds dpl/baseline: whether a change cost throughput, measured in the same way.
+With --model torchscript both sides train one TorchScript module (--module FILE, by default the
+recipe's ConvNet written by tools/export_model.py): dpl with `--model torchscript`, the peer
+through peer_torchscript.py, its own program with `torch.jit.load(FILE)` for `ConvNet()`.
 """
 import argparse
 import json
@@ -28,6 +31,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -109,9 +113,15 @@ def timed_run(cmd, env, worker_name_filter, steps_of_line):
     return arrivals, wall, max(peaks.values(), default=0)
 
 
+def model_flags(args):
+    if args.model == "torchscript":
+        return ["--model", "torchscript", "--model-options", f"file={args.module}"]
+    return ["--model", "convnet"]
+
+
 def dpl_command(launcher, args, processes, threads, backend, precision, steps):
     # fp32 is left to the default, so a --baseline launcher from before --precision runs too.
-    return [launcher, "--backend", backend, "--model", "convnet"] + \
+    return [launcher, "--backend", backend, *model_flags(args)] + \
         (["--precision", precision] if precision != "fp32" else []) + [
             "--num-processes", str(processes), "--threads-per-worker", str(threads),
             "--batch-size", str(GLOBAL_BATCH), "--max-steps", str(steps), "--data-dir", args.data,
@@ -119,7 +129,10 @@ def dpl_command(launcher, args, processes, threads, backend, precision, steps):
 
 
 def peer_command(args, processes, backend, steps, port):
-    return [sys.executable, args.peer, "--data", args.data, "--num-processes", str(processes),
+    program = [args.peer]
+    if args.model == "torchscript":  # DPL_BENCH_PEER and DPL_BENCH_MODULE are in its environment
+        program = [os.path.join(HERE, "peer_torchscript.py")]
+    return [sys.executable, *program, "--data", args.data, "--num-processes", str(processes),
             "--batch-size", str(GLOBAL_BATCH // processes), "--backend", backend,
             "--max-batches", str(steps), "--port", str(port)]
 
@@ -148,9 +161,27 @@ def main():
                         "precision (fp32 by default, bf16) is dpl's: the peer always runs fp32")
     p.add_argument("--json", help="also write every measurement to this file")
     p.add_argument("--baseline", help="an earlier dpl launcher to compare with, run alike")
+    p.add_argument("--model", choices=("convnet", "torchscript"), default="convnet",
+                   help="convnet: dpl's C++ ConvNet against the peer's Python one; torchscript: "
+                        "one TorchScript module on both sides (default convnet)")
+    p.add_argument("--module", help="the TorchScript file of --model torchscript (default: the "
+                                    "recipe's ConvNet, written by tools/export_model.py)")
     args = p.parse_args()
+    if not os.path.isfile(args.peer):
+        p.error(f"no peer program {args.peer}; name it with --peer")
+    scratch = tempfile.TemporaryDirectory(prefix="bench_vs_peer-")
+    if args.model == "torchscript" and not args.module:
+        args.module = os.path.join(scratch.name, "convnet.pt")
+        exported = subprocess.run([sys.executable, os.path.join(REPO, "tools", "export_model.py"),
+                                   args.module], capture_output=True, text=True)
+        if exported.returncode != 0:
+            sys.exit(f"tools/export_model.py {args.module} failed:\n{exported.stderr}")
+    elif args.module and args.model != "torchscript":
+        p.error("--module needs --model torchscript")
 
     base_env = dict(os.environ)
+    if args.model == "torchscript":
+        base_env.update(DPL_BENCH_PEER=args.peer, DPL_BENCH_MODULE=os.path.abspath(args.module))
     base_env.pop("MALLOC_MMAP_THRESHOLD_", None)
     base_env.pop("MALLOC_TRIM_THRESHOLD_", None)
     ports = iter(range(29610, 29610 + 10000))
@@ -199,7 +230,9 @@ def main():
         return statistics.median(d[key] / o[key] for d, o in
                                  zip(runs[config]["dpl"], runs[config][other]))
 
-    print(f"{args.repeats} repeats, dpl and the peer interleaved in each; steady rate from step "
+    model = (f"TorchScript module {args.module} on both sides" if args.model == "torchscript"
+             else "dpl's C++ ConvNet against the peer's Python ConvNet")
+    print(f"{model}; {args.repeats} repeats, dpl and the peer interleaved in each; steady rate from step "
           f"{args.first} to {args.steps}; global batch {GLOBAL_BATCH}; figures are medians, ratios "
           f"the median of the repeats' own ratios")
     print("| config | dpl samples/s | peer | peer tuned | dpl/peer | dpl/tuned | dpl start s | "

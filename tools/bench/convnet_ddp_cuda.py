@@ -12,28 +12,11 @@ Usage: convnet_ddp_cuda.py --data DIR [--device cuda --num-processes N --batch-s
 import argparse, os, time, gzip, struct
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
+import sys
 import torch.distributed as dist, torch.multiprocessing as mp
 
-
-class ConvNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.cn1 = nn.Conv2d(1, 16, 3, 1)
-        self.cn2 = nn.Conv2d(16, 32, 3, 1)
-        self.dp1 = nn.Dropout2d(0.10)
-        self.dp2 = nn.Dropout2d(0.25)
-        self.fc1 = nn.Linear(4608, 64)
-        self.fc2 = nn.Linear(64, 10)
-
-    def forward(self, x):
-        x = F.relu(self.cn1(x))
-        x = F.relu(self.cn2(x))
-        x = F.max_pool2d(x, 2)
-        x = self.dp1(x)
-        x = torch.flatten(x, 1)
-        x = F.relu(self.fc1(x))
-        x = self.dp2(x)
-        return F.log_softmax(self.fc2(x), dim=1)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from recipe_convnet import ConvNet  # noqa: E402
 
 
 def idx(path):

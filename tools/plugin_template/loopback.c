@@ -27,7 +27,7 @@ static const char* LastError(void) {
   return g_last_error;
 }
 
-static dpl_status Create(const dpl_backend_config_v1* config, dpl_backend** out) {
+static dpl_status Create(const dpl_backend_config_v2* config, dpl_backend** out) {
   static struct dpl_backend instance;
   char message[128];
   if (config == NULL || out == NULL)
@@ -116,13 +116,20 @@ static dpl_status Barrier(dpl_backend* backend) {
   return DPL_OK;
 }
 
+/* A host backend's collectives are complete when they return: nothing to wait for. */
+static dpl_status Synchronize(dpl_backend* backend, void* stream) {
+  (void)backend;
+  if (stream != NULL) return Fail(DPL_ERR_INVALID_ARGUMENT, "loopback synchronize: no stream");
+  return DPL_OK;
+}
+
 /* The one exported symbol. Its name is also the name of its type, so the table is declared
  * under another C name and DPL_PLUGIN_ENTRY_SYMBOL gives it the entry symbol's name. */
-DPL_PLUGIN_EXPORT extern const dpl_backend_plugin_v1 loopback_plugin
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v1);
-const dpl_backend_plugin_v1 loopback_plugin = {
-    {(uint32_t)sizeof(dpl_backend_plugin_v1), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
-     DPL_BACKEND_ABI_VERSION_1, "loopback", "1.0.0",
+DPL_PLUGIN_EXPORT extern const dpl_backend_plugin_v2 loopback_plugin
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v2);
+const dpl_backend_plugin_v2 loopback_plugin = {
+    {(uint32_t)sizeof(dpl_backend_plugin_v2), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
+     DPL_BACKEND_ABI_VERSION_2, "loopback", "1.0.0",
      "world size 1 only: every collective is local (the out-of-tree plugin template)"},
     Create,
     Destroy,
@@ -130,4 +137,5 @@ const dpl_backend_plugin_v1 loopback_plugin = {
     Broadcast,
     Allgather,
     Barrier,
-    LastError};
+    LastError,
+    Synchronize};

@@ -27,8 +27,9 @@
 // Options. --model-options "key=value,..." is ONE string shared by the module and this helper.
 // The constructor reads its keys through ModelOptions (GetBool, GetInt, GetDouble, GetString,
 // GetChoice); then the helper reads its own, which the module must not use:
-//   broadcast_buffers=0|1 (default 1): the host broadcasts the buffers from rank 0 before each
-//     training forward pass, as DDP does (model ABI v3's DPL_MODEL_BROADCAST_BUFFERS).
+//   broadcast_buffers=0|1|true|false (default 1): the host broadcasts the buffers from rank 0
+//     before each training forward pass, as DDP does, and once after the last one (model ABI
+//     v3's DPL_MODEL_BROADCAST_BUFFERS).
 // A key nobody asked for is refused, listing the known ones (the module's, then the helper's).
 // An option value the module cannot use: throw dpl::torch_model::InvalidOption.
 //

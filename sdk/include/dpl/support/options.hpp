@@ -57,7 +57,7 @@ class KeyValueOptions {
     const std::string text = GetString(key, default_value ? "1" : "0");
     if (text == "1" || text == "true") return true;
     if (text == "0" || text == "false") return false;
-    throw Invalid("option \"" + key + "\" expects 0 or 1, got \"" + text + "\"");
+    throw Invalid("option \"" + key + "\" expects 0, 1, true or false, got \"" + text + "\"");
   }
 
   int64_t GetInt(const std::string& key, int64_t default_value) const {

@@ -93,7 +93,9 @@ inline DataShape ResolveData(const DataSpec& spec, const DataShape& host) {
                           DataText(host.input_shape, false, host.num_classes, false) +
                           "; this model takes " +
                           DataText(spec.input_shape.shape, spec.input_shape.any,
-                                   spec.num_classes.count, spec.num_classes.any));
+                                   spec.num_classes.count, spec.num_classes.any) +
+                          "; train it on data of that shape, or train a model that takes this "
+                          "data");
   }
   DataShape resolved;
   resolved.input_shape = host.input_shape.empty() ? spec.input_shape.shape : host.input_shape;
