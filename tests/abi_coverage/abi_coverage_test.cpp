@@ -35,6 +35,7 @@ const std::string kTcp = kPluginDir + "/libdpl_backend_tcp.so";
 const std::string kIdx = kPluginDir + "/libdpl_dataset_idx.so";
 const std::string kBatchNorm = DPL_TEST_BATCHNORM_MODEL;
 const std::string kBatchNormV2 = DPL_TEST_BATCHNORM_V2_MODEL;
+const std::string kScaled = DPL_TEST_SCALED_MODEL;
 
 struct RecordingPlugin {
   dpl_plugin_kind kind;
@@ -221,6 +222,11 @@ TEST_F(AbiCoverageTest, TheHostCallsEveryRequiredEntry) {
       // The host copy (read_tensors, write_tensors) and --init-from (load_state).
       {"mirror", train + " --max-steps 1 --mirror-parameters --init-from " + exported, true,
        "parameters from " + exported},
+      // fp16's dynamic loss scaling (set_loss_scale), on a model that computes fp16 on the CPU.
+      {"fp16",
+       backend + " --model recording --model-options wrap=" + kScaled + data +
+           " --num-processes 2 --max-steps 2 --precision fp16",
+       true, "fp16 loss scaling: 0 steps of 2 skipped"},
       // Creates that fail: the host reports the wrapped plugin's last_error.
       {"backend-refused",
        " --backend recording --backend-options wrap=" + kTcp + "," + unknown + model + data, false,

@@ -13,7 +13,7 @@ static_assert(DPL_MODEL_ABI_VERSION == 3,
   X(destroy) X(describe) X(parameter) X(set_gradient_ready_callback) X(set_mode)          \
   X(zero_gradients) X(train_step) X(eval_step) X(save_state) X(load_state) X(host_batch)  \
   X(read_tensors) X(write_tensors) X(buffer) X(read_buffers) X(write_buffers)             \
-  X(rng_state) X(set_rng_state) X(host_batch_slot)
+  X(rng_state) X(set_rng_state) X(host_batch_slot) X(set_loss_scale)
 // clang-format on
 #define DPL_RECORDING_SLOTS(X) X(create) X(last_error) DPL_RECORDING_FORWARDED(X)
 
