@@ -255,15 +255,18 @@ std::optional<std::pair<std::string, std::string>> DefaultDataCache() {
   return std::make_pair(std::string("the data cache folder"), folder);
 }
 
-std::vector<Flag> BuildFlagTable() {
-  std::vector<Flag> flags;
-  auto add = [&](Flag flag) { flags.push_back(std::move(flag)); };
+// --config is read by the parser itself, before every other flag (cli/options.cpp).
+Flag ConfigFile() {
   // clang-format off
-  // --config is read by the parser itself, before every other flag (cli/options.cpp).
   Flag config = Base("config", "FILE", "read more flags from FILE (`name = value` lines, names without dashes)");
   config.apply = [](const std::string&, const std::string&, ParsedFlags*) { return Status::Ok(); };
   config.forward = [](const Options&) { return std::vector<std::string>{}; };
-  add(config);
+  // clang-format on
+  return config;
+}
+
+Flag PluginDirs() {
+  // clang-format off
   Flag plugin_dir = Base("plugin-dir", "DIR", "folder searched first for plugins (repeatable); then $DPL_PLUGIN_PATH, then the install's");
   plugin_dir.repeatable = true;
   plugin_dir.apply = [](const std::string&, const std::string& text, ParsedFlags* parsed) {
@@ -275,41 +278,23 @@ std::vector<Flag> BuildFlagTable() {
     for (const auto& dir : o.plugin_dirs) args.insert(args.end(), {"--plugin-dir", dir});
     return args;
   };
-  add(plugin_dir);
-  add(MustMatch(Text("backend", "NAME", "communication backend: auto|gloo|nccl|tcp|<plugin name> (default auto)", true,
-           [](Options& o) -> std::string& { return o.backend; })));
-  add(Text("backend-options", "K=V,..", "backend-specific options \"key=value,key=value\"", false,
-           [](Options& o) -> std::string& { return o.backend_options; }));
-  add(MustMatch(Text("model", "NAME", "model plugin name (default convnet)", true,
-                     [](Options& o) -> std::string& { return o.training.model; })));
-  add(MustMatch(Text("model-options", "K=V,..", "model-specific options \"key=value,key=value\"", false,
-                     [](Options& o) -> std::string& { return o.training.model_options; })));
-  add(MustMatch(MachineCount()));
-  add(MachineId());
-  add(MustMatch(Integer<int>("num-processes", "N", "workers on this machine, 1..1024 (default 1)", 1, Constant<kMaxProcesses>,
-                             [](Options& o) -> int& { return o.num_processes; })));
-  add(FromEnvironment(Text("master-addr", "HOST", "host of machine 0's store (default $MASTER_ADDR, the cluster's, or 127.0.0.1)", true,
-                           [](Options& o) -> std::string& { return o.master_addr; }), "MASTER_ADDR"));
-  add(FromEnvironment(Integer<int>("master-port", "PORT", "port of machine 0's store, 0..65535 (default $MASTER_PORT, the cluster's, or 29500)", 0,
-                                   Constant<65535>, [](Options& o) -> int& { return o.master_port; }), "MASTER_PORT"));
-  // Never forwarded in argv, which every user can read in `ps`: the launcher hands the token to
-  // its workers as DPL_JOB_TOKEN in their environment instead.
+  // clang-format on
+  return plugin_dir;
+}
+
+// Never forwarded in argv, which every user can read in `ps`: the launcher hands the token to
+// its workers as DPL_JOB_TOKEN in their environment instead.
+Flag JobToken() {
+  // clang-format off
   Flag job_token = FromEnvironment(Text("job-token", "TOKEN", "shared secret of the job (default $DPL_JOB_TOKEN)", false,
                                         [](Options& o) -> std::string& { return o.job_token; }), "DPL_JOB_TOKEN");
   job_token.forward = [](const Options&) { return std::vector<std::string>{}; };
-  add(job_token);
-  add(Seconds("rendezvous-timeout", "seconds to wait for every worker to join (default 300)",
-              [](Options& o) -> std::chrono::milliseconds& { return o.rendezvous_timeout; }));
-  add(Seconds("backend-timeout", "seconds a backend call may block (default 300)",
-              [](Options& o) -> std::chrono::milliseconds& { return o.backend_timeout; }));
-  add(Seconds("join-grace", "an elastic job starts once MIN machines joined and no other came for this long (default 5)",
-              [](Options& o) -> std::chrono::milliseconds& { return o.join_grace; }));
-  add(NotForwarded(Text("hostfile", "FILE", "start a launcher with these flags on every host of FILE (`HOST slots=N` lines, as DeepSpeed's; slots = --num-processes), over ssh for the other hosts; machine 0 is the first host", true,
-                        [](Options& o) -> std::string& { return o.hostfile; })));
-  add(NotForwarded(Text("ssh-options", "\"ARGS\"", "more arguments for ssh to the hosts of --hostfile (\"-p 2222 -i KEY\"); ssh runs in batch mode", false,
-                        [](Options& o) -> std::string& { return o.ssh_options; })));
-  add(NotForwarded(Switch("exit-with-stdin", "stop the job when standard input closes (--hostfile starts the launchers of other hosts so, over ssh)", true,
-                          [](Options& o) -> bool& { return o.exit_with_stdin; })));
+  // clang-format on
+  return job_token;
+}
+
+Flag StallWarning() {
+  // clang-format off
   Flag stall = Seconds("stall-warning", "report a backend call blocked this long: which ranks wait in which collective, which never came; 0 = never (default 60)",
                        [](Options& o) -> std::chrono::milliseconds& { return o.stall_warning; });
   stall.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
@@ -319,23 +304,12 @@ std::vector<Flag> BuildFlagTable() {
     }
     return ParseSeconds(label, text, &parsed->options.stall_warning);
   };
-  add(stall);
-  add(Integer<int>("threads-per-worker", "N", "compute threads per worker, 0 = cores / workers (default 0)", 0,
-                   Constant<kMaxThreadsPerWorker>, [](Options& o) -> int& { return o.threads_per_worker; }));
-  add(Text("log-dir", "DIR", "write one log file per rank into this folder", false,
-           [](Options& o) -> std::string& { return o.log_dir; }));
-  add(Choice<log::TimeFormat>("log-time", "FORMAT", "time on each log line: iso (local time, ISO 8601), elapsed (seconds since the start) or none (default iso)",
-                              LogTimeNames, [](Options& o) -> log::TimeFormat& { return o.log_time; }));
-  add(MustMatch(Integer<int>("epochs", "N", "passes over the training set, 1..1000000 (default 1)", 1, Constant<kMaxEpochs>,
-                             [](Options& o) -> int& { return o.training.epochs; })));
-  add(MustMatch(Integer<int>("batch-size", "N", "GLOBAL batch size, divisible by the world size (default 128)", 1,
-                             Constant<kMaxBatchSize>, [](Options& o) -> int& { return o.training.batch_size; })));
-  add(MustMatch(Text("data", "FORMAT", "data set plugin: idx|npy|cifar10|imagefolder|<plugin name> (default idx)", true,
-                     [](Options& o) -> std::string& { return o.training.data_format; })));
-  add(MustMatch(Text("data-dir", "DIR", "folder holding the data (default /usr/share/datasets/fashion-mnist, for idx)", true,
-                     [](Options& o) -> std::string& { return o.training.data_dir; })));
-  add(MustMatch(Text("data-options", "K=V,..", "data-set-specific options \"key=value,key=value\" (mean=, std=, crop=, flip=, ...)", false,
-                     [](Options& o) -> std::string& { return o.training.data_options; })));
+  // clang-format on
+  return stall;
+}
+
+Flag DataCache() {
+  // clang-format off
   Flag data_cache = Base("data-cache", "DIR", "folder for inflated copies of .gz data, or none (default $XDG_CACHE_HOME/dpl/data or ~/.cache/dpl/data)");
   data_cache.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
     std::string& folder = parsed->options.training.data_cache_dir;
@@ -348,7 +322,134 @@ std::vector<Flag> BuildFlagTable() {
     const std::string& folder = o.training.data_cache_dir;
     return Args("data-cache", folder.empty() ? "none" : folder);
   };
-  add(data_cache);
+  // clang-format on
+  return data_cache;
+}
+
+Flag LrStepSize() {
+  // clang-format off
+  Flag step_size = Integer<int64_t>("lr-step-size", "N", "--lr-schedule step: optimizer steps between decays by --lr-gamma, >= 1 (needed by step)", 1,
+                                    Constant<kInt64Max>, [](Options& o) -> int64_t& { return o.training.lr_step_size; });
+  step_size.forward = [](const Options& o) {
+    const int64_t steps = o.training.lr_step_size;
+    return steps == 0 ? std::vector<std::string>{} : Args("lr-step-size", std::to_string(steps));
+  };
+  // clang-format on
+  return step_size;
+}
+
+Flag BucketCap() {
+  // clang-format off
+  Flag bucket = Base("bucket-cap-mb", "MIB", "gradient bucket size in MiB, > 0 and <= 4096 (default 25)");
+  bucket.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    double megabytes = 0;
+    DPL_RETURN_IF_ERROR(ParseReal(label, text, "greater than 0 and at most 4096",
+                                  [](double x) { return x > 0 && x <= kMaxBucketCapMb; }, &megabytes));
+    parsed->options.training.bucket_cap_bytes =
+        std::max<int64_t>(1, static_cast<int64_t>(std::llround(megabytes * kBytesPerMib)));
+    return Status::Ok();
+  };
+  bucket.forward = [](const Options& o) {
+    return Args("bucket-cap-mb", ExactText(static_cast<double>(o.training.bucket_cap_bytes) / kBytesPerMib));
+  };
+  // clang-format on
+  return bucket;
+}
+
+Flag SelfTest() {
+  // clang-format off
+  Flag selftest = CommandSwitch("selftest", "rendezvous, then a barrier and an allgather of ranks through the backend; no training",
+                                &ParsedFlags::selftest);
+  selftest.forward = [](const Options& o) {
+    return o.selftest_job ? std::vector<std::string>{"--selftest"} : std::vector<std::string>{};
+  };
+  // clang-format on
+  return selftest;
+}
+
+Flag WorkerOutputs() {
+  // clang-format off
+  Flag outputs = Internal(Base("worker-outputs", "FD,..", "load once, then fork one worker per output descriptor"));
+  outputs.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    std::istringstream list(text);
+    for (std::string item; std::getline(list, item, ',');) {
+      int64_t fd = -1;
+      DPL_RETURN_IF_ERROR(ParseInteger(label, item, 0, std::numeric_limits<int>::max(), &fd));
+      parsed->options.worker_output_fds.push_back(static_cast<int>(fd));
+    }
+    return Status::Ok();
+  };
+  // clang-format on
+  return outputs;
+}
+
+// The plugins: where they are searched, which backend and model, with their options.
+void AddPluginFlags(std::vector<Flag>& flags) {
+  auto add = [&](Flag flag) { flags.push_back(std::move(flag)); };
+  // clang-format off
+  add(ConfigFile());
+  add(PluginDirs());
+  add(MustMatch(Text("backend", "NAME", "communication backend: auto|gloo|nccl|tcp|<plugin name> (default auto)", true,
+           [](Options& o) -> std::string& { return o.backend; })));
+  add(Text("backend-options", "K=V,..", "backend-specific options \"key=value,key=value\"", false,
+           [](Options& o) -> std::string& { return o.backend_options; }));
+  add(MustMatch(Text("model", "NAME", "model plugin name (default convnet)", true,
+                     [](Options& o) -> std::string& { return o.training.model; })));
+  add(MustMatch(Text("model-options", "K=V,..", "model-specific options \"key=value,key=value\"", false,
+                     [](Options& o) -> std::string& { return o.training.model_options; })));
+  // clang-format on
+}
+
+// The job's shape and its wiring: machines, processes, the store, timeouts, threads, logs.
+void AddJobFlags(std::vector<Flag>& flags) {
+  auto add = [&](Flag flag) { flags.push_back(std::move(flag)); };
+  // clang-format off
+  add(MustMatch(MachineCount()));
+  add(MachineId());
+  add(MustMatch(Integer<int>("num-processes", "N", "workers on this machine, 1..1024 (default 1)", 1, Constant<kMaxProcesses>,
+                             [](Options& o) -> int& { return o.num_processes; })));
+  add(FromEnvironment(Text("master-addr", "HOST", "host of machine 0's store (default $MASTER_ADDR, the cluster's, or 127.0.0.1)", true,
+                           [](Options& o) -> std::string& { return o.master_addr; }), "MASTER_ADDR"));
+  add(FromEnvironment(Integer<int>("master-port", "PORT", "port of machine 0's store, 0..65535 (default $MASTER_PORT, the cluster's, or 29500)", 0,
+                                   Constant<65535>, [](Options& o) -> int& { return o.master_port; }), "MASTER_PORT"));
+  add(JobToken());
+  add(Seconds("rendezvous-timeout", "seconds to wait for every worker to join (default 300)",
+              [](Options& o) -> std::chrono::milliseconds& { return o.rendezvous_timeout; }));
+  add(Seconds("backend-timeout", "seconds a backend call may block (default 300)",
+              [](Options& o) -> std::chrono::milliseconds& { return o.backend_timeout; }));
+  add(Seconds("join-grace", "an elastic job starts once MIN machines joined and no other came for this long (default 5)",
+              [](Options& o) -> std::chrono::milliseconds& { return o.join_grace; }));
+  add(NotForwarded(Text("hostfile", "FILE", "start a launcher with these flags on every host of FILE (`HOST slots=N` lines, as DeepSpeed's; slots = --num-processes), over ssh for the other hosts; machine 0 is the first host", true,
+                        [](Options& o) -> std::string& { return o.hostfile; })));
+  add(NotForwarded(Text("ssh-options", "\"ARGS\"", "more arguments for ssh to the hosts of --hostfile (\"-p 2222 -i KEY\"); ssh runs in batch mode", false,
+                        [](Options& o) -> std::string& { return o.ssh_options; })));
+  add(NotForwarded(Switch("exit-with-stdin", "stop the job when standard input closes (--hostfile starts the launchers of other hosts so, over ssh)", true,
+                          [](Options& o) -> bool& { return o.exit_with_stdin; })));
+  add(StallWarning());
+  add(Integer<int>("threads-per-worker", "N", "compute threads per worker, 0 = cores / workers (default 0)", 0,
+                   Constant<kMaxThreadsPerWorker>, [](Options& o) -> int& { return o.threads_per_worker; }));
+  add(Text("log-dir", "DIR", "write one log file per rank into this folder", false,
+           [](Options& o) -> std::string& { return o.log_dir; }));
+  add(Choice<log::TimeFormat>("log-time", "FORMAT", "time on each log line: iso (local time, ISO 8601), elapsed (seconds since the start) or none (default iso)",
+                              LogTimeNames, [](Options& o) -> log::TimeFormat& { return o.log_time; }));
+  // clang-format on
+}
+
+// What is trained and how: epochs, batches, data, the optimizer, the schedule, precision.
+void AddTrainingFlags(std::vector<Flag>& flags) {
+  auto add = [&](Flag flag) { flags.push_back(std::move(flag)); };
+  // clang-format off
+  add(MustMatch(Integer<int>("epochs", "N", "passes over the training set, 1..1000000 (default 1)", 1, Constant<kMaxEpochs>,
+                             [](Options& o) -> int& { return o.training.epochs; })));
+  add(MustMatch(Integer<int>("batch-size", "N", "GLOBAL batch size, divisible by the world size (default 128)", 1,
+                             Constant<kMaxBatchSize>, [](Options& o) -> int& { return o.training.batch_size; })));
+  add(MustMatch(Text("data", "FORMAT", "data set plugin: idx|npy|cifar10|imagefolder|<plugin name> (default idx)", true,
+                     [](Options& o) -> std::string& { return o.training.data_format; })));
+  add(MustMatch(Text("data-dir", "DIR", "folder holding the data (default /usr/share/datasets/fashion-mnist, for idx)", true,
+                     [](Options& o) -> std::string& { return o.training.data_dir; })));
+  add(MustMatch(Text("data-options", "K=V,..", "data-set-specific options \"key=value,key=value\" (mean=, std=, crop=, flip=, ...)", false,
+                     [](Options& o) -> std::string& { return o.training.data_options; })));
+  add(DataCache());
   add(MustMatch(Integer<int64_t>("max-steps", "N", "stop after this many optimizer steps, 0 = no limit (default 0)", 0,
                                  Constant<kInt64Max>, [](Options& o) -> int64_t& { return o.training.max_steps; })));
   add(MustMatch(Unsigned64("seed", "N", "seed of initialisation, shuffling and dropout (default 0)",
@@ -375,13 +476,7 @@ std::vector<Flag> BuildFlagTable() {
                                                  [](Options& o) -> training::LrScheduleKind& { return o.training.lr_schedule; })));
   add(MustMatch(Integer<int64_t>("warmup-steps", "N", "optimizer steps ramping the learning rate linearly up to --lr before the schedule starts, >= 0 (default 0)", 0,
                                  Constant<kInt64Max>, [](Options& o) -> int64_t& { return o.training.warmup_steps; })));
-  Flag step_size = Integer<int64_t>("lr-step-size", "N", "--lr-schedule step: optimizer steps between decays by --lr-gamma, >= 1 (needed by step)", 1,
-                                    Constant<kInt64Max>, [](Options& o) -> int64_t& { return o.training.lr_step_size; });
-  step_size.forward = [](const Options& o) {
-    const int64_t steps = o.training.lr_step_size;
-    return steps == 0 ? std::vector<std::string>{} : Args("lr-step-size", std::to_string(steps));
-  };
-  add(MustMatch(step_size));
+  add(MustMatch(LrStepSize()));
   add(MustMatch(Real("lr-gamma", "G", "--lr-schedule step: the factor of each decay, > 0 (default 0.1)", "greater than 0",
                      [](double x) { return x > 0; }, [](Options& o) -> double& { return o.training.lr_gamma; })));
   add(MustMatch(Real("loss-scale-init", "S", "--precision fp16: the first loss scale, > 0 (default 65536)", "greater than 0 and at most 3.4e38 (float32)",
@@ -393,19 +488,14 @@ std::vector<Flag> BuildFlagTable() {
                      [](double x) { return x > 0 && x < 1; }, [](Options& o) -> double& { return o.training.loss_scale_backoff_factor; })));
   add(MustMatch(Integer<int64_t>("loss-scale-growth-interval", "N", "--precision fp16: clean steps in a row before the loss scale grows, 1..2147483647 (default 2000)", 1,
                                  Constant<std::numeric_limits<int32_t>::max()>, [](Options& o) -> int64_t& { return o.training.loss_scale_growth_interval; })));
-  Flag bucket = Base("bucket-cap-mb", "MIB", "gradient bucket size in MiB, > 0 and <= 4096 (default 25)");
-  bucket.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
-    double megabytes = 0;
-    DPL_RETURN_IF_ERROR(ParseReal(label, text, "greater than 0 and at most 4096",
-                                  [](double x) { return x > 0 && x <= kMaxBucketCapMb; }, &megabytes));
-    parsed->options.training.bucket_cap_bytes =
-        std::max<int64_t>(1, static_cast<int64_t>(std::llround(megabytes * kBytesPerMib)));
-    return Status::Ok();
-  };
-  bucket.forward = [](const Options& o) {
-    return Args("bucket-cap-mb", ExactText(static_cast<double>(o.training.bucket_cap_bytes) / kBytesPerMib));
-  };
-  add(MustMatch(bucket));
+  add(MustMatch(BucketCap()));
+  // clang-format on
+}
+
+// What a run writes: logs of the loss, metrics, traces, checkpoints, parameters, exports.
+void AddOutputFlags(std::vector<Flag>& flags) {
+  auto add = [&](Flag flag) { flags.push_back(std::move(flag)); };
+  // clang-format off
   add(Integer<int>("log-interval", "N", "log the loss every N batches, >= 1 (default 10)", 1,
                    Constant<std::numeric_limits<int>::max()>, [](Options& o) -> int& { return o.training.log_interval; }));
   add(Text("metrics", "FILE", "write JSON-lines metrics to FILE: a line per logged step, epoch and evaluation (appended with --resume)", false,
@@ -426,14 +516,16 @@ std::vector<Flag> BuildFlagTable() {
            [](Options& o) -> std::string& { return o.training.export_file; }));
   add(Text("init-from", "FILE", "start from the state dict in FILE (torch.save of {name: tensor}), e.g. to fine-tune", false,
            [](Options& o) -> std::string& { return o.training.init_from; }));
+  // clang-format on
+}
+
+// The commands and switches, then what the launcher sets for its workers.
+void AddCommandFlags(std::vector<Flag>& flags) {
+  auto add = [&](Flag flag) { flags.push_back(std::move(flag)); };
+  // clang-format off
   add(CommandSwitch("help", "print this help and exit", &ParsedFlags::help));
   add(CommandSwitch("version", "print the version and ABI versions and exit", &ParsedFlags::version));
-  Flag selftest = CommandSwitch("selftest", "rendezvous, then a barrier and an allgather of ranks through the backend; no training",
-                                &ParsedFlags::selftest);
-  selftest.forward = [](const Options& o) {
-    return o.selftest_job ? std::vector<std::string>{"--selftest"} : std::vector<std::string>{};
-  };
-  add(MustMatch(selftest));
+  add(MustMatch(SelfTest()));
   add(MustMatch(Switch("drop-last", "drop the last incomplete batch", true,
                        [](Options& o) -> bool& { return o.training.drop_last; })));
   add(Switch("resume", "resume from the newest checkpoint", true, [](Options& o) -> bool& { return o.training.resume; }));
@@ -448,20 +540,20 @@ std::vector<Flag> BuildFlagTable() {
   add(Internal(Integer<int>("local-rank", "N", "the worker's index on this machine", 0,
                             [](const Options& o) -> int64_t { return o.num_processes - 1; },
                             [](Options& o) -> int& { return o.local_rank; })));
-  Flag outputs = Internal(Base("worker-outputs", "FD,..", "load once, then fork one worker per output descriptor"));
-  outputs.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
-    std::istringstream list(text);
-    for (std::string item; std::getline(list, item, ',');) {
-      int64_t fd = -1;
-      DPL_RETURN_IF_ERROR(ParseInteger(label, item, 0, std::numeric_limits<int>::max(), &fd));
-      parsed->options.worker_output_fds.push_back(static_cast<int>(fd));
-    }
-    return Status::Ok();
-  };
-  add(outputs);
+  add(WorkerOutputs());
   add(Internal(Text("store-addr", "HOST:PORT", "host:port of the running store", false,
                     [](Options& o) -> std::string& { return o.store_addr; })));
   // clang-format on
+}
+
+// In the order values are applied (flags.hpp); --help lists them in this order too.
+std::vector<Flag> BuildFlagTable() {
+  std::vector<Flag> flags;
+  AddPluginFlags(flags);
+  AddJobFlags(flags);
+  AddTrainingFlags(flags);
+  AddOutputFlags(flags);
+  AddCommandFlags(flags);
   return flags;
 }
 
