@@ -252,6 +252,12 @@ def main():
             print(f"| {config} | {median(config, 'dpl', 'rate'):.0f} | "
                   f"{median(config, 'baseline', 'rate'):.0f} | "
                   f"{paired(config, 'rate', 'baseline'):.3f}x |")
+    for config in configs:  # a low-precision config against the same config in fp32
+        shape_backend, _, precision = config.rpartition("-")
+        if precision in ("bf16", "fp16") and shape_backend in runs:
+            speedup = statistics.median(a["rate"] / b["rate"] for a, b in
+                                        zip(runs[config]["dpl"], runs[shape_backend]["dpl"]))
+            print(f"dpl {config} / dpl {shape_backend} = {speedup:.2f}x (median of the repeats)")
     if "1x2-gloo" in runs and "2x1-gloo" in runs:
         hidden = statistics.median(a["rate"] / b["rate"] for a, b in
                                    zip(runs["2x1-gloo"]["dpl"], runs["1x2-gloo"]["dpl"]))
