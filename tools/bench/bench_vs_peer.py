@@ -215,11 +215,14 @@ def main():
             # Rotate which side goes first, so no side always runs on the warmest machine.
             order = sides[repeat % len(sides):] + sides[:repeat % len(sides)]
             for side in order:
+                if side == "baseline" and precision != "fp32":
+                    continue  # an earlier launcher may not know --precision
                 make_cmd, side_env, worker_filter, steps_of_line = commands[side]
                 runs[config][side].append(one_measurement(make_cmd, side_env, worker_filter,
                                                           steps_of_line, args.first, args.steps))
             print(f"repeat {repeat + 1}/{args.repeats} {config}: " +
-                  ", ".join(f"{side} {runs[config][side][-1]['rate']:.0f}/s" for side in sides),
+                  ", ".join(f"{side} {runs[config][side][-1]['rate']:.0f}/s" for side in sides
+                            if runs[config][side]),
                   file=sys.stderr, flush=True)
 
     def median(config, side, key):
@@ -248,7 +251,7 @@ def main():
     if args.baseline:
         print("| config | dpl samples/s | baseline samples/s | dpl/baseline |")
         print("|---|---|---|---|")
-        for config in configs:
+        for config in (c for c in configs if runs[c]["baseline"]):
             print(f"| {config} | {median(config, 'dpl', 'rate'):.0f} | "
                   f"{median(config, 'baseline', 'rate'):.0f} | "
                   f"{paired(config, 'rate', 'baseline'):.3f}x |")
