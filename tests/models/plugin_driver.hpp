@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "dpl/model.h"
+#include "support/shell_capture.hpp"
 
 namespace dpl_test {
 
@@ -302,38 +302,12 @@ inline void Sgd(const Model& model, float learning_rate) {
   }
 }
 
-// stdout and stderr of a shell command; *exit_code its exit status.
-inline std::string Capture(const std::string& command, int* exit_code) {
-  std::string output;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return output;
-  std::array<char, 4096> buffer{};
-  std::size_t read = 0;
-  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    output.append(buffer.data(), read);
-  }
-  const int status = pclose(pipe);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
-}
-
-inline bool PythonHasTorch() {
-  static const bool has_torch = [] {
-    int exit_code = -1;
-    Capture("/usr/bin/python3 -c 'import torch' 2>&1", &exit_code);
-    return exit_code == 0;
-  }();
-  return has_torch;
-}
+using dpl::testing::Capture;
+using dpl::testing::PythonHasTorch;
 
 // Runs tests/models/fixtures.py with `arguments`; fails the test when it exits non-zero.
 inline std::string RunFixtures(const std::string& arguments) {
-  int exit_code = -1;
-  const std::string output = Capture(
-      "/usr/bin/python3 " + std::string(DPL_TEST_PYTHON_FIXTURES) + " " + arguments + " 2>&1",
-      &exit_code);
-  EXPECT_EQ(exit_code, 0) << "fixtures.py " << arguments << ":\n" << output;
-  return output;
+  return dpl::testing::RunPythonScript(DPL_TEST_PYTHON_FIXTURES, arguments);
 }
 
 // The value after `key` in a line of "key value key value ..." pairs; "" if absent.
