@@ -53,29 +53,15 @@ inline std::string Field(const std::string& text, const std::string& key) {
   return found;
 }
 
-// The folder of interop.py write. ctest runs every test in its own process, several at once, so
-// the folder is named by the fixture sources' contents, written under a temporary name and
-// renamed into place by whichever process finishes first; later processes reuse it.
+// The folder of interop.py write, written once for its sources (PythonFixtureFolder).
 inline const std::string& FixtureDir() {
   static const std::string directory = [] {
-    std::string sources;
+    std::vector<std::string> sources;
     for (const char* file :
          {"/tests/interop/interop.py", "/tools/recipe_convnet.py", "/tools/export_model.py"}) {
-      std::ifstream in(std::string(DPL_TEST_SOURCE_DIR) + file, std::ios::binary);
-      sources += std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      sources.push_back(std::string(DPL_TEST_SOURCE_DIR) + file);
     }
-    const std::string path = std::string(DPL_TEST_BINARY_DIR) + "/fixtures-" +
-                             std::to_string(std::hash<std::string>{}(sources));
-    if (std::ifstream(path + "/complete").good()) return path;
-    const std::string scratch = path + ".tmp" + std::to_string(getpid());
-    int exit_code = -1;
-    Capture("rm -rf '" + scratch + "' && mkdir -p '" + scratch + "'", &exit_code);
-    RunPython("write " + scratch);
-    std::ofstream(scratch + "/complete") << "written by interop.py\n";
-    if (std::rename(scratch.c_str(), path.c_str()) != 0) {  // another process was first
-      Capture("rm -rf '" + scratch + "'", &exit_code);
-    }
-    return path;
+    return dpl::testing::PythonFixtureFolder(DPL_TEST_INTEROP_PYTHON, sources, DPL_TEST_BINARY_DIR);
   }();
   return directory;
 }

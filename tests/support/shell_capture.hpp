@@ -3,11 +3,16 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstddef>
 #include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <string>
+#include <vector>
 
 namespace dpl::testing {
 
@@ -44,6 +49,32 @@ inline std::string RunPythonScript(const std::string& script, const std::string&
       Capture("/usr/bin/python3 " + script + " " + arguments + " 2>&1", &exit_code);
   EXPECT_EQ(exit_code, 0) << script << " " << arguments << ":\n" << output;
   return output;
+}
+
+// The folder below `parent` that `script write FOLDER` fills, named by the contents of `sources`
+// (the script and what it imports). ctest runs every test in its own process, several at once, so
+// the folder is written under a temporary name and renamed into place by whichever process
+// finishes first; later processes, and later runs with the same sources, reuse it.
+inline std::string PythonFixtureFolder(const std::string& script,
+                                       const std::vector<std::string>& sources,
+                                       const std::string& parent) {
+  std::string contents;
+  for (const std::string& file : sources) {
+    std::ifstream in(file, std::ios::binary);
+    contents += std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string path =
+      parent + "/fixtures-" + std::to_string(std::hash<std::string>{}(contents));
+  if (std::ifstream(path + "/complete").good()) return path;
+  const std::string scratch = path + ".tmp" + std::to_string(getpid());
+  int exit_code = -1;
+  Capture("rm -rf '" + scratch + "' && mkdir -p '" + scratch + "'", &exit_code);
+  RunPythonScript(script, "write " + scratch);
+  std::ofstream(scratch + "/complete") << "written by " << script << "\n";
+  if (std::rename(scratch.c_str(), path.c_str()) != 0) {  // another process was first
+    Capture("rm -rf '" + scratch + "'", &exit_code);
+  }
+  return path;
 }
 
 }  // namespace dpl::testing
