@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/batch_fill.hpp"
 #include "common/files.hpp"
-#include "common/parallel.hpp"
 #include "common/plugin.hpp"
 #include "common/sample_transform.hpp"
 
@@ -99,13 +99,11 @@ class Cifar10Dataset : public Dataset {
   void Fill(const int64_t* indices, int64_t n, int64_t epoch, float* input,
             int64_t* labels) override {
     for (const RecordFile& records : files_) records.file->CheckUnchanged();
-    dpl::datasets::ParallelFor(
-        dpl::datasets::ThreadsForElements(n * kPixelBytes, num_threads_), n, [&](int64_t i) {
-          const int64_t index = indices[i];
-          const uint8_t* record = Record(index);
-          labels[i] = record[0];
-          transform_.Apply(record + 1, index, epoch, input + i * kPixelBytes);
-        });
+    // A record is its label byte, then the pixels.
+    dpl::datasets::FillTransformedBatch(
+        transform_, num_threads_, indices, n, epoch, input, labels,
+        [&](int64_t index) { return Record(index) + 1; },
+        [&](int64_t index) { return int64_t(Record(index)[0]); });
   }
 
  private:

@@ -13,6 +13,13 @@ int64_t ReadClassesOption(const support::KeyValueOptions& options) {
   return classes;
 }
 
+TransformAndClassesOptions ReadTransformAndClassesOptions(const support::KeyValueOptions& options) {
+  TransformAndClassesOptions read;
+  read.transform = ReadTransformOptions(options, /*images=*/true);
+  read.classes = ReadClassesOption(options);
+  return read;
+}
+
 int64_t CountClasses(const std::vector<int64_t>& labels, int64_t declared,
                      const std::string& labels_path) {
   int64_t largest = -1;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/sample_transform.hpp"
 #include "dpl/support/options.hpp"
 
 namespace dpl::datasets {
@@ -17,5 +18,14 @@ int64_t ReadClassesOption(const support::KeyValueOptions& options);
 // `labels_path`, the label and its sample.
 int64_t CountClasses(const std::vector<int64_t>& labels, int64_t declared,
                      const std::string& labels_path);
+
+// The options of a plugin whose samples take only the transform's options and `classes=N`.
+struct TransformAndClassesOptions {
+  TransformOptions transform;
+  int64_t classes = 0;  // ReadClassesOption
+};
+
+// ReadTransformOptions(options, /*images=*/true) and ReadClassesOption.
+TransformAndClassesOptions ReadTransformAndClassesOptions(const support::KeyValueOptions& options);
 
 }  // namespace dpl::datasets

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "common/batch_fill.hpp"
 #include "common/data_cache.hpp"
 #include "common/files.hpp"
 #include "common/labels.hpp"
-#include "common/parallel.hpp"
 #include "common/plugin.hpp"
 #include "common/sample_transform.hpp"
 
@@ -203,13 +203,10 @@ class IdxDataset : public Dataset {
   void Fill(const int64_t* indices, int64_t n, int64_t epoch, float* input,
             int64_t* labels) override {
     const int64_t elements = SampleElements();
-    dpl::datasets::ParallelFor(dpl::datasets::ThreadsForElements(n * elements, num_threads_), n,
-                               [&](int64_t i) {
-                                 const int64_t index = indices[i];
-                                 transform_.Apply(images_.pixels.data() + index * elements, index,
-                                                  epoch, input + i * elements);
-                                 labels[i] = labels_[size_t(index)];
-                               });
+    dpl::datasets::FillTransformedBatch(
+        transform_, num_threads_, indices, n, epoch, input, labels,
+        [&](int64_t index) { return images_.pixels.data() + index * elements; },
+        [&](int64_t index) { return labels_[size_t(index)]; });
   }
 
  private:
@@ -221,16 +218,10 @@ class IdxDataset : public Dataset {
 
 struct IdxTraits {
   static constexpr char kName[] = "idx";
-  struct Options {
-    dpl::datasets::TransformOptions transform;
-    int64_t classes = 0;
-  };
+  using Options = dpl::datasets::TransformAndClassesOptions;
 
   static Options ReadOptions(const dpl::support::KeyValueOptions& options) {
-    Options read;
-    read.transform = dpl::datasets::ReadTransformOptions(options, /*images=*/true);
-    read.classes = dpl::datasets::ReadClassesOption(options);
-    return read;
+    return dpl::datasets::ReadTransformAndClassesOptions(options);
   }
 
   static std::unique_ptr<Dataset> Open(const OpenRequest& request, const Options& options) {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "common/batch_fill.hpp"
 #include "common/files.hpp"
 #include "common/labels.hpp"
-#include "common/parallel.hpp"
 #include "common/plugin.hpp"
 #include "common/sample_transform.hpp"
 #include "npy_format.hpp"
@@ -78,13 +78,10 @@ class NpyDataset : public Dataset {
     x_.file->CheckUnchanged();
     const int64_t elements = SampleElements();
     const size_t sample_bytes = size_t(elements) * x_.item_size;
-    dpl::datasets::ParallelFor(dpl::datasets::ThreadsForElements(n * elements, num_threads_), n,
-                               [&](int64_t i) {
-                                 const int64_t index = indices[i];
-                                 transform_.Apply(x_.data() + size_t(index) * sample_bytes, index,
-                                                  epoch, input + i * elements);
-                                 labels[i] = labels_[size_t(index)];
-                               });
+    dpl::datasets::FillTransformedBatch(
+        transform_, num_threads_, indices, n, epoch, input, labels,
+        [&](int64_t index) { return x_.data() + size_t(index) * sample_bytes; },
+        [&](int64_t index) { return labels_[size_t(index)]; });
   }
 
  private:
@@ -96,16 +93,10 @@ class NpyDataset : public Dataset {
 
 struct NpyTraits {
   static constexpr char kName[] = "npy";
-  struct Options {
-    dpl::datasets::TransformOptions transform;
-    int64_t classes = 0;
-  };
+  using Options = dpl::datasets::TransformAndClassesOptions;
 
   static Options ReadOptions(const dpl::support::KeyValueOptions& options) {
-    Options read;
-    read.transform = dpl::datasets::ReadTransformOptions(options, /*images=*/true);
-    read.classes = dpl::datasets::ReadClassesOption(options);
-    return read;
+    return dpl::datasets::ReadTransformAndClassesOptions(options);
   }
 
   static std::unique_ptr<Dataset> Open(const OpenRequest& request, const Options& options) {

@@ -1,18 +1,13 @@
 #include "training/loss_scaler.hpp"
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 
+#include "training/number_text.hpp"
+
 namespace dpl::training {
 namespace {
-
-std::string Number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
 
 // An exponent of all ones is inf or NaN. Testing bits rather than std::isfinite keeps the loops
 // free of calls and branches, so the compiler vectorises them.
@@ -34,15 +29,15 @@ Result<LossScaler> LossScaler::Create(const LossScalerOptions& options) {
   if (!(init_scale > 0.0f && std::isfinite(init_scale)))
     return Status::InvalidArgument(
         "--loss-scale-init must be a positive number within float32 range (got " +
-        Number(options.init_scale) + ")");
+        NumberText(options.init_scale) + ")");
   if (!(options.growth_factor > 1.0 && std::isfinite(options.growth_factor)))
     return Status::InvalidArgument(
         "--loss-scale-growth-factor must be a finite number greater than 1 (got " +
-        Number(options.growth_factor) + ")");
+        NumberText(options.growth_factor) + ")");
   if (!(options.backoff_factor > 0.0 && options.backoff_factor < 1.0))
     return Status::InvalidArgument(
         "--loss-scale-backoff-factor must be greater than 0 and less than 1 (got " +
-        Number(options.backoff_factor) + ")");
+        NumberText(options.backoff_factor) + ")");
   if (options.growth_interval < 1 || options.growth_interval > std::numeric_limits<int32_t>::max())
     return Status::InvalidArgument("--loss-scale-growth-interval must be between 1 and " +
                                    std::to_string(std::numeric_limits<int32_t>::max()) +
@@ -93,7 +88,7 @@ StepDecision LossScaler::Update(bool found_non_finite_on_any_rank) {
 
 Status LossScaler::Restore(const LossScalerState& state) {
   if (!(state.scale > 0.0f && std::isfinite(state.scale)))
-    return Status::InvalidArgument("the checkpoint's loss scale " + Number(state.scale) +
+    return Status::InvalidArgument("the checkpoint's loss scale " + NumberText(state.scale) +
                                    " is not a positive finite number");
   if (state.growth_tracker < 0 || state.growth_tracker >= options_.growth_interval)
     return Status::InvalidArgument("the checkpoint's loss-scale growth tracker " +

@@ -1,19 +1,14 @@
 #include "training/lr_schedule.hpp"
 
 #include <cmath>
-#include <cstdio>
+
+#include "training/number_text.hpp"
 
 namespace dpl::training {
 namespace {
 
 constexpr double kPi = 3.141592653589793;  // Python's math.pi
 constexpr double kEtaMin = 0.0;            // CosineAnnealingLR's default
-
-std::string Number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
 
 }  // namespace
 
@@ -54,7 +49,7 @@ Result<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options, double b
         std::to_string(options.step_size) + ")");
   if (kind == LrScheduleKind::kStep && !(options.gamma > 0.0 && std::isfinite(options.gamma)))
     return Status::InvalidArgument("--lr-gamma must be a finite number greater than 0 (got " +
-                                   Number(options.gamma) + ")");
+                                   NumberText(options.gamma) + ")");
   const bool decays = kind == LrScheduleKind::kCosine || kind == LrScheduleKind::kLinear;
   if ((options.warmup_steps > 0 || decays) && total_steps <= options.warmup_steps)
     return Status::InvalidArgument(

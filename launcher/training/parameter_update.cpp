@@ -1,19 +1,13 @@
 #include "training/parameter_update.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "common/log.hpp"
 #include "training/gradient_clipping.hpp"
+#include "training/number_text.hpp"
 
 namespace dpl::training {
 namespace {
-
-std::string Number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
 
 std::string Steps(int64_t count) {
   return std::to_string(count) + (count == 1 ? " step" : " steps");
@@ -103,9 +97,10 @@ Result<StepDecision> ParameterUpdate::Step(int64_t global_step,
       ++skipped_steps_;
       if (rank_ == 0) {
         log::Warning("step " + std::to_string(global_step + 1) +
-                     ": the fp16 gradients hold inf or NaN at loss scale " + Number(scale) +
+                     ": the fp16 gradients hold inf or NaN at loss scale " + NumberText(scale) +
                      "; the optimizer step is skipped and the loss scale is now " +
-                     Number(scaler_->scale()) + " (" + Steps(skipped_steps_) + " skipped so far)");
+                     NumberText(scaler_->scale()) + " (" + Steps(skipped_steps_) +
+                     " skipped so far)");
       }
     }
   }
@@ -144,7 +139,7 @@ Status ParameterUpdate::RestoreLossScaling(const LossScalingState& state) {
 void ParameterUpdate::LogSummary(int64_t global_step) const {
   if (!scaler_ || rank_ != 0) return;
   log::Info("fp16 loss scaling: " + Steps(skipped_steps_) + " of " + std::to_string(global_step) +
-            " skipped for inf/NaN gradients; the loss scale is " + Number(scaler_->scale()));
+            " skipped for inf/NaN gradients; the loss scale is " + NumberText(scaler_->scale()));
 }
 
 }  // namespace dpl::training

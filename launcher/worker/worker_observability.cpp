@@ -2,27 +2,19 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
-
 #include "common/log.hpp"
 #include "observability/stall_monitor.hpp"
 #include "observability/trace_file.hpp"
 #include "observability/tracer.hpp"
+#include "worker/store_client_options.hpp"
 
 namespace dpl::worker {
 namespace {
 
 Result<std::unique_ptr<rendezvous::StoreClient>> ConnectAgain(const cli::Options& options) {
-  const auto colon = options.store_addr.rfind(':');
-  if (colon == std::string::npos) {
-    return Status::InvalidArgument("--store-addr '" + options.store_addr + "' is not host:port");
-  }
-  rendezvous::StoreClientOptions client_options;
-  client_options.host = options.store_addr.substr(0, colon);
-  client_options.port = std::atoi(options.store_addr.c_str() + colon + 1);
-  client_options.job_token = options.job_token;
-  client_options.connect_timeout = options.rendezvous_timeout;
-  return rendezvous::StoreClient::Connect(client_options);
+  auto client_options = WorkerStoreClientOptions(options);
+  if (!client_options.ok()) return client_options.status();
+  return rendezvous::StoreClient::Connect(*client_options);
 }
 
 }  // namespace

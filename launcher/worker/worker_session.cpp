@@ -11,6 +11,7 @@
 #include "worker/backend_bootstrap.hpp"
 #include "worker/device_policy.hpp"
 #include "worker/selftest.hpp"
+#include "worker/store_client_options.hpp"
 #include "worker/worker.hpp"
 #include "worker/worker_observability.hpp"
 
@@ -21,15 +22,9 @@ namespace {
 Result<std::unique_ptr<rendezvous::StoreClient>> JoinJob(const cli::Options& options,
                                                          const training::WorkerIdentity& identity,
                                                          const std::string& prefix) {
-  const auto colon = options.store_addr.rfind(':');
-  if (colon == std::string::npos) {
-    return Status::InvalidArgument("--store-addr '" + options.store_addr + "' is not host:port");
-  }
-  rendezvous::StoreClientOptions client_options;
-  client_options.host = options.store_addr.substr(0, colon);
-  client_options.port = std::atoi(options.store_addr.c_str() + colon + 1);
-  client_options.job_token = options.job_token;
-  client_options.connect_timeout = options.rendezvous_timeout;
+  auto store_options = WorkerStoreClientOptions(options);
+  if (!store_options.ok()) return store_options.status();
+  rendezvous::StoreClientOptions client_options = *store_options;
   // A worker cut off from machine 0 must fail within --backend-timeout, as a silent peer does.
   client_options.call_timeout = std::min(client_options.call_timeout, options.backend_timeout);
   client_options.keepalive_timeout =

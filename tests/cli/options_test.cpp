@@ -10,21 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "cli_test_support.hpp"
+
 namespace dpl::cli {
 namespace {
-
-Result<Options> Parse(std::vector<std::string> arguments) {
-  arguments.insert(arguments.begin(), "launcher");
-  std::vector<const char*> argv;
-  for (const auto& argument : arguments) argv.push_back(argument.c_str());
-  return ParseCommandLine(static_cast<int>(argv.size()), argv.data());
-}
-
-std::string ErrorOf(std::vector<std::string> arguments) {
-  auto options = Parse(std::move(arguments));
-  EXPECT_FALSE(options.ok()) << "parsed, but should be refused";
-  return options.status().message();
-}
 
 class OptionsTest : public ::testing::Test {
  protected:

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/options.hpp"
+#include "cli_test_support.hpp"
 
 namespace dpl::cli {
 namespace {
@@ -15,19 +16,6 @@ namespace {
 using training::GradientCompression;
 using training::LrScheduleKind;
 using training::Precision;
-
-Result<Options> Parse(std::vector<std::string> arguments) {
-  arguments.insert(arguments.begin(), "launcher");
-  std::vector<const char*> argv;
-  for (const auto& argument : arguments) argv.push_back(argument.c_str());
-  return ParseCommandLine(static_cast<int>(argv.size()), argv.data());
-}
-
-std::string ErrorOf(std::vector<std::string> arguments) {
-  auto options = Parse(std::move(arguments));
-  EXPECT_FALSE(options.ok()) << "parsed, but should be refused";
-  return options.ok() ? "" : options.status().message();
-}
 
 TEST(TrainingMathFlags, DefaultsAreFp32AConstantRateAndGradScalersNumbers) {
   auto options = Parse({});

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "supervision/launcher_processes.hpp"
+#include "support/shell_capture.hpp"
 
 namespace dpl::interop_test {
 
@@ -31,38 +31,12 @@ inline bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// stdout and stderr of a shell command; *exit_code its exit status.
-inline std::string Capture(const std::string& command, int* exit_code) {
-  std::string output;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return output;
-  std::array<char, 4096> buffer{};
-  std::size_t read = 0;
-  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    output.append(buffer.data(), read);
-  }
-  const int status = pclose(pipe);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
-}
-
-inline bool PythonHasTorch() {
-  static const bool has_torch = [] {
-    int exit_code = -1;
-    Capture("/usr/bin/python3 -c 'import torch' 2>&1", &exit_code);
-    return exit_code == 0;
-  }();
-  return has_torch;
-}
+using dpl::testing::Capture;
+using dpl::testing::PythonHasTorch;
 
 // Runs tests/interop/interop.py with `arguments`; fails the test when it exits non-zero.
 inline std::string RunPython(const std::string& arguments) {
-  int exit_code = -1;
-  const std::string output = Capture(
-      "/usr/bin/python3 " + std::string(DPL_TEST_INTEROP_PYTHON) + " " + arguments + " 2>&1",
-      &exit_code);
-  EXPECT_EQ(exit_code, 0) << "interop.py " << arguments << ":\n" << output;
-  return output;
+  return dpl::testing::RunPythonScript(DPL_TEST_INTEROP_PYTHON, arguments);
 }
 
 // The value after `key` in the last line of `text` that has it ("key value key value ...").
@@ -79,29 +53,15 @@ inline std::string Field(const std::string& text, const std::string& key) {
   return found;
 }
 
-// The folder of interop.py write. ctest runs every test in its own process, several at once, so
-// the folder is named by the fixture sources' contents, written under a temporary name and
-// renamed into place by whichever process finishes first; later processes reuse it.
+// The folder of interop.py write, written once for its sources (PythonFixtureFolder).
 inline const std::string& FixtureDir() {
   static const std::string directory = [] {
-    std::string sources;
+    std::vector<std::string> sources;
     for (const char* file :
          {"/tests/interop/interop.py", "/tools/recipe_convnet.py", "/tools/export_model.py"}) {
-      std::ifstream in(std::string(DPL_TEST_SOURCE_DIR) + file, std::ios::binary);
-      sources += std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      sources.push_back(std::string(DPL_TEST_SOURCE_DIR) + file);
     }
-    const std::string path = std::string(DPL_TEST_BINARY_DIR) + "/fixtures-" +
-                             std::to_string(std::hash<std::string>{}(sources));
-    if (std::ifstream(path + "/complete").good()) return path;
-    const std::string scratch = path + ".tmp" + std::to_string(getpid());
-    int exit_code = -1;
-    Capture("rm -rf '" + scratch + "' && mkdir -p '" + scratch + "'", &exit_code);
-    RunPython("write " + scratch);
-    std::ofstream(scratch + "/complete") << "written by interop.py\n";
-    if (std::rename(scratch.c_str(), path.c_str()) != 0) {  // another process was first
-      Capture("rm -rf '" + scratch + "'", &exit_code);
-    }
-    return path;
+    return dpl::testing::PythonFixtureFolder(DPL_TEST_INTEROP_PYTHON, sources, DPL_TEST_BINARY_DIR);
   }();
   return directory;
 }

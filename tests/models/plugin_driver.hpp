@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "dpl/model.h"
+#include "support/shell_capture.hpp"
 
 namespace dpl_test {
 
@@ -302,38 +302,12 @@ inline void Sgd(const Model& model, float learning_rate) {
   }
 }
 
-// stdout and stderr of a shell command; *exit_code its exit status.
-inline std::string Capture(const std::string& command, int* exit_code) {
-  std::string output;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return output;
-  std::array<char, 4096> buffer{};
-  std::size_t read = 0;
-  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    output.append(buffer.data(), read);
-  }
-  const int status = pclose(pipe);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
-}
-
-inline bool PythonHasTorch() {
-  static const bool has_torch = [] {
-    int exit_code = -1;
-    Capture("/usr/bin/python3 -c 'import torch' 2>&1", &exit_code);
-    return exit_code == 0;
-  }();
-  return has_torch;
-}
+using dpl::testing::Capture;
+using dpl::testing::PythonHasTorch;
 
 // Runs tests/models/fixtures.py with `arguments`; fails the test when it exits non-zero.
 inline std::string RunFixtures(const std::string& arguments) {
-  int exit_code = -1;
-  const std::string output = Capture(
-      "/usr/bin/python3 " + std::string(DPL_TEST_PYTHON_FIXTURES) + " " + arguments + " 2>&1",
-      &exit_code);
-  EXPECT_EQ(exit_code, 0) << "fixtures.py " << arguments << ":\n" << output;
-  return output;
+  return dpl::testing::RunPythonScript(DPL_TEST_PYTHON_FIXTURES, arguments);
 }
 
 // The value after `key` in a line of "key value key value ..." pairs; "" if absent.
@@ -358,29 +332,16 @@ inline std::string ResultLine(const std::string& text) {
   return result;
 }
 
-// The folder of fixtures.py write. ctest runs every test in its own process, several at once, so
-// the folder is named by the fixture sources' contents, written under a temporary name and
-// renamed into place by whichever process finishes first; later processes reuse it.
+// The folder of fixtures.py write, written once for its sources (PythonFixtureFolder).
 inline const std::string& FixtureDir() {
   static const std::string directory = [] {
-    std::string sources;
+    std::vector<std::string> sources;
     for (const char* file : {"/tests/models/fixtures.py", "/tests/models/fixture_models.py",
                              "/tools/export_model.py", "/tools/recipe_convnet.py"}) {
-      std::ifstream in(std::string(DPL_TEST_SOURCE_DIR) + file, std::ios::binary);
-      sources += std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      sources.push_back(std::string(DPL_TEST_SOURCE_DIR) + file);
     }
-    const std::string path = std::string(DPL_TEST_BINARY_DIR) + "/fixtures-" +
-                             std::to_string(std::hash<std::string>{}(sources));
-    if (std::ifstream(path + "/complete").good()) return path;
-    const std::string scratch = path + ".tmp" + std::to_string(getpid());
-    int exit_code = -1;
-    Capture("rm -rf '" + scratch + "' && mkdir -p '" + scratch + "'", &exit_code);
-    RunFixtures("write " + scratch);
-    std::ofstream(scratch + "/complete") << "written by fixtures.py\n";
-    if (std::rename(scratch.c_str(), path.c_str()) != 0) {  // another process was first
-      Capture("rm -rf '" + scratch + "'", &exit_code);
-    }
-    return path;
+    return dpl::testing::PythonFixtureFolder(DPL_TEST_PYTHON_FIXTURES, sources,
+                                             DPL_TEST_BINARY_DIR);
   }();
   return directory;
 }

@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "training/checkpoint.hpp"
 #include "training_jobs.hpp"
@@ -34,7 +37,24 @@ double Seconds(Clock::duration duration) {
   return std::chrono::duration<double>(duration).count();
 }
 
-using JobFailuresTest = TrainingJobTest;
+class JobFailuresTest : public TrainingJobTest {
+ protected:
+  // A two-rank job with each case's flags must fail with the case's message, and no worker may
+  // start.
+  void ExpectRefusedBeforeAnyWorkerStarts(const std::vector<std::pair<Args, std::string>>& cases) {
+    int index = 0;
+    for (const auto& [flags, message] : cases) {
+      Args args = Job("tcp", "mlp", 2, {"--master-port", "0", "--max-steps", "1"});
+      args.insert(args.end(), flags.begin(), flags.end());
+      LauncherProcess job(args, OutputPath(std::to_string(index++)));
+      const auto status = job.Wait(30s);
+      EXPECT_TRUE(ExitedWith(status, 1)) << Describe(status) << job.Output();
+      EXPECT_TRUE(Contains(job.Output(), "[launcher 0] error: job failed: " + message))
+          << job.Output();
+      EXPECT_FALSE(Contains(job.Output(), "[rank ")) << "a worker started:\n" << job.Output();
+    }
+  }
+};
 
 // A rank that fails outside a collective, with the default --backend-timeout (300 s): it must
 // report at once, and its peer, waiting in an allreduce, must learn of it from the closed
@@ -204,17 +224,7 @@ TEST_F(JobFailuresTest, UnwritableOutputsAreRefusedBeforeAnyWorkerStarts) {
        "--log-dir " + missing + "/logs: its parent folder " + missing +
            " does not exist; create it first"},
   };
-  int index = 0;
-  for (const auto& [flags, message] : cases) {
-    Args args = Job("tcp", "mlp", 2, {"--master-port", "0", "--max-steps", "1"});
-    args.insert(args.end(), flags.begin(), flags.end());
-    LauncherProcess job(args, OutputPath(std::to_string(index++)));
-    const auto status = job.Wait(30s);
-    EXPECT_TRUE(ExitedWith(status, 1)) << Describe(status) << job.Output();
-    EXPECT_TRUE(Contains(job.Output(), "[launcher 0] error: job failed: " + message))
-        << job.Output();
-    EXPECT_FALSE(Contains(job.Output(), "[rank ")) << "a worker started:\n" << job.Output();
-  }
+  ExpectRefusedBeforeAnyWorkerStarts(cases);
   EXPECT_FALSE(std::filesystem::exists(missing));
 }
 
@@ -258,17 +268,7 @@ TEST_F(JobFailuresTest, AFullDiskIsRefusedBeforeAnyWorkerStarts) {
       {{"--dump-parameters", full}, "--dump-parameters " + full + ": " + reason},
       {{"--metrics", full + "/m.jsonl"}, "--metrics " + full + "/m.jsonl: " + reason},
   };
-  int index = 0;
-  for (const auto& [flags, message] : cases) {
-    Args args = Job("tcp", "mlp", 2, {"--master-port", "0", "--max-steps", "1"});
-    args.insert(args.end(), flags.begin(), flags.end());
-    LauncherProcess job(args, OutputPath(std::to_string(index++)));
-    const auto status = job.Wait(30s);
-    EXPECT_TRUE(ExitedWith(status, 1)) << Describe(status) << job.Output();
-    EXPECT_TRUE(Contains(job.Output(), "[launcher 0] error: job failed: " + message))
-        << job.Output();
-    EXPECT_FALSE(Contains(job.Output(), "[rank ")) << "a worker started:\n" << job.Output();
-  }
+  ExpectRefusedBeforeAnyWorkerStarts(cases);
 }
 
 TEST_F(JobFailuresTest, ALogDiskThatFillsUpFailsTheJobNamingTheFile) {

@@ -5,15 +5,14 @@
 #include <sys/stat.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <regex>
 #include <sstream>
 
+#include "launcher_runs.hpp"
 #include "support/idx_writer.hpp"
 
 namespace {
@@ -30,31 +29,15 @@ bool ConvnetPluginAvailable() {
   return false;
 }
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;
-};
+using dpl::test::ReadFloats;
+using dpl::test::RunLauncher;
+using dpl::test::RunResult;
 
-RunResult RunLauncher(const std::string& arguments) {
-  const std::string command =
-      std::string(DPL_TEST_LAUNCHER) + " --plugin-dir " + DPL_TEST_PLUGIN_DIR +
-      " --master-port 0 --no-progress --threads-per-worker 1 " + arguments + " 2>&1";
-  RunResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return result;
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-std::vector<float> ReadFloats(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> out(bytes.size() / sizeof(float));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
-  return out;
+// How many values of `a` and `b` (parameters of one model) differ by more than 1e-3.
+size_t CountFarApart(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t far = 0;
+  for (size_t i = 0; i < a.size(); ++i) far += std::fabs(a[i] - b[i]) > 1e-3f;
+  return far;
 }
 
 class EndToEndTest : public ::testing::Test {
@@ -120,9 +103,8 @@ TEST_F(EndToEndTest, TwoRanksOfHalfBatchMatchOneRankOfFullBatch) {
   ASSERT_GT(p1.size(), 100000u);
   ASSERT_EQ(p1.size(), r0.size());
   EXPECT_TRUE(r0 == r1) << "ranks' parameters differ";
-  size_t far = 0;
-  for (size_t i = 0; i < p1.size(); ++i) far += std::fabs(p1[i] - r0[i]) > 1e-3f;
-  EXPECT_LE(far, p1.size() / 1000) << "parameters of world 1 x 64 and world 2 x 32 differ";
+  EXPECT_LE(CountFarApart(p1, r0), p1.size() / 1000)
+      << "parameters of world 1 x 64 and world 2 x 32 differ";
 }
 
 // Small buckets (1 MiB cap: four collectives per step) through each CPU backend.
@@ -180,9 +162,8 @@ TEST_F(EndToEndTest, GradientAccumulationMatchesTheLargerBatch) {
   const std::vector<float> p = ReadFloats(big + "/rank-0.bin");
   const std::vector<float> q = ReadFloats(accumulated + "/rank-0.bin");
   ASSERT_EQ(p.size(), q.size());
-  size_t far = 0;
-  for (size_t i = 0; i < p.size(); ++i) far += std::fabs(p[i] - q[i]) > 1e-3f;
-  EXPECT_LE(far, p.size() / 1000) << "--grad-accum 2 of 32 differs from one batch of 64";
+  EXPECT_LE(CountFarApart(p, q), p.size() / 1000)
+      << "--grad-accum 2 of 32 differs from one batch of 64";
 }
 
 // 16-bit gradients: fp16 through gloo; bf16 may be unsupported, then float32 with a warning.

@@ -1,0 +1,21 @@
+#include "worker/store_client_options.hpp"
+
+#include <cstdlib>
+#include <string>
+
+namespace dpl::worker {
+
+Result<rendezvous::StoreClientOptions> WorkerStoreClientOptions(const cli::Options& options) {
+  const auto colon = options.store_addr.rfind(':');
+  if (colon == std::string::npos) {
+    return Status::InvalidArgument("--store-addr '" + options.store_addr + "' is not host:port");
+  }
+  rendezvous::StoreClientOptions client_options;
+  client_options.host = options.store_addr.substr(0, colon);
+  client_options.port = std::atoi(options.store_addr.c_str() + colon + 1);
+  client_options.job_token = options.job_token;
+  client_options.connect_timeout = options.rendezvous_timeout;
+  return client_options;
+}
+
+}  // namespace dpl::worker
