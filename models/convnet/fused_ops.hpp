@@ -9,7 +9,10 @@
 // is one pass too; Relu keeps libtorch's forward and replaces only its backward. Results are the
 // same values as torch::relu / torch::max_pool2d: the same maximum, the same winner on ties (the
 // first in row-major order; a NaN wins), the same gradients, in float32 and in bfloat16. On other
-// devices and dtypes both fall back to libtorch's own operators.
+// devices and dtypes both fall back to libtorch's own operators. The ConvNet runs its activations
+// channels-last (NHWC) on the CPU, because oneDNN's convolutions otherwise reorder NCHW tensors to
+// their blocked layout and back on every call (docs/performance.md, "The ceiling on an AVX-512
+// machine"): both kernels take NCHW and NHWC, the NHWC max-pool vectorised over the channels.
 #pragma once
 
 #include <torch/torch.h>
