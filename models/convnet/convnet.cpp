@@ -19,8 +19,10 @@ struct ConvNet : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x) {
     // relu and max_pool2d(relu) through dpl::convnet's kernels on the CPU (Note [Why own kernels
     // for ReLU and max-pool]): the same values, in a fraction of libtorch 1.13's time.
-    x = dpl::convnet::Relu(cn1->forward(x));
-    x = dpl::convnet::ReluMaxPool2x2(cn2->forward(x));
+    x = dpl::convnet::Relu(Convolve(cn1, x));
+    x = dpl::convnet::ReluMaxPool2x2(Convolve(cn2, x));
+    // feature_dropout draws one mask value per (sample, channel) whatever the layout, and flatten
+    // of an NHWC tensor gives fc1 the (C, H, W) order all the same.
     // feature_dropout is what Python's Dropout2d runs for 4-D and for 2-D input alike. (libtorch's
     // C++ Dropout2d would treat the 2-D (batch, 64) input as unbatched and drop whole samples.)
     x = torch::feature_dropout(x, 0.10, is_training() && dropout_enabled);
@@ -31,6 +33,16 @@ struct ConvNet : torch::nn::Module {
     // float32 log-probabilities under a bf16 autocast too (libtorch 1.13's CPU autocast would
     // leave log_softmax in bfloat16); a no-op in float32.
     return torch::log_softmax(x, 1, torch::kFloat32);
+  }
+
+  // conv->forward(input) (stride 1, no padding, as cn1 and cn2 are built), on the CPU with the
+  // input and a copy of the weight in NHWC, so that oneDNN runs its nhwc convolutions instead of
+  // reordering NCHW tensors to its blocked layout and back on every call (Note [Why own kernels
+  // for ReLU and max-pool]). The parameters stay NCHW (OIHW) for the host.
+  static torch::Tensor Convolve(torch::nn::Conv2d& conv, const torch::Tensor& input) {
+    if (!dpl::convnet::OwnKernelsApply(input) || input.dim() != 4) return conv->forward(input);
+    return torch::conv2d(dpl::convnet::ChannelsLastCopy(input),
+                         dpl::convnet::ChannelsLastCopy(conv->weight), conv->bias);
   }
 
   bool dropout_enabled;
