@@ -27,6 +27,7 @@
 #include "dpl/torch_model/device.hpp"
 #include "dpl/torch_model/errors.hpp"
 #include "dpl/torch_model/instance.hpp"
+#include "dpl/torch_model/libtorch_versions.hpp"
 #include "dpl/torch_model/network.hpp"
 #include "dpl/torch_model/precision.hpp"
 #include "dpl/torch_model/warnings.hpp"
@@ -61,7 +62,7 @@ struct Plugin {
     return Guarded(Traits::kName, what, [&] {
       Instance& instance = Get(model);
       DeviceScope device(instance.device());
-      c10::Warning::WarningHandlerGuard warnings(instance.warnings());
+      WarningHandlerScope warnings(instance.warnings());
       body(instance);
     });
   }
@@ -80,7 +81,7 @@ struct Plugin {
                               " (dpl_model_config_v1); rebuild the host against this SDK");
       }
       auto warnings = std::make_unique<WarningLog>(Traits::kName, config->log, config->log_context);
-      c10::Warning::WarningHandlerGuard warnings_scope(warnings.get());
+      WarningHandlerScope warnings_scope(warnings.get());
       BuildContext context;
       context.device = SelectDevice(config->device_type, config->device_id);
       context.log = config->log;
@@ -128,7 +129,7 @@ struct Plugin {
     try {
       auto* instance = reinterpret_cast<Instance*>(model);
       DeviceScope device(instance->device());
-      c10::Warning::WarningHandlerGuard warnings(instance->warnings());
+      WarningHandlerScope warnings(instance->warnings());
       delete instance;
     } catch (...) {
       // A destructor that throws has nowhere to report; never let it cross the edge.

@@ -23,6 +23,7 @@
 
 #include "dpl/model.h"
 #include "dpl/torch_model/errors.hpp"
+#include "dpl/torch_model/libtorch_versions.hpp"
 
 namespace dpl {
 namespace torch_model {
@@ -86,30 +87,18 @@ class AutocastScope {
   AutocastScope(dpl_precision precision, c10::Device device)
       : active_(precision != DPL_PRECISION_FP32), cuda_(device.is_cuda()) {
     if (!active_) return;
-    if (cuda_) {
-      was_enabled_ = at::autocast::is_enabled();
-      previous_type_ = at::autocast::get_autocast_gpu_dtype();
-      at::autocast::set_autocast_gpu_dtype(LowPrecisionType(precision));
-      at::autocast::set_enabled(true);
-    } else {
-      was_enabled_ = at::autocast::is_cpu_enabled();
-      previous_type_ = at::autocast::get_autocast_cpu_dtype();
-      at::autocast::set_autocast_cpu_dtype(LowPrecisionType(precision));
-      at::autocast::set_cpu_enabled(true);
-    }
+    was_enabled_ = AutocastEnabled(cuda_);
+    previous_type_ = AutocastType(cuda_);
+    SetAutocastType(cuda_, LowPrecisionType(precision));
+    SetAutocastEnabled(cuda_, true);
     at::autocast::increment_nesting();
   }
 
   ~AutocastScope() {
     if (!active_) return;
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    if (cuda_) {
-      at::autocast::set_enabled(was_enabled_);
-      at::autocast::set_autocast_gpu_dtype(previous_type_);
-    } else {
-      at::autocast::set_cpu_enabled(was_enabled_);
-      at::autocast::set_autocast_cpu_dtype(previous_type_);
-    }
+    SetAutocastEnabled(cuda_, was_enabled_);
+    SetAutocastType(cuda_, previous_type_);
   }
 
   AutocastScope(const AutocastScope&) = delete;

@@ -11,7 +11,7 @@
 #define DPL_TORCH_MODEL_RNG_STATE_HPP
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/Context.h>
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -38,7 +38,7 @@ inline std::vector<GeneratorEntry> ModelGenerators(c10::Device device) {
   std::vector<GeneratorEntry> generators{{kDLCPU, 0, at::detail::getDefaultCPUGenerator()}};
   if (device.is_cuda()) {
     generators.push_back({kDLCUDA, device.index(),
-                          at::detail::getCUDAHooks().getDefaultCUDAGenerator(device.index())});
+                          at::globalContext().defaultGenerator(device)});
   }
   return generators;
 }

@@ -5,13 +5,11 @@
 // TorchScript code) through a handler of the calling thread whose default prints every one to
 // stderr, every time: the recipe's scripted Dropout2d, given the 2-D input after flatten, printed
 // a deprecation warning on every step. Every entry point installs the instance's WarningLog for
-// its duration (c10::Warning::WarningHandlerGuard; the handler is per thread in libtorch 1.13),
+// its duration (WarningHandlerScope; the handler is per thread since libtorch 1.13),
 // which sends each distinct message once per instance to the host's log as a warning (to stderr
 // when the host gave no log).
 #ifndef DPL_TORCH_MODEL_WARNINGS_HPP
 #define DPL_TORCH_MODEL_WARNINGS_HPP
-
-#include <c10/util/Exception.h>
 
 #include <cstdio>
 #include <mutex>
@@ -20,18 +18,18 @@
 #include <utility>
 
 #include "dpl/common.h"
+#include "dpl/torch_model/libtorch_versions.hpp"
 
 namespace dpl {
 namespace torch_model {
 namespace {
 
-class WarningLog : public c10::WarningHandler {
+class WarningLog : public MessageWarningHandler {
  public:
   WarningLog(std::string model_name, dpl_log_fn log, void* log_context)
       : model_name_(std::move(model_name)), log_(log), log_context_(log_context) {}
 
-  void process(const c10::SourceLocation& /*location*/, const std::string& message,
-               const bool /*verbatim*/) override {
+  void Record(const std::string& message) override {
     try {
       {
         std::lock_guard<std::mutex> lock(mutex_);
