@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check of dpl (docs/gpu.md), for a machine with one GPU, CUDA (nvcc), CMake, ninja and a
 # pip torch with CUDA, but no Debian packages and no network: tools/gpu_prepare.sh makes on a dev
-# machine what it needs besides (build-gpu-deps: the launcher, the gloo plugin, data, GoogleTest).
+# machine what it needs besides (build-gpu-deps: the launcher, the idx and gloo plugins, data,
+# GoogleTest).
 #
 #  1. builds the nccl and tcp plugins and the nccl tests against the CUDA runtime and the very
 #     libnccl.so.2 that pip torch loads (one process holds one libnccl.so.2: the model plugin's
@@ -14,7 +15,10 @@
 #     bit-identical, the losses those of the same run on the CPU within float tolerance;
 #  6. measures samples/s on one GPU against the PyTorch DDP peer (tools/bench/bench_gpu.py).
 # Without a GPU (a dry run) it builds and runs what it can and says what it skipped. It writes at
-# most 8 files to $OUT (gpu_check.log holds everything it prints). Budget: 8 minutes on 16 cores.
+# most 8 files to $OUT (gpu_check.log holds everything it prints). It plans for
+# DPL_GPU_CHECK_BUDGET seconds (default 540): a step that would not fit in what is left is skipped
+# and said, so the summary is always written. DPL_GPU_CHECK_PYTHON names the Python with torch
+# (default python3); with a CPU-only torch the dry run also builds the convnet plugin against it.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,12 +30,21 @@ work="$(mktemp -d /tmp/dpl_gpu_check.XXXXXX)"
 deps="$repo/build-gpu-deps"
 jobs="$(nproc)"
 started=$SECONDS
+budget=${DPL_GPU_CHECK_BUDGET:-540}
+python=${DPL_GPU_CHECK_PYTHON:-python3}
 results=()
 record() {  # record PASS|FAIL|SKIP "what"
   results+=("$1 $2")
   echo "$1 $2"
 }
 step() { echo; echo "== [$((SECONDS - started)) s] $*"; }
+seconds_left() { echo $((budget - (SECONDS - started))); }
+limit() { local left=$(($(seconds_left) - 10)); echo $((left < $1 ? left : $1)); }  # limit MAX
+fits() {  # fits SECONDS "what": true when SECONDS more stay within the budget, else SKIP "what"
+  (($(seconds_left) >= $1)) && return 0
+  record SKIP "$2: $(seconds_left) s of the ${budget} s budget left, it needs $1"
+  return 1
+}
 
 echo "== dpl gpu_check: repo $repo, work $work, output $out, $jobs cores"
 date -u
@@ -47,7 +60,7 @@ fi
 # Where pip torch's CUDA runtime and NCCL are: the files its process maps after `import torch`
 # (what the model plugin's libtorch will load), else the wheels' folders: nvidia/cu13/{include,lib}
 # for CUDA 13, nvidia/cuda_runtime and nvidia/nccl for CUDA 12 (NCCL keeps nvidia/nccl in both).
-python3 - >"$work/torch.sh" <<'PY'
+"$python" - >"$work/torch.sh" <<'PY'
 import glob, os, shlex, sys
 def put(name, value):
     print(f"{name}={shlex.quote(str(value))}")
@@ -55,7 +68,7 @@ try:
     import torch
 except Exception as error:  # no torch, or a broken one
     put("TORCH_OK", 0)
-    put("TORCH_WHY", f"python3 cannot import torch ({error.__class__.__name__}: {error})")
+    put("TORCH_WHY", f"{sys.executable} cannot import torch ({error.__class__.__name__}: {error})")
     sys.exit(0)
 torch_dir = os.path.dirname(torch.__file__)
 site = os.path.dirname(torch_dir)
@@ -79,6 +92,9 @@ def include_beside(library, header):
     return root if root and os.path.exists(os.path.join(root, "include", header)) else ""
 put("TORCH_OK", 1)
 put("TORCH_VERSION", torch.__version__)
+# libtorch 2.12 and newer refuse to compile as anything older than C++20.
+version = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+put("TORCH_CXX_STANDARD", 20 if version >= (2, 12) else 17)
 put("TORCH_CUDA", torch.version.cuda or "none")
 put("TORCH_GPUS", torch.cuda.device_count() if torch.version.cuda else 0)
 put("TORCH_NCCL_VERSION", ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else "none")
@@ -90,7 +106,7 @@ put("TORCH_NCCL_ROOT", include_beside(nccl, "nccl.h"))
 put("TORCH_CUDART_LIB", cudart)
 put("TORCH_CUDART_ROOT", include_beside(cudart, "cuda_runtime_api.h"))
 PY
-TORCH_OK=0 TORCH_WHY="python3 failed" TORCH_GPUS=0
+TORCH_OK=0 TORCH_WHY="$python failed" TORCH_GPUS=0 TORCH_CXX_STANDARD=17
 # shellcheck disable=SC1091
 source "$work/torch.sh"
 gpus=$smi_gpus
@@ -142,13 +158,13 @@ echo "DLPack: ${dlpack_dir:-none}; GoogleTest sources: ${gtest_dir:-none}"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 
-# The head of both generated CMake projects (named $1): what the top-level CMakeLists sets up for
-# the plugin folders, without Boost or the launcher.
+# The head of both generated CMake projects (named $1, in C++ $2, default 17): what the top-level
+# CMakeLists sets up for the plugin folders, without Boost or the launcher.
 project_head() {
   cat <<CMAKE
 cmake_minimum_required(VERSION 3.18)
 project($1 VERSION 0.1.0 LANGUAGES C CXX)
-set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_CXX_STANDARD ${2:-17})
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
 set(CMAKE_POSITION_INDEPENDENT_CODE ON)
 set(CMAKE_CXX_VISIBILITY_PRESET hidden)
@@ -165,11 +181,12 @@ add_subdirectory("$repo/sdk" sdk)
 CMAKE
 }
 
-# The convnet plugin against pip torch, in the background while the rest builds and runs.
+# The convnet plugin against pip torch, in the background while the rest builds and runs (against
+# a CPU-only torch too: the training steps then skip, but the build is checked).
 model_status=skipped
-if [[ $TORCH_OK == 1 && $TORCH_CUDA != none && -n $dlpack_dir ]]; then
+if [[ $TORCH_OK == 1 && -n $dlpack_dir ]]; then
   mkdir -p "$work/models"
-  project_head dpl_gpu_models >"$work/models/CMakeLists.txt"
+  project_head dpl_gpu_models "$TORCH_CXX_STANDARD" >"$work/models/CMakeLists.txt"
   cat >>"$work/models/CMakeLists.txt" <<CMAKE
 include("$repo/sdk/cmake/DplTorchModel.cmake")
 add_subdirectory("$repo/models/convnet" models/convnet)
@@ -206,6 +223,7 @@ if(DPL_GTEST_SOURCE_DIR)
       DPL_TEST_PLUGIN_DIR="\${DPL_BUILD_PLUGIN_DIR}" DPL_TEST_LAUNCHER="none"
       DPL_TEST_BINARY_DIR="\${CMAKE_CURRENT_BINARY_DIR}" DPL_TEST_SOURCE_DIR="$repo")
   endfunction()
+  add_subdirectory("$repo/tests/support" tests/support)
   add_subdirectory("$repo/tests/backends" tests/backends)
 endif()
 CMAKE
@@ -243,7 +261,7 @@ if ((plugins_ok)); then
   echo "the nccl plugin loads: $(ldd "$nccl_plugin" | awk '/nccl|cudart/ {print $3}' | paste -sd ' ')"
 fi
 
-# The prepared libraries (gloo's), pip torch's and its CUDA libraries on the loader path.
+# The prepared libraries (zlib, gloo's), pip torch's and its CUDA libraries on the loader path.
 nvidia_dirs=""
 if [[ -n ${TORCH_DIR:-} ]]; then
   for dir in "$(dirname "$TORCH_DIR")"/nvidia/*/lib; do [[ -d $dir ]] && nvidia_dirs+="$dir:"; done
@@ -272,19 +290,21 @@ if ((plugins_ok)) && [[ -n $gtest_dir ]]; then
     record PASS "nccl_backend_test without a GPU (refusal); its GPU tests skipped"
   fi
 else
-  record SKIP "nccl tests: ${gtest_dir:+the plugins did not build}${gtest_dir:-no GoogleTest sources}"
+  why="the plugins did not build"
+  [[ -n $gtest_dir ]] || why="no GoogleTest sources"
+  record SKIP "nccl tests: $why"
 fi
 
 step "NCCL allreduce through the plugin at world size 1"
-if ((gpus > 0 && plugins_ok)) && [[ $TORCH_OK == 1 ]]; then
-  if timeout 120 python3 "$repo/tools/bench/nccl_bus_bandwidth.py" --plugin "$nccl_plugin" \
+if ((gpus > 0 && plugins_ok)) && [[ $TORCH_OK == 1 ]] && fits 40 "nccl_bus_bandwidth"; then
+  if timeout "$(limit 120)" "$python" "$repo/tools/bench/nccl_bus_bandwidth.py" --plugin "$nccl_plugin" \
     >"$out/nccl_bandwidth.txt" 2>&1; then
     record PASS "nccl_bus_bandwidth (one libnccl.so.2 in the process, sums right)"
   else
     record FAIL "nccl_bus_bandwidth (nccl_bandwidth.txt)"
   fi
   cat "$out/nccl_bandwidth.txt"
-else
+elif ! ((gpus > 0 && plugins_ok)) || [[ $TORCH_OK != 1 ]]; then
   record SKIP "nccl_bus_bandwidth: needs a GPU, pip torch and the built plugin"
 fi
 
@@ -292,7 +312,7 @@ step "the convnet plugin against pip torch"
 if [[ $model_status == building ]]; then
   if wait "$model_pid"; then
     model_status=built
-    record PASS "convnet plugin built against pip torch $TORCH_VERSION"
+    record PASS "convnet plugin built against torch $TORCH_VERSION (CUDA $TORCH_CUDA, C++$TORCH_CXX_STANDARD)"
   else
     model_status=failed
     tail -n 30 "$work/models_build.log"
@@ -301,22 +321,24 @@ if [[ $model_status == building ]]; then
   cat "$work/models_build.log" >>"$build_log"
 else
   if [[ $TORCH_OK != 1 ]]; then
-    record SKIP "convnet plugin: needs pip torch with CUDA ($TORCH_WHY)"
+    record SKIP "convnet plugin: needs a Python with torch ($TORCH_WHY)"
   else
-    record SKIP "convnet plugin: needs pip torch with CUDA (this one has CUDA $TORCH_CUDA) and DLPack"
+    record SKIP "convnet plugin: needs DLPack's header"
   fi
 fi
 
 launcher="$deps/bin/launcher"
 plugins="$work/models-build/plugins_out"
 train_ok=0
-if [[ $model_status == built && -x $launcher && -d $deps/fashion-mnist ]] && ((plugins_ok)); then
+if [[ $model_status == built && $TORCH_CUDA != none && -x $launcher && -d $deps/fashion-mnist ]] &&
+  ((plugins_ok && gpus > 0)); then
   cp "$work/build/plugins_out/"libdpl_backend_*.so "$plugins/"
-  [[ -f $deps/plugins/libdpl_backend_gloo.so ]] && cp "$deps/plugins/libdpl_backend_gloo.so" "$plugins/"
+  cp "$deps/plugins/"*.so "$plugins/"  # the idx data set and the gloo backend
   echo "plugins: $(cd "$plugins" && echo *.so)"
   train_ok=1
-elif [[ ! -x $launcher ]]; then
-  echo "no $launcher: run tools/gpu_prepare.sh on a dev machine and copy build-gpu-deps here"
+elif [[ ! -x $launcher || ! -f $deps/plugins/libdpl_dataset_idx.so ]]; then
+  echo "no $launcher or no idx data set plugin: run tools/gpu_prepare.sh on a dev machine and" \
+    "copy build-gpu-deps here"
 fi
 common=(--model convnet --log-interval 10 --no-progress --master-port 0 --backend-timeout 120
         --data-dir "$deps/fashion-mnist" --data-cache "$work/data-cache" --plugin-dir "$plugins")
@@ -347,7 +369,7 @@ fi
 step "2 ranks sharing the GPU through gloo and tcp, against the same run on the CPU"
 train=("${common[@]}" --num-processes 2 --max-steps 100 --seed 0 --model-options dropout=0)
 compare_losses() {  # compare_losses CUDA_LOG CPU_LOG: the logged losses agree within tolerance
-  python3 - "$1" "$2" <<'PY'
+  "$python" - "$1" "$2" <<'PY'
 import math, re, sys
 def losses(path):
     with open(path, errors="replace") as f:
@@ -363,8 +385,8 @@ print(f"{len(cuda)} losses, first {cuda[0]:.6f} vs {cpu[0]:.6f}, last {cuda[-1]:
 sys.exit(0 if worst <= 1.0 else 1)
 PY
 }
-if ((train_ok)); then
-  timeout 150 "$launcher" "${train[@]}" --device cpu --backend tcp \
+if ((train_ok)) && fits 90 "CUDA training with 2 ranks"; then
+  timeout "$(limit 150)" "$launcher" "${train[@]}" --device cpu --backend tcp \
     >"$out/train_cpu_tcp.log" 2>&1
   cpu_rc=$?
   grep -E "training done|test set" "$out/train_cpu_tcp.log"
@@ -377,7 +399,8 @@ if ((train_ok)); then
     fi
     rm -rf "$work/params_$backend" && mkdir -p "$work/params_$backend"
     # NVIDIA_TF32_OVERRIDE=0: cuDNN and cuBLAS in float32, as the CPU computes.
-    NVIDIA_TF32_OVERRIDE=0 timeout 150 "$launcher" "${train[@]}" --device cuda --backend "$backend" \
+    fits 30 "CUDA, 2 ranks, $backend" || continue
+    NVIDIA_TF32_OVERRIDE=0 timeout "$(limit 150)" "$launcher" "${train[@]}" --device cuda --backend "$backend" \
       --dump-parameters "$work/params_$backend" >"$log" 2>&1
     rc=$?
     grep -iE "device 0|share|training done|test set" "$log" | head -n 6
@@ -402,20 +425,20 @@ if ((train_ok)); then
       echo "gloo and tcp runs ended with the same parameters" ||
       echo "gloo and tcp runs ended with different parameters (cuDNN picks algorithms per run)"
   fi
-else
+elif ((!train_ok)); then
   record SKIP "CUDA training with 2 ranks: needs a GPU, the launcher and the CUDA convnet plugin"
 fi
 
 step "samples/s on one GPU: dpl against the PyTorch DDP peer"
-if ((train_ok)); then
-  if timeout 200 python3 "$repo/tools/bench/bench_gpu.py" --launcher "$launcher" \
+if ((train_ok)) && fits 70 "bench_gpu"; then
+  if timeout "$(limit 240)" "$python" "$repo/tools/bench/bench_gpu.py" --launcher "$launcher" \
     --plugin-dir "$plugins" --data "$deps/fashion-mnist" >"$out/bench_gpu.txt" 2>&1; then
     record PASS "bench_gpu (dpl --device cuda against DDP --device cuda)"
   else
     record FAIL "bench_gpu (bench_gpu.txt)"
   fi
   cat "$out/bench_gpu.txt"
-else
+elif ((!train_ok)); then
   record SKIP "bench_gpu: needs a GPU, the launcher and the CUDA convnet plugin"
 fi
 

@@ -3,8 +3,9 @@
 # build or get there (no Debian packages, no network), in build-gpu-deps/ (an ignored folder):
 #   bin/launcher          the launcher with Boost and the C++ runtime linked in
 #                         (-DDPL_PORTABLE_LAUNCHER=ON): the GPU machine has no Boost
-#   plugins/              the gloo backend plugin, built against Debian's libgloo
-#   lib/                  the libraries the gloo plugin needs beyond glibc and the C++ runtime
+#   plugins/              the idx data set plugin (the launcher reads Fashion-MNIST through it)
+#                         and the gloo backend plugin, built against Debian's libgloo
+#   lib/                  the libraries these plugins need beyond glibc and the C++ runtime
 #   include/dlpack/       the DLPack header the SDK compiles against
 #   fashion-mnist/        the data set's IDX .gz files
 #   googletest/           GoogleTest's sources, for the nccl tests
@@ -18,10 +19,10 @@ deps=$root/build-gpu-deps
 data=${DPL_GPU_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 jobs=${DPL_GPU_PREPARE_JOBS:-2}
 
-cmake -S "$root" -B "$root/build-gpu-launcher" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DDPL_PORTABLE_LAUNCHER=ON -DDPL_BUILD_TESTS=OFF -DDPL_WITH_NCCL=OFF >/dev/null
-targets=(launcher)
-if cmake --build "$root/build-gpu-launcher" --target help | grep -q "^dpl_backend_gloo:"; then
+configured=$(cmake -S "$root" -B "$root/build-gpu-launcher" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DDPL_PORTABLE_LAUNCHER=ON -DDPL_BUILD_TESTS=OFF -DDPL_WITH_NCCL=OFF)
+targets=(launcher dpl_dataset_idx)
+if ! grep -q "gloo backend skipped" <<<"$configured"; then
   targets+=(dpl_backend_gloo)
 else
   echo "gpu_prepare: no gloo plugin (install libgloo-dev): the GPU check will skip its gloo run" >&2
@@ -38,20 +39,21 @@ if ldd "$deps/bin/launcher" | grep -q -E "boost|libstdc\+\+"; then
   exit 1
 fi
 
-gloo_plugin=$root/build-gpu-launcher/plugins_out/libdpl_backend_gloo.so
-if [[ -f $gloo_plugin ]]; then
-  cp "$gloo_plugin" "$deps/plugins/"
-  strip "$deps/plugins/libdpl_backend_gloo.so"
+for plugin in dpl_dataset_idx dpl_backend_gloo; do
+  built=$root/build-gpu-launcher/plugins_out/lib$plugin.so
+  [[ -f $built ]] || continue
+  cp "$built" "$deps/plugins/"
+  strip "$deps/plugins/lib$plugin.so"
   # Everything it loads but the C runtime and the C++ runtime, which every machine with a pip
-  # torch has: libgloo and what libgloo needs (hiredis, ibverbs, netlink).
-  ldd "$gloo_plugin" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r library; do
+  # torch has: zlib for idx; libgloo and what libgloo needs (hiredis, ibverbs, netlink).
+  ldd "$built" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r library; do
     case $(basename "$library") in
       libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*.so.* | \
         libstdc++.so.* | libgcc_s.so.*) ;;
       *) cp -L "$library" "$deps/lib/" ;;
     esac
   done
-fi
+done
 
 cp /usr/include/dlpack/dlpack.h "$deps/include/dlpack/" ||
   { echo "gpu_prepare: no /usr/include/dlpack/dlpack.h (install libdlpack-dev)" >&2; exit 1; }
