@@ -28,7 +28,9 @@ namespace {
 class MessageWarningHandler : public c10::WarningHandler {
  public:
 #if DPL_LIBTORCH_AT_LEAST(2, 0)
-  void process(const c10::Warning& warning) override { Record(warning.msg()); }
+  void process(const c10::Warning& warning) override {
+    Record(warning.msg());
+  }
 #else
   void process(const c10::SourceLocation& /*location*/, const std::string& message,
                const bool /*verbatim*/) override {

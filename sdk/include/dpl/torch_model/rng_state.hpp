@@ -37,8 +37,7 @@ struct GeneratorEntry {
 inline std::vector<GeneratorEntry> ModelGenerators(c10::Device device) {
   std::vector<GeneratorEntry> generators{{kDLCPU, 0, at::detail::getDefaultCPUGenerator()}};
   if (device.is_cuda()) {
-    generators.push_back({kDLCUDA, device.index(),
-                          at::globalContext().defaultGenerator(device)});
+    generators.push_back({kDLCUDA, device.index(), at::globalContext().defaultGenerator(device)});
   }
   return generators;
 }
