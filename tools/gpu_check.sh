@@ -367,7 +367,13 @@ else
 fi
 
 step "2 ranks sharing the GPU through gloo and tcp, against the same run on the CPU"
-train=("${common[@]}" --num-processes 2 --max-steps 100 --seed 0 --model-options dropout=0)
+# Plain SGD with a small rate: the recipe's Adadelta at lr 0.5 moves every weight by about
+# lr * 3e-3 in its first steps whatever the gradient's size, so the rounding of cuDNN's algorithms
+# (which also differ between two CUDA runs) grows into percent-size loss differences within 100
+# steps (seen on the H200: 0.06 % at step 20, 2.4 % at step 80). SGD keeps a rounding difference
+# the size it is, so the comparison can ask for float tolerance.
+train=("${common[@]}" --num-processes 2 --max-steps 60 --log-interval 5 --seed 0
+       --model-options dropout=0 --optimizer sgd --lr 0.05)
 compare_losses() {  # compare_losses CUDA_LOG CPU_LOG: the logged losses agree within tolerance
   "$python" - "$1" "$2" <<'PY'
 import math, re, sys
@@ -379,9 +385,9 @@ if not cuda or len(cuda) != len(cpu):
     sys.exit(f"{len(cuda)} losses logged on the GPU, {len(cpu)} on the CPU")
 if any(math.isnan(v) or math.isinf(v) for v in cuda + cpu):
     sys.exit("a loss is not finite")
-worst = max(abs(a - b) / (0.01 + 0.01 * abs(b)) for a, b in zip(cuda, cpu))
+worst = max(abs(a - b) / (1e-4 + 1e-3 * abs(b)) for a, b in zip(cuda, cpu))
 print(f"{len(cuda)} losses, first {cuda[0]:.6f} vs {cpu[0]:.6f}, last {cuda[-1]:.6f} vs "
-      f"{cpu[-1]:.6f}; largest difference {worst:.2f} of the tolerance (0.01 + 1%)")
+      f"{cpu[-1]:.6f}; largest difference {worst:.2f} of the tolerance (1e-4 + 0.1%)")
 sys.exit(0 if worst <= 1.0 else 1)
 PY
 }
@@ -427,6 +433,30 @@ if ((train_ok)) && fits 90 "CUDA training with 2 ranks"; then
   fi
 elif ((!train_ok)); then
   record SKIP "CUDA training with 2 ranks: needs a GPU, the launcher and the CUDA convnet plugin"
+fi
+
+step "mixed precision on the GPU: bf16 and fp16 (dynamic loss scaling), one rank on nccl"
+if ((train_ok)); then
+  for precision in bf16 fp16; do
+    fits 30 "--precision $precision on CUDA" || continue
+    log="$work/precision_$precision.log"
+    timeout "$(limit 90)" "$launcher" "${common[@]}" --device cuda --backend nccl \
+      --num-processes 1 --precision "$precision" --max-steps 200 --log-interval 50 >"$log" 2>&1
+    rc=$?
+    grep -E "precision|scale|training loss|training done|test set" "$log" | head -n 10
+    losses=$(grep -oE "training loss: [-0-9.eE+naif]+" "$log" | awk '{print $3}' | paste -sd ' ')
+    if ((rc != 0)); then
+      tail -n 10 "$log"
+      record FAIL "--precision $precision on CUDA: exit $rc"
+    elif "$python" -c 'import math, sys; v = [float(x) for x in sys.argv[1:]]
+sys.exit(0 if len(v) >= 2 and all(map(math.isfinite, v)) and v[-1] < v[0] else 1)' $losses; then
+      record PASS "--precision $precision on CUDA: finite, falling losses ($losses)"
+    else
+      record FAIL "--precision $precision on CUDA: losses not finite or not falling ($losses)"
+    fi
+  done
+else
+  record SKIP "mixed precision on CUDA: needs a GPU, the launcher and the CUDA convnet plugin"
 fi
 
 step "samples/s on one GPU: dpl against the PyTorch DDP peer"

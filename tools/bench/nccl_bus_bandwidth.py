@@ -63,7 +63,7 @@ class Config(ctypes.Structure):
                 ("world_size", c_int32), ("local_rank", c_int32), ("local_world_size", c_int32),
                 ("device_type", c_int32), ("device_id", c_int32), ("timeout_ms", c_int64),
                 ("store", POINTER(Store)), ("log", LOG), ("log_context", c_void_p),
-                ("options", c_char_p)]
+                ("options", c_char_p), ("local_address", c_char_p)]  # backend ABI v2
 
 
 class Header(ctypes.Structure):
@@ -177,7 +177,7 @@ def main():
     messages = []
     log = LOG(lambda _, level, text: messages.append(text.decode(errors="replace")))
     config = Config(ctypes.sizeof(Config), 2, 0, WORLD_SIZE, 0, WORLD_SIZE, KDL_CUDA, 0, 60000,
-                    ctypes.pointer(store.view), log, None, b"")
+                    ctypes.pointer(store.view), log, None, b"", b"127.0.0.1")
     backend = c_void_p()
     if table.create(ctypes.byref(config), ctypes.byref(backend)) != DPL_OK:
         sys.exit(f"nccl_bus_bandwidth: create failed: {table.last_error().decode()}")
