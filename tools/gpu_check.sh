@@ -340,7 +340,7 @@ elif [[ ! -x $launcher || ! -f $deps/plugins/libdpl_dataset_idx.so ]]; then
   echo "no $launcher or no idx data set plugin: run tools/gpu_prepare.sh on a dev machine and" \
     "copy build-gpu-deps here"
 fi
-common=(--model convnet --log-interval 10 --no-progress --master-port 0 --backend-timeout 120
+common=(--model convnet --no-progress --master-port 0 --backend-timeout 120
         --data-dir "$deps/fashion-mnist" --data-cache "$work/data-cache" --plugin-dir "$plugins")
 
 step "--num-processes 2 --backend nccl on one GPU must be refused at once"
