@@ -367,12 +367,13 @@ else
 fi
 
 step "2 ranks sharing the GPU through gloo and tcp, against the same run on the CPU"
-# Plain SGD with a small rate: the recipe's Adadelta at lr 0.5 moves every weight by about
-# lr * 3e-3 in its first steps whatever the gradient's size, so the rounding of cuDNN's algorithms
-# (which also differ between two CUDA runs) grows into percent-size loss differences within 100
-# steps (seen on the H200: 0.06 % at step 20, 2.4 % at step 80). SGD keeps a rounding difference
-# the size it is, so the comparison can ask for float tolerance.
-train=("${common[@]}" --num-processes 2 --max-steps 60 --log-interval 5 --seed 0
+# Every step's loss of the first 20 SGD steps: float32 rounding differs between cuDNN's and the
+# CPU's convolutions, and training amplifies a difference step by step. Measured on the H200
+# (docs/gpu.md): at most 2e-6 through step 20, 4e-6 at 30, then growing about tenfold every five
+# steps to 2e-2 at step 60 (the recipe's Adadelta at lr 0.5: 2.4 % at step 80), the same in two
+# CUDA runs and with CUDA_LAUNCH_BLOCKING=1, so it is arithmetic, not a race. Comparing the first
+# 20 steps asks for float tolerance with a wide margin.
+train=("${common[@]}" --num-processes 2 --max-steps 20 --log-interval 1 --seed 0
        --model-options dropout=0 --optimizer sgd --lr 0.05)
 compare_losses() {  # compare_losses CUDA_LOG CPU_LOG: the logged losses agree within tolerance
   "$python" - "$1" "$2" <<'PY'
@@ -385,9 +386,9 @@ if not cuda or len(cuda) != len(cpu):
     sys.exit(f"{len(cuda)} losses logged on the GPU, {len(cpu)} on the CPU")
 if any(math.isnan(v) or math.isinf(v) for v in cuda + cpu):
     sys.exit("a loss is not finite")
-worst = max(abs(a - b) / (1e-4 + 1e-3 * abs(b)) for a, b in zip(cuda, cpu))
+worst = max(abs(a - b) / (1e-4 + 1e-4 * abs(b)) for a, b in zip(cuda, cpu))
 print(f"{len(cuda)} losses, first {cuda[0]:.6f} vs {cpu[0]:.6f}, last {cuda[-1]:.6f} vs "
-      f"{cpu[-1]:.6f}; largest difference {worst:.2f} of the tolerance (1e-4 + 0.1%)")
+      f"{cpu[-1]:.6f}; largest difference {worst:.2f} of the tolerance (1e-4 + 0.01%)")
 sys.exit(0 if worst <= 1.0 else 1)
 PY
 }
