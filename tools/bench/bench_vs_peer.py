@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Side-by-side benchmark of dpl against the PyTorch DDP recipe (../shared/peers/convnet_ddp.py).
+"""Side-by-side benchmark of dpl against the PyTorch DDP recipe's program (docs/recipe.md), named
+with --peer or DPL_PEER_PROGRAM: the recipe's convnet_ddp.py, which this repository does not hold.
 
 Both run the same model, data, optimizer and global batch (128) on the same machine, back to
 back. Every figure is the median of --repeats runs, and is reported as a ratio in one table.
@@ -151,7 +152,9 @@ def one_measurement(make_cmd, env, worker_filter, steps_of_line, first, steps):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--launcher", default=os.path.join(REPO, "build", "launcher", "launcher"))
-    p.add_argument("--peer", default=os.path.join(os.path.dirname(REPO), "shared", "peers", "convnet_ddp.py"))
+    p.add_argument("--peer", default=os.environ.get("DPL_PEER_PROGRAM"),
+                   help="the recipe's PyTorch DDP program, convnet_ddp.py (default: "
+                        "$DPL_PEER_PROGRAM)")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--first", type=int, default=20, help="steady rate from this step on (warm-up before)")
     p.add_argument("--steps", type=int, default=200, help="steps of every run")
@@ -167,6 +170,9 @@ def main():
     p.add_argument("--module", help="the TorchScript file of --model torchscript (default: the "
                                     "recipe's ConvNet, written by tools/export_model.py)")
     args = p.parse_args()
+    if not args.peer:
+        p.error("name the recipe's PyTorch DDP program (convnet_ddp.py, docs/recipe.md) with "
+                "--peer FILE or DPL_PEER_PROGRAM=FILE")
     if not os.path.isfile(args.peer):
         p.error(f"no peer program {args.peer}; name it with --peer")
     scratch = tempfile.TemporaryDirectory(prefix="bench_vs_peer-")

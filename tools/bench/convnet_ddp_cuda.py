@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch DDP ConvNet peer (the shared peers' convnet_ddp.py: torch.distributed +
+"""The PyTorch DDP ConvNet peer (the recipe's convnet_ddp.py, docs/recipe.md: torch.distributed +
 torch.multiprocessing + DistributedSampler + DistributedDataParallel, on an MNIST-format IDX data
 folder) with the recipe's GPU part added: --device cuda puts each process on GPU `local rank`,
 wraps the model as DDP(device_ids=[local]) over NCCL, pins the loader's memory and copies each
