@@ -63,6 +63,46 @@ void ExpectARealClientWorks(int port) {
   EXPECT_TRUE(status.ok()) << status.message();
 }
 
+// Two launchers join a job through the store as real machines do: machine 0 by its id, the other
+// without one, given the next id in join order (on another thread, as above).
+void ExpectTwoMachinesJoin(int port) {
+  auto joined = std::async(std::launch::async, [port]() -> Result<int> {
+    LauncherJoin join;
+    join.num_machines = 2;
+    join.settings = {{"--num-machines", "2"}, {"--num-processes", "1"}};
+    auto machine0 = StoreClient::Connect(ClientOptions(port, 5000ms, 2000ms));
+    if (!machine0.ok()) return machine0.status();
+    join.machine_id = 0;
+    join.machine_name = "machine-a";
+    auto first = JoinAsLauncher(**machine0, join, 2000ms);
+    if (!first.ok() || *first != 0) return first;
+    auto machine1 = StoreClient::Connect(ClientOptions(port, 5000ms, 2000ms));
+    if (!machine1.ok()) return machine1.status();
+    join.machine_id.reset();
+    join.machine_name = "machine-b";
+    return JoinAsLauncher(**machine1, join, 2000ms);
+  });
+  ASSERT_EQ(joined.wait_for(8s), std::future_status::ready) << "joining the job hangs";
+  Result<int> id = joined.get();
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  EXPECT_EQ(*id, 1);
+}
+
+// The store server process's resources are back where they were before the peers came: the same
+// descriptors and threads, and resident memory within `slack` (allocator caches).
+void ExpectBackToBaseline(const ServerProcess& server, size_t descriptors, size_t threads,
+                          size_t resident, size_t slack, std::chrono::milliseconds within) {
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return server.OpenDescriptors() == descriptors && server.Threads() == threads &&
+               server.ResidentBytes() <= resident + slack;
+      },
+      within))
+      << "descriptors " << descriptors << " -> " << server.OpenDescriptors() << ", threads "
+      << threads << " -> " << server.Threads() << ", resident bytes " << resident << " -> "
+      << server.ResidentBytes();
+}
+
 TEST(StoreRobustnessTest, ConnectCloseCyclesLeaveNoDescriptorOrThreadBehind) {
   // More cycles than the server may hold descriptors: one leaked per cycle would exhaust them.
   constexpr int kCycles = 20000;
@@ -70,16 +110,18 @@ TEST(StoreRobustnessTest, ConnectCloseCyclesLeaveNoDescriptorOrThreadBehind) {
   ASSERT_TRUE(server.started());
   const size_t descriptors = server.OpenDescriptors();
   const size_t threads = server.Threads();
+  const size_t resident = server.ResidentBytes();
   for (int cycle = 0; cycle < kCycles; ++cycle) {
     RawConnection probe(server.port());
     ASSERT_TRUE(probe.connected()) << "cycle " << cycle;
     if (cycle % 2 == 1) probe.Reset();  // half of them end with a reset, half with a FIN
   }
-  ASSERT_TRUE(Eventually(
-      [&] { return server.OpenDescriptors() == descriptors && server.Threads() == threads; }, 3s))
-      << "descriptors " << descriptors << " -> " << server.OpenDescriptors() << ", threads "
-      << threads << " -> " << server.Threads();
+  // Within the handshake deadline (1 s) and a margin; a leak of one stack or buffer per
+  // connection would be hundreds of MiB here, so 8 MiB of allocator caches tells them apart.
+  ExpectBackToBaseline(server, descriptors, threads, resident, size_t{8} << 20, 3s);
+  if (HasFailure()) return;
   ExpectARealClientWorks(server.port());
+  ExpectTwoMachinesJoin(server.port());
   // Closed probes say nothing; refusals beyond the pending-handshake bound a few lines at most.
   EXPECT_LE(server.StderrLines(), 6u) << server.Stderr().substr(0, 2000);
 }
@@ -107,6 +149,8 @@ TEST(StoreRobustnessTest, FramesThatNeverCompleteHoldNoMemoryAndCloseAtTheFrameD
   constexpr auto kFrameTimeout = 1000ms;
   ServerProcess server({"--frame-ms", "1000"});
   ASSERT_TRUE(server.started());
+  const size_t descriptors = server.OpenDescriptors();
+  const size_t threads = server.Threads();
   const size_t resident_before = server.ResidentBytes();
   std::vector<std::unique_ptr<RawConnection>> stalled;
   const std::vector<uint8_t> ok_reply = {static_cast<uint8_t>(wire::Op::kOk), 0, 0, 0, 0};
@@ -137,7 +181,10 @@ TEST(StoreRobustnessTest, FramesThatNeverCompleteHoldNoMemoryAndCloseAtTheFrameD
   EXPECT_GE(elapsed, kFrameTimeout - 50ms);
   EXPECT_LT(resident_peak - resident_before, size_t{wire::kMaxBodyBytes})
       << "the server holds memory for bodies that never came";
+  stalled.clear();
+  ExpectBackToBaseline(server, descriptors, threads, resident_before, size_t{8} << 20, 3s);
   ExpectARealClientWorks(server.port());
+  ExpectTwoMachinesJoin(server.port());
 }
 
 TEST(StoreRobustnessTest, HandshakesThatNeverCompleteCloseAtTheHandshakeDeadline) {

@@ -147,6 +147,30 @@ TEST_F(EndToEndTest, ResumedRunEndsWithTheSameParameters) {
   EXPECT_TRUE(a == ReadFloats(resumed + "/rank-0.bin"));
 }
 
+// A checkpoint records the options that change the math; resuming with another value of one is
+// refused before the first step, naming the option, both values and the checkpoint, and the
+// checkpoint is left as it was.
+TEST_F(EndToEndTest, ResumingWithAnotherLearningRateIsRefusedNamingBothValues) {
+  const std::string args = Common() + "--num-processes 2 --batch-size 64 ";
+  const std::string checkpoints = dir_ + "/checkpoints";
+  RunResult first = RunLauncher(args + "--lr 0.5 --max-steps 4 --checkpoint-every 4 " +
+                                "--checkpoint-dir " + checkpoints);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string checkpoint = checkpoints + "/checkpoint-0000000004.pt";
+  const auto written = fs::last_write_time(checkpoint);
+  RunResult second =
+      RunLauncher(args + "--lr 0.25 --max-steps 8 --resume --checkpoint-dir " + checkpoints);
+  EXPECT_NE(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("checkpoint " + checkpoint +
+                               " was written with --lr 0.5 but "
+                               "this run has --lr 0.25"),
+            std::string::npos)
+      << second.output;
+  EXPECT_EQ(second.output.find("training loss"), std::string::npos) << second.output;
+  EXPECT_EQ(fs::last_write_time(checkpoint), written);
+  EXPECT_FALSE(fs::exists(checkpoints + "/checkpoint-0000000008.pt"));
+}
+
 TEST_F(EndToEndTest, GradientAccumulationMatchesTheLargerBatch) {
   const std::string big = Dump("big"), accumulated = Dump("accumulated");
   RunResult a = RunLauncher(Common() +
