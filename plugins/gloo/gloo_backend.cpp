@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -27,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "dpl/support/backend.hpp"
@@ -41,6 +43,12 @@ using dpl::support::ElementType;
 using dpl::support::PluginError;
 
 constexpr const char* kBackendName = "gloo";
+
+// A bfloat16 element. gloo has no such type, so only PairwiseAllreduce sums it (in float32,
+// through dpl/support/reduce.hpp, as tcp does); gloo's own algorithms refuse it.
+struct Bfloat16Bits {
+  uint16_t bits;
+};
 
 // gloo::rendezvous::Store on top of the host's dpl_store_v1. gloo's get() must block until the
 // key exists, so every get waits up to the job timeout.
@@ -193,12 +201,18 @@ class GlooBackend {
     }
     const ElementType type = dpl::support::ElementTypeOf(tensor->dtype);
     const int64_t count = dpl::support::ElementCount(*tensor);
-    if (type == ElementType::kUnknown || type == ElementType::kBFloat16) {
+    if (type == ElementType::kUnknown) {
       return dpl::support::Fail(DPL_ERR_UNSUPPORTED,
                                 "allreduce does not support dtype " +
                                     dpl::support::DtypeName(tensor->dtype) +
-                                    "; use float16, float32, float64, int8, uint8, int32 or int64 "
-                                    "(or --backend tcp for bfloat16)");
+                                    "; use float16, bfloat16, float32, float64, int8, uint8, int32 "
+                                    "or int64");
+    }
+    if (type == ElementType::kBFloat16 && config_.world_size > 1 && !exchange_context_) {
+      return dpl::support::Fail(DPL_ERR_UNSUPPORTED,
+                                "allreduce of bfloat16 needs the pairwise exchange (option "
+                                "algorithm=auto, the default, or algorithm=pairwise): gloo's own "
+                                "algorithms have no bfloat16");
     }
     if (count > INT_MAX) {
       return dpl::support::Fail(DPL_ERR_UNSUPPORTED,
@@ -209,6 +223,9 @@ class GlooBackend {
     switch (type) {
       case ElementType::kFloat16:
         run_allreduce<gloo::float16>(data, count, tensor, op);
+        break;
+      case ElementType::kBFloat16:
+        run_allreduce<Bfloat16Bits>(data, count, tensor, op);
         break;
       case ElementType::kFloat32:
         run_allreduce<float>(data, count, tensor, op);
@@ -325,7 +342,7 @@ class GlooBackend {
             dpl::support::ElementTypeOf(tensor->dtype), dpl::support::ElementSize(tensor->dtype),
             op);
         cached_bytes_ += entry.pairwise->scratch_bytes();
-      } else {
+      } else if constexpr (!std::is_same_v<T, Bfloat16Bits>) {  // bfloat16 is refused before
         entry.staging = std::make_shared<std::vector<char>>(bytes);
         entry.algorithm = make_allreduce<T>(reinterpret_cast<T*>(entry.staging->data()), count, op);
         cached_bytes_ += bytes;

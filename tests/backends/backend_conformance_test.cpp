@@ -33,17 +33,10 @@ using dpl::testing::values::plugin_built;
 using dpl::testing::values::store_value;
 using dpl::testing::values::tolerance;
 
-// gloo has no bfloat16: it must refuse it, not get it wrong.
-bool backend_supports(const std::string& backend, ElementType type) {
-  return !(backend == "gloo" && type == ElementType::kBFloat16);
-}
-
 // One rank's part of an allreduce sweep over `dtypes` x `ops`; checks its own result.
-bool allreduce_sweep(const std::string& backend, const RankContext& ctx, size_t count,
-                     const std::vector<DtypeCase>& dtypes, const std::vector<dpl_reduce_op>& ops,
-                     RankReport* report) {
+bool allreduce_sweep(const RankContext& ctx, size_t count, const std::vector<DtypeCase>& dtypes,
+                     const std::vector<dpl_reduce_op>& ops, RankReport* report) {
   for (const auto& dtype : dtypes) {
-    if (!backend_supports(backend, dtype.type)) continue;
     const size_t bytes = count * dpl::support::ElementSize(dtype.dtype);
     std::vector<char> buffer(bytes + 1);
     for (const auto op : ops) {
@@ -88,6 +81,14 @@ void expect_all_ok_and_identical(const std::vector<RankReport>& reports) {
 std::vector<DtypeCase> all_dtypes() {
   return {std::begin(kDtypes), std::end(kDtypes)};
 }
+// Without bfloat16, which gloo's own algorithms do not have (BackendErrors tests the refusal).
+std::vector<DtypeCase> dtypes_but_bfloat16() {
+  std::vector<DtypeCase> dtypes;
+  for (const DtypeCase& dtype : kDtypes) {
+    if (dtype.type != ElementType::kBFloat16) dtypes.push_back(dtype);
+  }
+  return dtypes;
+}
 std::vector<dpl_reduce_op> all_ops() {
   return {std::begin(kOps), std::end(kOps)};
 }
@@ -104,7 +105,7 @@ TEST_P(AllreduceMatrix, EveryDtypeAndOpIsExactOnEveryRank) {
     dtypes = {kDtypes[0], kDtypes[2]};
   }
   const auto reports = run_ranks(backend, world, [&](const RankContext& ctx, RankReport* report) {
-    return allreduce_sweep(backend, ctx, count, dtypes, ops, report);
+    return allreduce_sweep(ctx, count, dtypes, ops, report);
   });
   expect_all_ok_and_identical(reports);
 }
@@ -146,7 +147,7 @@ TEST(BackendLarge, SixteenMillionFloatSumAtTwoRanks) {
   for (const std::string backend : {"tcp", "gloo"}) {
     if (!plugin_built(backend)) continue;
     const auto reports = run_ranks(backend, 2, [&](const RankContext& ctx, RankReport* report) {
-      return allreduce_sweep(backend, ctx, 16u << 20, {kDtypes[0]}, {DPL_REDUCE_SUM}, report);
+      return allreduce_sweep(ctx, 16u << 20, {kDtypes[0]}, {DPL_REDUCE_SUM}, report);
     });
     SCOPED_TRACE(backend);
     expect_all_ok_and_identical(reports);
@@ -162,13 +163,14 @@ TEST(BackendLarge, GlooTakingTurnsAtTwoRanks) {
   const auto reports = run_ranks(
       "gloo", 2,
       [&](const RankContext& ctx, RankReport* report) {
-        return allreduce_sweep("gloo", ctx, 16u << 20, {kDtypes[0]}, {DPL_REDUCE_SUM}, report);
+        return allreduce_sweep(ctx, 16u << 20, {kDtypes[0]}, {DPL_REDUCE_SUM}, report);
       },
       options);
   expect_all_ok_and_identical(reports);
 }
 
-// The gloo plugin's forced algorithms (benchmark options) give the same exact sums as auto.
+// The gloo plugin's forced algorithms (benchmark options) give the same exact sums as auto, for
+// every dtype gloo has (bfloat16 only through pairwise, dpl's own exchange).
 TEST(BackendGloo, EveryForcedAlgorithmIsExact) {
   if (!plugin_built("gloo")) GTEST_SKIP() << "gloo plugin not built";
   for (const std::string algorithm : {"ring", "ring_chunked", "halving_doubling", "pairwise"}) {
@@ -178,7 +180,8 @@ TEST(BackendGloo, EveryForcedAlgorithmIsExact) {
       const auto reports = run_ranks(
           "gloo", world,
           [&](const RankContext& ctx, RankReport* report) {
-            return allreduce_sweep("gloo", ctx, 70001, all_dtypes(), all_ops(), report);
+            const auto dtypes = algorithm == "pairwise" ? all_dtypes() : dtypes_but_bfloat16();
+            return allreduce_sweep(ctx, 70001, dtypes, all_ops(), report);
           },
           options);
       SCOPED_TRACE(algorithm + " at world " + std::to_string(world));
@@ -364,15 +367,26 @@ TEST(BackendErrors, UnsupportedDtypeIsRefusedWithAMessage) {
   EXPECT_EQ(single_rank("gloo", complex_allreduce),
             std::make_pair(static_cast<int>(DPL_ERR_UNSUPPORTED),
                            std::string("gloo: allreduce does not support dtype complex64; use "
-                                       "float16, float32, float64, int8, uint8, int32 or int64 "
-                                       "(or --backend tcp for bfloat16)")));
-  auto bfloat_allreduce = [&](const RankContext& ctx) {
-    DLTensor tensor{data.data(), {kDLCPU, 0}, 1, {kDLBfloat, 16, 1}, &shape, nullptr, 0};
-    return ctx.plugin->allreduce(ctx.backend, &tensor, DPL_REDUCE_SUM, nullptr);
-  };
-  EXPECT_EQ(single_rank("gloo", bfloat_allreduce).second,
-            "gloo: allreduce does not support dtype bfloat16; use float16, float32, float64, "
-            "int8, uint8, int32 or int64 (or --backend tcp for bfloat16)");
+                                       "float16, bfloat16, float32, float64, int8, uint8, int32 "
+                                       "or int64")));
+  // bfloat16 with one of gloo's own algorithms (at two ranks: one rank sums nothing).
+  dpl::testing::RunOptions ring;
+  ring.backend_options = "algorithm=ring";
+  const auto reports = run_ranks(
+      "gloo", 2,
+      [&](const RankContext& ctx, RankReport* report) {
+        DLTensor tensor{data.data(), {kDLCPU, 0}, 1, {kDLBfloat, 16, 1}, &shape, nullptr, 0};
+        report->status = ctx.plugin->allreduce(ctx.backend, &tensor, DPL_REDUCE_SUM, nullptr);
+        dpl::testing::set_message(report, ctx.plugin->last_error());
+        return true;
+      },
+      ring);
+  for (const auto& report : reports) {
+    EXPECT_EQ(report.status, DPL_ERR_UNSUPPORTED);
+    EXPECT_EQ(std::string(report.message),
+              "gloo: allreduce of bfloat16 needs the pairwise exchange (option algorithm=auto, "
+              "the default, or algorithm=pairwise): gloo's own algorithms have no bfloat16");
+  }
   auto bad_op = [&](const RankContext& ctx) {
     DLTensor tensor{data.data(), {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &shape, nullptr, 0};
     return ctx.plugin->allreduce(ctx.backend, &tensor, static_cast<dpl_reduce_op>(9), nullptr);
