@@ -19,6 +19,7 @@
 # DPL_GPU_CHECK_BUDGET seconds (default 540): a step that would not fit in what is left is skipped
 # and said, so the summary is always written. DPL_GPU_CHECK_PYTHON names the Python with torch
 # (default python3); with a CPU-only torch the dry run also builds the convnet plugin against it.
+# DPL_GPU_CHECK_KEEP_WORK=1 keeps the work folder (the built plugins) for runs of one's own.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
