@@ -13,7 +13,8 @@
 #  4. checks that --num-processes 2 --backend nccl on one GPU is refused at once, saying why;
 #  5. trains 2 ranks sharing the GPU through gloo and through tcp: the ranks' parameters must be
 #     bit-identical, the losses those of the same run on the CPU within float tolerance;
-#  6. measures samples/s on one GPU against the PyTorch DDP peer (tools/bench/bench_gpu.py).
+#  6. trains one rank in bf16 and in fp16 (dynamic loss scaling) on nccl: finite, falling losses;
+#  7. measures samples/s on one GPU against the PyTorch DDP peer (tools/bench/bench_gpu.py).
 # Without a GPU (a dry run) it builds and runs what it can and says what it skipped. It writes at
 # most 8 files to $OUT (gpu_check.log holds everything it prints). It plans for
 # DPL_GPU_CHECK_BUDGET seconds (default 540): a step that would not fit in what is left is skipped
@@ -297,7 +298,9 @@ else
 fi
 
 step "NCCL allreduce through the plugin at world size 1"
-if ((gpus > 0 && plugins_ok)) && [[ $TORCH_OK == 1 ]] && fits 40 "nccl_bus_bandwidth"; then
+if ((gpus == 0 || !plugins_ok)) || [[ $TORCH_OK != 1 ]]; then
+  record SKIP "nccl_bus_bandwidth: needs a GPU, pip torch and the built plugin"
+elif fits 40 "nccl_bus_bandwidth"; then
   if timeout "$(limit 120)" "$python" "$repo/tools/bench/nccl_bus_bandwidth.py" --plugin "$nccl_plugin" \
     >"$out/nccl_bandwidth.txt" 2>&1; then
     record PASS "nccl_bus_bandwidth (one libnccl.so.2 in the process, sums right)"
@@ -305,8 +308,6 @@ if ((gpus > 0 && plugins_ok)) && [[ $TORCH_OK == 1 ]] && fits 40 "nccl_bus_bandw
     record FAIL "nccl_bus_bandwidth (nccl_bandwidth.txt)"
   fi
   cat "$out/nccl_bandwidth.txt"
-elif ! ((gpus > 0 && plugins_ok)) || [[ $TORCH_OK != 1 ]]; then
-  record SKIP "nccl_bus_bandwidth: needs a GPU, pip torch and the built plugin"
 fi
 
 step "the convnet plugin against pip torch"
@@ -393,7 +394,9 @@ print(f"{len(cuda)} losses, first {cuda[0]:.6f} vs {cpu[0]:.6f}, last {cuda[-1]:
 sys.exit(0 if worst <= 1.0 else 1)
 PY
 }
-if ((train_ok)) && fits 40 "CUDA training with 2 ranks"; then
+if ((!train_ok)); then
+  record SKIP "CUDA training with 2 ranks: needs a GPU, the launcher and the CUDA convnet plugin"
+elif fits 40 "CUDA training with 2 ranks"; then
   timeout "$(limit 150)" "$launcher" "${train[@]}" --device cpu --backend tcp \
     >"$out/train_cpu_tcp.log" 2>&1
   cpu_rc=$?
@@ -433,8 +436,6 @@ if ((train_ok)) && fits 40 "CUDA training with 2 ranks"; then
       echo "gloo and tcp runs ended with the same parameters" ||
       echo "gloo and tcp runs ended with different parameters (cuDNN picks algorithms per run)"
   fi
-elif ((!train_ok)); then
-  record SKIP "CUDA training with 2 ranks: needs a GPU, the launcher and the CUDA convnet plugin"
 fi
 
 step "mixed precision on the GPU: bf16 and fp16 (dynamic loss scaling), one rank on nccl"
@@ -462,7 +463,9 @@ else
 fi
 
 step "samples/s on one GPU: dpl against the PyTorch DDP peer"
-if ((train_ok)) && fits 70 "bench_gpu"; then
+if ((!train_ok)); then
+  record SKIP "bench_gpu: needs a GPU, the launcher and the CUDA convnet plugin"
+elif fits 70 "bench_gpu"; then
   if timeout "$(limit 240)" "$python" "$repo/tools/bench/bench_gpu.py" --launcher "$launcher" \
     --plugin-dir "$plugins" --data "$deps/fashion-mnist" >"$out/bench_gpu.txt" 2>&1; then
     record PASS "bench_gpu (dpl --device cuda against DDP --device cuda)"
@@ -470,8 +473,6 @@ if ((train_ok)) && fits 70 "bench_gpu"; then
     record FAIL "bench_gpu (bench_gpu.txt)"
   fi
   cat "$out/bench_gpu.txt"
-elif ((!train_ok)); then
-  record SKIP "bench_gpu: needs a GPU, the launcher and the CUDA convnet plugin"
 fi
 
 step "summary"

@@ -161,11 +161,9 @@ TEST_F(EndToEndTest, ResumingWithAnotherLearningRateIsRefusedNamingBothValues) {
   RunResult second =
       RunLauncher(args + "--lr 0.25 --max-steps 8 --resume --checkpoint-dir " + checkpoints);
   EXPECT_NE(second.exit_code, 0) << second.output;
-  EXPECT_NE(second.output.find("checkpoint " + checkpoint +
-                               " was written with --lr 0.5 but "
-                               "this run has --lr 0.25"),
-            std::string::npos)
-      << second.output;
+  const std::string refusal =
+      "checkpoint " + checkpoint + " was written with --lr 0.5 but this run has --lr 0.25";
+  EXPECT_NE(second.output.find(refusal), std::string::npos) << second.output;
   EXPECT_EQ(second.output.find("training loss"), std::string::npos) << second.output;
   EXPECT_EQ(fs::last_write_time(checkpoint), written);
   EXPECT_FALSE(fs::exists(checkpoints + "/checkpoint-0000000008.pt"));
