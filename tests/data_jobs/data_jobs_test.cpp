@@ -2,16 +2,19 @@
 // formats by tests/data_jobs/write_data.py (numpy.save, CIFAR-10 binary batches, PNG and JPEG
 // images by PIL): the MLP on 2 ranks to a falling loss with bit-identical ranks, a TorchScript
 // CIFAR ConvNet exported from Python, Fashion-MNIST through idx and through npy giving the same
-// training, and data the model cannot take or cannot be read refused before the first step.
+// training, Fashion-MNIST through idx giving the losses the launcher's former IDX reader gave, and
+// data the model cannot take or cannot be read refused before the first step.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -232,6 +235,75 @@ TEST_F(DataJobTest, FashionMnistThroughIdxAndThroughNpyTrainsAlike) {
   // Without the normalisation the same bytes train differently: the comparison can tell.
   const Trained unnormalised = train("raw", {"--data", "npy", "--data-dir", npy});
   EXPECT_NE(through_idx.losses, unnormalised.losses);
+}
+
+// What fashion_mnist_golden.txt recorded of a job on the launcher's former built-in IDX reader.
+struct FormerReaderRun {
+  std::vector<double> losses;  // every step's
+  std::string test_line;       // "average loss: L, accuracy: C/10000"
+  std::string parameters;      // "BYTES FNV1A64" of rank 0's dumped parameters
+};
+
+FormerReaderRun ReadFormerReaderRun(const std::string& path) {
+  std::ifstream in(path);
+  FormerReaderRun run;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string kind, first, second;
+    fields >> kind >> first >> second;
+    if (kind == "loss") run.losses.push_back(std::stod(second));
+    if (kind == "test") run.test_line = "average loss: " + first + ", accuracy: " + second + "/";
+    if (kind == "parameters") run.parameters = first + " " + second;
+  }
+  return run;
+}
+
+// "BYTES FNV1A64" of `bytes`, as fashion_mnist_golden.txt writes it.
+std::string SizeAndFnv1a(const std::string& bytes) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char byte : bytes) hash = (hash ^ byte) * 0x100000001b3ull;
+  char text[40];
+  std::snprintf(text, sizeof text, "%zu %016llx", bytes.size(),
+                static_cast<unsigned long long>(hash));
+  return text;
+}
+
+// Fashion-MNIST through the idx plugin gives exactly the losses, test result and parameters the
+// launcher's former built-in reader gave (fashion_mnist_golden.txt): 600 steps on 2 ranks, across
+// an epoch boundary. The model computes the same bits on every x86-64 CPU (bitexact_logreg.c), so
+// the recording holds on any machine that runs this test.
+TEST_F(DataJobTest, FashionMnistThroughIdxGivesTheFormerReadersLosses) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "the recorded losses are for x86-64 (bitexact_logreg.c says why)";
+#endif
+  if (!fs::exists(std::string(kFashionMnist) + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << kFashionMnist << " is missing (Debian's dataset-fashion-mnist)";
+  }
+  const FormerReaderRun former = ReadFormerReaderRun(DPL_TEST_FASHION_MNIST_GOLDEN);
+  ASSERT_EQ(former.losses.size(), 600u);
+  auto train = [&](const std::string& name, const Args& extra) {
+    const std::string metrics = dir_ + "/" + name + ".jsonl", dump = Folder(name);
+    Args args = {"--plugin-dir",      DPL_TEST_BITEXACT_MODEL_DIR,
+                 "--model",           "bitexact_logreg",
+                 "--num-processes",   "2",
+                 "--epochs",          "2",
+                 "--log-interval",    "1",
+                 "--data-dir",        kFashionMnist,
+                 "--metrics",         metrics,
+                 "--dump-parameters", dump};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const RunResult job = RunLauncher(args);
+    EXPECT_EQ(job.exit_code, 0) << job.output;
+    return std::make_pair(job, StepLosses(metrics));
+  };
+  const auto [job, losses] = train("idx", {"--max-steps", "600"});
+  EXPECT_EQ(losses, former.losses);
+  EXPECT_TRUE(Contains(job.output, former.test_line)) << former.test_line << "\n" << job.output;
+  EXPECT_EQ(SizeAndFnv1a(ReadBytes(dir_ + "/idx/rank-0.bin")), former.parameters);
+  // Fashion-MNIST's own mean instead of the recipe's: the comparison tells such a change.
+  const auto shifted = train("shifted", {"--max-steps", "20", "--data-options", "mean=0.2860"});
+  ASSERT_EQ(shifted.second.size(), 20u) << shifted.first.output;
+  EXPECT_NE(shifted.second, std::vector<double>(former.losses.begin(), former.losses.begin() + 20));
 }
 
 // A job refused before its first step: it fails, says `message`, and trains nothing.
