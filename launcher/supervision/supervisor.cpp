@@ -62,7 +62,8 @@ extern "C" void OnStopSignal(int signal_number) {
 }
 
 // Waits until the worker loader named the pids of the workers it forked and exited; by then every
-// worker is this launcher's child (Note [One load per machine]).
+// worker is this launcher's child (Note [One load per machine]). DPL_ERR_INVALID_ARGUMENT when the
+// loader refused the job instead, with its reason.
 Result<std::vector<pid_t>> ReadWorkerPids(pid_t loader, int report_fd, int expected) {
   std::string report;
   for (;;) {
@@ -79,6 +80,11 @@ Result<std::vector<pid_t>> ReadWorkerPids(pid_t loader, int report_fd, int expec
     if (count < 0 && errno == EINTR) continue;
     if (count <= 0) break;
     report.append(buffer, static_cast<size_t>(count));
+  }
+  if (report.rfind(worker::kJobRefusedReport, 0) == 0) {  // no worker was started
+    while (waitpid(loader, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return Status::InvalidArgument(report.substr(std::strlen(worker::kJobRefusedReport)));
   }
   std::vector<pid_t> pids;
   std::istringstream list(report);
@@ -260,6 +266,7 @@ Status Supervisor::Spawn(const std::string& store_addr) {
   close(report_fds[0]);
   if (!pids.ok()) {
     CloseAll(&output_read_fds);
+    job_refused_ = pids.status().code() == DPL_ERR_INVALID_ARGUMENT;
     return Failed(pids.status().message());
   }
   for (int local = 0; local < shape_.num_processes; ++local) {

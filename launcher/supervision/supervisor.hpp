@@ -47,8 +47,9 @@ class Supervisor {
   // Runs until every local worker exited. Ok when the job succeeded on this machine.
   Status Supervise();
   // False after a failure that a restart cannot cure: an output (log, checkpoint folder,
-  // --dump-parameters, ...) that cannot be written fails every attempt the same way.
-  bool WorthRestarting() const { return !outputs_unusable_; }
+  // --dump-parameters, ...) that cannot be written, or data or a model the worker loader refused,
+  // fails every attempt the same way.
+  bool WorthRestarting() const { return !outputs_unusable_ && !job_refused_; }
   // SIGTERM to every running worker, SIGKILL to those still alive after the grace period (at
   // once to a stopped one, which could not act on SIGTERM).
   void StopAll();
@@ -107,7 +108,8 @@ class Supervisor {
   std::string prefix_;
   std::vector<Worker> workers_;
   bool outputs_unusable_ = false;
-  std::string log_failure_;  // the first log file that could not be written, and why
+  bool job_refused_ = false;  // by the worker loader, before any worker started
+  std::string log_failure_;   // the first log file that could not be written, and why
   // Declared last: destroyed after ~Supervisor stopped the workers, so it beats until then.
   std::unique_ptr<Heartbeat> heartbeat_;
   observability::ProgressBar progress_;  // fed by rank 0's progress records

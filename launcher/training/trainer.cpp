@@ -14,6 +14,7 @@
 #include "training/batch_buffer.hpp"
 #include "training/buffers.hpp"
 #include "training/checkpoint_policy.hpp"
+#include "training/model_setup.hpp"
 #include "training/parameter_update.hpp"
 #include "training/placement.hpp"
 #include "training/precision.hpp"
@@ -45,7 +46,6 @@ class Trainer {
 
  private:
   Status Setup();
-  Status CreateModel();
   Status TrainEpoch(int64_t epoch);
   Status TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices);
   void Prefetch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices);
@@ -128,14 +128,11 @@ Status Trainer::Setup() {
   DPL_RETURN_IF_ERROR(CheckPrecisionSupported(model_plugin_.label.name, model_plugin_.abi_version,
                                               config_.precision));
 
-  DPL_RETURN_IF_ERROR(CreateModel());
+  Result<std::unique_ptr<Model>> model =
+      CreateModelForData(model_plugin_, config_, identity_, data_);
+  if (!model.ok()) return model.status();
+  model_ = std::move(*model);
   const dpl_model_info_v3& info = model_->info();
-  DPL_RETURN_IF_ERROR(CheckDataFitsModel(*data_.train, model_->name(), info.input_ndim,
-                                         info.input_shape, info.num_classes));
-  if (data_.test) {
-    DPL_RETURN_IF_ERROR(CheckDataFitsModel(*data_.test, model_->name(), info.input_ndim,
-                                           info.input_shape, info.num_classes));
-  }
   Result<std::unique_ptr<ParameterPlacement>> placement =
       ParameterPlacement::Create(*model_, backend_, settings);
   if (!placement.ok()) return placement.status();
@@ -160,30 +157,6 @@ Status Trainer::Setup() {
       ParameterUpdate::Create(config_, sizes, ScheduledSteps(config_, batches_), identity_.rank);
   if (!update.ok()) return update.status();
   update_ = std::move(*update);
-  return Status::Ok();
-}
-
-Status Trainer::CreateModel() {
-  dpl_model_config_v3 model_config{};
-  model_config.struct_size = sizeof model_config;
-  model_config.version = model_plugin_.abi_version;
-  model_config.options = config_.model_options.c_str();
-  model_config.device_type = identity_.device_type;
-  model_config.device_id = identity_.device_id;
-  model_config.seed = config_.seed;
-  model_config.num_threads = std::max(1, identity_.threads);
-  model_config.rank = identity_.rank;
-  model_config.log = log::PluginLogCallback;
-  model_config.log_context = nullptr;
-  model_config.precision = DplPrecision(config_.precision);
-  // The data's shape and classes, for a model that adapts to them (model ABI v3).
-  const std::vector<int64_t>& shape = data_.train->sample_shape();
-  model_config.input_ndim = uint32_t(std::min<size_t>(shape.size(), DPL_MODEL_MAX_INPUT_DIMS));
-  std::copy(shape.begin(), shape.begin() + model_config.input_ndim, model_config.input_shape);
-  model_config.num_classes = data_.train->num_classes();
-  Result<std::unique_ptr<Model>> model = Model::Create(model_plugin_, model_config);
-  if (!model.ok()) return model.status();
-  model_ = std::move(*model);
   return Status::Ok();
 }
 

@@ -11,6 +11,11 @@ namespace dpl::worker {
 // root cause (Note [Root cause] in supervision/supervisor.cpp).
 inline constexpr int kPeerFailureExitCode = 3;
 
+// What a worker loader writes on its report pipe instead of the workers' pids when it refuses
+// the job before starting any (Note [Refused before the workers start] in model_probe.cpp); the
+// reason follows it.
+inline constexpr char kJobRefusedReport[] = "refused\n";
+
 // With --worker-outputs: the machine's worker loader, which loads the plugins and the data once
 // and forks the workers (Note [One load per machine]). With --local-rank: one worker, which loads
 // on its own. A worker joins the job, creates the backend, then runs the selftest or the

@@ -36,6 +36,7 @@
 #include "plugin_host/plugin_host.hpp"
 #include "training/trainer.hpp"
 #include "worker/device_policy.hpp"
+#include "worker/model_probe.hpp"
 #include "worker/worker_session.hpp"
 
 extern char** environ;
@@ -114,6 +115,15 @@ int CountThreads() {
   return threads;
 }
 
+// Tells the launcher that the job is refused and why, instead of naming workers.
+int RefuseJob(const Status& reason) {
+  const std::string report = kJobRefusedReport + reason.message();
+  if (write(STDOUT_FILENO, report.data(), report.size()) != static_cast<ssize_t>(report.size())) {
+    return Fail(reason);  // the launcher will at least find the reason in the loader's output
+  }
+  return 1;
+}
+
 // The machine's worker loader (Note [One load per machine]).
 int RunWorkerLoader(const cli::Options& options) {
   log::SetPrefix("[launcher " + std::to_string(options.machine_id) + "]");
@@ -125,6 +135,14 @@ int RunWorkerLoader(const cli::Options& options) {
   // Opened here once for the machine: the forked workers share the data's pages. Dataset
   // plugins start no thread that outlives a call (dpl/dataset_v1.h), so fork() stays safe.
   Result<training::TrainingData> data = OpenData(options, discovery);
+  // Data that cannot be read, or a model that cannot take it, ends the job here, once, before any
+  // worker exists (Note [Refused before the workers start] in model_probe.cpp). The check forks,
+  // so it waits for a loader without other threads, as the workers' fork does.
+  if (!options.selftest_job) {
+    Status usable = data.status();
+    if (data.ok() && CountThreads() == 1) usable = ProbeModelForData(options, *discovery, *data);
+    if (!usable.ok()) return RefuseJob(usable);
+  }
   if (options.num_processes == 1) {
     // The only worker needs no copy: the loader names itself and becomes that worker. Its output
     // replaces the report pipe, which tells the launcher that the report is complete.

@@ -37,11 +37,11 @@ Result<std::unique_ptr<rendezvous::StoreClient>> JoinJob(const cli::Options& opt
   return client;
 }
 
+}  // namespace
+
 training::ModelPlugin ModelPluginOf(const plugin_host::LoadedPlugin& plugin) {
   return {plugin.model, plugin.model_v3, plugin.abi_version, plugin_host::LabelOf(plugin)};
 }
-
-}  // namespace
 
 int Fail(const Status& status) {
   log::Error(status.message());

@@ -12,6 +12,9 @@ namespace dpl::worker {
 int RunWorkerSession(const cli::Options& options, Result<training::TrainingData> data,
                      Result<plugin_host::Discovery> discovery);
 
+// The training side's view of a loaded model plugin.
+training::ModelPlugin ModelPluginOf(const plugin_host::LoadedPlugin& plugin);
+
 // Logs `status` as an error and returns the exit code it calls for: kPeerFailureExitCode (in
 // worker.hpp) for a lost or silent peer, else 1.
 int Fail(const Status& status);

@@ -306,10 +306,15 @@ TEST_F(DataJobTest, FashionMnistThroughIdxGivesTheFormerReadersLosses) {
   EXPECT_NE(shifted.second, std::vector<double>(former.losses.begin(), former.losses.begin() + 20));
 }
 
-// A job refused before its first step: it fails, says `message`, and trains nothing.
-void ExpectRefusedBeforeTraining(const RunResult& job, const std::string& message) {
+// A job refused before any worker started: it fails, says `message` once, as the launcher's
+// error, and neither a worker ("[rank N]") nor training ever appears.
+void ExpectRefusedBeforeAnyWorker(const RunResult& job, const std::string& message) {
   EXPECT_EQ(job.exit_code, 1) << job.output;
-  EXPECT_TRUE(Contains(job.output, message)) << job.output;
+  const size_t at = job.output.find(message);
+  ASSERT_NE(at, std::string::npos) << job.output;
+  EXPECT_EQ(job.output.find(message, at + 1), std::string::npos) << "said twice:\n" << job.output;
+  EXPECT_TRUE(Contains(job.output, "[launcher 0] error: job failed: ")) << job.output;
+  EXPECT_FALSE(Contains(job.output, "[rank ")) << "a worker started:\n" << job.output;
   EXPECT_FALSE(Contains(job.output, "training loss")) << job.output;
   EXPECT_FALSE(Contains(job.output, "training done")) << job.output;
 }
@@ -318,19 +323,23 @@ TEST_F(DataJobTest, CifarDataForTheFashionMnistConvNetIsRefusedNamingBothShapes)
   const std::string data = Folder("cifar");
   WriteData("cifar10", {data});
   const Args job = {"--data", "cifar10", "--data-dir", data, "--num-processes", "2"};
-  Args convnet = job;
-  convnet.insert(convnet.end(), {"--model", "convnet"});
-  ExpectRefusedBeforeTraining(
-      RunLauncher(convnet),
+  const std::string convnet_refusal =
       "create failed with DPL_ERR_INVALID_ARGUMENT: model \"convnet\": the data has samples of "
       "shape (3, 32, 32) and 10 classes; this model takes shape (1, 28, 28) and 10 classes; "
-      "train it on data of that shape, or train a model that takes this data");
+      "train it on data of that shape, or train a model that takes this data";
+  Args convnet = job;
+  convnet.insert(convnet.end(), {"--model", "convnet"});
+  ExpectRefusedBeforeAnyWorker(RunLauncher(convnet), convnet_refusal);
+  // One process: the machine's loader would become the worker; it refuses first all the same.
+  convnet[5] = "1";  // --num-processes 1
+  ExpectRefusedBeforeAnyWorker(RunLauncher(convnet), convnet_refusal);
   // A model ABI v1 plugin is not told the data's shape: the launcher compares the shapes.
   Args logreg = job;
   logreg.insert(logreg.end(), {"--plugin-dir", DPL_TEST_V1_MODEL_DIR, "--model", "logreg_v1"});
-  ExpectRefusedBeforeTraining(
+  ExpectRefusedBeforeAnyWorker(
       RunLauncher(logreg),
-      "error: wrong shape: the model 'logreg_v1' takes samples of shape (1, 28, 28) in 10 "
+      "error: job failed: wrong shape: the model 'logreg_v1' takes samples of shape (1, 28, 28) in "
+      "10 "
       "classes, but the cifar10 data at " +
           data +
           " has samples of shape (3, 32, 32) in 10 classes; use data that fits the model or "
@@ -339,7 +348,7 @@ TEST_F(DataJobTest, CifarDataForTheFashionMnistConvNetIsRefusedNamingBothShapes)
 
 TEST_F(DataJobTest, AMissingDataFolderIsRefusedWithTheFlagToPass) {
   const std::string missing = dir_ + "/no-such-folder";
-  const std::string prefix = "error: opening the training set: dataset plugin '";
+  const std::string prefix = "error: job failed: opening the training set: dataset plugin '";
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"npy",
        "create failed with DPL_ERR_NOT_FOUND: dataset \"npy\": missing data file: " + missing +
@@ -368,7 +377,7 @@ TEST_F(DataJobTest, AMissingDataFolderIsRefusedWithTheFlagToPass) {
     if (format == "imagefolder" && !DPL_TEST_IMAGEFOLDER_BUILT) continue;
     const RunResult job = RunLauncher(
         {"--data", format, "--data-dir", missing, "--model", "mlp", "--num-processes", "2"});
-    ExpectRefusedBeforeTraining(job, prefix + format + "' (");
+    ExpectRefusedBeforeAnyWorker(job, prefix + format + "' (");
     EXPECT_TRUE(Contains(job.output, message)) << job.output;
   }
 }
@@ -399,8 +408,8 @@ TEST_F(DataJobTest, ABrokenFileIsRefusedNamingTheFileAndTheProblem) {
     if (format == "imagefolder" && !DPL_TEST_IMAGEFOLDER_BUILT) continue;
     const RunResult job = RunLauncher(
         {"--data", format, "--data-dir", folders[i], "--model", "mlp", "--num-processes", "2"});
-    ExpectRefusedBeforeTraining(
-        job, "error: opening the training set: dataset plugin '" + format + "' (");
+    ExpectRefusedBeforeAnyWorker(
+        job, "error: job failed: opening the training set: dataset plugin '" + format + "' (");
     EXPECT_TRUE(Contains(job.output, "create failed with DPL_ERR_INVALID_ARGUMENT: " + message))
         << job.output;
   }
