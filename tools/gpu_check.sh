@@ -10,7 +10,10 @@
 #  2. runs the nccl tests: the engine with fakes, and the plugin at world size 1 on real CUDA
 #     tensors (NCCL refuses two ranks on one GPU, "Duplicate GPU detected");
 #  3. measures NCCL allreduce through the plugin at world size 1 (tools/bench/nccl_bus_bandwidth.py);
-#  4. checks that --num-processes 2 --backend nccl on one GPU is refused at once, saying why;
+#  4. checks that --num-processes 2 --backend nccl on one GPU is refused at once, saying why, and
+#     that CIFAR data for the ConvNet on CUDA is refused before any worker starts; trains the
+#     bit-exact test model on Fashion-MNIST on this machine's CPU against the losses recorded on
+#     another (tests/data_jobs/fashion_mnist_golden.txt);
 #  5. trains 2 ranks sharing the GPU through gloo and through tcp: the ranks' parameters must be
 #     bit-identical, the losses those of the same run on the CPU within float tolerance;
 #  6. trains one rank in bf16 and in fp16 (dynamic loss scaling) on nccl: finite, falling losses;
@@ -366,6 +369,71 @@ elif ((train_ok)); then
   record SKIP "the nccl refusal: this machine has $gpus GPUs, not 1"
 else
   record SKIP "the nccl refusal: needs a GPU, the launcher and the CUDA convnet plugin"
+fi
+
+step "a CUDA job whose model cannot take the data is refused before any worker starts"
+if ((train_ok)) && [[ -f $deps/plugins/libdpl_dataset_cifar10.so ]]; then
+  mkdir -p "$work/cifar"
+  "$python" - "$work/cifar" <<'PY'
+import os, random, sys
+rng = random.Random(0)  # 20 records per file: a label byte, then 3x32x32 pixel bytes
+for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+    with open(os.path.join(sys.argv[1], name), "wb") as out:
+        for _ in range(20):
+            out.write(bytes([rng.randrange(10)]) + bytes(rng.randrange(256) for _ in range(3072)))
+PY
+  misfit=$(timeout 60 "$launcher" "${common[@]}" --device cuda --num-processes 2 --backend gloo \
+    --data cifar10 --data-dir "$work/cifar" 2>&1)
+  echo "$misfit" | tail -n 3
+  if grep -q "the data has samples of shape (3, 32, 32)" <<<"$misfit" &&
+    ! grep -q "\[rank " <<<"$misfit"; then
+    record PASS "CIFAR data for the ConvNet on CUDA refused before any worker started"
+  else
+    record FAIL "CIFAR data for the ConvNet on CUDA: not refused by the launcher before the workers"
+  fi
+else
+  record SKIP "the misfit refusal on CUDA: needs a GPU, the launcher, the CUDA convnet plugin and the cifar10 plugin (tools/gpu_prepare.sh)"
+fi
+
+step "Fashion-MNIST through idx on this machine's CPU: the recorded losses, bit for bit"
+# tests/data_jobs/fashion_mnist_golden.txt was recorded on another CPU; its model computes the
+# same bits on every x86-64 CPU (tests/data_jobs/bitexact_logreg.c), which this checks.
+golden="$repo/tests/data_jobs/fashion_mnist_golden.txt"
+if [[ -x $launcher && -f $deps/plugins/libdpl_dataset_idx.so && -d $deps/fashion-mnist ]] &&
+  fits 30 "the recorded Fashion-MNIST losses"; then
+  mkdir -p "$work/bitexact" "$work/bitexact-dump"
+  cc -O2 -std=c11 -fPIC -shared -fvisibility=hidden -ffp-contract=off -I"$repo/sdk/include" \
+    -I"$deps/include" "$repo/tests/data_jobs/bitexact_logreg.c" -o "$work/bitexact/libbitexact.so" -lm
+  timeout "$(limit 120)" "$launcher" --model bitexact_logreg \
+    --no-progress --master-port 0 --plugin-dir "$work/bitexact" --plugin-dir "$deps/plugins" \
+    --data-dir "$deps/fashion-mnist" --data-cache none --num-processes 2 --threads-per-worker 1 \
+    --seed 7 --epochs 2 --max-steps 600 --log-interval 1 --metrics "$work/bitexact.jsonl" \
+    --dump-parameters "$work/bitexact-dump" >"$work/bitexact.log" 2>&1
+  if "$python" - "$golden" "$work/bitexact.jsonl" "$work/bitexact.log" \
+    "$work/bitexact-dump/rank-0.bin" <<'PY'; then
+import json, sys
+golden, metrics, log, dump = sys.argv[1:]
+losses, test, parameters = [], None, None
+for line in open(golden):
+    fields = line.split()
+    if fields and fields[0] == "loss": losses.append(float(fields[2]))
+    if fields and fields[0] == "test": test = f"average loss: {fields[1]}, accuracy: {fields[2]}/"
+    if fields and fields[0] == "parameters": parameters = f"{fields[1]} {fields[2]}"
+ran = [json.loads(l)["loss"] for l in open(metrics) if '"kind": "step"' in l]
+data, hashed = open(dump, "rb").read(), 0xcbf29ce484222325
+for byte in data:
+    hashed = ((hashed ^ byte) * 0x100000001b3) % (1 << 64)
+same = [ran == losses, test in open(log).read(), f"{len(data)} {hashed:016x}" == parameters]
+print(f"{len(ran)} losses, the test line, the parameters: {same}")
+sys.exit(0 if all(same) else 1)
+PY
+    record PASS "Fashion-MNIST through idx gave the recorded losses on this CPU ($(lscpu | sed -n 's/^Model name: *//p' | head -n 1))"
+  else
+    tail -n 5 "$work/bitexact.log"
+    record FAIL "Fashion-MNIST through idx on this CPU: not the recorded losses"
+  fi
+elif [[ ! -x $launcher ]]; then
+  record SKIP "the recorded Fashion-MNIST losses: no launcher (tools/gpu_prepare.sh)"
 fi
 
 step "2 ranks sharing the GPU through gloo and tcp, against the same run on the CPU"
