@@ -382,8 +382,9 @@ for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
         for _ in range(20):
             out.write(bytes([rng.randrange(10)]) + bytes(rng.randrange(256) for _ in range(3072)))
 PY
-  misfit=$(timeout 60 "$launcher" "${common[@]}" --device cuda --num-processes 2 --backend gloo \
-    --data cifar10 --data-dir "$work/cifar" 2>&1)
+  misfit=$(timeout 60 "$launcher" --model convnet --no-progress --master-port 0 \
+    --plugin-dir "$plugins" --device cuda --num-processes 2 --backend gloo --data cifar10 \
+    --data-dir "$work/cifar" --data-cache none 2>&1)
   echo "$misfit" | tail -n 3
   if grep -q "the data has samples of shape (3, 32, 32)" <<<"$misfit" &&
     ! grep -q "\[rank " <<<"$misfit"; then
