@@ -4,12 +4,14 @@
 //   fail_rank=R  the rank whose train_step fails (-1, the default: none)
 //   fail_step=S  its S-th train_step fails (from 1; default 1)
 //   step_ms=M    every train_step sleeps M ms first, so a test can act while the job runs
+//   abort_in_create=1  create aborts the process (SIGABRT), as a plugin with a bug may
 #include <sys/prctl.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -86,7 +88,9 @@ dpl_status Create(const dpl_model_config_v1* config, dpl_model** out) {
     model->fail_rank = options.GetInt("fail_rank", -1);
     model->fail_step = options.GetInt("fail_step", 1);
     model->step_ms = options.GetInt("step_ms", 0);
+    const bool abort_in_create = options.GetInt("abort_in_create", 0) != 0;
     options.CheckAllKnown();
+    if (abort_in_create) std::abort();
     model->rank = OwnRank();
     *out = reinterpret_cast<dpl_model*>(model.release());
   });

@@ -271,6 +271,24 @@ TEST_F(JobFailuresTest, AFullDiskIsRefusedBeforeAnyWorkerStarts) {
   ExpectRefusedBeforeAnyWorkerStarts(cases);
 }
 
+// A model plugin that crashes in create takes down only the worker loader's check (Note [Refused
+// before the workers start]): the job is refused, saying so, no worker starts, and a restart,
+// which would fail the same way, is not tried.
+TEST_F(JobFailuresTest, AModelThatCrashesInCreateIsRefusedBeforeAnyWorkerStarts) {
+  LauncherProcess job(
+      Job("tcp", "faulty", 2,
+          {"--master-port", "0", "--max-restarts", "2", "--model-options", "abort_in_create=1"}),
+      OutputPath("m0"));
+  const auto status = job.Wait(30s);
+  EXPECT_TRUE(ExitedWith(status, 1)) << Describe(status) << job.Output();
+  EXPECT_TRUE(Contains(job.Output(),
+                       "[launcher 0] error: job failed: the model plugin 'faulty' crashed while "
+                       "creating the model (Aborted); no worker was started"))
+      << job.Output();
+  EXPECT_FALSE(Contains(job.Output(), "[rank ")) << "a worker started:\n" << job.Output();
+  EXPECT_FALSE(Contains(job.Output(), "restarting the job")) << job.Output();
+}
+
 TEST_F(JobFailuresTest, ALogDiskThatFillsUpFailsTheJobNamingTheFile) {
   const std::string logs = dir_ + "/logs";
   SmallFilesystem disk(logs);
