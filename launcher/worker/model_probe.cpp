@@ -30,6 +30,7 @@
 
 #include "common/log.hpp"
 #include "training/model_setup.hpp"
+#include "worker/device_policy.hpp"
 #include "worker/worker_session.hpp"
 
 namespace dpl::worker {
@@ -48,9 +49,10 @@ namespace {
   }
   training::TrainingConfig config = options.training;
   if (config.device == training::Device::kCuda) config.precision = training::Precision::kFp32;
-  training::WorkerIdentity identity;  // rank 0 on the CPU (see the Note)
-  identity.world_size = options.num_machines * options.num_processes;
-  identity.local_world_size = options.num_processes;
+  // As this machine's first worker, but on the CPU with one thread (see the Note).
+  training::WorkerIdentity identity = PlaceWorker(options, 0, 0);
+  identity.device_type = kDLCPU;
+  identity.device_id = 0;
   identity.threads = 1;
   auto model = training::CreateModelForData(plugin, config, identity, data);
   const std::string report = std::to_string(model.ok() ? 0 : int(model.status().code())) + "\n" +

@@ -69,12 +69,16 @@ bool WaitForAdoption(pid_t loader_pid, pid_t launcher_pid) {
   return getppid() == launcher_pid;
 }
 
+// Writes `report` on the report pipe to the launcher (the loader's stdout) in one write.
+bool ReportToLauncher(const std::string& report) {
+  return write(STDOUT_FILENO, report.data(), report.size()) == static_cast<ssize_t>(report.size());
+}
+
 // Tells the launcher which processes its workers are, in local-rank order.
 bool ReportWorkerPids(const std::vector<pid_t>& pids) {
   std::string report;
   for (pid_t pid : pids) report += std::to_string(pid) + " ";
-  report += "\n";
-  return write(STDOUT_FILENO, report.data(), report.size()) == static_cast<ssize_t>(report.size());
+  return ReportToLauncher(report + "\n");
 }
 
 // Runs this process as worker `local` with what the loader loaded; does not return.
@@ -117,11 +121,33 @@ int CountThreads() {
 
 // Tells the launcher that the job is refused and why, instead of naming workers.
 int RefuseJob(const Status& reason) {
-  const std::string report = kJobRefusedReport + reason.message();
-  if (write(STDOUT_FILENO, report.data(), report.size()) != static_cast<ssize_t>(report.size())) {
+  if (!ReportToLauncher(kJobRefusedReport + reason.message())) {
     return Fail(reason);  // the launcher will at least find the reason in the loader's output
   }
   return 1;
+}
+
+// The command lines of workers started fresh from the executable, built before fork(): a child
+// of a process with other threads must not allocate.
+struct FreshWorkerCommands {
+  std::vector<std::vector<std::string>> arguments;  // per local rank
+  std::vector<std::vector<char*>> argv;             // into `arguments`, NULL-terminated
+};
+
+void BuildFreshWorkerCommands(const cli::Options& options, FreshWorkerCommands* commands) {
+  for (int local = 0; local < options.num_processes; ++local) {
+    std::vector<std::string> arguments = {"/proc/self/exe"};
+    for (auto& argument : cli::WorkerArguments(options, local, options.store_addr)) {
+      arguments.push_back(argument);
+    }
+    commands->arguments.push_back(std::move(arguments));
+  }
+  for (auto& arguments : commands->arguments) {
+    std::vector<char*> argv;
+    for (auto& argument : arguments) argv.push_back(argument.data());
+    argv.push_back(nullptr);
+    commands->argv.push_back(std::move(argv));
+  }
 }
 
 // The machine's worker loader (Note [One load per machine]).
@@ -135,12 +161,14 @@ int RunWorkerLoader(const cli::Options& options) {
   // Opened here once for the machine: the forked workers share the data's pages. Dataset
   // plugins start no thread that outlives a call (dpl/dataset_v1.h), so fork() stays safe.
   Result<training::TrainingData> data = OpenData(options, discovery);
+  // A plugin may start a thread while it loads; a forked copy of it would miss that thread and
+  // its locks, so the loader forks (the check below, the workers) only when it has no other.
+  const bool fork_in_place = CountThreads() == 1;
   // Data that cannot be read, or a model that cannot take it, ends the job here, once, before any
-  // worker exists (Note [Refused before the workers start] in model_probe.cpp). The check forks,
-  // so it waits for a loader without other threads, as the workers' fork does.
+  // worker exists (Note [Refused before the workers start] in model_probe.cpp).
   if (!options.selftest_job) {
     Status usable = data.status();
-    if (data.ok() && CountThreads() == 1) usable = ProbeModelForData(options, *discovery, *data);
+    if (data.ok() && fork_in_place) usable = ProbeModelForData(options, *discovery, *data);
     if (!usable.ok()) return RefuseJob(usable);
   }
   if (options.num_processes == 1) {
@@ -152,26 +180,11 @@ int RunWorkerLoader(const cli::Options& options) {
     TakeOutput(options.worker_output_fds, 0);
     RunAsWorker(options, 0, std::move(data), std::move(discovery));
   }
-  // A plugin may start a thread while it loads; a forked copy of it would miss that thread and
-  // its locks, so such a machine's workers are started fresh from the executable instead.
-  const bool fork_in_place = CountThreads() == 1;
-  std::vector<std::vector<std::string>> worker_arguments;
-  std::vector<std::vector<char*>> worker_argv;
+  // Without a safe fork, this machine's workers are started fresh from the executable instead.
+  FreshWorkerCommands fresh;
   if (!fork_in_place) {
     log::Warning("a plugin started a thread while loading; each worker loads the plugins itself");
-    for (int local = 0; local < options.num_processes; ++local) {
-      std::vector<std::string> arguments = {"/proc/self/exe"};
-      for (auto& argument : cli::WorkerArguments(options, local, options.store_addr)) {
-        arguments.push_back(argument);
-      }
-      worker_arguments.push_back(std::move(arguments));
-    }
-    for (auto& arguments : worker_arguments) {
-      std::vector<char*> argv;
-      for (auto& argument : arguments) argv.push_back(argument.data());
-      argv.push_back(nullptr);
-      worker_argv.push_back(std::move(argv));
-    }
+    BuildFreshWorkerCommands(options, &fresh);
   }
   std::fflush(nullptr);  // nothing buffered may be written twice by the copies
   std::vector<pid_t> pids;
@@ -187,7 +200,7 @@ int RunWorkerLoader(const cli::Options& options) {
       TakeOutput(options.worker_output_fds, static_cast<size_t>(local));
       if (!WaitForAdoption(loader_pid, launcher_pid)) _exit(127);
       if (!fork_in_place) {
-        execve("/proc/self/exe", worker_argv[static_cast<size_t>(local)].data(), environ);
+        execve("/proc/self/exe", fresh.argv[static_cast<size_t>(local)].data(), environ);
         _exit(127);
       }
       RunAsWorker(options, local, std::move(data), std::move(discovery));
