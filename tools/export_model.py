@@ -4,13 +4,16 @@
     tools/export_model.py convnet.pt                       # the recipe's ConvNet, scripted
     tools/export_model.py net.pt --module mypkg.nets:ResNet --kwargs '{"width": 32}'
     tools/export_model.py net.pt --module ./nets.py:ResNet --trace --input-shape 3,32,32
+    tools/export_model.py gpt.pt --module tools/gpt_model.py:GPT --kwargs '{"vocab": 256}' \
+        --input-shape 256 --token-ids 256     # a language model: int64 token ids in, logits out
     launcher --model torchscript --model-options file=net.pt ...
 
 The module is built with torch.manual_seed(--seed) first (its initial parameters are the ones
 the launcher starts from) and saved with torch.jit.save of torch.jit.script (the default), or of
-torch.jit.trace on a random example batch of --input-shape with --trace. Tracing records the
-train/eval mode as a constant: a traced BatchNorm or dropout keeps the training behaviour it was
-traced with (the plugin's log says so); script modules with such layers.
+torch.jit.trace on a random example batch of --input-shape with --trace (float32 normal values,
+or int64 ids below N with --token-ids N). Tracing records the train/eval mode as a constant: a
+traced BatchNorm or dropout keeps the training behaviour it was traced with (the plugin's log
+says so); script modules with such layers.
 
 The file is loaded back and run once; the summary says which --model-options loss fits the
 output (nll for log-probabilities, cross_entropy for logits). Needs Debian's python3-torch.
@@ -90,6 +93,13 @@ def build(args):
     return module
 
 
+def example_batch(args, input_shape):
+    generator = torch.Generator().manual_seed(args.seed)
+    if args.token_ids is not None:
+        return torch.randint(0, args.token_ids, (args.batch,) + input_shape, generator=generator)
+    return torch.randn((args.batch,) + input_shape, generator=generator)
+
+
 def export(args):
     module = build(args)
     if args.input_shape:
@@ -100,9 +110,9 @@ def export(args):
         input_shape = None
     if args.trace and input_shape is None:
         raise ExportError("--trace needs --input-shape, one sample's shape (e.g. 1,28,28)")
-    generator = torch.Generator().manual_seed(args.seed)
-    example = (torch.randn((args.batch,) + input_shape, generator=generator)
-               if input_shape else None)
+    if args.token_ids is not None and not args.input_shape:
+        raise ExportError("--token-ids needs --input-shape, the tokens of one sample (e.g. 256)")
+    example = example_batch(args, input_shape) if input_shape else None
     module.train()
     if args.trace:
         fixed = sorted({type(layer).__name__ for layer in module.modules()
@@ -153,12 +163,17 @@ def main(argv=None):
                         help="torch.jit.trace instead of torch.jit.script")
     parser.add_argument("--input-shape", help="one sample's shape, e.g. 1,28,28 (needed by "
                                               "--trace; default for the ConvNet)")
+    parser.add_argument("--token-ids", type=int, metavar="N",
+                        help="the example batch holds int64 token ids below N (language models), "
+                             "not float32 values")
     parser.add_argument("--batch", type=int, default=2, help="example batch size (default 2)")
     parser.add_argument("--seed", type=int, default=0,
                         help="torch.manual_seed before building the module (default 0)")
     args = parser.parse_args(argv)
     if args.batch < 1:
         parser.error("--batch must be >= 1")
+    if args.token_ids is not None and args.token_ids < 1:
+        parser.error("--token-ids must be >= 1")
     try:
         export(args)
     except ExportError as error:

@@ -7,6 +7,8 @@
 //   guard to c10::WarningUtils, where c10::Warning became the warning's class.
 // - Autocast: 1.13 has a function per device kind (set_enabled for CUDA, set_cpu_enabled...);
 //   2.4 added the same functions taking the device type and deprecated the others.
+// - Attention: 2.0 added at::scaled_dot_product_attention (fused kernels: flash and
+//   memory-efficient attention on CUDA); 1.13 has none, so models write attention out there.
 #ifndef DPL_TORCH_MODEL_LIBTORCH_VERSIONS_HPP
 #define DPL_TORCH_MODEL_LIBTORCH_VERSIONS_HPP
 
@@ -19,6 +21,10 @@
 #define DPL_LIBTORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||         \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+// 1 where at::scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal)
+// exists, else 0.
+#define DPL_LIBTORCH_HAS_SCALED_DOT_PRODUCT_ATTENTION DPL_LIBTORCH_AT_LEAST(2, 0)
 
 namespace dpl {
 namespace torch_model {
