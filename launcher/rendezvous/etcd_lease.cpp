@@ -71,8 +71,16 @@ Result<int64_t> EtcdLease::Renew(int64_t id, Clock::time_point deadline) {
   auto answer =
       gateway_.Call("/v3/lease/keepalive", "{\"ID\":" + IdText(id) + "}", deadline, Retry::kAlways);
   if (!answer.ok()) return answer.status();
+  // A stream's answer: {"result": {...}}, or {"error": {...}} when the member could not renew
+  // it now (no leader): only a result without a TTL says that the lease is gone.
   const Json* result = answer->Find("result");
-  return result == nullptr ? 0 : result->Integer("TTL");
+  if (result == nullptr) {
+    const Json* error = answer->Find("error");
+    return Status::Communication(
+        "renewing the lease in " + gateway_.Describe() + ": " +
+        (error == nullptr ? std::string("no answer") : error->Text("message", "no answer")));
+  }
+  return result->Integer("TTL");
 }
 
 // The first client of a job records its lease under `shared_key` (itself under that lease, so

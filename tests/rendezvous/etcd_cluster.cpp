@@ -53,11 +53,10 @@ bool EtcdCluster::Installed() {
   return std::system("command -v etcd > /dev/null 2>&1") == 0;
 }
 
-EtcdCluster::EtcdCluster(int members) {
-  // Memory-backed folders where there are, so that etcd's fsyncs cost little.
-  char pattern[] = "/dev/shm/dpl-etcd-XXXXXX";
+EtcdCluster::EtcdCluster(int members, const std::string& data_parent) {
+  std::string pattern = data_parent + "/dpl-etcd-XXXXXX";
   char fallback[] = "/tmp/dpl-etcd-XXXXXX";
-  const char* root = mkdtemp(pattern);
+  const char* root = mkdtemp(pattern.data());
   if (root == nullptr) root = mkdtemp(fallback);
   root_ = root == nullptr ? "" : root;
   const std::vector<int> ports = FreePorts(static_cast<size_t>(members) * 2);

@@ -21,8 +21,10 @@ class EtcdCluster {
   // Whether an `etcd` executable is on the PATH.
   static bool Installed();
 
-  // Starts `members` members and waits until the cluster has a leader and serves reads.
-  explicit EtcdCluster(int members);
+  // Starts `members` members and waits until the cluster has a leader and serves reads. Their
+  // data lives under `data_parent` (memory, by default, so that etcd's fsyncs cost little; /tmp
+  // when that cannot be written).
+  explicit EtcdCluster(int members, const std::string& data_parent = "/dev/shm");
   ~EtcdCluster();
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -111,6 +112,47 @@ TEST_F(EtcdStoreTest, AClusterWithAMemberKilledKeepsServingThroughTheOthers) {
   auto late = Connect(Options());  // a client that comes after the member died
   ASSERT_TRUE(late);
   EXPECT_EQ(*late->Add("count", 1), 3);
+}
+
+// A partition, as its minority side sees it: the member it reaches cannot reach the others, so
+// it can commit nothing and serves no linearizable read; every call fails at its deadline,
+// naming the member and why, and nothing hangs.
+TEST_F(EtcdStoreTest, ASideWithoutTheQuorumFailsEveryCallAtItsDeadline) {
+  StartCluster(3);
+  StoreClientOptions minority = Options();
+  minority.etcd_endpoints = {cluster_->Endpoints()[0]};
+  minority.call_timeout = 1500ms;
+  // Longer than the partition: the stopped members' clocks run on, and with nobody to renew it
+  // the job's lease would expire the moment they wake.
+  minority.etcd_lease_ttl = 60s;
+  auto client = Connect(minority);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->Set("k", ToBytes("v")).ok());
+  kill(cluster_->pid(1), SIGSTOP);  // the other two members stop answering: a partition
+  kill(cluster_->pid(2), SIGSTOP);
+  for (const auto& call :
+       std::vector<std::function<Status()>>{[&] { return client->Set("k", ToBytes("w")); },
+                                            [&] { return client->Get("k", 0ms).status(); },
+                                            [&] { return client->Add("n", 1).status(); },
+                                            [&] { return client->Wait({"k"}, 0ms); }}) {
+    const auto start = Clock::now();
+    Status status = call();
+    const auto took = Clock::now() - start;
+    EXPECT_TRUE(status.IsTimeout()) << status.message();
+    EXPECT_NE(status.message().find("etcd member " + cluster_->Endpoints()[0] +
+                                    " did not answer in time"),
+              std::string::npos)
+        << status.message();
+    EXPECT_GE(took, 1400ms);
+    EXPECT_LT(took, 4s);
+  }
+  kill(cluster_->pid(1), SIGCONT);
+  kill(cluster_->pid(2), SIGCONT);
+  // Healed: the same client goes on.
+  const auto start = Clock::now();
+  Status healed = client->Set("k", ToBytes("x"));
+  while (!healed.ok() && Clock::now() - start < 10s) healed = client->Set("k", ToBytes("x"));
+  EXPECT_TRUE(healed.ok()) << healed.message();
 }
 
 TEST_F(EtcdStoreTest, ALeaseThatIsNotRenewedMakesItsKeysVanish) {
