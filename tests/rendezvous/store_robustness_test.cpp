@@ -5,12 +5,11 @@
 // another thread and declares the peer last, so that destroying the peer unblocks it.
 #include <gtest/gtest.h>
 
-#include <sys/resource.h>
-
 #include <future>
 #include <memory>
 #include <thread>
 
+#include "descriptor_limit.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/log_limiter.hpp"
 #include "rendezvous/store.hpp"
@@ -233,14 +232,8 @@ TEST(StoreRobustnessTest, AFullTableOfPendingHandshakesEvictsTheOldest) {
 // at most its bound of pending handshakes in descriptors, and a machine still joins within 2 s.
 TEST(StoreRobustnessTest, ASlowlorisFloodOfAThousandConnectionsLetsAMachineJoinWithin2s) {
   constexpr int kFlood = 1000;
-  rlimit limit{};
-  getrlimit(RLIMIT_NOFILE, &limit);
-  limit.rlim_cur = limit.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &limit);
-  if (limit.rlim_cur < kFlood + 200) {
-    GTEST_SKIP() << "this process may open " << limit.rlim_cur << " descriptors; the flood needs "
-                 << kFlood + 200;
-  }
+  const std::string too_few = testing::AllowDescriptors(kFlood + 200);
+  if (!too_few.empty()) GTEST_SKIP() << too_few;
   ServerProcess server;
   ASSERT_TRUE(server.started());
   const size_t descriptors = server.OpenDescriptors();

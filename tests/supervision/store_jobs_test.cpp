@@ -4,7 +4,6 @@
 // flood of a thousand connections while the second machine joins.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/descriptor_limit.hpp"
 #include "rendezvous/etcd_cluster.hpp"
 #include "training_jobs.hpp"
 
@@ -110,14 +110,8 @@ TEST_F(StoreJobsTest, ALauncherRefusesAStoreItCannotUseNamingIt) {
 // 3 bytes of a frame header, 20% with most of a hello) while the second machine joins it.
 TEST_F(StoreJobsTest, AMachineJoinsWithin2sThroughASlowlorisFloodAndTheJobTrains) {
   constexpr int kFlood = 1000;
-  rlimit limit{};
-  getrlimit(RLIMIT_NOFILE, &limit);
-  limit.rlim_cur = limit.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &limit);
-  if (limit.rlim_cur < kFlood + 200) {
-    GTEST_SKIP() << "this process may open " << limit.rlim_cur << " descriptors; the flood needs "
-                 << kFlood + 200;
-  }
+  const std::string too_few = rendezvous::testing::AllowDescriptors(kFlood + 200);
+  if (!too_few.empty()) GTEST_SKIP() << too_few;
   LauncherProcess machine0(Machine(0, {"--master-port", "0"}), OutputPath("m0"));
   const int port = machine0.WaitForStorePort();
   ASSERT_GT(port, 0) << machine0.Output();
