@@ -17,6 +17,8 @@ required=(
   # The cluster tests: a one-node Slurm the test starts (srun, sbatch) and ssh between two
   # network namespaces (--hostfile).
   slurm-wlm munge openssh-server openssh-client
+  # The etcd store's tests (--store etcd://): real etcd clusters the tests start on loopback.
+  etcd-server
 )
 # Only for plotting benchmark results; a missing one is a warning, not a failure.
 optional=(python3-matplotlib)

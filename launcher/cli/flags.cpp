@@ -413,6 +413,8 @@ void AddJobFlags(std::vector<Flag>& flags) {
   add(FromEnvironment(Integer<int>("master-port", "PORT", "port of machine 0's store, 0..65535 (default $MASTER_PORT, the cluster's, or 29500)", 0,
                                    Constant<65535>, [](Options& o) -> int& { return o.master_port; }), "MASTER_PORT"));
   add(JobToken());
+  add(MustMatch(Text("store", "URL", "where the job's keys live: etcd://HOST:PORT[,HOST:PORT...] keeps them in an etcd cluster, which outlives any machine of the job (default: the built-in store of machine 0)", false,
+                     [](Options& o) -> std::string& { return o.store; })));
   add(Seconds("rendezvous-timeout", "seconds to wait for every worker to join (default 300)",
               [](Options& o) -> std::chrono::milliseconds& { return o.rendezvous_timeout; }));
   add(Seconds("backend-timeout", "seconds a backend call may block (default 300)",

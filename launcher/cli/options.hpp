@@ -57,6 +57,7 @@ struct Options {
   std::string master_addr = "127.0.0.1";  // --master-addr, default $MASTER_ADDR
   int master_port = kDefaultMasterPort;   // --master-port in [0, 65535], default $MASTER_PORT
   std::string job_token;                  // --job-token, default $DPL_JOB_TOKEN
+  std::string store;  // --store: "" the built-in store of machine 0, or etcd://HOST:PORT,...
   std::chrono::milliseconds rendezvous_timeout = kDefaultRendezvousTimeout;
   std::chrono::milliseconds backend_timeout = kDefaultBackendTimeout;
   int threads_per_worker = 0;  // --threads-per-worker; 0 = cores / local workers, at least 1

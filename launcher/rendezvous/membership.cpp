@@ -291,7 +291,11 @@ std::string DescribeMembershipChange(const std::vector<Member>& before,
 
 Result<std::unique_ptr<Heartbeat>> Heartbeat::Start(const StoreClientOptions& options,
                                                     int machine_id) {
-  auto client = StoreClient::Connect(options);
+  // With etcd, the beat is this launcher's alone: it vanishes with it (Note [Leases of the etcd
+  // store] in etcd_store.cpp).
+  StoreClientOptions own = options;
+  own.key_lifetime = KeyLifetime::kClient;
+  auto client = StoreClient::Connect(own);
   if (!client.ok()) return client.status();
   return std::unique_ptr<Heartbeat>(new HeartbeatThread(std::move(*client), machine_id));
 }

@@ -338,7 +338,7 @@ void StoreClientImpl::Abort() {
 
 }  // namespace
 
-Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const StoreClientOptions& options) {
+Result<std::unique_ptr<StoreClient>> ConnectBuiltinStore(const StoreClientOptions& options) {
   auto client = std::make_unique<StoreClientImpl>(options);
   Status status = client->Connect();
   if (!status.ok()) return status;

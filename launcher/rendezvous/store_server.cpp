@@ -7,9 +7,13 @@
 // The store serves every launcher and worker of a job, and anyone else who can reach its port, so
 // no peer may hold a resource for ever:
 //  - A connection that has not completed the handshake handshake_timeout after it was accepted is
-//    closed, and at most max_pending_handshakes such connections exist: beyond that a new one is
-//    closed at once (our client retries within its connect_timeout). Before the handshake a frame
-//    may not exceed kMaxHandshakeBytes.
+//    closed, and at most max_pending_handshakes such connections exist: a new one beyond that
+//    evicts the oldest of them. A flood of connections that never complete the handshake (idle,
+//    or a few bytes of a hello: slowloris) thus costs the server that many descriptors at most,
+//    and a real client, whose hello follows its connect within a round trip, gets in at once: it
+//    is evicted only if max_pending_handshakes newer connections come before its hello. Refusing
+//    the new one instead would let the flood keep every real client out. Before the handshake a
+//    frame may not exceed kMaxHandshakeBytes.
 //  - A frame must be complete frame_timeout after its first byte arrived, and a reply must be
 //    sent within frame_timeout; the body buffer grows with the bytes that actually arrive
 //    (FrameBuffer), so a header that announces 64 MiB and stops costs a header.
@@ -24,7 +28,11 @@
 //    call deadlines (StoreClientOptions::call_timeout) catch a stopped server.
 //  - A failing accept (out of descriptors) backs off from 10 ms to 1 s instead of spinning, and
 //    lines about it and about single connections are rate-limited (LogLimiter). A connection
-//    closed before sending a byte (a port scan, a health check) is not logged at all.
+//    closed before sending a byte (a port scan, a health check) is not logged at all. The server
+//    raises the process's soft descriptor limit to its hard limit when it starts, so only a hard
+//    limit below the pending bound plus the job's connections is ever reached.
+#include <sys/resource.h>
+
 #include <boost/asio.hpp>
 #include <cstdlib>
 #include <map>
@@ -54,6 +62,14 @@ namespace asio = server::asio;
 
 constexpr std::chrono::milliseconds kFirstAcceptBackoff{10};
 constexpr std::chrono::milliseconds kMaxAcceptBackoff{1000};
+
+// Note [Deadlines and dead peers]: a soft limit below the hard one only refuses connections.
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
 
 std::vector<uint8_t> Reply(Op op, const std::string& message = "") {
   wire::Writer writer;
@@ -90,7 +106,7 @@ class StoreServerImpl final : public StoreServer, public server::SessionHost {
     if (line) log::Warning(*line);
   }
   void Forget(Session* session) override;
-  void HandshakeCompleted() override { --pending_handshakes_; }
+  void HandshakeCompleted(Session* session) override { ForgetPending(session); }
   void Hello(Session& session, const std::vector<uint8_t>& body) override;
   std::string Handle(Session& session, Op op, const std::vector<uint8_t>& body) override;
   void FinishWait(Session& session) override;
@@ -103,6 +119,8 @@ class StoreServerImpl final : public StoreServer, public server::SessionHost {
   void OnAccept(const error_code& error, tcp::socket socket);
   bool AllPresent(const std::vector<std::string>& keys) const;
   void WakeWaiters();
+  void EvictOldestPending();
+  void ForgetPending(Session* session);
 
   StoreServerOptions options_;
   asio::io_context io_;
@@ -115,7 +133,10 @@ class StoreServerImpl final : public StoreServer, public server::SessionHost {
   bool stopping_ = false;
   std::map<Session*, std::shared_ptr<Session>> sessions_;
   std::set<Session*> waiting_;
-  int pending_handshakes_ = 0;
+  // The connections still in their handshake, oldest first (by the order they were accepted).
+  std::map<uint64_t, Session*> pending_by_age_;
+  std::map<Session*, uint64_t> pending_age_;
+  uint64_t accepted_ = 0;
   LogLimiter connection_log_{kConnectionLogBurst, kConnectionLogWindow};
   LogLimiter accept_log_{kAcceptLogBurst, kAcceptLogWindow};
   std::map<std::string, std::vector<uint8_t>> data_;
@@ -134,6 +155,7 @@ Status StoreServerImpl::Bind() {
   if (!error) acceptor_.set_option(tcp::acceptor::reuse_address(true), error);
   if (!error) acceptor_.bind(endpoint, error);
   if (!error) acceptor_.listen(asio::socket_base::max_listen_connections, error);
+  RaiseDescriptorLimit();
   if (error) {
     return Status::Error("cannot serve the rendezvous store on " + where + ": " + error.message() +
                          (error == asio::error::address_in_use
@@ -185,17 +207,18 @@ void StoreServerImpl::OnAccept(const error_code& error, tcp::socket socket) {
   const std::string peer =
       endpoint_error ? std::string("an unknown peer")
                      : endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
-  if (pending_handshakes_ >= options_.max_pending_handshakes) {
-    LogConnection("rendezvous store: refusing the connection from " + peer + ": " +
-                  std::to_string(pending_handshakes_) +
-                  " connections have not completed the handshake yet (something floods the "
-                  "store's port?)");
+  if (options_.max_pending_handshakes <= 0) {
     socket.close(ignored);
   } else {
+    while (static_cast<int>(pending_by_age_.size()) >= options_.max_pending_handshakes) {
+      EvictOldestPending();
+    }
     PrepareStoreConnection(socket.native_handle(), options_.keepalive_timeout);
     auto session = std::make_shared<Session>(*this, std::move(socket), peer);
     sessions_.emplace(session.get(), session);
-    ++pending_handshakes_;
+    pending_by_age_.emplace(accepted_, session.get());
+    pending_age_.emplace(session.get(), accepted_);
+    ++accepted_;
     session->Start();
   }
   Accept();
@@ -203,8 +226,25 @@ void StoreServerImpl::OnAccept(const error_code& error, tcp::socket socket) {
 
 void StoreServerImpl::Forget(Session* session) {
   waiting_.erase(session);
-  if (!session->handshaken()) --pending_handshakes_;
+  ForgetPending(session);
   sessions_.erase(session);
+}
+
+void StoreServerImpl::ForgetPending(Session* session) {
+  const auto age = pending_age_.find(session);
+  if (age == pending_age_.end()) return;
+  pending_by_age_.erase(age->second);
+  pending_age_.erase(age);
+}
+
+// Note [Deadlines and dead peers]: the oldest connection still in its handshake makes room.
+void StoreServerImpl::EvictOldestPending() {
+  Session* oldest = pending_by_age_.begin()->second;
+  oldest->Close(
+      "evicted before its handshake completed: " + std::to_string(pending_by_age_.size()) +
+      " connections wait for their handshake, the most the store lets wait "
+      "(something floods the store's port?)");
+  ForgetPending(oldest);  // in case Close had nothing to do
 }
 
 void StoreServerImpl::Hello(Session& session, const std::vector<uint8_t>& body) {

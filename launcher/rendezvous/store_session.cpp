@@ -164,7 +164,7 @@ void Session::Dispatch() {
 void Session::MarkHandshaken() {
   handshaken_ = true;
   Disarm(read_deadline_);
-  server_.HandshakeCompleted();
+  server_.HandshakeCompleted(this);
 }
 
 void Session::Send(std::vector<uint8_t> frame) {

@@ -38,7 +38,7 @@ class SessionHost {
   virtual void LogConnection(const std::string& message) = 0;
   // The session closed; the server drops it.
   virtual void Forget(Session* session) = 0;
-  virtual void HandshakeCompleted() = 0;
+  virtual void HandshakeCompleted(Session* session) = 0;
   // The first frame of a connection; answers it through the session.
   virtual void Hello(Session& session, const std::vector<uint8_t>& body) = 0;
   // Returns "" once the request is answered or waiting, else why the connection must close.

@@ -15,6 +15,7 @@
 #include "rendezvous/join.hpp"
 #include "rendezvous/membership.hpp"
 #include "rendezvous/store.hpp"
+#include "rendezvous/store_location.hpp"
 #include "supervision/heartbeat.hpp"
 #include "supervision/hostfile_runner.hpp"
 #include "supervision/supervisor.hpp"
@@ -108,8 +109,10 @@ std::string JobSize(const cli::Options& options) {
          std::to_string(options.num_processes) + " processes";
 }
 
-// Whether this launcher serves the store (Note [Machine 0 by address]); starts it if so.
-Result<bool> ServeIfMachineZero(const cli::Options& options, Joined* joined) {
+// Whether this launcher serves the store (Note [Machine 0 by address]); starts it if so. With
+// the store in etcd, machine 0 serves nothing: it is the launcher that publishes the settings.
+Result<bool> ServeIfMachineZero(const cli::Options& options, const rendezvous::StoreLocation& store,
+                                Joined* joined) {
   bool serve = options.machine_id == 0;
   const bool by_address = options.machine_id == cli::kAutoMachineId;
   if (by_address) {
@@ -122,6 +125,11 @@ Result<bool> ServeIfMachineZero(const cli::Options& options, Joined* joined) {
     serve = *local;
   }
   if (!serve) return false;
+  if (!store.builtin()) {
+    log::SetPrefix("[launcher 0]");
+    log::Info("the job's store is " + store.Describe() + ", for " + JobSize(options));
+    return true;
+  }
   rendezvous::StoreServerOptions server_options;
   server_options.port = options.master_port;
   server_options.job_token = options.job_token;
@@ -147,11 +155,14 @@ Result<bool> ServeIfMachineZero(const cli::Options& options, Joined* joined) {
 Result<Joined> StartAndJoin(const cli::Options& options) {
   Joined joined;
   joined.port = options.master_port;
-  auto serving = ServeIfMachineZero(options, &joined);
+  auto store = rendezvous::ParseStoreLocation(options.store);
+  if (!store.ok()) return store.status();
+  auto serving = ServeIfMachineZero(options, *store, &joined);
   if (!serving.ok()) return serving.status();
   const std::string store_host = *serving ? "127.0.0.1" : options.master_addr;
   joined.client_options.host = store_host;
   joined.client_options.port = joined.port;
+  joined.client_options.etcd_endpoints = store->etcd_endpoints;
   joined.client_options.job_token = options.job_token;
   joined.client_options.connect_timeout = options.rendezvous_timeout;
   // Machine 0 out of reach stops this machine within --backend-timeout, as a silent peer does.
@@ -162,6 +173,7 @@ Result<Joined> StartAndJoin(const cli::Options& options) {
   auto client = rendezvous::StoreClient::Connect(joined.client_options);
   if (!client.ok()) return client.status();
   joined.client = std::move(*client);
+  if (*serving) DPL_RETURN_IF_ERROR(rendezvous::RefuseEarlierJob(*joined.client, *store));
   // Workers of machine 0 reach the store through loopback; the others through --master-addr.
   joined.store_addr = store_host + ":" + std::to_string(joined.port);
   joined.machine_name = cluster::ThisMachineName(options.master_addr);

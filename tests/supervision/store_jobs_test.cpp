@@ -1,0 +1,144 @@
+// Real training jobs through the launcher binary and each store: two machines on loopback that
+// keep their keys in a real etcd cluster (--store etcd://..., skipped with a message without
+// etcd), --store values a launcher refuses, and the built-in store of machine 0 under a slowloris
+// flood of a thousand connections while the second machine joins.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rendezvous/descriptor_limit.hpp"
+#include "rendezvous/etcd_cluster.hpp"
+#include "training_jobs.hpp"
+
+namespace dpl::test {
+namespace {
+
+using namespace std::chrono_literals;
+using rendezvous::testing::EtcdCluster;
+
+// Connections to 127.0.0.1:port that send their first bytes, if any, and then nothing; closed
+// when destroyed.
+class Flood {
+ public:
+  ~Flood() {
+    for (int fd : sockets_) close(fd);
+  }
+  bool Open(int port, const std::vector<uint8_t>& first_bytes) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    sockets_.push_back(fd);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) return false;
+    return first_bytes.empty() || send(fd, first_bytes.data(), first_bytes.size(), MSG_NOSIGNAL) ==
+                                      static_cast<ssize_t>(first_bytes.size());
+  }
+
+ private:
+  std::vector<int> sockets_;
+};
+
+// The seconds (--log-time elapsed) on the first line of `output` that contains `text`, or -1.
+double ElapsedAt(const std::string& output, const std::string& text) {
+  const std::regex line("^ *([0-9.]+)s .*" + std::regex_replace(text, std::regex("[.()]"), "\\$&"));
+  std::smatch match;
+  std::istringstream lines(output);
+  for (std::string each; std::getline(lines, each);) {
+    if (std::regex_search(each, match, line)) return std::stod(match[1]);
+  }
+  return -1;
+}
+
+class StoreJobsTest : public TrainingJobTest {
+ protected:
+  // Two machines x one process of the mlp through the tcp backend, a few steps.
+  Args Machine(int id, const Args& extra) const {
+    Args args = Job("tcp", "mlp", 1, {"--num-machines", "2", "--max-steps", "5"});
+    if (id >= 0) args.insert(args.end(), {"--machine-id", std::to_string(id)});
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+};
+
+TEST_F(StoreJobsTest, TwoMachinesTrainWithTheirKeysInEtcd) {
+  if (!EtcdCluster::Installed()) GTEST_SKIP() << rendezvous::testing::kNoEtcd;
+  EtcdCluster cluster(3);
+  ASSERT_TRUE(cluster.started()) << cluster.error();
+  const Args store = {"--store", cluster.Url(), "--job-token", "store-jobs-etcd"};
+  LauncherProcess machine0(Machine(0, store), OutputPath("m0"));
+  LauncherProcess machine1(Machine(1, store), OutputPath("m1"));
+  const auto status0 = machine0.Wait(90s);
+  const auto status1 = machine1.Wait(30s);
+  EXPECT_TRUE(ExitedWith(status0, 0)) << Describe(status0) << machine0.Output();
+  EXPECT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << machine1.Output();
+  EXPECT_TRUE(Contains(machine0.Output(), "[launcher 0] the job's store is the etcd cluster " +
+                                              cluster.Url() + ", for 2 machines x 1 processes"))
+      << machine0.Output();
+  EXPECT_TRUE(Contains(machine0.Output(), "[rank 0] training done: 5 steps")) << machine0.Output();
+  EXPECT_FALSE(Contains(machine0.Output(), "listening on port")) << "machine 0 served a store";
+}
+
+TEST_F(StoreJobsTest, ALauncherRefusesAStoreItCannotUseNamingIt) {
+  LauncherProcess unknown(Machine(0, {"--store", "consul://127.0.0.1:8500"}), OutputPath("kind"));
+  EXPECT_TRUE(ExitedWith(unknown.Wait(30s), 1)) << unknown.Output();
+  EXPECT_TRUE(Contains(unknown.Output(),
+                       "[launcher 0] error: --store 'consul://127.0.0.1:8500' is not a store: give "
+                       "etcd://HOST:PORT[,HOST:PORT...] (the client URLs of an etcd cluster's "
+                       "members), or leave --store out for the built-in store of machine 0"))
+      << unknown.Output();
+  LauncherProcess unreachable(
+      Machine(0, {"--store", "etcd://127.0.0.1:1", "--rendezvous-timeout", "1"}),
+      OutputPath("unreachable"));
+  EXPECT_TRUE(ExitedWith(unreachable.Wait(30s), 1)) << unreachable.Output();
+  EXPECT_TRUE(Contains(unreachable.Output(),
+                       "[launcher 0] error: joining the job's store in etcd://127.0.0.1:1 "
+                       "(--store): no member of the etcd cluster etcd://127.0.0.1:1 could serve "
+                       "the request (etcd member 127.0.0.1:1: Connection refused)"))
+      << unreachable.Output();
+  EXPECT_FALSE(Contains(unreachable.Output(), "[rank ")) << "a worker started";
+}
+
+// Slowloris against machine 0's built-in store: 1,000 connections held open (60% idle, 20% with
+// 3 bytes of a frame header, 20% with most of a hello) while the second machine joins it.
+TEST_F(StoreJobsTest, AMachineJoinsWithin2sThroughASlowlorisFloodAndTheJobTrains) {
+  constexpr int kFlood = 1000;
+  const std::string too_few = rendezvous::testing::AllowDescriptors(kFlood + 200);
+  if (!too_few.empty()) GTEST_SKIP() << too_few;
+  LauncherProcess machine0(Machine(0, {"--master-port", "0"}), OutputPath("m0"));
+  const int port = machine0.WaitForStorePort();
+  ASSERT_GT(port, 0) << machine0.Output();
+  // A hello (op 0x01) announcing 16 bytes that never all come, and a header cut after 3 bytes.
+  const std::vector<uint8_t> partial_hello = {0x01, 0x10, 0, 0, 0, 0x4C, 0x50, 0x44, 0x53};
+  const std::vector<uint8_t> header_start = {0x01, 0x10, 0x00};
+  Flood flood;
+  for (int i = 0; i < kFlood; ++i) {
+    const std::vector<uint8_t> none;
+    ASSERT_TRUE(flood.Open(port, i % 10 < 6   ? none
+                                 : i % 10 < 8 ? header_start
+                                              : partial_hello))
+        << "connection " << i;
+  }
+  // Without --machine-id: it finds machine 0's store through the flood and says when it joined.
+  LauncherProcess machine1(
+      Machine(-1, {"--master-port", std::to_string(port), "--log-time", "elapsed"}),
+      OutputPath("m1"));
+  const auto status1 = machine1.Wait(60s);
+  const auto status0 = machine0.Wait(30s);
+  EXPECT_TRUE(ExitedWith(status0, 0)) << Describe(status0) << machine0.Output();
+  EXPECT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << machine1.Output();
+  const double joined = ElapsedAt(machine1.Output(), "this is machine 1");
+  EXPECT_GE(joined, 0.0) << machine1.Output();
+  EXPECT_LT(joined, 2.0) << machine1.Output();
+  EXPECT_TRUE(Contains(machine0.Output(), "[rank 0] training done: 5 steps")) << machine0.Output();
+}
+
+}  // namespace
+}  // namespace dpl::test
