@@ -45,7 +45,7 @@ constexpr int kSocketBufferBytes = 4 * 1024 * 1024;
 constexpr size_t kMaxBytesPerCall = 256 * 1024;
 constexpr size_t kLeadBytes = 512 * 1024;
 
-std::string errno_text() {
+std::string ErrnoText() {
   return std::strerror(errno);
 }
 
@@ -58,14 +58,14 @@ class Socket {
   Socket(Socket&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   Socket& operator=(Socket&& other) noexcept {
     if (this != &other) {
-      reset();
+      Reset();
       fd_ = other.fd_;
       other.fd_ = -1;
     }
     return *this;
   }
-  ~Socket() { reset(); }
-  void reset() {
+  ~Socket() { Reset(); }
+  void Reset() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
@@ -75,7 +75,7 @@ class Socket {
   int fd_ = -1;
 };
 
-void tune_stream_socket(int fd) {
+void TuneStreamSocket(int fd) {
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSocketBufferBytes, sizeof(kSocketBufferBytes));
@@ -85,11 +85,11 @@ void tune_stream_socket(int fd) {
 }
 
 // Where the store holds the listening endpoint of `rank`.
-std::string endpoint_key(int rank) {
+std::string EndpointKey(int rank) {
   return "tcp/addr/" + std::to_string(rank);
 }
 
-int remaining_ms(Clock::time_point deadline) {
+int RemainingMs(Clock::time_point deadline) {
   const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 1 << 30)));
@@ -109,10 +109,10 @@ class TcpBackend {
  public:
   TcpBackend(const dpl_backend_config_v2& config, const std::string& address)
       : config_(config), timeout_(std::chrono::milliseconds(config.timeout_ms)) {
-    if (config_.world_size > 1) connect_ring(address);
+    if (config_.world_size > 1) ConnectRing(address);
   }
 
-  dpl_status allreduce(DLTensor* tensor, dpl_reduce_op op) {
+  dpl_status Allreduce(DLTensor* tensor, dpl_reduce_op op) {
     dpl::support::CheckContiguous(*tensor, "allreduce tensor");
     dpl::support::CheckHostTensor(*tensor, kBackendName, "allreduce tensor");
     const ElementType type = dpl::support::ElementTypeOf(tensor->dtype);
@@ -130,8 +130,8 @@ class TcpBackend {
     }
     const size_t count = static_cast<size_t>(dpl::support::ElementCount(*tensor));
     if (count == 0 || config_.world_size == 1) return DPL_OK;
-    ring_allreduce(static_cast<char*>(dpl::support::DataPointer(*tensor)), count,
-                   dpl::support::ElementSize(tensor->dtype), type, op);
+    RingAllreduce(static_cast<char*>(dpl::support::DataPointer(*tensor)), count,
+                  dpl::support::ElementSize(tensor->dtype), type, op);
     if (op == DPL_REDUCE_AVG) {
       dpl::support::DivideInPlace(type, dpl::support::DataPointer(*tensor), count,
                                   config_.world_size);
@@ -139,12 +139,12 @@ class TcpBackend {
     return DPL_OK;
   }
 
-  dpl_status broadcast(DLTensor* tensor, int32_t root) {
+  dpl_status Broadcast(DLTensor* tensor, int32_t root) {
     const size_t bytes =
         dpl::support::CheckHostBroadcast(*tensor, root, config_.world_size, kBackendName);
     if (bytes == 0 || config_.world_size == 1) return DPL_OK;
     char* data = static_cast<char*>(dpl::support::DataPointer(*tensor));
-    const int next = next_rank();
+    const int next = NextRank();
     const auto deadline = Clock::now() + timeout_;
     StepTransfer transfer;
     if (config_.rank == root) {
@@ -159,43 +159,43 @@ class TcpBackend {
         transfer.send_only_received = true;
       }
     }
-    run_step(transfer, deadline, nullptr);
+    RunStep(transfer, deadline, nullptr);
     return DPL_OK;
   }
 
-  dpl_status allgather(const DLTensor* input, DLTensor* output) {
+  dpl_status Allgather(const DLTensor* input, DLTensor* output) {
     const size_t block =
         dpl::support::CheckHostAllgather(*input, *output, config_.world_size, kBackendName);
     if (block == 0) return DPL_OK;
-    ring_allgather(static_cast<const char*>(dpl::support::DataPointer(*input)),
-                   static_cast<char*>(dpl::support::DataPointer(*output)), block);
+    RingAllgather(static_cast<const char*>(dpl::support::DataPointer(*input)),
+                  static_cast<char*>(dpl::support::DataPointer(*output)), block);
     return DPL_OK;
   }
 
-  dpl_status barrier() {
+  dpl_status Barrier() {
     if (config_.world_size == 1) return DPL_OK;
     const char token = 1;
     std::vector<char> tokens(static_cast<size_t>(config_.world_size));
-    ring_allgather(&token, tokens.data(), 1);
+    RingAllgather(&token, tokens.data(), 1);
     return DPL_OK;
   }
 
  private:
   // Every rank listens, publishes where, connects to the next rank and accepts the previous one;
   // a greeting on each connection proves it joins the right ranks of this job.
-  void connect_ring(const std::string& address) {
+  void ConnectRing(const std::string& address) {
     const auto deadline = Clock::now() + timeout_;
     std::string endpoint;
-    const Socket listener = listen_on(address, &endpoint);
-    publish_endpoint(endpoint);
-    connect_next(look_up_endpoint(next_rank(), deadline), deadline);
-    accept_prev(listener, endpoint, deadline);
+    const Socket listener = ListenOn(address, &endpoint);
+    PublishEndpoint(endpoint);
+    ConnectNext(LookUpEndpoint(NextRank(), deadline), deadline);
+    AcceptPrev(listener, endpoint, deadline);
   }
 
   // A listener on `address`, port chosen by the kernel; `*endpoint` is "address:port".
-  static Socket listen_on(const std::string& address, std::string* endpoint) {
+  static Socket ListenOn(const std::string& address, std::string* endpoint) {
     Socket listener(::socket(AF_INET, SOCK_STREAM, 0));
-    if (listener.fd() < 0) throw PluginError(DPL_ERR_COMMUNICATION, "socket(): " + errno_text());
+    if (listener.fd() < 0) throw PluginError(DPL_ERR_COMMUNICATION, "socket(): " + ErrnoText());
     sockaddr_in bind_address{};
     bind_address.sin_family = AF_INET;
     bind_address.sin_port = 0;
@@ -206,7 +206,7 @@ class TcpBackend {
     if (::bind(listener.fd(), reinterpret_cast<sockaddr*>(&bind_address), sizeof(bind_address)) !=
             0 ||
         ::listen(listener.fd(), 4) != 0) {
-      throw PluginError(DPL_ERR_COMMUNICATION, "cannot listen on " + address + ": " + errno_text() +
+      throw PluginError(DPL_ERR_COMMUNICATION, "cannot listen on " + address + ": " + ErrnoText() +
                                                    "; pass address=<an ip of this machine>");
     }
     socklen_t length = sizeof(bind_address);
@@ -215,26 +215,26 @@ class TcpBackend {
     return listener;
   }
 
-  void publish_endpoint(const std::string& endpoint) {
-    const std::string my_key = endpoint_key(config_.rank);
-    check_store(config_.store->set(config_.store->context, my_key.c_str(), endpoint.data(),
-                                   endpoint.size()),
-                "publish " + my_key);
+  void PublishEndpoint(const std::string& endpoint) {
+    const std::string my_key = EndpointKey(config_.rank);
+    CheckStore(config_.store->set(config_.store->context, my_key.c_str(), endpoint.data(),
+                                  endpoint.size()),
+               "publish " + my_key);
   }
 
-  std::string look_up_endpoint(int rank, Clock::time_point deadline) {
-    const std::string key = endpoint_key(rank);
+  std::string LookUpEndpoint(int rank, Clock::time_point deadline) {
+    const std::string key = EndpointKey(rank);
     char buffer[128] = {};
     uint64_t value_size = 0;
-    check_store(config_.store->get(config_.store->context, key.c_str(), buffer, sizeof(buffer) - 1,
-                                   &value_size, remaining_ms(deadline)),
-                "look up rank " + std::to_string(rank));
+    CheckStore(config_.store->get(config_.store->context, key.c_str(), buffer, sizeof(buffer) - 1,
+                                  &value_size, RemainingMs(deadline)),
+               "look up rank " + std::to_string(rank));
     return std::string(buffer, static_cast<size_t>(value_size));
   }
 
   // Connects to the next rank (retrying while it is not yet listening) and greets it.
-  void connect_next(const std::string& next_endpoint, Clock::time_point deadline) {
-    const int next = next_rank();
+  void ConnectNext(const std::string& next_endpoint, Clock::time_point deadline) {
+    const int next = NextRank();
     const size_t colon = next_endpoint.rfind(':');
     sockaddr_in peer{};
     peer.sin_family = AF_INET;
@@ -258,38 +258,36 @@ class TcpBackend {
       }
       if (Clock::now() >= deadline) {
         throw PluginError(DPL_ERR_TIMEOUT, "cannot connect to rank " + std::to_string(next) +
-                                               " at " + next_endpoint + ": " + errno_text());
+                                               " at " + next_endpoint + ": " + ErrnoText());
       }
       ::usleep(10000);
     }
-    tune_stream_socket(next_socket_.fd());
+    TuneStreamSocket(next_socket_.fd());
     const uint32_t hello[2] = {kHandshakeMagic, static_cast<uint32_t>(config_.rank)};
     StepTransfer greeting;
     greeting.send_data = reinterpret_cast<const char*>(hello);
     greeting.send_bytes = sizeof(hello);
-    run_step(greeting, deadline, nullptr);  // no prev socket yet: send side only
+    RunStep(greeting, deadline, nullptr);  // no prev socket yet: send side only
   }
 
   // Accepts the previous rank on `listener` (at `endpoint`) and checks its greeting.
-  void accept_prev(const Socket& listener, const std::string& endpoint,
-                   Clock::time_point deadline) {
-    const int prev = prev_rank();
+  void AcceptPrev(const Socket& listener, const std::string& endpoint, Clock::time_point deadline) {
+    const int prev = PrevRank();
     pollfd wait_for_peer{listener.fd(), POLLIN, 0};
-    const int ready = ::poll(&wait_for_peer, 1, remaining_ms(deadline));
+    const int ready = ::poll(&wait_for_peer, 1, RemainingMs(deadline));
     if (ready <= 0) {
       throw PluginError(DPL_ERR_TIMEOUT, "rank " + std::to_string(prev) +
                                              " did not connect within " +
                                              std::to_string(config_.timeout_ms) + " ms");
     }
     prev_socket_ = Socket(::accept(listener.fd(), nullptr, nullptr));
-    if (prev_socket_.fd() < 0)
-      throw PluginError(DPL_ERR_COMMUNICATION, "accept(): " + errno_text());
-    tune_stream_socket(prev_socket_.fd());
+    if (prev_socket_.fd() < 0) throw PluginError(DPL_ERR_COMMUNICATION, "accept(): " + ErrnoText());
+    TuneStreamSocket(prev_socket_.fd());
     uint32_t peer_hello[2] = {};
     StepTransfer receive_greeting;
     receive_greeting.recv_data = reinterpret_cast<char*>(peer_hello);
     receive_greeting.recv_bytes = sizeof(peer_hello);
-    run_step(receive_greeting, deadline, nullptr);
+    RunStep(receive_greeting, deadline, nullptr);
     if (peer_hello[0] != kHandshakeMagic || peer_hello[1] != static_cast<uint32_t>(prev)) {
       throw PluginError(DPL_ERR_COMMUNICATION, "the connection accepted on " + endpoint +
                                                    " is not from rank " + std::to_string(prev) +
@@ -297,7 +295,7 @@ class TcpBackend {
     }
   }
 
-  void check_store(dpl_status status, const std::string& what) {
+  void CheckStore(dpl_status status, const std::string& what) {
     if (status == DPL_OK) return;
     const char* message = config_.store->last_error(config_.store->context);
     throw PluginError(status == DPL_ERR_TIMEOUT ? DPL_ERR_TIMEOUT : DPL_ERR_COMMUNICATION,
@@ -307,7 +305,7 @@ class TcpBackend {
   // Drives one ring step until both directions are done. `on_received(begin, end)` is called
   // with the byte range of recv_data that arrived since the last call.
   template <typename OnReceived>
-  void run_step(const StepTransfer& transfer, Clock::time_point deadline, OnReceived* on_received) {
+  void RunStep(const StepTransfer& transfer, Clock::time_point deadline, OnReceived* on_received) {
     size_t sent = 0;
     size_t received = 0;
     while (sent < transfer.send_bytes || received < transfer.recv_bytes) {
@@ -325,71 +323,71 @@ class TcpBackend {
         recv_index = static_cast<int>(count);
         fds[count++] = {prev_socket_.fd(), POLLIN, 0};
       }
-      const int ready = ::poll(fds, count, remaining_ms(deadline));
+      const int ready = ::poll(fds, count, RemainingMs(deadline));
       if (ready < 0 && errno == EINTR) continue;
-      if (ready < 0) throw PluginError(DPL_ERR_COMMUNICATION, "poll(): " + errno_text());
+      if (ready < 0) throw PluginError(DPL_ERR_COMMUNICATION, "poll(): " + ErrnoText());
       if (ready == 0) {
         throw PluginError(DPL_ERR_TIMEOUT,
                           "a peer did not answer within " + std::to_string(config_.timeout_ms) +
                               " ms (rank " + std::to_string(config_.rank) + " waiting on " +
-                              (recv_index >= 0 ? "rank " + std::to_string(prev_rank())
-                                               : "rank " + std::to_string(next_rank())) +
+                              (recv_index >= 0 ? "rank " + std::to_string(PrevRank())
+                                               : "rank " + std::to_string(NextRank())) +
                               ")");
       }
       if (recv_index >= 0 && fds[recv_index].revents != 0) {
         const size_t before = received;
-        received += receive_some(transfer.recv_data + received, transfer.recv_bytes - received);
+        received += ReceiveSome(transfer.recv_data + received, transfer.recv_bytes - received);
         if (received > before && on_received != nullptr) (*on_received)(before, received);
       }
       if (send_index >= 0 && fds[send_index].revents != 0) {
-        sent += send_some(transfer.send_data + sent, sendable - sent);
+        sent += SendSome(transfer.send_data + sent, sendable - sent);
       }
     }
   }
-  void run_step(const StepTransfer& transfer, Clock::time_point deadline, std::nullptr_t) {
-    run_step<void (*)(size_t, size_t)>(transfer, deadline, nullptr);
+  void RunStep(const StepTransfer& transfer, Clock::time_point deadline, std::nullptr_t) {
+    RunStep<void (*)(size_t, size_t)>(transfer, deadline, nullptr);
   }
 
   // One recv() of at most `bytes` (and kMaxBytesPerCall) from the previous rank, once poll() said
   // it is readable: the bytes it got, 0 when none were ready.
-  size_t receive_some(char* data, size_t bytes) {
+  size_t ReceiveSome(char* data, size_t bytes) {
     const ssize_t got = ::recv(prev_socket_.fd(), data, std::min(bytes, kMaxBytesPerCall), 0);
     if (got == 0) {
       throw PluginError(DPL_ERR_COMMUNICATION,
-                        "rank " + std::to_string(prev_rank()) +
+                        "rank " + std::to_string(PrevRank()) +
                             " closed the connection mid-collective (did it exit?)");
     }
     if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       throw PluginError(DPL_ERR_COMMUNICATION,
-                        "receive from rank " + std::to_string(prev_rank()) + ": " + errno_text());
+                        "receive from rank " + std::to_string(PrevRank()) + ": " + ErrnoText());
     }
     return got > 0 ? static_cast<size_t>(got) : 0;
   }
 
   // One send() of at most `bytes` (and kMaxBytesPerCall) to the next rank, once poll() said it is
   // writable: the bytes it took, 0 when none.
-  size_t send_some(const char* data, size_t bytes) {
+  size_t SendSome(const char* data, size_t bytes) {
     const ssize_t put =
         ::send(next_socket_.fd(), data, std::min(bytes, kMaxBytesPerCall), MSG_NOSIGNAL);
     if (put < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       throw PluginError(DPL_ERR_COMMUNICATION,
-                        "send to rank " + std::to_string(next_rank()) + ": " + errno_text());
+                        "send to rank " + std::to_string(NextRank()) + ": " + ErrnoText());
     }
     return put > 0 ? static_cast<size_t>(put) : 0;
   }
 
-  int next_rank() const { return (config_.rank + 1) % config_.world_size; }
-  int prev_rank() const { return (config_.rank + config_.world_size - 1) % config_.world_size; }
+  int NextRank() const { return (config_.rank + 1) % config_.world_size; }
+  int PrevRank() const { return (config_.rank + config_.world_size - 1) % config_.world_size; }
 
   // Segment s of `count` elements split evenly over the ranks: [begin, end).
-  std::pair<size_t, size_t> segment(size_t count, int s) const {
+  std::pair<size_t, size_t> Segment(size_t count, int s) const {
     const size_t world = static_cast<size_t>(config_.world_size);
     const size_t index = static_cast<size_t>(s);
     return {count * index / world, count * (index + 1) / world};
   }
 
-  void ring_allreduce(char* data, size_t count, size_t element_bytes, ElementType type,
-                      dpl_reduce_op op) {
+  void RingAllreduce(char* data, size_t count, size_t element_bytes, ElementType type,
+                     dpl_reduce_op op) {
     const int world = config_.world_size;
     const int rank = config_.rank;
     const size_t largest = (count + static_cast<size_t>(world) - 1) / static_cast<size_t>(world);
@@ -397,8 +395,8 @@ class TcpBackend {
     const auto deadline = Clock::now() + timeout_;
     // Reduce-scatter: after world-1 steps, rank r owns the full sum of segment (r+1) % world.
     for (int step = 0; step < world - 1; ++step) {
-      const auto [send_begin, send_end] = segment(count, (rank - step + world) % world);
-      const auto [recv_begin, recv_end] = segment(count, (rank - step - 1 + 2 * world) % world);
+      const auto [send_begin, send_end] = Segment(count, (rank - step + world) % world);
+      const auto [recv_begin, recv_end] = Segment(count, (rank - step - 1 + 2 * world) % world);
       StepTransfer transfer;
       transfer.send_data = data + send_begin * element_bytes;
       transfer.send_bytes = (send_end - send_begin) * element_bytes;
@@ -418,22 +416,22 @@ class TcpBackend {
           reduced = ready;
         }
       };
-      run_step(transfer, deadline, &reduce_arrived);
+      RunStep(transfer, deadline, &reduce_arrived);
     }
     // Allgather of the reduced segments, received straight into place.
     for (int step = 0; step < world - 1; ++step) {
-      const auto [send_begin, send_end] = segment(count, (rank + 1 - step + world) % world);
-      const auto [recv_begin, recv_end] = segment(count, (rank - step + world) % world);
+      const auto [send_begin, send_end] = Segment(count, (rank + 1 - step + world) % world);
+      const auto [recv_begin, recv_end] = Segment(count, (rank - step + world) % world);
       StepTransfer transfer;
       transfer.send_data = data + send_begin * element_bytes;
       transfer.send_bytes = (send_end - send_begin) * element_bytes;
       transfer.recv_data = data + recv_begin * element_bytes;
       transfer.recv_bytes = (recv_end - recv_begin) * element_bytes;
-      run_step(transfer, deadline, nullptr);
+      RunStep(transfer, deadline, nullptr);
     }
   }
 
-  void ring_allgather(const char* input, char* output, size_t block) {
+  void RingAllgather(const char* input, char* output, size_t block) {
     const int world = config_.world_size;
     const int rank = config_.rank;
     std::memcpy(output + static_cast<size_t>(rank) * block, input, block);
@@ -446,7 +444,7 @@ class TcpBackend {
       transfer.send_bytes = block;
       transfer.recv_data = output + recv_block * block;
       transfer.recv_bytes = block;
-      run_step(transfer, deadline, nullptr);
+      RunStep(transfer, deadline, nullptr);
     }
   }
 
@@ -457,11 +455,11 @@ class TcpBackend {
   std::vector<char> scratch_;
 };
 
-TcpBackend* as_tcp(dpl_backend* backend) {
+TcpBackend* AsTcp(dpl_backend* backend) {
   return reinterpret_cast<TcpBackend*>(backend);
 }
 
-dpl_status check_handle(dpl_backend* backend) {
+dpl_status CheckHandle(dpl_backend* backend) {
   if (backend == nullptr) {
     throw PluginError(DPL_ERR_INVALID_ARGUMENT, "backend handle is NULL");
   }
@@ -469,13 +467,13 @@ dpl_status check_handle(dpl_backend* backend) {
 }
 
 // The stream of a collective must be NULL for CPU tensors (dpl/backend_v1.h).
-void check_no_stream(void* stream) {
+void CheckNoStream(void* stream) {
   if (stream != nullptr) {
     throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
   }
 }
 
-dpl_status tcp_create(const dpl_backend_config_v2* config, dpl_backend** out) {
+dpl_status TcpCreate(const dpl_backend_config_v2* config, dpl_backend** out) {
   return dpl::support::Guarded(kBackendName, [&] {
     if (out == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = nullptr;
@@ -494,56 +492,56 @@ dpl_status tcp_create(const dpl_backend_config_v2* config, dpl_backend** out) {
   });
 }
 
-void tcp_destroy(dpl_backend* backend) {
+void TcpDestroy(dpl_backend* backend) {
   dpl::support::Guarded(kBackendName, [&] {
-    delete as_tcp(backend);
+    delete AsTcp(backend);
     return DPL_OK;
   });
 }
 
-dpl_status tcp_allreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
+dpl_status TcpAllreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
   return dpl::support::Guarded(kBackendName, [&] {
-    check_handle(backend);
+    CheckHandle(backend);
     if (tensor == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "tensor is NULL");
-    check_no_stream(stream);
-    return as_tcp(backend)->allreduce(tensor, op);
+    CheckNoStream(stream);
+    return AsTcp(backend)->Allreduce(tensor, op);
   });
 }
 
-dpl_status tcp_broadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
+dpl_status TcpBroadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
   return dpl::support::Guarded(kBackendName, [&] {
-    check_handle(backend);
+    CheckHandle(backend);
     if (tensor == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "tensor is NULL");
-    check_no_stream(stream);
-    return as_tcp(backend)->broadcast(tensor, root);
+    CheckNoStream(stream);
+    return AsTcp(backend)->Broadcast(tensor, root);
   });
 }
 
-dpl_status tcp_allgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
-                         void* stream) {
+dpl_status TcpAllgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
+                        void* stream) {
   return dpl::support::Guarded(kBackendName, [&] {
-    check_handle(backend);
+    CheckHandle(backend);
     if (input == nullptr || output == nullptr) {
       throw PluginError(DPL_ERR_INVALID_ARGUMENT, "input or output is NULL");
     }
-    check_no_stream(stream);
-    return as_tcp(backend)->allgather(input, output);
+    CheckNoStream(stream);
+    return AsTcp(backend)->Allgather(input, output);
   });
 }
 
-dpl_status tcp_barrier(dpl_backend* backend) {
+dpl_status TcpBarrier(dpl_backend* backend) {
   return dpl::support::Guarded(kBackendName, [&] {
-    check_handle(backend);
-    return as_tcp(backend)->barrier();
+    CheckHandle(backend);
+    return AsTcp(backend)->Barrier();
   });
 }
 
 // A host backend's collectives are complete when they return (dpl/backend_v2.h).
-dpl_status tcp_synchronize(dpl_backend* /*backend*/, void* /*stream*/) {
+dpl_status TcpSynchronize(dpl_backend* /*backend*/, void* /*stream*/) {
   return DPL_OK;
 }
 
-const char* tcp_last_error() {
+const char* TcpLastError() {
   return dpl::support::LastError();
 }
 
@@ -555,12 +553,12 @@ extern "C" const dpl_backend_plugin_v2 dpl_tcp_backend_table = {
     {sizeof(dpl_backend_plugin_v2), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
      DPL_BACKEND_ABI_VERSION_2, "tcp", "1.0.0",
      "ring collectives over plain TCP sockets (CPU tensors)"},
-    tcp_create,
-    tcp_destroy,
-    tcp_allreduce,
-    tcp_broadcast,
-    tcp_allgather,
-    tcp_barrier,
-    tcp_last_error,
-    tcp_synchronize,
+    TcpCreate,
+    TcpDestroy,
+    TcpAllreduce,
+    TcpBroadcast,
+    TcpAllgather,
+    TcpBarrier,
+    TcpLastError,
+    TcpSynchronize,
 };
