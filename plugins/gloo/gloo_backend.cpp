@@ -7,25 +7,15 @@
 #include <gloo/broadcast_one_to_all.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -34,10 +24,13 @@
 #include "dpl/support/backend.hpp"
 #include "dpl/support/options.hpp"
 #include "dpl/support/reduce.hpp"
+#include "host_rendezvous.hpp"
 #include "pairwise_allreduce.hpp"
 
 namespace {
 
+using dpl::gloo_backend::ConnectFullMesh;
+using dpl::gloo_backend::HostStore;
 using dpl::gloo_backend::PairwiseAllreduce;
 using dpl::support::ElementType;
 using dpl::support::PluginError;
@@ -49,107 +42,6 @@ constexpr const char* kBackendName = "gloo";
 struct Bfloat16Bits {
   uint16_t bits;
 };
-
-// gloo::rendezvous::Store on top of the host's dpl_store_v1. gloo's get() must block until the
-// key exists, so every get waits up to the job timeout.
-class HostStore : public gloo::rendezvous::Store {
- public:
-  HostStore(const dpl_store_v1* store, std::chrono::milliseconds timeout, std::string prefix)
-      : store_(store), timeout_(timeout), prefix_(std::move(prefix)) {}
-
-  void set(const std::string& key, const std::vector<char>& data) override {
-    Check(store_->set(store_->context, Prefixed(key).c_str(), data.data(), data.size()), key);
-  }
-
-  std::vector<char> get(const std::string& key) override {
-    std::vector<char> value(256);
-    uint64_t size = 0;
-    dpl_status status = store_->get(store_->context, Prefixed(key).c_str(), value.data(),
-                                    value.size(), &size, timeout_.count());
-    if (status == DPL_ERR_BUFFER_TOO_SMALL) {
-      value.resize(static_cast<size_t>(size));
-      status = store_->get(store_->context, Prefixed(key).c_str(), value.data(), value.size(),
-                           &size, timeout_.count());
-    }
-    Check(status, key);
-    value.resize(static_cast<size_t>(size));
-    return value;
-  }
-
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
-    std::vector<std::string> names;
-    std::vector<const char*> pointers;
-    for (const auto& key : keys) names.push_back(Prefixed(key));
-    for (const auto& name : names) pointers.push_back(name.c_str());
-    Check(store_->wait(store_->context, pointers.data(), static_cast<uint32_t>(pointers.size()),
-                       timeout.count()),
-          keys.empty() ? "" : keys.front());
-  }
-
- private:
-  std::string Prefixed(const std::string& key) const { return prefix_ + key; }
-  void Check(dpl_status status, const std::string& key) {
-    if (status == DPL_OK) return;
-    const char* message = store_->last_error(store_->context);
-    throw PluginError(status == DPL_ERR_TIMEOUT ? DPL_ERR_TIMEOUT : DPL_ERR_COMMUNICATION,
-                      "store key '" + key + "': " + (message ? message : ""));
-  }
-  const dpl_store_v1* store_;
-  std::chrono::milliseconds timeout_;
-  std::string prefix_;
-};
-
-// Note [Loopback refusals]: a rank that advertises a loopback address (address=127.0.0.1, or an
-// interface= that has no other) is reachable from its own machine only: a peer on another machine
-// that connects there reaches its own loopback, where nothing listens, and is refused. gloo says
-// so only in text ("connect [127.0.0.1]:PORT: Connection refused"), so the address is read from
-// that text, and the refusal is confirmed by connecting there once more and looking at errno, not
-// at gloo's words.
-std::optional<std::string> RefusedLoopbackPeer(const std::string& gloo_error) {
-  const std::string marker = "connect [";
-  const size_t begin = gloo_error.find(marker);
-  if (begin == std::string::npos) return std::nullopt;
-  const size_t host_begin = begin + marker.size();
-  const size_t host_end = gloo_error.find("]:", host_begin);
-  if (host_end == std::string::npos) return std::nullopt;
-  const std::string host = gloo_error.substr(host_begin, host_end - host_begin);
-  const long port = std::strtol(gloo_error.c_str() + host_end + 2, nullptr, 10);
-  sockaddr_in peer{};
-  peer.sin_family = AF_INET;
-  peer.sin_port = htons(static_cast<uint16_t>(port));
-  if (port <= 0 || port > 65535 || ::inet_pton(AF_INET, host.c_str(), &peer.sin_addr) != 1 ||
-      (ntohl(peer.sin_addr.s_addr) >> 24) != 127) {
-    return std::nullopt;
-  }
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::nullopt;
-  const bool refused =
-      ::connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer) != 0 && errno == ECONNREFUSED;
-  ::close(fd);
-  if (!refused) return std::nullopt;
-  return host + ":" + std::to_string(port);
-}
-
-// gloo's connectFullMesh; a refusal on a loopback address (Note [Loopback refusals]) becomes a
-// message that says which option to pass.
-void ConnectFullMesh(gloo::rendezvous::Context& context, gloo::rendezvous::Store& store,
-                     std::shared_ptr<gloo::transport::Device>& device) {
-  try {
-    context.connectFullMesh(store, device);
-  } catch (const gloo::IoException& error) {
-    const std::optional<std::string> peer = RefusedLoopbackPeer(error.what());
-    if (!peer) throw;
-    throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                      "a peer advertised the loopback address " + *peer +
-                          ", which refuses connections here: that peer runs on another machine; "
-                          "give every machine --backend-options address=<its ip> or "
-                          "interface=<its network interface> (gloo: " +
-                          error.what() + ")");
-  }
-}
 
 class GlooBackend {
  public:
@@ -220,34 +112,7 @@ class GlooBackend {
     }
     if (count == 0) return DPL_OK;
     void* data = dpl::support::DataPointer(*tensor);
-    switch (type) {
-      case ElementType::kFloat16:
-        RunAllreduce<gloo::float16>(data, count, tensor, op);
-        break;
-      case ElementType::kBFloat16:
-        RunAllreduce<Bfloat16Bits>(data, count, tensor, op);
-        break;
-      case ElementType::kFloat32:
-        RunAllreduce<float>(data, count, tensor, op);
-        break;
-      case ElementType::kFloat64:
-        RunAllreduce<double>(data, count, tensor, op);
-        break;
-      case ElementType::kInt8:
-        RunAllreduce<int8_t>(data, count, tensor, op);
-        break;
-      case ElementType::kUInt8:
-        RunAllreduce<uint8_t>(data, count, tensor, op);
-        break;
-      case ElementType::kInt32:
-        RunAllreduce<int32_t>(data, count, tensor, op);
-        break;
-      case ElementType::kInt64:
-        RunAllreduce<int64_t>(data, count, tensor, op);
-        break;
-      default:
-        break;
-    }
+    RunAllreduceOf(type, data, count, tensor, op);
     if (op == DPL_REDUCE_AVG) {
       dpl::support::DivideInPlace(type, data, static_cast<size_t>(count), config_.world_size);
     }
@@ -313,6 +178,31 @@ class GlooBackend {
         return gloo::ReductionFunction<T>::max;
       default:
         return gloo::ReductionFunction<T>::sum;
+    }
+  }
+
+  // RunAllreduce for the element type `type` (a known one).
+  void RunAllreduceOf(ElementType type, void* data, int64_t count, const DLTensor* tensor,
+                      dpl_reduce_op op) {
+    switch (type) {
+      case ElementType::kFloat16:
+        return RunAllreduce<gloo::float16>(data, count, tensor, op);
+      case ElementType::kBFloat16:
+        return RunAllreduce<Bfloat16Bits>(data, count, tensor, op);
+      case ElementType::kFloat32:
+        return RunAllreduce<float>(data, count, tensor, op);
+      case ElementType::kFloat64:
+        return RunAllreduce<double>(data, count, tensor, op);
+      case ElementType::kInt8:
+        return RunAllreduce<int8_t>(data, count, tensor, op);
+      case ElementType::kUInt8:
+        return RunAllreduce<uint8_t>(data, count, tensor, op);
+      case ElementType::kInt32:
+        return RunAllreduce<int32_t>(data, count, tensor, op);
+      case ElementType::kInt64:
+        return RunAllreduce<int64_t>(data, count, tensor, op);
+      default:
+        return;
     }
   }
 
