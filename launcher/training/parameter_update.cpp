@@ -39,8 +39,9 @@ Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(const TrainingC
   schedule_options.warmup_steps = config.warmup_steps;
   schedule_options.step_size = config.lr_step_size;
   schedule_options.gamma = config.lr_gamma;
+  schedule_options.steps_from_max_steps = plan.RunSteps() < plan.EpochSteps();
   Result<LrSchedule> schedule =
-      LrSchedule::Create(schedule_options, config.learning_rate, plan.EpochSteps());
+      LrSchedule::Create(schedule_options, config.learning_rate, plan.RunSteps());
   if (!schedule.ok()) return schedule.status();
 
   std::optional<LossScaler> scaler;

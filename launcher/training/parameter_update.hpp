@@ -15,10 +15,13 @@
 // sum in float32; a finite value that overflows the 16-bit wire format becomes inf there, and an
 // overflow of the sum itself is the same overflow everywhere.
 //
-// Note [The schedule spans the epochs]: the learning rate of optimizer step s is the schedule's
-// value after s steps, over the StepPlan's EpochSteps(). It follows from the global step
-// alone, so a resumed run (whatever its --max-steps) continues the straight run's rates exactly,
-// with nothing of the schedule in the checkpoint; --max-steps stops a run inside its schedule.
+// Note [The schedule spans the run]: the learning rate of optimizer step s is the schedule's value
+// after s steps, over the optimizer steps the run takes (StepPlan::RunSteps: --max-steps when it
+// ends the run before its epochs do, else every epoch's steps), as transformers' schedulers span
+// max_steps: a step budget anneals to its end. The rate follows from the global step and the
+// run's length alone, so a run resumed with the same flags continues the straight run's rates
+// exactly, with nothing of the schedule in the checkpoint; one resumed with another --max-steps
+// continues from its step on the curve of its own length.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +49,7 @@ struct LossScalingState {
 class ParameterUpdate {
  public:
   // The optimizer for parameters of `sizes` elements, the schedule over the steps of `plan`
-  // (Note [The schedule spans the epochs]), a loss scaler when config.precision is fp16. Rank 0
+  // (Note [The schedule spans the run]), a loss scaler when config.precision is fp16. Rank 0
   // logs the skipped steps.
   static Result<std::unique_ptr<ParameterUpdate>> Create(const TrainingConfig& config,
                                                          const std::vector<size_t>& sizes,

@@ -48,6 +48,10 @@ int64_t StepPlan::EpochSteps() const {
   return epochs_ * StepsPerEpoch();
 }
 
+int64_t StepPlan::RunSteps() const {
+  return max_steps_ > 0 ? std::min(max_steps_, EpochSteps()) : EpochSteps();
+}
+
 int64_t StepPlan::FirstBatch(int64_t epoch) const {
   return epoch == start_.epoch ? start_.step_in_epoch : 0;
 }

@@ -52,6 +52,9 @@ class StepPlan {
   int64_t StepsPerEpoch() const;
   // The optimizer steps of every epoch from step 0, --max-steps not counted.
   int64_t EpochSteps() const;
+  // The optimizer steps a run takes from step 0 to its end: EpochSteps(), or --max-steps when
+  // fewer. The same for a run and for the runs that resume it with the same flags.
+  int64_t RunSteps() const;
   // The optimizer steps done when the run ends, those before its start included.
   int64_t TotalSteps() const { return total_steps_; }
 

@@ -148,6 +148,18 @@ TEST(StepPlanTest, MaxStepsBeyondTheEpochsChangesNothing) {
   EXPECT_EQ(plan.EndPosition(), (TrainingPosition{2, 0, 6}));
 }
 
+// The schedule's length (Note [The schedule spans the run]): --max-steps when it ends the run
+// before the epochs do, the same whether the run is fresh or resumed.
+TEST(StepPlanTest, RunStepsAreTheStepsToTheRunsEnd) {
+  EXPECT_EQ(StepPlan(Config(3, 1, 14), 10).RunSteps(), 14);
+  EXPECT_EQ(StepPlan(Config(3, 1, 14), 10, {1, 4, 14}).RunSteps(), 14);
+  EXPECT_EQ(StepPlan(Config(3, 1, 14), 10, {0, 5, 5}).RunSteps(), 14);
+  EXPECT_EQ(StepPlan(Config(3, 1, 0), 10).RunSteps(), 30);
+  EXPECT_EQ(StepPlan(Config(3, 1, 100), 10).RunSteps(), 30) << "the epochs end the run first";
+  EXPECT_EQ(StepPlan(Config(2, 4, 5), 10).RunSteps(), 5);
+  EXPECT_EQ(StepPlan(Config(2, 4, 7), 10, {1, 0, 3}).RunSteps(), 6);
+}
+
 TEST(StepPlanTest, ResumedMidEpoch) {
   // Resumed at batch 4 of epoch 1 after 14 steps, to step 25: batches 4..9 of epoch 1, then 0..4.
   const StepPlan plan(Config(3, 1, 25), 10, {1, 4, 14});
@@ -228,6 +240,7 @@ TEST(StepPlanTest, MatchesTheHandSteppedLoopAndResumesAnywhere) {
                                     std::to_string(max_steps);
           const Walk straight = Follow(StepPlan(config, batches));
           ExpectSameWalk(straight, Simulate(epochs, batches, accum, max_steps, {}), shape);
+          EXPECT_EQ(StepPlan(config, batches).RunSteps(), straight.total) << shape;
           for (size_t k = 0; k < straight.steps.size(); ++k) {
             const auto [epoch, batch] = straight.steps[k];
             const TrainingPosition checkpoint{epoch, batch + 1, int64_t(k) + 1};
@@ -237,6 +250,7 @@ TEST(StepPlanTest, MatchesTheHandSteppedLoopAndResumesAnywhere) {
             EXPECT_EQ(resumed.steps, Batches(straight.steps.begin() + k + 1, straight.steps.end()))
                 << what;
             EXPECT_EQ(resumed.total, straight.total) << what;
+            EXPECT_EQ(StepPlan(config, batches, checkpoint).RunSteps(), straight.total) << what;
             // A run resumed at its last step keeps the checkpoint's position.
             EXPECT_EQ(Normalised(resumed.end, batches), Normalised(straight.end, batches)) << what;
           }
