@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "common/batch_fill.hpp"
 #include "common/files.hpp"
 #include "common/plugin.hpp"
 #include "common/sample_transform.hpp"
+#include "common/transformed_dataset.hpp"
 
 namespace {
 
@@ -87,26 +87,21 @@ RecordFile OpenRecords(const std::string& path, int64_t first_sample,
   return records;
 }
 
-class Cifar10Dataset : public Dataset {
+class Cifar10Dataset : public dpl::datasets::TransformedDataset {
  public:
   Cifar10Dataset(std::vector<RecordFile> files, int64_t count,
                  dpl::datasets::SampleTransform transform, int num_threads)
-      : Dataset(transform.sample_shape(), count, kClasses),
-        files_(std::move(files)),
-        transform_(std::move(transform)),
-        num_threads_(num_threads) {}
-
-  void Fill(const int64_t* indices, int64_t n, int64_t epoch, float* input,
-            int64_t* labels) override {
-    for (const RecordFile& records : files_) records.file->CheckUnchanged();
-    // A record is its label byte, then the pixels.
-    dpl::datasets::FillTransformedBatch(
-        transform_, num_threads_, indices, n, epoch, input, labels,
-        [&](int64_t index) { return Record(index) + 1; },
-        [&](int64_t index) { return int64_t(Record(index)[0]); });
-  }
+      : TransformedDataset(std::move(transform), count, kClasses, num_threads),
+        files_(std::move(files)) {}
 
  private:
+  void BeforeFill() const override {
+    for (const RecordFile& records : files_) records.file->CheckUnchanged();
+  }
+  // A record is its label byte, then the pixels.
+  const void* SampleAt(int64_t index) const override { return Record(index) + 1; }
+  int64_t LabelAt(int64_t index) const override { return int64_t(Record(index)[0]); }
+
   const uint8_t* Record(int64_t index) const {
     size_t f = 0;
     while (index >= files_[f].first_sample + files_[f].records) ++f;
@@ -114,8 +109,6 @@ class Cifar10Dataset : public Dataset {
   }
 
   std::vector<RecordFile> files_;
-  dpl::datasets::SampleTransform transform_;
-  int num_threads_;
 };
 
 struct Cifar10Traits {

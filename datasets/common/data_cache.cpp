@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <cstdio>
-#include <functional>
 #include <sstream>
 
 #include "common/files.hpp"
@@ -22,7 +21,7 @@ std::string SourceKey(const std::string& path) {
 std::string CacheEntryPath(const std::string& cache_dir, const std::string& key,
                            const std::string& name) {
   char hex[32];
-  std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>()(key));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(StableHash(key)));
   return cache_dir + "/" + hex + "-" + name;
 }
 

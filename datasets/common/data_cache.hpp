@@ -9,6 +9,7 @@
 // and written again. A cache that cannot be written costs only the time: the run goes on.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace dpl::datasets {
@@ -17,12 +18,13 @@ namespace dpl::datasets {
 // that changes whenever the file does.
 std::string SourceKey(const std::string& path);
 
-// Where the entry for `key` lives: "<cache_dir>/<16 hex digits of the key's hash>-<name>".
+// Where the entry for `key` lives: "<cache_dir>/<16 hex digits of StableHash(key)>-<name>". The
+// name is the same whatever C++ library built the plugin.
 std::string CacheEntryPath(const std::string& cache_dir, const std::string& key,
                            const std::string& name);
 
-// A 64-bit FNV-1a hash of `text`, independent of the C++ library; stored inside entries to check
-// that an entry was written for this very key.
+// A 64-bit FNV-1a hash of `text`, independent of the C++ library: it names entries, and an entry
+// that holds it checks that it was written for this very key.
 uint64_t StableHash(const std::string& text);
 
 }  // namespace dpl::datasets

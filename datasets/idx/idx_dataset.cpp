@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "common/batch_fill.hpp"
 #include "common/data_cache.hpp"
 #include "common/files.hpp"
 #include "common/labels.hpp"
 #include "common/plugin.hpp"
 #include "common/sample_transform.hpp"
+#include "common/transformed_dataset.hpp"
 
 namespace {
 
@@ -190,39 +190,26 @@ void LoadIdxFile(const std::string& path, size_t header_bytes, const OpenRequest
   }
 }
 
-class IdxDataset : public Dataset {
+class IdxDataset : public dpl::datasets::TransformedDataset {
  public:
   IdxDataset(Images images, std::vector<int64_t> labels, int64_t classes,
              dpl::datasets::SampleTransform transform, int num_threads)
-      : Dataset(transform.sample_shape(), images.count, classes),
+      : TransformedDataset(std::move(transform), images.count, classes, num_threads),
         images_(std::move(images)),
-        labels_(std::move(labels)),
-        transform_(std::move(transform)),
-        num_threads_(num_threads) {}
-
-  void Fill(const int64_t* indices, int64_t n, int64_t epoch, float* input,
-            int64_t* labels) override {
-    const int64_t elements = SampleElements();
-    dpl::datasets::FillTransformedBatch(
-        transform_, num_threads_, indices, n, epoch, input, labels,
-        [&](int64_t index) { return images_.pixels.data() + index * elements; },
-        [&](int64_t index) { return labels_[size_t(index)]; });
-  }
+        labels_(std::move(labels)) {}
 
  private:
+  const void* SampleAt(int64_t index) const override {
+    return images_.pixels.data() + index * SampleElements();
+  }
+  int64_t LabelAt(int64_t index) const override { return labels_[size_t(index)]; }
+
   Images images_;
   std::vector<int64_t> labels_;
-  dpl::datasets::SampleTransform transform_;
-  int num_threads_;
 };
 
-struct IdxTraits {
+struct IdxTraits : dpl::datasets::TransformAndClassesTraits {
   static constexpr char kName[] = "idx";
-  using Options = dpl::datasets::TransformAndClassesOptions;
-
-  static Options ReadOptions(const dpl::support::KeyValueOptions& options) {
-    return dpl::datasets::ReadTransformAndClassesOptions(options);
-  }
 
   static std::unique_ptr<Dataset> Open(const OpenRequest& request, const Options& options) {
     const char* prefix = request.train() ? "train" : "t10k";

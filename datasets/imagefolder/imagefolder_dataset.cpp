@@ -19,6 +19,7 @@
 #include "common/parallel.hpp"
 #include "common/plugin.hpp"
 #include "common/sample_transform.hpp"
+#include "common/transformed_dataset.hpp"
 #include "folder_listing.hpp"
 #include "image_decode.hpp"
 #include "image_resize.hpp"
@@ -164,29 +165,25 @@ SharedBytes ReadCacheEntry(const std::string& path, const CacheHeader& expected,
   }
 }
 
-class ImageFolderDataset : public Dataset {
+class ImageFolderDataset : public dpl::datasets::TransformedDataset {
  public:
   ImageFolderDataset(ImageLoader loader, SharedBytes decoded, int64_t classes,
                      dpl::datasets::SampleTransform transform, int num_threads)
-      : Dataset(transform.sample_shape(), int64_t(loader.listing().images.size()), classes),
+      : TransformedDataset(std::move(transform), int64_t(loader.listing().images.size()), classes,
+                           num_threads),
         loader_(std::move(loader)),
-        decoded_(std::move(decoded)),
-        transform_(std::move(transform)),
-        num_threads_(num_threads) {}
+        decoded_(std::move(decoded)) {}
 
   void Fill(const int64_t* indices, int64_t n, int64_t epoch, float* input,
             int64_t* labels) override {
+    if (decoded_.data() != nullptr) {
+      TransformedDataset::Fill(indices, n, epoch, input, labels);
+      return;
+    }
     const int64_t elements = SampleElements();
-    const bool in_memory = decoded_.data() != nullptr;
-    const int threads =
-        in_memory ? dpl::datasets::ThreadsForElements(n * elements, num_threads_) : num_threads_;
-    dpl::datasets::ParallelFor(threads, n, [&](int64_t i) {
+    dpl::datasets::ParallelFor(num_threads(), n, [&](int64_t i) {
       const int64_t index = indices[i];
-      labels[i] = loader_.listing().images[size_t(index)].label;
-      if (in_memory) {
-        transform_.Apply(decoded_.data() + index * elements, index, epoch, input + i * elements);
-        return;
-      }
+      labels[i] = LabelAt(index);
       std::vector<uint8_t> sample(static_cast<size_t>(elements));
       try {
         loader_.Load(index, sample.data());
@@ -194,15 +191,21 @@ class ImageFolderDataset : public Dataset {
         throw PluginError(DPL_ERR_IO, std::string(error.what()) + " (sample " +
                                           std::to_string(index) + ", decoded per batch)");
       }
-      transform_.Apply(sample.data(), index, epoch, input + i * elements);
+      transform().Apply(sample.data(), index, epoch, input + i * elements);
     });
   }
 
  private:
+  // The decoded split in memory (Note [Decoded once or per batch]).
+  const void* SampleAt(int64_t index) const override {
+    return decoded_.data() + index * SampleElements();
+  }
+  int64_t LabelAt(int64_t index) const override {
+    return loader_.listing().images[size_t(index)].label;
+  }
+
   ImageLoader loader_;
   SharedBytes decoded_;  // Note [Decoded once or per batch]; empty: decoded per batch
-  dpl::datasets::SampleTransform transform_;
-  int num_threads_;
 };
 
 // Decodes every image of the split (or reads them from the cache), Note [Decoded once or per

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "common/batch_fill.hpp"
 #include "common/files.hpp"
 #include "common/labels.hpp"
 #include "common/plugin.hpp"
 #include "common/sample_transform.hpp"
+#include "common/transformed_dataset.hpp"
 #include "npy_format.hpp"
 
 namespace {
@@ -63,41 +63,29 @@ std::vector<int64_t> ReadLabels(const NpyArray& y) {
   return labels;
 }
 
-class NpyDataset : public Dataset {
+class NpyDataset : public dpl::datasets::TransformedDataset {
  public:
   NpyDataset(NpyArray x, std::vector<int64_t> labels, int64_t classes,
              dpl::datasets::SampleTransform transform, int num_threads)
-      : Dataset(transform.sample_shape(), x.shape[0], classes),
+      : TransformedDataset(std::move(transform), x.shape[0], classes, num_threads),
         x_(std::move(x)),
         labels_(std::move(labels)),
-        transform_(std::move(transform)),
-        num_threads_(num_threads) {}
-
-  void Fill(const int64_t* indices, int64_t n, int64_t epoch, float* input,
-            int64_t* labels) override {
-    x_.file->CheckUnchanged();
-    const int64_t elements = SampleElements();
-    const size_t sample_bytes = size_t(elements) * x_.item_size;
-    dpl::datasets::FillTransformedBatch(
-        transform_, num_threads_, indices, n, epoch, input, labels,
-        [&](int64_t index) { return x_.data() + size_t(index) * sample_bytes; },
-        [&](int64_t index) { return labels_[size_t(index)]; });
-  }
+        sample_bytes_(size_t(SampleElements()) * x_.item_size) {}
 
  private:
+  void BeforeFill() const override { x_.file->CheckUnchanged(); }
+  const void* SampleAt(int64_t index) const override {
+    return x_.data() + size_t(index) * sample_bytes_;
+  }
+  int64_t LabelAt(int64_t index) const override { return labels_[size_t(index)]; }
+
   NpyArray x_;
   std::vector<int64_t> labels_;
-  dpl::datasets::SampleTransform transform_;
-  int num_threads_;
+  size_t sample_bytes_;
 };
 
-struct NpyTraits {
+struct NpyTraits : dpl::datasets::TransformAndClassesTraits {
   static constexpr char kName[] = "npy";
-  using Options = dpl::datasets::TransformAndClassesOptions;
-
-  static Options ReadOptions(const dpl::support::KeyValueOptions& options) {
-    return dpl::datasets::ReadTransformAndClassesOptions(options);
-  }
 
   static std::unique_ptr<Dataset> Open(const OpenRequest& request, const Options& options) {
     const std::string x_path = FindFile(request, request.train() ? "x.npy" : "x_test.npy");

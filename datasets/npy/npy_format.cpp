@@ -159,14 +159,9 @@ std::string AcceptedList(const std::vector<AcceptedDtype>& accepted) {
   return text;
 }
 
-}  // namespace
-
-NpyArray OpenNpy(const std::string& path, const std::vector<AcceptedDtype>& accepted,
-                 const std::string& role, const std::string& conversion) {
-  NpyArray array;
-  array.file = MappedFile::Open(path, MappedFile::Access::kRandom);
-  const uint8_t* bytes = array.file->data();
-  const size_t size = array.file->size();
+// The header of the mapped file `bytes` (`size` bytes) after its preamble is checked;
+// `*data_offset` is where the array's data starts.
+Header ReadHeader(const std::string& path, const uint8_t* bytes, size_t size, size_t* data_offset) {
   if (size > 0 && std::memcmp(bytes, kMagic, std::min(size, kMagicBytes)) != 0) {
     throw Invalid(path + ": not a .npy file (it does not start with \\x93NUMPY)");
   }
@@ -191,16 +186,16 @@ NpyArray OpenNpy(const std::string& path, const std::vector<AcceptedDtype>& acce
                   " bytes long but only " + std::to_string(size - preamble) +
                   " bytes follow the preamble");
   }
-  const Header header =
-      HeaderParser(path,
-                   std::string(reinterpret_cast<const char*>(bytes) + preamble, header_length))
-          .Parse();
-  if (header.fortran_order) {
-    throw Invalid(path +
-                  ": the array is in Fortran order; save it in C order "
-                  "(numpy.save(path, numpy.ascontiguousarray(array)))");
-  }
-  const std::string& descr = header.descr;
+  *data_offset = preamble + header_length;
+  return HeaderParser(path,
+                      std::string(reinterpret_cast<const char*>(bytes) + preamble, header_length))
+      .Parse();
+}
+
+// The entry of `accepted` that `descr` names, for a little-endian (or byte-sized) dtype.
+const AcceptedDtype& FindDtype(const std::string& path, const std::string& descr,
+                               const std::vector<AcceptedDtype>& accepted, const std::string& role,
+                               const std::string& conversion) {
   if (descr.size() > 1 && descr[0] == '>' && descr.substr(1) != "u1" && descr.substr(1) != "i1") {
     throw Invalid(path + ": dtype '" + descr + "' is big-endian; save it little-endian (" +
                   conversion + ")");
@@ -218,28 +213,48 @@ NpyArray OpenNpy(const std::string& path, const std::vector<AcceptedDtype>& acce
     throw Invalid(path + ": dtype '" + descr + "' is not read for " + role + " (" +
                   AcceptedList(accepted) + "); convert it (" + conversion + ")");
   }
-  array.descr = descr;
-  array.shape = header.shape;
-  array.item_size = dtype->item_size;
-  array.data_offset = preamble + header_length;
-  uint64_t data_bytes = dtype->item_size;
-  for (const int64_t extent : header.shape) {
+  return *dtype;
+}
+
+// Checks that exactly the data `array`'s header declares follows the header.
+void CheckDataSize(const NpyArray& array) {
+  uint64_t data_bytes = array.item_size;
+  for (const int64_t extent : array.shape) {
     if (__builtin_mul_overflow(data_bytes, uint64_t(extent), &data_bytes)) {
-      throw Invalid(path + ": shape " + ShapeText(header.shape) + " is too large");
+      throw Invalid(array.path() + ": shape " + ShapeText(array.shape) + " is too large");
     }
   }
-  const size_t follows = size - array.data_offset;
-  const std::string declared = "shape " + ShapeText(header.shape) + " of '" + descr + "' (" +
+  const size_t follows = array.file->size() - array.data_offset;
+  const std::string declared = "shape " + ShapeText(array.shape) + " of '" + array.descr + "' (" +
                                std::to_string(data_bytes) + " bytes of data)";
   if (follows < data_bytes) {
-    throw Invalid(path + ": truncated: the header declares " + declared + " but " +
+    throw Invalid(array.path() + ": truncated: the header declares " + declared + " but " +
                   std::to_string(follows) + " bytes follow it");
   }
   if (follows > data_bytes) {
-    throw Invalid(path + ": " + std::to_string(follows - data_bytes) +
+    throw Invalid(array.path() + ": " + std::to_string(follows - data_bytes) +
                   " bytes follow the data the header declares, " + declared +
                   "; numpy.save writes none");
   }
+}
+
+}  // namespace
+
+NpyArray OpenNpy(const std::string& path, const std::vector<AcceptedDtype>& accepted,
+                 const std::string& role, const std::string& conversion) {
+  NpyArray array;
+  array.file = MappedFile::Open(path, MappedFile::Access::kRandom);
+  const Header header =
+      ReadHeader(path, array.file->data(), array.file->size(), &array.data_offset);
+  if (header.fortran_order) {
+    throw Invalid(path +
+                  ": the array is in Fortran order; save it in C order "
+                  "(numpy.save(path, numpy.ascontiguousarray(array)))");
+  }
+  array.descr = header.descr;
+  array.shape = header.shape;
+  array.item_size = FindDtype(path, header.descr, accepted, role, conversion).item_size;
+  CheckDataSize(array);
   return array;
 }
 

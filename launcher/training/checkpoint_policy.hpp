@@ -15,16 +15,9 @@
 #include "training/model.hpp"
 #include "training/parameter_update.hpp"
 #include "training/placement.hpp"
+#include "training/step_plan.hpp"
 
 namespace dpl::training {
-
-// Where training stands: the epoch to continue in, the batches of it already done, and the
-// optimizer steps made in all.
-struct TrainingPosition {
-  int64_t epoch = 0;
-  int64_t step_in_epoch = 0;
-  int64_t global_step = 0;
-};
 
 // The options a resumed run must share with the one that wrote the checkpoint: (flag, value).
 // An option a checkpoint does not name (written before the option existed) had its default.

@@ -17,19 +17,15 @@
 // gradients get one collective each.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <future>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "common/status.hpp"
-#include "observability/activity.hpp"
 #include "training/backend.hpp"
+#include "training/communication_thread.hpp"
 #include "training/config.hpp"
 
 namespace dpl::training {
@@ -45,27 +41,6 @@ inline constexpr int64_t kFirstBucketCapBytes = 1024 * 1024;
 // Splits parameters of `parameter_elements[i]` float32 elements into buckets (Note [Bucket order]).
 std::vector<Bucket> AssignBuckets(const std::vector<size_t>& parameter_elements,
                                   int64_t bucket_cap_bytes);
-
-// Runs queued tasks one at a time on its own thread. Each task is a backend call described by an
-// activity: the stall monitor watches it while it runs and the tracer records it from its
-// submission to its end (Note [Stall reports], Note [Trace recording]).
-class CommunicationThread {
- public:
-  CommunicationThread();
-  ~CommunicationThread();
-  CommunicationThread(const CommunicationThread&) = delete;
-  CommunicationThread& operator=(const CommunicationThread&) = delete;
-  std::future<Status> Submit(std::function<Status()> task,
-                             const observability::CollectiveActivity& activity = {});
-
- private:
-  void Loop();
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::packaged_task<Status()>> tasks_;
-  bool stopping_ = false;
-  std::thread thread_;
-};
 
 // Whether the synchronizer finishes the average itself, or leaves the summed gradients for the
 // caller to scale (device memory the host cannot touch).

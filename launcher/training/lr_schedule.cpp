@@ -55,7 +55,10 @@ Result<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options, double b
     return Status::InvalidArgument(
         std::string("--lr-schedule ") + NameOf(LrScheduleNames(), kind) + " with --warmup-steps " +
         std::to_string(options.warmup_steps) + " needs more optimizer steps than the run's " +
-        std::to_string(total_steps) + "; use fewer warmup steps, or more epochs or data");
+        std::to_string(total_steps) +
+        (options.steps_from_max_steps ? " (--max-steps); use fewer warmup steps or a larger "
+                                        "--max-steps"
+                                      : "; use fewer warmup steps, or more epochs or data"));
   return LrSchedule(options, base_learning_rate, total_steps);
 }
 
@@ -108,7 +111,7 @@ Status LrSchedule::Restore(int64_t step) {
     return Status::InvalidArgument("cannot resume the learning-rate schedule at optimizer step " +
                                    std::to_string(step) + ": the run has " +
                                    std::to_string(total_steps_) + " optimizer steps");
-  *this = LrSchedule(LrScheduleOptions{kind_, warmup_steps_, step_size_, gamma_},
+  *this = LrSchedule(LrScheduleOptions{kind_, warmup_steps_, step_size_, gamma_, false},
                      base_learning_rate_, total_steps_);
   while (step_ < step) Advance();
   return Status::Ok();

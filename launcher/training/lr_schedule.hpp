@@ -3,8 +3,9 @@
 // the recurrences torch uses instead of closed forms (Note [Recursive schedules]).
 //
 // A schedule is stepped once per optimizer step (not per batch and not per epoch), over the run's
-// known number of optimizer steps N. learning_rate() is the rate of the next optimizer step; the
-// optimizer receives it as torch's does param_group['lr'] (Optimizer::set_learning_rate).
+// known number of optimizer steps N, those it takes to its end (Note [The schedule spans the run]).
+// learning_rate() is the rate of the next optimizer step; the optimizer receives it as torch's
+// does param_group['lr'] (Optimizer::set_learning_rate).
 //
 // With W = --warmup-steps and M = N - W, each schedule is, in torch terms, on an optimizer whose
 // lr is the base rate:
@@ -31,9 +32,10 @@ namespace dpl::training {
 
 struct LrScheduleOptions {
   LrScheduleKind kind = LrScheduleKind::kConstant;
-  int64_t warmup_steps = 0;        // W, optimizer steps
-  int64_t step_size = 0;           // step: optimizer steps between decays; must be given (>= 1)
-  double gamma = kDefaultLrGamma;  // step: the factor of each decay (> 0)
+  int64_t warmup_steps = 0;           // W, optimizer steps
+  int64_t step_size = 0;              // step: optimizer steps between decays; must be given (>= 1)
+  double gamma = kDefaultLrGamma;     // step: the factor of each decay (> 0)
+  bool steps_from_max_steps = false;  // the run's steps are --max-steps (for the messages)
 };
 
 // The schedule's state is its step counter: Restore(k) replays the first k steps, so a resumed

@@ -8,7 +8,7 @@
 #include "common/status.hpp"
 #include "training/data.hpp"
 #include "training/model.hpp"
-#include "training/trainer.hpp"
+#include "training/worker_identity.hpp"
 
 namespace dpl::training {
 

@@ -1,7 +1,5 @@
 #include "training/parameter_update.hpp"
 
-#include <algorithm>
-
 #include "common/log.hpp"
 #include "training/gradient_clipping.hpp"
 #include "training/number_text.hpp"
@@ -15,13 +13,6 @@ std::string Steps(int64_t count) {
 
 }  // namespace
 
-int64_t ScheduledSteps(const TrainingConfig& config, int64_t batches_per_epoch) {
-  const int64_t accumulation = std::max(1, config.grad_accum);
-  const int64_t per_epoch =
-      (std::max<int64_t>(0, batches_per_epoch) + accumulation - 1) / accumulation;
-  return int64_t(config.epochs) * per_epoch;
-}
-
 ParameterUpdate::ParameterUpdate(const TrainingConfig& config, std::unique_ptr<Optimizer> optimizer,
                                  LrSchedule schedule, std::optional<LossScaler> scaler, int rank)
     : clip_grad_norm_(config.clip_grad_norm),
@@ -34,8 +25,7 @@ ParameterUpdate::ParameterUpdate(const TrainingConfig& config, std::unique_ptr<O
 
 Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(const TrainingConfig& config,
                                                                  const std::vector<size_t>& sizes,
-                                                                 int64_t scheduled_steps,
-                                                                 int rank) {
+                                                                 const StepPlan& plan, int rank) {
   OptimizerOptions optimizer_options;
   optimizer_options.kind = config.optimizer;
   optimizer_options.learning_rate = config.learning_rate;
@@ -49,8 +39,9 @@ Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(const TrainingC
   schedule_options.warmup_steps = config.warmup_steps;
   schedule_options.step_size = config.lr_step_size;
   schedule_options.gamma = config.lr_gamma;
+  schedule_options.steps_from_max_steps = plan.RunSteps() < plan.EpochSteps();
   Result<LrSchedule> schedule =
-      LrSchedule::Create(schedule_options, config.learning_rate, scheduled_steps);
+      LrSchedule::Create(schedule_options, config.learning_rate, plan.RunSteps());
   if (!schedule.ok()) return schedule.status();
 
   std::optional<LossScaler> scaler;

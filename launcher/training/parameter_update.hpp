@@ -15,10 +15,13 @@
 // sum in float32; a finite value that overflows the 16-bit wire format becomes inf there, and an
 // overflow of the sum itself is the same overflow everywhere.
 //
-// Note [The schedule spans the epochs]: the learning rate of optimizer step s is the schedule's
-// value after s steps, over the ScheduledSteps() of --epochs. It follows from the global step
-// alone, so a resumed run (whatever its --max-steps) continues the straight run's rates exactly,
-// with nothing of the schedule in the checkpoint; --max-steps stops a run inside its schedule.
+// Note [The schedule spans the run]: the learning rate of optimizer step s is the schedule's value
+// after s steps, over the optimizer steps the run takes (StepPlan::RunSteps: --max-steps when it
+// ends the run before its epochs do, else every epoch's steps), as transformers' schedulers span
+// max_steps: a step budget anneals to its end. The rate follows from the global step and the
+// run's length alone, so a run resumed with the same flags continues the straight run's rates
+// exactly, with nothing of the schedule in the checkpoint; one resumed with another --max-steps
+// continues from its step on the curve of its own length.
 #pragma once
 
 #include <cstdint>
@@ -33,12 +36,9 @@
 #include "training/model.hpp"
 #include "training/optimizer.hpp"
 #include "training/placement.hpp"
+#include "training/step_plan.hpp"
 
 namespace dpl::training {
-
-// The optimizer steps a run of `batches_per_epoch` batches a rank spans: every epoch's, with
-// --grad-accum (a last partial group of micro-batches is a step too); --max-steps not counted.
-int64_t ScheduledSteps(const TrainingConfig& config, int64_t batches_per_epoch);
 
 // The loss scaler's state in a checkpoint, with the number of steps it skipped.
 struct LossScalingState {
@@ -48,11 +48,12 @@ struct LossScalingState {
 
 class ParameterUpdate {
  public:
-  // The optimizer for parameters of `sizes` elements, the schedule over `scheduled_steps`, a
-  // loss scaler when config.precision is fp16. Rank 0 logs the skipped steps.
+  // The optimizer for parameters of `sizes` elements, the schedule over the steps of `plan`
+  // (Note [The schedule spans the run]), a loss scaler when config.precision is fp16. Rank 0
+  // logs the skipped steps.
   static Result<std::unique_ptr<ParameterUpdate>> Create(const TrainingConfig& config,
                                                          const std::vector<size_t>& sizes,
-                                                         int64_t scheduled_steps, int rank);
+                                                         const StepPlan& plan, int rank);
 
   // Before each batch, `global_step` optimizer steps done: the coming step's learning rate into
   // the optimizer, and the loss scale into the model when it changed (fp16).

@@ -139,19 +139,18 @@ class ModelCollectivesPlacement final : public ParameterPlacement {
 };
 
 template <typename Strategy>
-Result<std::unique_ptr<ParameterPlacement>> Build(PlacementKind kind, Model& model,
-                                                  Backend* backend,
+Result<std::unique_ptr<ParameterPlacement>> Build(Model& model, Backend* backend,
                                                   const PlacementSettings& settings) {
-  auto strategy = std::make_unique<Strategy>(kind, model, backend, settings);
+  auto strategy = std::make_unique<Strategy>(model, backend, settings);
   DPL_RETURN_IF_ERROR(strategy->Setup());
   return std::unique_ptr<ParameterPlacement>(std::move(strategy));
 }
 
 }  // namespace
 
-ParameterPlacement::ParameterPlacement(PlacementKind kind, Model& model, Backend* backend,
+ParameterPlacement::ParameterPlacement(Model& model, Backend* backend,
                                        const PlacementSettings& settings)
-    : kind_(kind), model_(model), backend_(backend), settings_(settings) {}
+    : model_(model), backend_(backend), settings_(settings) {}
 
 ParameterPlacement::~ParameterPlacement() = default;
 
@@ -165,17 +164,16 @@ Result<std::unique_ptr<ParameterPlacement>> ParameterPlacement::Create(
   const DLDevice device = has_parameters ? first.value.device : DLDevice{kDLCPU, 0};
   const bool host_model = InHostMemory(device);
   if (host_model && !settings.mirror_parameters) {
-    return Build<InPlacePlacement>(PlacementKind::kInPlace, model, backend, settings);
+    return Build<InPlacePlacement>(model, backend, settings);
   }
   DPL_RETURN_IF_ERROR(CheckSupported(model.name(), model.abi_version(), settings));
   const bool backend_reaches_model =
       backend == nullptr || (host_model ? backend->device_type() == kDLCPU
                                         : backend->device_type() == device.device_type);
   if (backend_reaches_model) {
-    return Build<ModelCollectivesPlacement>(PlacementKind::kModelCollectives, model, backend,
-                                            settings);
+    return Build<ModelCollectivesPlacement>(model, backend, settings);
   }
-  return Build<HostCopyPlacement>(PlacementKind::kHostCopy, model, backend, settings);
+  return Build<HostCopyPlacement>(model, backend, settings);
 }
 
 Status ParameterPlacement::CheckSupported(const std::string& model_name, uint32_t abi_version,

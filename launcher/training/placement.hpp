@@ -34,8 +34,6 @@
 
 namespace dpl::training {
 
-enum class PlacementKind { kInPlace, kHostCopy, kModelCollectives };
-
 // One parameter tensor as the optimizer sees it (host memory) and as the model holds it.
 struct HostParameter {
   std::string name;
@@ -64,11 +62,9 @@ class ParameterPlacement {
   // model, --mirror-parameters) needs model ABI v2. Asked before the model is created.
   static Status CheckSupported(const std::string& model_name, uint32_t abi_version,
                                const PlacementSettings& settings);
-  ParameterPlacement(PlacementKind kind, Model& model, Backend* backend,
-                     const PlacementSettings& settings);
+  ParameterPlacement(Model& model, Backend* backend, const PlacementSettings& settings);
   virtual ~ParameterPlacement();
 
-  PlacementKind kind() const { return kind_; }
   const std::vector<HostParameter>& parameters() const { return parameters_; }
   size_t total_elements() const { return total_elements_; }
   // The optimizer's view: every parameter's host values and gradients, in parameter order.
@@ -111,7 +107,6 @@ class ParameterPlacement {
   void ScaleGradients(float scale);
   Status FinishSynchronizer(const Status& step);
 
-  PlacementKind kind_;
   Model& model_;
   Backend* backend_;
   PlacementSettings settings_;

@@ -21,38 +21,7 @@ double SecondsBetween(Reporter::Clock::time_point from, Reporter::Clock::time_po
   return std::chrono::duration<double>(to - from).count();
 }
 
-int64_t CeilDiv(int64_t a, int64_t b) {
-  return a <= 0 ? 0 : (a + b - 1) / b;
-}
-
-int64_t FirstBatch(const RunPlan& plan, int64_t epoch) {
-  return epoch == plan.start_epoch ? plan.start_batch : 0;
-}
-
 }  // namespace
-
-int64_t TotalSteps(const TrainingConfig& config, const RunPlan& plan) {
-  const int64_t accumulation = std::max(1, config.grad_accum);
-  int64_t total = plan.start_step;
-  if (plan.start_epoch < config.epochs) {
-    total += CeilDiv(plan.batches_per_epoch - plan.start_batch, accumulation) +
-             (config.epochs - plan.start_epoch - 1) * CeilDiv(plan.batches_per_epoch, accumulation);
-  }
-  if (config.max_steps > 0) total = std::min(total, std::max(config.max_steps, plan.start_step));
-  return total;
-}
-
-int64_t BatchesToTrain(const TrainingConfig& config, const RunPlan& plan, int64_t epoch,
-                       int64_t steps_before) {
-  if (config.max_steps <= 0) return plan.batches_per_epoch;
-  const int64_t steps_left = std::max<int64_t>(0, config.max_steps - steps_before);
-  const int64_t first = FirstBatch(plan, epoch);
-  const int64_t accumulation = std::max(1, config.grad_accum);
-  if (steps_left >= CeilDiv(plan.batches_per_epoch - first, accumulation)) {
-    return plan.batches_per_epoch;
-  }
-  return first + steps_left * accumulation;
-}
 
 Reporter::Reporter(const TrainingConfig& config, int rank) : config_(config), rank_(rank) {
   last_logged_.time = run_start_;
@@ -80,11 +49,10 @@ double Reporter::SecondsSinceStart() const {
   return SecondsBetween(run_start_, Clock::now());
 }
 
-void Reporter::OnRunStart(const RunPlan& plan) {
+void Reporter::OnRunStart(const StepPlan& plan) {
   plan_ = plan;
-  total_steps_ = TotalSteps(config_, plan);
-  steps_ = plan.start_step;
-  epoch_ = plan.start_epoch - 1;
+  steps_ = plan.start().global_step;
+  epoch_ = plan.start().epoch - 1;
   run_start_ = Clock::now();
   last_logged_ = Snapshot{};
   last_logged_.time = run_start_;
@@ -97,7 +65,7 @@ void Reporter::StartEpoch() {
   epoch_start_ = Clock::now();
   ++epoch_;
   epoch_samples_seen_ = 0;
-  epoch_batches_ = BatchesToTrain(config_, plan_, epoch_, steps_);
+  epoch_batches_ = plan_.EndBatch(epoch_);
 }
 
 void Reporter::StartBatch(int64_t global_step) {
@@ -114,7 +82,7 @@ void Reporter::OnBatch(const BatchReport& report, const StepProfile& profile) {
     LogBatch(report, profile);
   }
   const Clock::time_point now = Clock::now();
-  if (stepped && (now - last_progress_ >= kProgressInterval || steps_ == total_steps_)) {
+  if (stepped && (now - last_progress_ >= kProgressInterval || steps_ == plan_.TotalSteps())) {
     SendProgress(steps_, report.loss, false);
   }
 }
@@ -172,8 +140,8 @@ void Reporter::SendProgress(int64_t step, float loss, bool done) {
   if (!rank0() || !config_.progress) return;
   observability::ProgressRecord record;
   record.step = step;
-  record.total = done ? step : std::max(total_steps_, step);
-  record.start_step = plan_.start_step;
+  record.total = done ? step : std::max(plan_.TotalSteps(), step);
+  record.start_step = plan_.start().global_step;
   record.epoch = std::max<int64_t>(0, epoch_);
   record.epochs = config_.epochs;
   record.seconds = SecondsSinceStart();

@@ -27,6 +27,7 @@
 #include "common/status.hpp"
 #include "observability/tensorboard_writer.hpp"
 #include "training/config.hpp"
+#include "training/step_plan.hpp"
 #include "training/step_profile.hpp"
 
 namespace dpl::training {
@@ -41,21 +42,6 @@ struct BatchReport {
   double learning_rate = 0.0;  // of the optimizer step this batch belongs to
 };
 
-// Where a run starts and how long its epochs are: what the totals are counted from.
-struct RunPlan {
-  int64_t batches_per_epoch = 0;
-  int64_t start_epoch = 0;
-  int64_t start_batch = 0;  // batches of start_epoch done before this run
-  int64_t start_step = 0;   // optimizer steps done before this run
-};
-
-// The optimizer steps done at the end of a run of `plan` (--max-steps and --grad-accum counted).
-int64_t TotalSteps(const TrainingConfig& config, const RunPlan& plan);
-// The batches of epoch `epoch` this run will train: all of them, unless --max-steps ends the run
-// inside it; `steps_before` are the optimizer steps done when the epoch starts.
-int64_t BatchesToTrain(const TrainingConfig& config, const RunPlan& plan, int64_t epoch,
-                       int64_t steps_before);
-
 class Reporter {
  public:
   using Clock = std::chrono::steady_clock;
@@ -64,7 +50,7 @@ class Reporter {
   static Result<std::unique_ptr<Reporter>> Create(const TrainingConfig& config, int rank);
 
   // Once the start is known (after --resume): the totals of log lines and progress bar.
-  void OnRunStart(const RunPlan& plan);
+  void OnRunStart(const StepPlan& plan);
   void StartEpoch();
   // Before each batch: the optimizer step it works towards (for the trace and stall reports).
   void StartBatch(int64_t global_step);
@@ -92,8 +78,7 @@ class Reporter {
 
   const TrainingConfig& config_;
   int rank_;
-  RunPlan plan_;
-  int64_t total_steps_ = 0;
+  StepPlan plan_;
   int64_t epoch_ = -1;         // the epoch under way
   int64_t epoch_batches_ = 0;  // batches of it this run trains
   int64_t steps_ = 0;          // optimizer steps done in all

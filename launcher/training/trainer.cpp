@@ -22,6 +22,7 @@
 #include "training/reporter.hpp"
 #include "training/sampler.hpp"
 #include "training/state_dict.hpp"
+#include "training/step_plan.hpp"
 
 namespace dpl::training {
 namespace {
@@ -54,9 +55,6 @@ class Trainer {
   Status Export() const;
   Status DumpParameters() const;
   Status DumpBuffers() const;
-  bool StepLimitReached() const {
-    return config_.max_steps > 0 && position_.global_step >= config_.max_steps;
-  }
 
   const TrainingConfig& config_;
   WorkerIdentity identity_;
@@ -74,13 +72,11 @@ class Trainer {
   std::unique_ptr<BatchPrefetcher> prefetcher_;  // after the buffers: it must stop first
   StepProfile profile_;
   int local_batch_ = 0;
-  int64_t batches_ = 0;  // per epoch and rank
-  TrainingPosition start_, position_;
-  int micro_steps_ = 0;        // of the optimizer step under way
+  StepPlan plan_;  // from the start of the run, once known
+  TrainingPosition position_;
   int64_t epoch_samples_ = 0;  // global samples of the epoch under way
   int64_t samples_done_ = 0;   // global samples, this run
   float last_loss_ = 0.0f;
-  bool stopped_ = false;  // --max-steps reached
 };
 
 Status Trainer::Run() {
@@ -89,21 +85,16 @@ Status Trainer::Run() {
   DPL_RETURN_IF_ERROR(placement_->BroadcastInitialState());
   Result<TrainingPosition> start = checkpoints_.Resume(*model_, *placement_, *update_);
   if (!start.ok()) return start.status();
-  start_ = position_ = *start;
-  reporter_->OnRunStart({batches_, start_.epoch, start_.step_in_epoch, start_.global_step});
-  stopped_ = StepLimitReached();  // a run resumed at its last step has nothing left to train
-  int64_t epoch = start_.epoch;
-  for (; epoch < config_.epochs && !stopped_; ++epoch) DPL_RETURN_IF_ERROR(TrainEpoch(epoch));
+  position_ = *start;
+  plan_ = StepPlan(config_, plan_.batches_per_epoch(), *start);
+  reporter_->OnRunStart(plan_);
+  for (int64_t epoch = plan_.start().epoch; epoch < plan_.EndEpoch(); ++epoch) {
+    DPL_RETURN_IF_ERROR(TrainEpoch(epoch));
+  }
   // The last forward pass updated each rank's buffers from its own batch: rank 0's, the ones
   // checkpointed and exported, go to every rank, so all evaluate and end with the same model.
   DPL_RETURN_IF_ERROR(placement_->BeforeForward());
-  // Where to continue from: the epoch in progress when --max-steps stopped it, else the end.
-  TrainingPosition end = position_;
-  const bool mid_epoch = stopped_ && position_.step_in_epoch < batches_ && epoch > start_.epoch;
-  end.epoch = mid_epoch ? epoch - 1 : epoch;
-  if (!mid_epoch) end.step_in_epoch = 0;
-  if (stopped_ && epoch == start_.epoch) end = start_;  // nothing trained: keep the position
-  DPL_RETURN_IF_ERROR(checkpoints_.Save(end, *model_, *placement_, *update_));
+  DPL_RETURN_IF_ERROR(checkpoints_.Save(plan_.EndPosition(), *model_, *placement_, *update_));
   reporter_->OnTrainingEnd(position_.global_step, samples_done_, last_loss_, profile_);
   update_->LogSummary(position_.global_step);
   if (config_.evaluate) DPL_RETURN_IF_ERROR(Evaluate());
@@ -149,12 +140,12 @@ Status Trainer::Setup() {
   sampler_ = std::make_unique<DistributedSampler>(
       data_.train->count(), identity_.world_size, identity_.rank, config_.seed,
       ShuffleMode::kShuffle, config_.drop_last ? RemainderMode::kDrop : RemainderMode::kPad);
-  batches_ = (sampler_->samples_per_rank() + local_batch_ - 1) / local_batch_;
+  plan_ = StepPlan(config_, StepPlan::BatchesPerEpoch(sampler_->samples_per_rank(), local_batch_));
 
   std::vector<size_t> sizes;
   for (const HostParameter& p : placement_->parameters()) sizes.push_back(p.elements);
   Result<std::unique_ptr<ParameterUpdate>> update =
-      ParameterUpdate::Create(config_, sizes, ScheduledSteps(config_, batches_), identity_.rank);
+      ParameterUpdate::Create(config_, sizes, plan_, identity_.rank);
   if (!update.ok()) return update.status();
   update_ = std::move(*update);
   return Status::Ok();
@@ -166,23 +157,22 @@ Status Trainer::TrainEpoch(int64_t epoch) {
   const std::vector<int64_t> indices = sampler_->EpochIndices(epoch);
   reporter_->StartEpoch();
   epoch_samples_ = 0;
-  micro_steps_ = 0;
-  const int64_t first_batch = epoch == start_.epoch ? start_.step_in_epoch : 0;
-  Prefetch(epoch, first_batch, indices);
+  Prefetch(epoch, plan_.FirstBatch(epoch), indices);
   Status trained = Status::Ok();
-  for (int64_t batch = first_batch; batch < batches_ && !stopped_ && trained.ok(); ++batch) {
+  const int64_t end_batch = plan_.EndBatch(epoch);
+  for (int64_t batch = plan_.FirstBatch(epoch); batch < end_batch && trained.ok(); ++batch) {
     trained = TrainBatch(epoch, batch, indices);
   }
   const Status prefetched = prefetcher_->Wait();  // none may outlive the epoch's indices
   DPL_RETURN_IF_ERROR(trained);
-  if (!stopped_) DPL_RETURN_IF_ERROR(prefetched);
+  DPL_RETURN_IF_ERROR(prefetched);
   reporter_->OnEpochEnd(epoch, epoch_samples_, last_loss_);
   return Status::Ok();
 }
 
-// Starts gathering batch `batch` of the epoch into its slot, when the epoch has one.
+// Starts gathering batch `batch` of the epoch into its slot, when the run trains one.
 void Trainer::Prefetch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices) {
-  if (batch >= batches_) return;
+  if (batch >= plan_.EndBatch(epoch)) return;
   const int64_t begin = batch * local_batch_;
   const int64_t n = std::min<int64_t>(local_batch_, int64_t(indices.size()) - begin);
   prefetcher_->Start(&buffers_[batch % 2], indices.data() + begin, n, epoch);
@@ -195,9 +185,8 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
   DPL_RETURN_IF_ERROR(prefetcher_->Wait().WithContext("reading the training data"));
   BatchBuffer& buffer = buffers_[batch % 2];
   Prefetch(epoch, batch + 1, indices);  // into the other slot, while this step runs
-  ++micro_steps_;
-  const bool optimizer_step = micro_steps_ == config_.grad_accum || batch + 1 == batches_;
-  const float scale = 1.0f / float(identity_.world_size * micro_steps_);
+  const bool optimizer_step = plan_.IsOptimizerStep(epoch, batch);
+  const float scale = 1.0f / float(identity_.world_size * plan_.MicroBatchesSoFar(epoch, batch));
   profile_.Lap(StepPhase::kData);
   DPL_RETURN_IF_ERROR(placement_->BeforeForward());
   DPL_RETURN_IF_ERROR(update_->BeforeBatch(position_.global_step, *model_));
@@ -216,7 +205,6 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
     if (!updated.ok()) return updated.status();
     profile_.Lap(StepPhase::kOptimizer);
     DPL_RETURN_IF_ERROR(placement_->PublishValues(&profile_));
-    micro_steps_ = 0;
     ++position_.global_step;
     profile_.CountStep();
     if (checkpoints_.DueAfter(position_.global_step)) {
@@ -224,10 +212,9 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
       next.epoch = epoch;
       DPL_RETURN_IF_ERROR(checkpoints_.Save(next, *model_, *placement_, *update_));
     }
-    stopped_ = StepLimitReached();
   }
-  reporter_->OnBatch({epoch, batch + 1, batches_, position_.global_step, loss, epoch_samples_,
-                      update_->learning_rate()},
+  reporter_->OnBatch({epoch, batch + 1, plan_.batches_per_epoch(), position_.global_step, loss,
+                      epoch_samples_, update_->learning_rate()},
                      profile_);
   return Status::Ok();
 }

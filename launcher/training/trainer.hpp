@@ -15,19 +15,9 @@
 #include "training/config.hpp"
 #include "training/data.hpp"
 #include "training/model.hpp"
+#include "training/worker_identity.hpp"
 
 namespace dpl::training {
-
-// Who this worker is in the job and what it may use, as the worker's placement policy decided.
-struct WorkerIdentity {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  int local_world_size = 1;
-  int threads = 1;
-  int32_t device_type = kDLCPU;  // where the model computes: kDLCPU or kDLCUDA
-  int32_t device_id = 0;
-};
 
 // Adds a few host numbers element-wise over all ranks; every rank gets the same sums. The test-set
 // totals go through it whatever memory the backend moves (the launcher uses the store).

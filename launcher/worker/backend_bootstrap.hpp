@@ -9,7 +9,7 @@
 #include "plugin_host/plugin_host.hpp"
 #include "rendezvous/store.hpp"
 #include "training/backend.hpp"
-#include "training/trainer.hpp"
+#include "training/worker_identity.hpp"
 
 namespace dpl::worker {
 

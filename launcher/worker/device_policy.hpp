@@ -9,7 +9,7 @@
 
 #include "cli/options.hpp"
 #include "common/status.hpp"
-#include "training/trainer.hpp"
+#include "training/worker_identity.hpp"
 
 namespace dpl::worker {
 

@@ -6,7 +6,7 @@
 #include "common/status.hpp"
 #include "rendezvous/store.hpp"
 #include "training/backend.hpp"
-#include "training/trainer.hpp"
+#include "training/worker_identity.hpp"
 
 namespace dpl::worker {
 

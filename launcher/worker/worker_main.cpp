@@ -34,7 +34,7 @@
 
 #include "common/log.hpp"
 #include "plugin_host/plugin_host.hpp"
-#include "training/trainer.hpp"
+#include "training/data.hpp"
 #include "worker/device_policy.hpp"
 #include "worker/model_probe.hpp"
 #include "worker/worker_session.hpp"

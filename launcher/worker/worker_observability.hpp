@@ -11,7 +11,7 @@
 #include "common/status.hpp"
 #include "rendezvous/job_reports.hpp"
 #include "rendezvous/store.hpp"
-#include "training/trainer.hpp"
+#include "training/worker_identity.hpp"
 
 namespace dpl::worker {
 

@@ -8,6 +8,7 @@
 #include "common/log.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/store.hpp"
+#include "training/trainer.hpp"
 #include "worker/backend_bootstrap.hpp"
 #include "worker/device_policy.hpp"
 #include "worker/selftest.hpp"

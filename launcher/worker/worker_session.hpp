@@ -4,7 +4,8 @@
 
 #include "cli/options.hpp"
 #include "plugin_host/plugin_host.hpp"
-#include "training/trainer.hpp"
+#include "training/data.hpp"
+#include "training/model.hpp"
 
 namespace dpl::worker {
 

@@ -7,25 +7,15 @@
 #include <gloo/broadcast_one_to_all.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -34,10 +24,13 @@
 #include "dpl/support/backend.hpp"
 #include "dpl/support/options.hpp"
 #include "dpl/support/reduce.hpp"
+#include "host_rendezvous.hpp"
 #include "pairwise_allreduce.hpp"
 
 namespace {
 
+using dpl::gloo_backend::ConnectFullMesh;
+using dpl::gloo_backend::HostStore;
 using dpl::gloo_backend::PairwiseAllreduce;
 using dpl::support::ElementType;
 using dpl::support::PluginError;
@@ -49,107 +42,6 @@ constexpr const char* kBackendName = "gloo";
 struct Bfloat16Bits {
   uint16_t bits;
 };
-
-// gloo::rendezvous::Store on top of the host's dpl_store_v1. gloo's get() must block until the
-// key exists, so every get waits up to the job timeout.
-class HostStore : public gloo::rendezvous::Store {
- public:
-  HostStore(const dpl_store_v1* store, std::chrono::milliseconds timeout, std::string prefix)
-      : store_(store), timeout_(timeout), prefix_(std::move(prefix)) {}
-
-  void set(const std::string& key, const std::vector<char>& data) override {
-    check(store_->set(store_->context, prefixed(key).c_str(), data.data(), data.size()), key);
-  }
-
-  std::vector<char> get(const std::string& key) override {
-    std::vector<char> value(256);
-    uint64_t size = 0;
-    dpl_status status = store_->get(store_->context, prefixed(key).c_str(), value.data(),
-                                    value.size(), &size, timeout_.count());
-    if (status == DPL_ERR_BUFFER_TOO_SMALL) {
-      value.resize(static_cast<size_t>(size));
-      status = store_->get(store_->context, prefixed(key).c_str(), value.data(), value.size(),
-                           &size, timeout_.count());
-    }
-    check(status, key);
-    value.resize(static_cast<size_t>(size));
-    return value;
-  }
-
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
-    std::vector<std::string> names;
-    std::vector<const char*> pointers;
-    for (const auto& key : keys) names.push_back(prefixed(key));
-    for (const auto& name : names) pointers.push_back(name.c_str());
-    check(store_->wait(store_->context, pointers.data(), static_cast<uint32_t>(pointers.size()),
-                       timeout.count()),
-          keys.empty() ? "" : keys.front());
-  }
-
- private:
-  std::string prefixed(const std::string& key) const { return prefix_ + key; }
-  void check(dpl_status status, const std::string& key) {
-    if (status == DPL_OK) return;
-    const char* message = store_->last_error(store_->context);
-    throw PluginError(status == DPL_ERR_TIMEOUT ? DPL_ERR_TIMEOUT : DPL_ERR_COMMUNICATION,
-                      "store key '" + key + "': " + (message ? message : ""));
-  }
-  const dpl_store_v1* store_;
-  std::chrono::milliseconds timeout_;
-  std::string prefix_;
-};
-
-// Note [Loopback refusals]: a rank that advertises a loopback address (address=127.0.0.1, or an
-// interface= that has no other) is reachable from its own machine only: a peer on another machine
-// that connects there reaches its own loopback, where nothing listens, and is refused. gloo says
-// so only in text ("connect [127.0.0.1]:PORT: Connection refused"), so the address is read from
-// that text, and the refusal is confirmed by connecting there once more and looking at errno, not
-// at gloo's words.
-std::optional<std::string> RefusedLoopbackPeer(const std::string& gloo_error) {
-  const std::string marker = "connect [";
-  const size_t begin = gloo_error.find(marker);
-  if (begin == std::string::npos) return std::nullopt;
-  const size_t host_begin = begin + marker.size();
-  const size_t host_end = gloo_error.find("]:", host_begin);
-  if (host_end == std::string::npos) return std::nullopt;
-  const std::string host = gloo_error.substr(host_begin, host_end - host_begin);
-  const long port = std::strtol(gloo_error.c_str() + host_end + 2, nullptr, 10);
-  sockaddr_in peer{};
-  peer.sin_family = AF_INET;
-  peer.sin_port = htons(static_cast<uint16_t>(port));
-  if (port <= 0 || port > 65535 || ::inet_pton(AF_INET, host.c_str(), &peer.sin_addr) != 1 ||
-      (ntohl(peer.sin_addr.s_addr) >> 24) != 127) {
-    return std::nullopt;
-  }
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::nullopt;
-  const bool refused =
-      ::connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer) != 0 && errno == ECONNREFUSED;
-  ::close(fd);
-  if (!refused) return std::nullopt;
-  return host + ":" + std::to_string(port);
-}
-
-// gloo's connectFullMesh; a refusal on a loopback address (Note [Loopback refusals]) becomes a
-// message that says which option to pass.
-void ConnectFullMesh(gloo::rendezvous::Context& context, gloo::rendezvous::Store& store,
-                     std::shared_ptr<gloo::transport::Device>& device) {
-  try {
-    context.connectFullMesh(store, device);
-  } catch (const gloo::IoException& error) {
-    const std::optional<std::string> peer = RefusedLoopbackPeer(error.what());
-    if (!peer) throw;
-    throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                      "a peer advertised the loopback address " + *peer +
-                          ", which refuses connections here: that peer runs on another machine; "
-                          "give every machine --backend-options address=<its ip> or "
-                          "interface=<its network interface> (gloo: " +
-                          error.what() + ")");
-  }
-}
 
 class GlooBackend {
  public:
@@ -191,7 +83,7 @@ class GlooBackend {
     }
   }
 
-  dpl_status allreduce(DLTensor* tensor, dpl_reduce_op op) {
+  dpl_status Allreduce(DLTensor* tensor, dpl_reduce_op op) {
     dpl::support::CheckContiguous(*tensor, "allreduce tensor");
     dpl::support::CheckHostTensor(*tensor, kBackendName, "allreduce tensor");
     if (op < DPL_REDUCE_SUM || op > DPL_REDUCE_MAX) {
@@ -220,41 +112,14 @@ class GlooBackend {
     }
     if (count == 0) return DPL_OK;
     void* data = dpl::support::DataPointer(*tensor);
-    switch (type) {
-      case ElementType::kFloat16:
-        run_allreduce<gloo::float16>(data, count, tensor, op);
-        break;
-      case ElementType::kBFloat16:
-        run_allreduce<Bfloat16Bits>(data, count, tensor, op);
-        break;
-      case ElementType::kFloat32:
-        run_allreduce<float>(data, count, tensor, op);
-        break;
-      case ElementType::kFloat64:
-        run_allreduce<double>(data, count, tensor, op);
-        break;
-      case ElementType::kInt8:
-        run_allreduce<int8_t>(data, count, tensor, op);
-        break;
-      case ElementType::kUInt8:
-        run_allreduce<uint8_t>(data, count, tensor, op);
-        break;
-      case ElementType::kInt32:
-        run_allreduce<int32_t>(data, count, tensor, op);
-        break;
-      case ElementType::kInt64:
-        run_allreduce<int64_t>(data, count, tensor, op);
-        break;
-      default:
-        break;
-    }
+    RunAllreduceOf(type, data, count, tensor, op);
     if (op == DPL_REDUCE_AVG) {
       dpl::support::DivideInPlace(type, data, static_cast<size_t>(count), config_.world_size);
     }
     return DPL_OK;
   }
 
-  dpl_status broadcast(DLTensor* tensor, int32_t root) {
+  dpl_status Broadcast(DLTensor* tensor, int32_t root) {
     const size_t bytes =
         dpl::support::CheckHostBroadcast(*tensor, root, config_.world_size, kBackendName);
     if (bytes == 0 || config_.world_size == 1) return DPL_OK;
@@ -264,7 +129,7 @@ class GlooBackend {
     return DPL_OK;
   }
 
-  dpl_status allgather(const DLTensor* input, DLTensor* output) {
+  dpl_status Allgather(const DLTensor* input, DLTensor* output) {
     const size_t block =
         dpl::support::CheckHostAllgather(*input, *output, config_.world_size, kBackendName);
     if (block == 0) return DPL_OK;
@@ -284,19 +149,19 @@ class GlooBackend {
   // queued; a root that then closes its pairs can make a slower peer see "connection closed"
   // before it has read everything. destroy() therefore runs a last barrier -- unless a call
   // already failed (a dead peer would make it wait the whole timeout).
-  void mark_broken() { broken_ = true; }
+  void MarkBroken() { broken_ = true; }
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(config_.timeout_ms);
   }
-  void quiet_teardown() {
+  void QuietTeardown() {
     if (broken_ || config_.world_size == 1) return;
     try {
-      barrier();
+      Barrier();
     } catch (...) {  // teardown never fails
     }
   }
 
-  dpl_status barrier() {
+  dpl_status Barrier() {
     if (config_.world_size == 1) return DPL_OK;
     gloo::BarrierAllToAll algorithm(context_);
     algorithm.run();
@@ -305,7 +170,7 @@ class GlooBackend {
 
  private:
   template <typename T>
-  static const gloo::ReductionFunction<T>* reduction(dpl_reduce_op op) {
+  static const gloo::ReductionFunction<T>* Reduction(dpl_reduce_op op) {
     switch (op) {
       case DPL_REDUCE_MIN:
         return gloo::ReductionFunction<T>::min;
@@ -313,6 +178,31 @@ class GlooBackend {
         return gloo::ReductionFunction<T>::max;
       default:
         return gloo::ReductionFunction<T>::sum;
+    }
+  }
+
+  // RunAllreduce for the element type `type` (a known one).
+  void RunAllreduceOf(ElementType type, void* data, int64_t count, const DLTensor* tensor,
+                      dpl_reduce_op op) {
+    switch (type) {
+      case ElementType::kFloat16:
+        return RunAllreduce<gloo::float16>(data, count, tensor, op);
+      case ElementType::kBFloat16:
+        return RunAllreduce<Bfloat16Bits>(data, count, tensor, op);
+      case ElementType::kFloat32:
+        return RunAllreduce<float>(data, count, tensor, op);
+      case ElementType::kFloat64:
+        return RunAllreduce<double>(data, count, tensor, op);
+      case ElementType::kInt8:
+        return RunAllreduce<int8_t>(data, count, tensor, op);
+      case ElementType::kUInt8:
+        return RunAllreduce<uint8_t>(data, count, tensor, op);
+      case ElementType::kInt32:
+        return RunAllreduce<int32_t>(data, count, tensor, op);
+      case ElementType::kInt64:
+        return RunAllreduce<int64_t>(data, count, tensor, op);
+      default:
+        return;
     }
   }
 
@@ -324,7 +214,7 @@ class GlooBackend {
   // never an address, so all ranks hit and miss the cache together and gloo's slot numbers, taken
   // when an algorithm is built, stay in step. Past kMaxStagingBytes the cache starts over.
   template <typename T>
-  void run_allreduce(void* data, int64_t count, const DLTensor* tensor, dpl_reduce_op op) {
+  void RunAllreduce(void* data, int64_t count, const DLTensor* tensor, dpl_reduce_op op) {
     if (config_.world_size == 1) return;
     const size_t bytes = static_cast<size_t>(count) * dpl::support::ElementSize(tensor->dtype);
     const auto key =
@@ -344,7 +234,7 @@ class GlooBackend {
         cached_bytes_ += entry.pairwise->scratch_bytes();
       } else if constexpr (!std::is_same_v<T, Bfloat16Bits>) {  // bfloat16 is refused before
         entry.staging = std::make_shared<std::vector<char>>(bytes);
-        entry.algorithm = make_allreduce<T>(reinterpret_cast<T*>(entry.staging->data()), count, op);
+        entry.algorithm = MakeAllreduce<T>(reinterpret_cast<T*>(entry.staging->data()), count, op);
         cached_bytes_ += bytes;
       }
       found = cached_.emplace(key, std::move(entry)).first;
@@ -360,20 +250,20 @@ class GlooBackend {
   }
 
   template <typename T>
-  std::unique_ptr<gloo::Algorithm> make_allreduce(T* data, int64_t count, dpl_reduce_op op) {
+  std::unique_ptr<gloo::Algorithm> MakeAllreduce(T* data, int64_t count, dpl_reduce_op op) {
     std::vector<T*> pointers{data};
     const int n = static_cast<int>(count);
     const bool power_of_two = (config_.world_size & (config_.world_size - 1)) == 0;
     if (algorithm_ == Algorithm::kRing) {
-      return std::make_unique<gloo::AllreduceRing<T>>(context_, pointers, n, reduction<T>(op));
+      return std::make_unique<gloo::AllreduceRing<T>>(context_, pointers, n, Reduction<T>(op));
     } else if (algorithm_ == Algorithm::kHalvingDoubling && power_of_two) {
       return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context_, pointers, n,
-                                                                 reduction<T>(op));
+                                                                 Reduction<T>(op));
     }
     // Forced (auto takes PairwiseAllreduce). Ring-chunked reduces each chunk once, so every
     // rank gets the same bits; gloo's plain ring sums in each rank's own order, and at three or
     // more ranks the float rounding would differ per rank and replicas drift apart.
-    return std::make_unique<gloo::AllreduceRingChunked<T>>(context_, pointers, n, reduction<T>(op));
+    return std::make_unique<gloo::AllreduceRingChunked<T>>(context_, pointers, n, Reduction<T>(op));
   }
 
   struct CachedAllreduce {
@@ -400,7 +290,7 @@ class GlooBackend {
   bool broken_ = false;
 };
 
-GlooBackend* as_gloo(dpl_backend* backend) {
+GlooBackend* AsGloo(dpl_backend* backend) {
   return reinterpret_cast<GlooBackend*>(backend);
 }
 
@@ -425,12 +315,12 @@ dpl_status GuardedGloo(std::chrono::milliseconds timeout, Body&& body) noexcept 
 template <typename Body>
 dpl_status Collective(dpl_backend* backend, Body&& body) noexcept {
   if (backend == nullptr) return GuardedGloo(std::chrono::milliseconds::max(), body);
-  const dpl_status status = GuardedGloo(as_gloo(backend)->timeout(), body);
-  if (status == DPL_ERR_COMMUNICATION || status == DPL_ERR_TIMEOUT) as_gloo(backend)->mark_broken();
+  const dpl_status status = GuardedGloo(AsGloo(backend)->timeout(), body);
+  if (status == DPL_ERR_COMMUNICATION || status == DPL_ERR_TIMEOUT) AsGloo(backend)->MarkBroken();
   return status;
 }
 
-dpl_status gloo_create(const dpl_backend_config_v2* config, dpl_backend** out) {
+dpl_status GlooCreate(const dpl_backend_config_v2* config, dpl_backend** out) {
   const std::chrono::milliseconds timeout(config != nullptr ? config->timeout_ms : 0);
   return GuardedGloo(timeout, [&] {
     dpl::support::Require(out != nullptr, "out is NULL");
@@ -445,53 +335,53 @@ dpl_status gloo_create(const dpl_backend_config_v2* config, dpl_backend** out) {
   });
 }
 
-void gloo_destroy(dpl_backend* backend) {
+void GlooDestroy(dpl_backend* backend) {
   GuardedGloo(std::chrono::milliseconds::max(), [&] {
-    if (backend != nullptr) as_gloo(backend)->quiet_teardown();
-    delete as_gloo(backend);
+    if (backend != nullptr) AsGloo(backend)->QuietTeardown();
+    delete AsGloo(backend);
     return DPL_OK;
   });
 }
 
-dpl_status gloo_allreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
+dpl_status GlooAllreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
   return Collective(backend, [&] {
     dpl::support::Require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
     dpl::support::Require(stream == nullptr, "stream must be NULL for CPU tensors");
-    return as_gloo(backend)->allreduce(tensor, op);
+    return AsGloo(backend)->Allreduce(tensor, op);
   });
 }
 
-dpl_status gloo_broadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
+dpl_status GlooBroadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
   return Collective(backend, [&] {
     dpl::support::Require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
     dpl::support::Require(stream == nullptr, "stream must be NULL for CPU tensors");
-    return as_gloo(backend)->broadcast(tensor, root);
+    return AsGloo(backend)->Broadcast(tensor, root);
   });
 }
 
-dpl_status gloo_allgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
-                          void* stream) {
+dpl_status GlooAllgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
+                         void* stream) {
   return Collective(backend, [&] {
     dpl::support::Require(backend != nullptr && input != nullptr && output != nullptr,
                           "backend, input or output is NULL");
     dpl::support::Require(stream == nullptr, "stream must be NULL for CPU tensors");
-    return as_gloo(backend)->allgather(input, output);
+    return AsGloo(backend)->Allgather(input, output);
   });
 }
 
-dpl_status gloo_barrier(dpl_backend* backend) {
+dpl_status GlooBarrier(dpl_backend* backend) {
   return Collective(backend, [&] {
     dpl::support::Require(backend != nullptr, "backend is NULL");
-    return as_gloo(backend)->barrier();
+    return AsGloo(backend)->Barrier();
   });
 }
 
 // A host backend's collectives are complete when they return (dpl/backend_v2.h).
-dpl_status gloo_synchronize(dpl_backend* /*backend*/, void* /*stream*/) {
+dpl_status GlooSynchronize(dpl_backend* /*backend*/, void* /*stream*/) {
   return DPL_OK;
 }
 
-const char* gloo_last_error() {
+const char* GlooLastError() {
   return dpl::support::LastError();
 }
 
@@ -502,12 +392,12 @@ extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v2 dpl_gloo_backend_table
 extern "C" const dpl_backend_plugin_v2 dpl_gloo_backend_table = {
     {sizeof(dpl_backend_plugin_v2), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
      DPL_BACKEND_ABI_VERSION_2, "gloo", "1.0.0", "gloo collectives over TCP (CPU tensors)"},
-    gloo_create,
-    gloo_destroy,
-    gloo_allreduce,
-    gloo_broadcast,
-    gloo_allgather,
-    gloo_barrier,
-    gloo_last_error,
-    gloo_synchronize,
+    GlooCreate,
+    GlooDestroy,
+    GlooAllreduce,
+    GlooBroadcast,
+    GlooAllgather,
+    GlooBarrier,
+    GlooLastError,
+    GlooSynchronize,
 };

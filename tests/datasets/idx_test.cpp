@@ -1,7 +1,9 @@
 // The idx plugin: MNIST-format files, gzipped or raw, the data cache and every refusal.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "dataset_loader.hpp"
@@ -184,6 +186,30 @@ TEST_F(IdxCacheTest, HoldsTheInflatedFilesAndServesTheNextOpen) {
   EXPECT_TRUE(std::equal(second.input.begin() + 1, second.input.end(), first.input.begin() + 1));
   EXPECT_EQ(second.labels, first.labels);
   EXPECT_TRUE(log_.lines.empty());
+}
+
+// 64-bit FNV-1a (the published algorithm, http://www.isthe.com/chongo/tech/comp/fnv/).
+uint64_t Fnv1a64(const std::string& text) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const char c : text) hash = (hash ^ uint8_t(c)) * 0x100000001b3ull;
+  return hash;
+}
+
+// Note [Data cache]: an entry is named by a hash that does not depend on the C++ library, of the
+// key "<canonical path>|<size>|<seconds>.<nanoseconds>" of its source.
+TEST_F(IdxCacheTest, EntryNamesAreTheStableHashOfTheSourceKey) {
+  EXPECT_EQ(Fnv1a64("a"), 0xaf63dc4c8601ec8cull);  // the algorithm's own test vector
+  { Dataset dataset("idx", Cached()); }
+  const std::string source = Path("train-images-idx3-ubyte.gz");
+  struct stat info {};
+  ASSERT_EQ(::stat(source.c_str(), &info), 0);
+  const std::string key = std::filesystem::canonical(source).string() + "|" +
+                          std::to_string(info.st_size) + "|" + std::to_string(info.st_mtim.tv_sec) +
+                          "." + std::to_string(info.st_mtim.tv_nsec);
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(Fnv1a64(key)));
+  EXPECT_EQ(CacheEntry(Cached().cache_dir, "train-images-idx3-ubyte"),
+            Cached().cache_dir + "/" + hash + "-train-images-idx3-ubyte");
 }
 
 TEST_F(IdxCacheTest, ABadEntryIsIgnoredWithAWarningAndWrittenAgain) {

@@ -182,7 +182,8 @@ TEST_F(ScaledModelTest, TheScalerStateResumesExactly) {
 }
 
 // Each --lr-schedule, through the flags and the metrics file, against torch.optim.lr_scheduler
-// (tests/training/lr_schedule_reference.py) step for step: two epochs of 16 steps.
+// (tests/training/lr_schedule_reference.py) step for step: two epochs of 16 steps, and a run that
+// --max-steps ends in its third epoch (Note [The schedule spans the run]).
 struct ScheduleCase {
   const char* name;
   const char* flags;
@@ -193,6 +194,30 @@ void PrintTo(const ScheduleCase& c, std::ostream* out) {
   *out << c.name;
 }
 
+// The rates of the first `steps` optimizer steps in `metrics` against torch's schedule `c` over
+// `steps` steps from `base_rate`.
+void ExpectTorchsRates(const std::string& metrics, const ScheduleCase& c,
+                       const std::string& base_rate, int steps, const std::string& output) {
+  const std::string rates =
+      training::torch_reference::ScratchPath(std::string("schedule-") + c.name);
+  const std::string reference = c.reference;
+  const std::string name = reference.substr(0, reference.find(' '));
+  DPL_RUN_TORCH_REFERENCE("lr_schedule_reference.py",
+                          rates + " " + name + " " + base_rate + " " + std::to_string(steps) +
+                              reference.substr(name.size()) + " " + std::to_string(steps));
+  std::ifstream in(rates, std::ios::binary);
+  const std::vector<double> expected = training::torch_reference::ReadValues<double>(in, steps);
+  std::remove(rates.c_str());
+  ASSERT_EQ(expected.size(), size_t(steps));
+  const std::vector<double> logged = StepMetric(metrics, "lr");
+  ASSERT_EQ(logged.size(), size_t(steps)) << output;
+  for (int step = 0; step < steps; ++step) {
+    // The metrics file writes 9 decimals.
+    EXPECT_NEAR(logged[size_t(step)], expected[size_t(step)], 6e-10)
+        << "optimizer step " << step + 1;
+  }
+}
+
 class ScheduleTest : public ScaledModelTest, public ::testing::WithParamInterface<ScheduleCase> {};
 
 TEST_P(ScheduleTest, TheMetricsLearningRatesAreTorchs) {
@@ -201,24 +226,18 @@ TEST_P(ScheduleTest, TheMetricsLearningRatesAreTorchs) {
   RunResult r = RunLauncher(Job(2, "0.5") + "--backend tcp --epochs 2 --log-interval 1 --metrics " +
                             metrics + " " + GetParam().flags);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string rates =
-      training::torch_reference::ScratchPath(std::string("schedule-") + GetParam().name);
-  const std::string reference = GetParam().reference;
-  const std::string name = reference.substr(0, reference.find(' '));
-  DPL_RUN_TORCH_REFERENCE("lr_schedule_reference.py",
-                          rates + " " + name + " 0.5 " + std::to_string(kSteps) +
-                              reference.substr(name.size()) + " " + std::to_string(kSteps));
-  std::ifstream in(rates, std::ios::binary);
-  const std::vector<double> expected = training::torch_reference::ReadValues<double>(in, kSteps);
-  std::remove(rates.c_str());
-  ASSERT_EQ(expected.size(), size_t(kSteps));
-  const std::vector<double> logged = StepMetric(metrics, "lr");
-  ASSERT_EQ(logged.size(), size_t(kSteps)) << r.output;
-  for (int step = 0; step < kSteps; ++step) {
-    // The metrics file writes 9 decimals.
-    EXPECT_NEAR(logged[size_t(step)], expected[size_t(step)], 6e-10)
-        << "optimizer step " << step + 1;
-  }
+  ExpectTorchsRates(metrics, GetParam(), "0.5", kSteps, r.output);
+}
+
+// Three epochs would be 48 steps; --max-steps 40 ends the run, and the schedule, at step 40.
+TEST_P(ScheduleTest, OverMaxStepsTheRatesAreTorchsOverThoseSteps) {
+  constexpr int kSteps = 40;
+  const std::string metrics = dir_ + "/metrics.jsonl";
+  RunResult r = RunLauncher(Job(2, "0.1") +
+                            "--backend tcp --epochs 3 --max-steps 40 --log-interval 1 --metrics " +
+                            metrics + " " + GetParam().flags);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ExpectTorchsRates(metrics, GetParam(), "0.1", kSteps, r.output);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -228,8 +247,11 @@ INSTANTIATE_TEST_SUITE_P(
         ScheduleCase{"Step", "--lr-schedule step --lr-step-size 5 --lr-gamma 0.7", "step 0 5 0.7"},
         ScheduleCase{"StepWithWarmup", "--lr-schedule step --lr-step-size 4 --warmup-steps 3",
                      "step 3 4 0.1"},
+        ScheduleCase{"Cosine", "--lr-schedule cosine", "cosine 0 0 0.1"},
         ScheduleCase{"CosineWithWarmup", "--lr-schedule cosine --warmup-steps 6", "cosine 6 0 0.1"},
-        ScheduleCase{"Linear", "--lr-schedule linear", "linear 0 0 0.1"}),
+        ScheduleCase{"Linear", "--lr-schedule linear", "linear 0 0 0.1"},
+        ScheduleCase{"LinearWithWarmup", "--lr-schedule linear --warmup-steps 5",
+                     "linear 5 0 0.1"}),
     [](const ::testing::TestParamInfo<ScheduleCase>& info) { return info.param.name; });
 
 TEST_F(ScaledModelTest, ScheduleFlagsThatDoNotFitTheRunAreRefused) {
@@ -238,6 +260,34 @@ TEST_F(ScaledModelTest, ScheduleFlagsThatDoNotFitTheRunAreRefused) {
   EXPECT_TRUE(Contains(r.output,
                        "--lr-schedule cosine with --warmup-steps 16 needs more optimizer steps "
                        "than the run's 16; use fewer warmup steps, or more epochs or data"))
+      << r.output;
+}
+
+// CosineAnnealingLR(T_max=40) from 0.1: 0.1 * (1 + cos(pi / 40)) / 2 = 0.0998459 at step 2, and
+// 0.1 * (1 - cos(pi / 40)) / 2 = 0.000154 at step 40, the last; over the 48 steps of the epochs
+// step 2 would run at 0.0998929 and step 40 at 0.00843.
+TEST_F(ScaledModelTest, CosineAnnealsToTheEndOfMaxSteps) {
+  const std::string metrics = dir_ + "/metrics.jsonl";
+  RunResult r = RunLauncher(Job(2, "0.1") +
+                            "--backend tcp --epochs 3 --max-steps 40 --log-interval 1 "
+                            "--lr-schedule cosine --metrics " +
+                            metrics);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<double> rates = StepMetric(metrics, "lr");
+  ASSERT_EQ(rates.size(), 40u) << r.output;
+  EXPECT_NEAR(rates[1], 0.0998458667, 1e-9);
+  EXPECT_NEAR(rates[39], 0.0001541333, 1e-9);
+}
+
+TEST_F(ScaledModelTest, AWarmupLongerThanMaxStepsIsRefusedNamingIt) {
+  RunResult r = RunLauncher(Job(1) +
+                            "--epochs 2 --max-steps 8 --lr-schedule linear "
+                            "--warmup-steps 8");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Contains(r.output,
+                       "--lr-schedule linear with --warmup-steps 8 needs more optimizer steps "
+                       "than the run's 8 (--max-steps); use fewer warmup steps or a larger "
+                       "--max-steps"))
       << r.output;
 }
 
@@ -280,27 +330,31 @@ TEST_P(Bf16RanksTest, Bf16KeepsTheRanksBitIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(CpuBackends, Bf16RanksTest, ::testing::Values("tcp", "gloo"));
 
-// Note [The schedule spans the epochs]: stopped inside the warmup (step 4) and inside the cosine
-// (step 11), resumed twice, a bf16 run with SGD, weight decay and clipping ends as a straight
-// one does, and logs the same learning rates.
+// Note [The schedule spans the run]: resumed inside the warmup (step 4) and inside the cosine
+// (step 11) with the straight run's flags, a bf16 run with SGD, weight decay and clipping ends as
+// the straight one does, and logs the same learning rates.
 TEST_F(ConvnetPrecisionTest, ResumeInsideWarmupAndCosineMatchesAStraightRun) {
   if (!PluginBuilt("libdpl_backend_tcp.so")) GTEST_SKIP() << "tcp not built";
   const std::string straight = Folder("straight"), resumed = Folder("resumed");
   const std::string args = Job() +
                            "--backend tcp --precision bf16 --optimizer sgd --lr 0.05 "
                            "--momentum 0.9 --weight-decay 0.0005 --clip-grad-norm 0.5 "
-                           "--lr-schedule cosine --warmup-steps 6 --log-interval 1 ";
-  RunResult full = RunLauncher(args + "--max-steps 16 --metrics " + dir_ +
+                           "--lr-schedule cosine --warmup-steps 6 --log-interval 1 --max-steps 16 ";
+  RunResult full = RunLauncher(args + "--checkpoint-every 4 --checkpoint-dir " + dir_ +
+                               "/straight-checkpoints --metrics " + dir_ +
                                "/straight.jsonl --dump-parameters " + straight);
   ASSERT_EQ(full.exit_code, 0) << full.output;
-  const std::string checkpoints = " --checkpoint-dir " + dir_ + "/checkpoints";
-  const std::string metrics = " --metrics " + dir_ + "/resumed.jsonl";
-  for (const char* stop : {"--max-steps 4", "--max-steps 11 --resume"}) {
-    RunResult part = RunLauncher(args + stop + checkpoints + metrics);
-    ASSERT_EQ(part.exit_code, 0) << part.output;
-  }
-  RunResult last = RunLauncher(args + "--max-steps 16 --resume" + checkpoints + metrics +
-                               " --dump-parameters " + resumed);
+  // The straight run's checkpoint at step 4; from there to the end, writing step 11's on the way.
+  const std::string checkpoints = dir_ + "/checkpoints";
+  fs::create_directories(checkpoints);
+  fs::copy_file(dir_ + "/straight-checkpoints/checkpoint-0000000004.pt",
+                checkpoints + "/checkpoint-0000000004.pt");
+  RunResult middle = RunLauncher(args + "--resume --checkpoint-every 11 --checkpoint-dir " +
+                                 checkpoints + " --metrics " + dir_ + "/from-4.jsonl");
+  ASSERT_EQ(middle.exit_code, 0) << middle.output;
+  ASSERT_TRUE(fs::remove(checkpoints + "/checkpoint-0000000016.pt"));
+  RunResult last = RunLauncher(args + "--resume --checkpoint-dir " + checkpoints + " --metrics " +
+                               dir_ + "/from-11.jsonl --dump-parameters " + resumed);
   ASSERT_EQ(last.exit_code, 0) << last.output;
   EXPECT_TRUE(Contains(last.output, "checkpoint-0000000011.pt at epoch 0, batch 11"))
       << last.output;
@@ -310,7 +364,10 @@ TEST_F(ConvnetPrecisionTest, ResumeInsideWarmupAndCosineMatchesAStraightRun) {
   EXPECT_TRUE(expected == ReadFloats(resumed + "/rank-1.bin"));
   const std::vector<double> rates = StepMetric(dir_ + "/straight.jsonl", "lr");
   ASSERT_EQ(rates.size(), 16u);
-  EXPECT_EQ(StepMetric(dir_ + "/resumed.jsonl", "lr"), rates);
+  EXPECT_EQ(StepMetric(dir_ + "/from-4.jsonl", "lr"),
+            std::vector<double>(rates.begin() + 4, rates.end()));
+  EXPECT_EQ(StepMetric(dir_ + "/from-11.jsonl", "lr"),
+            std::vector<double>(rates.begin() + 11, rates.end()));
   EXPECT_LT(rates[0], rates[5]) << "warming up";
   EXPECT_GT(rates[6], rates[15]) << "annealing";
 }
