@@ -32,12 +32,8 @@ int Run(int argc, const char* const* argv) {
       return 0;
     case dpl::cli::Command::kVersion:
       // The ABI versions of plugins it loads, oldest..newest.
-      std::cout << "dpl launcher " << DPL_SDK_VERSION_STRING << " (backend ABI v"
-                << dpl::plugin_host::kBackendAbiMin << "..v" << dpl::plugin_host::kBackendAbiMax
-                << ", model ABI v" << dpl::plugin_host::kModelAbiMin << "..v"
-                << dpl::plugin_host::kModelAbiMax << ", dataset ABI v"
-                << dpl::plugin_host::kDatasetAbiMin << "..v" << dpl::plugin_host::kDatasetAbiMax
-                << ")\n";
+      std::cout << "dpl launcher " << DPL_SDK_VERSION_STRING << " ("
+                << dpl::plugin_host::SupportedAbiText() << ")\n";
       return 0;
     case dpl::cli::Command::kPlugins: {
       auto discovery = dpl::plugin_host::DiscoverPlugins(options->plugin_dirs);

@@ -1,16 +1,18 @@
-// Loading one plugin file: finding its entry symbol, checking its table, adapting older layouts.
+// Loading one plugin file: finding its entry symbol, checking its table, and turning it into the
+// kind's one interface through the adapter of its ABI version (adapter_registry.hpp).
 //
 // Note [Finding the entry symbol]: a plugin exports one table per ABI version it supports
 // (dpl_backend_plugin_v1, ..._v2, ...). The host lists the file's exported symbols and takes
 // every name of the form dpl_<kind>_plugin_v<N>, so it can say exactly which versions a file has
 // and which the host wants (even for a version far beyond its own), instead of "symbol not
-// found"; it uses the newest version it supports.
+// found"; it uses the newest version it has an adapter for.
 #include <algorithm>
 #include <boost/dll/library_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <cstdio>
 #include <regex>
 
+#include "plugin_host/adapter_registry.hpp"
 #include "plugin_host/plugin_host.hpp"
 
 namespace dpl::plugin_host {
@@ -20,13 +22,12 @@ struct KindInfo {
   dpl_plugin_kind kind;
   const char* word;
   const char* symbol_prefix;
-  uint32_t min_abi, max_abi;
 };
 
 constexpr KindInfo kKinds[] = {
-    {DPL_PLUGIN_KIND_BACKEND, "backend", "dpl_backend_plugin_v", kBackendAbiMin, kBackendAbiMax},
-    {DPL_PLUGIN_KIND_MODEL, "model", "dpl_model_plugin_v", kModelAbiMin, kModelAbiMax},
-    {DPL_PLUGIN_KIND_DATASET, "dataset", "dpl_dataset_plugin_v", kDatasetAbiMin, kDatasetAbiMax},
+    {DPL_PLUGIN_KIND_BACKEND, "backend", "dpl_backend_plugin_v"},
+    {DPL_PLUGIN_KIND_MODEL, "model", "dpl_model_plugin_v"},
+    {DPL_PLUGIN_KIND_DATASET, "dataset", "dpl_dataset_plugin_v"},
 };
 
 const KindInfo* InfoOf(uint32_t kind) {
@@ -38,6 +39,10 @@ const KindInfo* InfoOf(uint32_t kind) {
 
 std::string SymbolName(const KindInfo& kind, uint32_t version) {
   return kind.symbol_prefix + std::to_string(version);
+}
+
+uint32_t NewestVersion(const KindInfo& kind) {
+  return SupportedVersions(kind.kind).back();
 }
 
 std::string Hex(uint32_t value) {
@@ -76,7 +81,7 @@ std::vector<EntrySymbol> EntrySymbols(const std::string& path,
     // Not readable as an ELF file after all: ask the loaded library below.
   }
   for (const KindInfo& kind : kKinds) {
-    for (uint32_t version = kind.max_abi + 1; version-- > 0;) {
+    for (uint32_t version = NewestVersion(kind) + 1; version-- > 0;) {
       if (library.has(SymbolName(kind, version))) add(kind, version);
     }
   }
@@ -118,141 +123,48 @@ std::string CheckHeader(const dpl_plugin_header& header, const KindInfo& kind, u
   return "";
 }
 
-using FunctionList = std::vector<std::pair<const char*, bool>>;
-
-#define DPL_FUNCTION(table, name) \
-  { #name, (table).name != nullptr }
-
-FunctionList BackendFunctions(const dpl_backend_plugin_v1& t) {
-  return {DPL_FUNCTION(t, create),    DPL_FUNCTION(t, destroy),   DPL_FUNCTION(t, allreduce),
-          DPL_FUNCTION(t, broadcast), DPL_FUNCTION(t, allgather), DPL_FUNCTION(t, barrier),
-          DPL_FUNCTION(t, last_error)};
-}
-
-FunctionList BackendFunctions(const dpl_backend_plugin_v2& t) {
-  return {DPL_FUNCTION(t, create),     DPL_FUNCTION(t, destroy),    DPL_FUNCTION(t, allreduce),
-          DPL_FUNCTION(t, broadcast),  DPL_FUNCTION(t, allgather),  DPL_FUNCTION(t, barrier),
-          DPL_FUNCTION(t, last_error), DPL_FUNCTION(t, synchronize)};
-}
-
-// Version 1's functions of a model table in the v2 layout, then v2's when `version` >= 2.
-FunctionList ModelFunctions(const dpl_model_plugin_v2& t, uint32_t version) {
-  FunctionList list = {DPL_FUNCTION(t, create),
-                       DPL_FUNCTION(t, destroy),
-                       DPL_FUNCTION(t, describe),
-                       DPL_FUNCTION(t, parameter),
-                       DPL_FUNCTION(t, set_gradient_ready_callback),
-                       DPL_FUNCTION(t, set_mode),
-                       DPL_FUNCTION(t, zero_gradients),
-                       DPL_FUNCTION(t, train_step),
-                       DPL_FUNCTION(t, eval_step),
-                       DPL_FUNCTION(t, save_state),
-                       DPL_FUNCTION(t, load_state),
-                       DPL_FUNCTION(t, last_error)};
-  if (version >= 2) {
-    list.insert(list.begin(), {DPL_FUNCTION(t, host_batch), DPL_FUNCTION(t, read_tensors),
-                               DPL_FUNCTION(t, write_tensors)});
-  }
-  return list;
-}
-
-FunctionList ModelFunctions(const dpl_model_plugin_v3& t) {
-  return {DPL_FUNCTION(t, buffer),        DPL_FUNCTION(t, read_buffers),
-          DPL_FUNCTION(t, write_buffers), DPL_FUNCTION(t, rng_state),
-          DPL_FUNCTION(t, set_rng_state), DPL_FUNCTION(t, host_batch_slot),
-          DPL_FUNCTION(t, host_batch),    DPL_FUNCTION(t, read_tensors),
-          DPL_FUNCTION(t, write_tensors), DPL_FUNCTION(t, create),
-          DPL_FUNCTION(t, destroy),       DPL_FUNCTION(t, describe),
-          DPL_FUNCTION(t, parameter),     DPL_FUNCTION(t, set_gradient_ready_callback),
-          DPL_FUNCTION(t, set_mode),      DPL_FUNCTION(t, zero_gradients),
-          DPL_FUNCTION(t, train_step),    DPL_FUNCTION(t, eval_step),
-          DPL_FUNCTION(t, save_state),    DPL_FUNCTION(t, load_state),
-          DPL_FUNCTION(t, last_error),    DPL_FUNCTION(t, set_loss_scale)};
-}
-
-FunctionList DatasetFunctions(const dpl_dataset_plugin_v1& t) {
-  return {DPL_FUNCTION(t, create), DPL_FUNCTION(t, destroy), DPL_FUNCTION(t, describe),
-          DPL_FUNCTION(t, fill), DPL_FUNCTION(t, last_error)};
-}
-
-#undef DPL_FUNCTION
-
-std::string MissingFunction(const char* kind, const char* name, const FunctionList& functions) {
-  for (const auto& [function, present] : functions) {
+std::string MissingEntry(const char* kind, const char* name, const RequiredEntries& entries) {
+  for (const auto& [entry, present] : entries) {
     if (!present) {
-      return std::string(kind) + " plugin '" + name + "' leaves the required function '" +
-             function + "' NULL";
+      return std::string(kind) + " plugin '" + name + "' leaves the required function '" + entry +
+             "' NULL";
     }
   }
   return "";
 }
 
-// Note [Adapting model ABI v1]: version 2 kept every v1 function, in order and with its
-// contract, and appended host_batch, read_tensors and write_tensors. A v1 table is copied into
-// the v2 layout with those three NULL; the trainer then keeps batches in its own memory and
-// trains only on the CPU, where it can update the parameters in place.
-std::shared_ptr<const dpl_model_plugin_v2> AdaptModelV1(const dpl_model_plugin_v1& v1) {
-  auto v2 = std::make_shared<dpl_model_plugin_v2>();
-  v2->header = v1.header;
-  v2->create = v1.create;
-  v2->destroy = v1.destroy;
-  v2->describe = v1.describe;
-  v2->parameter = v1.parameter;
-  v2->set_gradient_ready_callback = v1.set_gradient_ready_callback;
-  v2->set_mode = v1.set_mode;
-  v2->zero_gradients = v1.zero_gradients;
-  v2->train_step = v1.train_step;
-  v2->eval_step = v1.eval_step;
-  v2->save_state = v1.save_state;
-  v2->load_state = v1.load_state;
-  v2->last_error = v1.last_error;
-  v2->host_batch = nullptr;
-  v2->read_tensors = nullptr;
-  v2->write_tensors = nullptr;
-  return v2;
+// The interface's owner keeps the library mapped while the interface lives.
+template <typename Interface>
+std::shared_ptr<const Interface> Keeping(Interface interface, std::shared_ptr<void> library) {
+  return std::shared_ptr<const Interface>(
+      new Interface(std::move(interface)),
+      [library = std::move(library)](const Interface* owned) { delete owned; });
 }
 
-// Points `plugin`'s table for `kind` at version `version`; returns why it is refused, or "".
-std::string TakeTable(const boost::dll::shared_library& library, const KindInfo& kind,
-                      uint32_t version, LoadedPlugin* plugin) {
-  const std::string symbol = SymbolName(kind, version);
-  const auto& header = library.get<const dpl_plugin_header>(symbol);
-  auto checked = [&](size_t size, auto* table, auto list) -> std::string {
-    std::string reason = CheckHeader(header, kind, version, symbol, size);
-    if (!reason.empty()) return reason;
-    *table = &library.get<std::remove_pointer_t<std::remove_reference_t<decltype(*table)>>>(symbol);
-    return MissingFunction(kind.word, header.name, list(**table));
-  };
+// Sets `plugin`'s interface from the table under the entry symbol of `adapter`'s version; returns
+// why the table is refused, or "".
+std::string TakeTable(const std::shared_ptr<boost::dll::shared_library>& library,
+                      const KindInfo& kind, const Adapter& adapter, LoadedPlugin* plugin) {
+  const std::string symbol = SymbolName(kind, adapter.abi_version);
+  const auto& header = library->get<const dpl_plugin_header>(symbol);
+  std::string reason = CheckHeader(header, kind, adapter.abi_version, symbol, adapter.table_size);
+  if (reason.empty()) reason = MissingEntry(kind.word, header.name, adapter.required(&header));
+  if (!reason.empty()) return reason;
   switch (kind.kind) {
     case DPL_PLUGIN_KIND_BACKEND:
-      if (version == 1) {
-        return checked(sizeof(dpl_backend_plugin_v1), &plugin->backend_v1,
-                       [](const dpl_backend_plugin_v1& t) { return BackendFunctions(t); });
-      }
-      return checked(sizeof(dpl_backend_plugin_v2), &plugin->backend_v2,
-                     [](const dpl_backend_plugin_v2& t) { return BackendFunctions(t); });
+      plugin->backend = Keeping(AdaptTable<BackendInterface>(adapter, &header), library);
+      break;
     case DPL_PLUGIN_KIND_MODEL:
-      if (version == 3) {
-        return checked(sizeof(dpl_model_plugin_v3), &plugin->model_v3,
-                       [](const dpl_model_plugin_v3& t) { return ModelFunctions(t); });
-      }
-      if (version == 2) {
-        return checked(sizeof(dpl_model_plugin_v2), &plugin->model,
-                       [](const dpl_model_plugin_v2& t) { return ModelFunctions(t, 2); });
-      } else {
-        const dpl_model_plugin_v1* v1 = nullptr;
-        std::string reason = checked(sizeof(dpl_model_plugin_v1), &v1,
-                                     [](const dpl_model_plugin_v1&) { return FunctionList{}; });
-        if (!reason.empty()) return reason;
-        plugin->adapted_model = AdaptModelV1(*v1);
-        plugin->model = plugin->adapted_model.get();
-        return MissingFunction(kind.word, header.name, ModelFunctions(*plugin->model, 1));
-      }
+      plugin->model = Keeping(AdaptTable<ModelInterface>(adapter, &header), library);
+      break;
     case DPL_PLUGIN_KIND_DATASET:
-      return checked(sizeof(dpl_dataset_plugin_v1), &plugin->dataset,
-                     [](const dpl_dataset_plugin_v1& t) { return DatasetFunctions(t); });
+      plugin->dataset = Keeping(AdaptTable<DatasetInterface>(adapter, &header), library);
+      break;
   }
-  return "unknown plugin kind";
+  plugin->name = header.name;
+  plugin->version = header.version;
+  plugin->description = header.description ? header.description : "";
+  return "";
 }
 
 // Boost.DLL reports "boost::dll::shared_library::load() failed (dlerror system message: X):
@@ -269,17 +181,19 @@ std::string DlopenText(const std::string& boost_message) {
 
 std::string Unsupported(const EntrySymbol& newest) {
   const KindInfo& kind = *newest.kind;
-  const std::string supported =
-      "(v" + std::to_string(kind.min_abi) + "..v" + std::to_string(kind.max_abi) + ")";
+  const std::vector<uint32_t> versions = SupportedVersions(kind.kind);
+  const std::string supported = "(" + SupportedVersionsText(kind.kind) + ")";
   const std::string what =
       std::string(kind.word) + " plugin ABI v" + std::to_string(newest.version);
-  if (newest.version > kind.max_abi) {
+  const std::string rebuild = "rebuild the plugin against SDK v" + std::to_string(versions.back());
+  if (newest.version > versions.back()) {
     return what + " is newer than this launcher supports " + supported +
-           "; upgrade the launcher or rebuild the plugin against SDK v" +
-           std::to_string(kind.max_abi);
+           "; upgrade the launcher or " + rebuild;
   }
-  return what + " is older than this launcher supports " + supported +
-         "; rebuild the plugin against SDK v" + std::to_string(kind.max_abi);
+  if (newest.version < versions.front()) {
+    return what + " is older than this launcher supports " + supported + "; " + rebuild;
+  }
+  return what + " is not one this launcher supports " + supported + "; " + rebuild;
 }
 
 }  // namespace
@@ -290,13 +204,7 @@ const char* KindWord(uint32_t kind) {
 }
 
 std::vector<std::string> RequiredFunctions(dpl_plugin_kind kind) {
-  FunctionList list;
-  if (kind == DPL_PLUGIN_KIND_BACKEND) list = BackendFunctions(dpl_backend_plugin_v2{});
-  if (kind == DPL_PLUGIN_KIND_MODEL) list = ModelFunctions(dpl_model_plugin_v3{});
-  if (kind == DPL_PLUGIN_KIND_DATASET) list = DatasetFunctions(dpl_dataset_plugin_v1{});
-  std::vector<std::string> names;
-  for (const auto& entry : list) names.emplace_back(entry.first);
-  return names;
+  return NewestRequiredEntries(kind);
 }
 
 // Loads one file; on refusal returns the reason without the path.
@@ -311,32 +219,24 @@ Result<LoadedPlugin> LoadWithoutPath(const std::string& path) {
   }
   const std::vector<EntrySymbol> found = EntrySymbols(path, *library);
   if (found.empty()) {
-    return Status::Error("not a dpl plugin: no symbol " + SymbolName(kKinds[0], kBackendAbiMax) +
-                         ", " + SymbolName(kKinds[1], kModelAbiMax) + " or " +
-                         SymbolName(kKinds[2], kDatasetAbiMax));
+    return Status::Error("not a dpl plugin: no symbol " +
+                         SymbolName(kKinds[0], NewestVersion(kKinds[0])) + ", " +
+                         SymbolName(kKinds[1], NewestVersion(kKinds[1])) + " or " +
+                         SymbolName(kKinds[2], NewestVersion(kKinds[2])));
   }
-  const EntrySymbol* chosen = nullptr;
   for (const EntrySymbol& candidate : found) {
-    if (candidate.version >= candidate.kind->min_abi &&
-        candidate.version <= candidate.kind->max_abi) {
-      chosen = &candidate;
-      break;
-    }
+    const Adapter* adapter = FindAdapter(candidate.kind->kind, candidate.version);
+    if (adapter == nullptr) continue;
+    LoadedPlugin plugin;
+    plugin.path = path;
+    plugin.kind = candidate.kind->kind;
+    plugin.abi_version = candidate.version;
+    const std::string reason = TakeTable(library, *candidate.kind, *adapter, &plugin);
+    if (!reason.empty()) return Status::Error(reason);
+    plugin.library = std::move(library);
+    return plugin;
   }
-  if (chosen == nullptr) return Status::Error(Unsupported(found.front()));
-  LoadedPlugin plugin;
-  plugin.path = path;
-  plugin.kind = chosen->kind->kind;
-  plugin.abi_version = chosen->version;
-  const std::string reason = TakeTable(*library, *chosen->kind, chosen->version, &plugin);
-  if (!reason.empty()) return Status::Error(reason);
-  const auto& header =
-      library->get<const dpl_plugin_header>(SymbolName(*chosen->kind, chosen->version));
-  plugin.name = header.name;
-  plugin.version = header.version;
-  plugin.description = header.description ? header.description : "";
-  plugin.library = std::move(library);
-  return plugin;
+  return Status::Error(Unsupported(found.front()));
 }
 
 }  // namespace dpl::plugin_host

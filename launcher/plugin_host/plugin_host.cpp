@@ -2,6 +2,7 @@
 //
 #include "plugin_host/plugin_host.hpp"
 
+#include "plugin_host/adapter_registry.hpp"
 #include "plugin_host/plugin_file.hpp"
 
 #include <algorithm>
@@ -73,10 +74,8 @@ Status DescribeCallFailure(const LoadedPlugin& plugin, const std::string& functi
                            dpl_status status) {
   if (status == DPL_OK) return Status::Ok();
   const char* message = nullptr;
-  if (plugin.backend_v1 != nullptr) message = plugin.backend_v1->last_error();
-  if (plugin.backend_v2 != nullptr) message = plugin.backend_v2->last_error();
+  if (plugin.backend != nullptr) message = plugin.backend->last_error();
   if (plugin.model != nullptr) message = plugin.model->last_error();
-  if (plugin.model_v3 != nullptr) message = plugin.model_v3->last_error();
   if (plugin.dataset != nullptr) message = plugin.dataset->last_error();
   return PluginCallFailure(LabelOf(plugin), function, status, message);
 }
@@ -244,6 +243,16 @@ std::string FormatPluginList(const Discovery& discovery) {
     }
   }
   return text.str();
+}
+
+std::string SupportedAbiText() {
+  std::string text;
+  for (dpl_plugin_kind kind :
+       {DPL_PLUGIN_KIND_BACKEND, DPL_PLUGIN_KIND_MODEL, DPL_PLUGIN_KIND_DATASET}) {
+    text += (text.empty() ? "" : ", ") + std::string(KindWord(kind)) + " ABI " +
+            SupportedVersionsText(kind);
+  }
+  return text;
 }
 
 }  // namespace dpl::plugin_host

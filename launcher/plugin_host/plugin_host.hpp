@@ -1,6 +1,7 @@
 // The plugin host: finds plugin shared libraries on the search path, checks that each really is a
-// dpl plugin of an ABI version this launcher supports, and hands out their C tables. Boost.DLL
-// does the loading; no C++ type crosses into a plugin.
+// dpl plugin of an ABI version this launcher supports (the adapter registry's), and hands out each
+// one's table as the one interface of its kind. Boost.DLL does the loading; no C++ type crosses
+// into a plugin.
 //
 // Search path, in order: every --plugin-dir, then DPL_PLUGIN_PATH (colon-separated), then the
 // install's plugin folder (<prefix>/lib/dpl/plugins, found relative to the launcher binary), then
@@ -13,35 +14,26 @@
 
 #include "common/plugin_status.hpp"
 #include "common/status.hpp"
-#include "dpl/backend.h"
-#include "dpl/dataset.h"
-#include "dpl/model.h"
+#include "plugin_host/backend_interface.hpp"
+#include "plugin_host/dataset_interface.hpp"
+#include "plugin_host/model_interface.hpp"
 
 namespace dpl::plugin_host {
 
-// The ABI versions this host understands, per kind.
-inline constexpr uint32_t kBackendAbiMin = 1, kBackendAbiMax = 2;
-inline constexpr uint32_t kModelAbiMin = 1, kModelAbiMax = 3;
-inline constexpr uint32_t kDatasetAbiMin = 1, kDatasetAbiMax = 1;
-
-// One loaded plugin library. Keeps the library mapped while alive; tables point into it. Of the
-// table pointers, those of the plugin's kind and ABI version are set.
+// One loaded plugin library. Keeps the library mapped while alive. The plugin's table is handed
+// out as the one interface of its kind (the adapter of its ABI version made it: Note [Capabilities,
+// not versions]); exactly the one of the plugin's kind is set, and it keeps the library mapped too.
 struct LoadedPlugin {
   std::string path;
   dpl_plugin_kind kind;
-  uint32_t abi_version;
+  uint32_t abi_version;  // for `launcher plugins`; the host asks the interface's capabilities
   std::string name;
   std::string version;
   std::string description;
-  const dpl_backend_plugin_v1* backend_v1 = nullptr;  // a backend of ABI v1
-  const dpl_backend_plugin_v2* backend_v2 = nullptr;  // a backend of ABI v2
-  // A model of ABI v1 or v2, in the v2 layout: a v1 table is adapted (Note [Adapting model ABI
-  // v1]), its v2-only functions NULL.
-  const dpl_model_plugin_v2* model = nullptr;
-  const dpl_model_plugin_v3* model_v3 = nullptr;  // a model of ABI v3
-  const dpl_dataset_plugin_v1* dataset = nullptr;
-  std::shared_ptr<const dpl_model_plugin_v2> adapted_model;  // owns `model` for a v1 plugin
-  std::shared_ptr<void> library;                             // opaque owner of the mapped library
+  std::shared_ptr<const BackendInterface> backend;
+  std::shared_ptr<const ModelInterface> model;
+  std::shared_ptr<const DatasetInterface> dataset;
+  std::shared_ptr<void> library;  // opaque owner of the mapped library
 };
 
 // The entries of a kind's newest table the host requires, by name: every one must be used by the
@@ -79,6 +71,10 @@ Result<LoadedPlugin> FindPlugin(const Discovery& discovery, dpl_plugin_kind kind
 
 // Text of `launcher plugins`: kind, name, version, ABI version, path per plugin, then refusals.
 std::string FormatPluginList(const Discovery& discovery);
+
+// The ABI versions this launcher loads, for `launcher --version`: "backend ABI v1..v2, model ABI
+// v1..v3, dataset ABI v1..v1".
+std::string SupportedAbiText();
 
 // Picks the backend for --backend `requested` on `device` (cpu|cuda). For "auto": nccl when the
 // device is cuda and the nccl plugin is present, else gloo, else tcp. Any other name is looked up

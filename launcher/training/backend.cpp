@@ -4,38 +4,40 @@
 
 namespace dpl::training {
 
-Backend::Backend(BackendFunctions table, dpl_backend* instance, PluginLabel label,
-                 int32_t device_type)
-    : table_(table), instance_(instance), label_(std::move(label)), device_type_(device_type) {}
+Backend::Backend(std::shared_ptr<const plugin_host::BackendInterface> table, dpl_backend* instance,
+                 PluginLabel label, int32_t device_type)
+    : table_(std::move(table)),
+      instance_(instance),
+      label_(std::move(label)),
+      device_type_(device_type) {}
 
 Backend::~Backend() {
-  if (instance_ != nullptr) table_.destroy(instance_);
+  if (instance_ != nullptr) table_->destroy(instance_);
 }
 
 Status Backend::Call(const char* function, dpl_status status) const {
   if (status == DPL_OK) return Status::Ok();
-  return PluginCallFailure(label_, function, status, table_.last_error());
+  return PluginCallFailure(label_, function, status, table_->last_error());
 }
 
 Status Backend::Allreduce(DLTensor* tensor, dpl_reduce_op op, void* stream) {
-  return Call("allreduce", table_.allreduce(instance_, tensor, op, stream));
+  return Call("allreduce", table_->allreduce(instance_, tensor, op, stream));
 }
 
 Status Backend::Broadcast(DLTensor* tensor, int32_t root, void* stream) {
-  return Call("broadcast", table_.broadcast(instance_, tensor, root, stream));
+  return Call("broadcast", table_->broadcast(instance_, tensor, root, stream));
 }
 
 Status Backend::Allgather(const DLTensor* input, DLTensor* output, void* stream) {
-  return Call("allgather", table_.allgather(instance_, input, output, stream));
+  return Call("allgather", table_->allgather(instance_, input, output, stream));
 }
 
 Status Backend::Barrier() {
-  return Call("barrier", table_.barrier(instance_));
+  return Call("barrier", table_->barrier(instance_));
 }
 
 Status Backend::Synchronize(void* stream) {
-  if (table_.synchronize == nullptr) return Status::Ok();  // ABI v1
-  return Call("synchronize", table_.synchronize(instance_, stream));
+  return Call("synchronize", table_->synchronize(instance_, stream));
 }
 
 }  // namespace dpl::training

@@ -8,9 +8,8 @@ namespace dpl::training {
 
 Status BatchBuffer::Allocate(Model& model, uint32_t slot, int64_t capacity,
                              const std::vector<int64_t>& sample_shape) {
-  // The model's own memory where it has it for this slot (page-locked for a GPU model); a model
-  // of ABI v2 has one slot, of v1 none.
-  if (model.HasV3() || (model.HasHostCopy() && slot == 0)) {
+  // The model's own memory where it has it for this slot (page-locked for a GPU model).
+  if (slot < model.host_batch_slots()) {
     return model.HostBatch(slot, capacity, &input_, &labels_);
   }
   int64_t sample = 1;

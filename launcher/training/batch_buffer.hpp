@@ -1,6 +1,6 @@
 // The host memory one batch is gathered into before train_step or eval_step: the model's own
 // (host_batch: page-locked for a GPU model, so its copy to the device is asynchronous) or, where
-// the model has none for that slot (ABI v1; ABI v2 beyond slot 0), memory of this object.
+// the model has none for that slot (Model::host_batch_slots), memory of this object.
 #pragma once
 
 #include <cstdint>

@@ -8,9 +8,9 @@ using torch_files::TorchDtype;
 
 Result<std::vector<BufferInfo>> ListBuffers(const Model& model) {
   std::vector<BufferInfo> buffers;
-  if (!model.HasV3()) return buffers;
+  if (!model.Has(ModelCapability::kBuffers)) return buffers;
   for (uint32_t i = 0; i < model.info().buffer_count; ++i) {
-    dpl_buffer_v3 buffer{};
+    dpl_buffer buffer{};
     DPL_RETURN_IF_ERROR(model.Buffer(i, &buffer));
     BufferInfo info;
     info.name = buffer.name ? buffer.name : "";

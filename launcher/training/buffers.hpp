@@ -1,5 +1,5 @@
-// A model's buffers (model ABI v3): state that is not trained by gradients, such as BatchNorm's
-// running statistics, listed by name with their element type and shape.
+// A model's buffers (ModelCapability::kBuffers): state that is not trained by gradients, such as
+// BatchNorm's running statistics, listed by name with their element type and shape.
 #pragma once
 
 #include <dlpack/dlpack.h>
@@ -21,7 +21,7 @@ struct BufferInfo {
   size_t bytes = 0;
 };
 
-// Every buffer of `model`, in index order; none for a model of ABI v1 or v2.
+// Every buffer of `model`, in index order; none for a model without kBuffers.
 Result<std::vector<BufferInfo>> ListBuffers(const Model& model);
 
 // The torch dtype of a DLPack dtype, or an error naming it.

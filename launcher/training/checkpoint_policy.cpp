@@ -245,7 +245,7 @@ Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
         {p.name, names[k / parameters.size()],
          FloatTensor(state_buffers[k]->data(), state_buffers[k]->size(), ShapeOf(p.model_value))});
   }
-  if (model.HasV3()) DPL_RETURN_IF_ERROR(model.RngState(&state.rng_state));
+  if (model.Has(ModelCapability::kRngState)) DPL_RETURN_IF_ERROR(model.RngState(&state.rng_state));
   if (const std::optional<LossScalingState> scaling = update.loss_scaling()) {
     state.scaler =
         ScalerCheckpoint{double(scaling->scaler.scale),     config_.loss_scale_growth_factor,

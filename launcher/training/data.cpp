@@ -25,9 +25,8 @@ Result<std::unique_ptr<DataSplit>> DataSplit::Open(const DatasetPlugin& plugin,
                                                    const TrainingConfig& config,
                                                    dpl_dataset_split split, int threads) {
   std::unique_ptr<DataSplit> data(new DataSplit(plugin, config.data_dir));
-  dpl_dataset_config_v1 dataset_config{};
+  dpl_dataset_config dataset_config{};
   dataset_config.struct_size = sizeof dataset_config;
-  dataset_config.version = DPL_DATASET_ABI_VERSION_1;
   dataset_config.path = config.data_dir.c_str();
   dataset_config.options = config.data_options.c_str();
   dataset_config.split = split;

@@ -1,6 +1,7 @@
-// The data a run reads, through a dataset plugin (dataset ABI v1): one open split (train or
-// test) of the data at --data-dir in the --data format, its size and the shape of a sample, and
-// batches filled for lists of sample indices into host memory this side owns.
+// The data a run reads, through a dataset plugin (its interface,
+// plugin_host/dataset_interface.hpp): one open split (train or test) of the data at --data-dir in
+// the --data format, its size and the shape of a sample, and batches filled for lists of sample
+// indices into host memory this side owns.
 #pragma once
 
 #include <cstdint>
@@ -10,14 +11,14 @@
 
 #include "common/plugin_status.hpp"
 #include "common/status.hpp"
-#include "dpl/dataset.h"
+#include "plugin_host/dataset_interface.hpp"
 #include "training/config.hpp"
 
 namespace dpl::training {
 
 // A loaded dataset plugin.
 struct DatasetPlugin {
-  const dpl_dataset_plugin_v1* table = nullptr;
+  std::shared_ptr<const plugin_host::DatasetInterface> table;
   PluginLabel label;
 };
 
@@ -49,7 +50,7 @@ class DataSplit {
   DatasetPlugin plugin_;
   std::string path_;
   dpl_dataset* instance_ = nullptr;
-  dpl_dataset_info_v1 info_{};
+  dpl_dataset_info info_{};
   std::vector<int64_t> sample_shape_;
 };
 

@@ -12,9 +12,9 @@
 
 namespace dpl::training {
 
-// Creates the model for `identity` (its device, threads and rank), tells a model ABI v3 plugin
-// the data's sample shape and classes, and checks that the model takes the samples of every split
-// of `data`; a misfit is an error naming both shapes.
+// Creates the model for `identity` (its device, threads and rank), tells a plugin with
+// ModelCapability::kDataShape the data's sample shape and classes, and checks that the model takes
+// the samples of every split of `data`; a misfit is an error naming both shapes.
 Result<std::unique_ptr<Model>> CreateModelForData(const ModelPlugin& plugin,
                                                   const TrainingConfig& config,
                                                   const WorkerIdentity& identity,

@@ -158,7 +158,7 @@ Result<std::unique_ptr<ParameterPlacement>> ParameterPlacement::Create(
     Model& model, Backend* backend, const PlacementSettings& settings) {
   // The model's memory decides whether a host copy is needed; the backend's whether the sums can
   // be made on the model's own tensors. Parameters share one device, so the first one tells.
-  dpl_parameter_v2 first{};
+  dpl_parameter first{};
   const bool has_parameters = model.info().parameter_count > 0;
   if (has_parameters) DPL_RETURN_IF_ERROR(model.Parameter(0, &first));
   const DLDevice device = has_parameters ? first.value.device : DLDevice{kDLCPU, 0};
@@ -166,7 +166,7 @@ Result<std::unique_ptr<ParameterPlacement>> ParameterPlacement::Create(
   if (host_model && !settings.mirror_parameters) {
     return Build<InPlacePlacement>(model, backend, settings);
   }
-  DPL_RETURN_IF_ERROR(CheckSupported(model.name(), model.abi_version(), settings));
+  DPL_RETURN_IF_ERROR(CheckSupported(model.plugin(), settings));
   const bool backend_reaches_model =
       backend == nullptr || (host_model ? backend->device_type() == kDLCPU
                                         : backend->device_type() == device.device_type);
@@ -176,14 +176,15 @@ Result<std::unique_ptr<ParameterPlacement>> ParameterPlacement::Create(
   return Build<HostCopyPlacement>(model, backend, settings);
 }
 
-Status ParameterPlacement::CheckSupported(const std::string& model_name, uint32_t abi_version,
+Status ParameterPlacement::CheckSupported(const ModelPlugin& plugin,
                                           const PlacementSettings& settings) {
   const bool host_copy = settings.device != Device::kCpu || settings.mirror_parameters;
-  if (!host_copy || abi_version >= 2) return Status::Ok();
+  if (!host_copy || plugin.table->Has(ModelCapability::kHostCopy)) return Status::Ok();
   return Status::InvalidArgument(
-      "model '" + model_name +
-      "' is a model ABI v1 plugin, which trains on the CPU with its parameters updated in "
-      "place; rebuild it against the dpl SDK (model ABI v2) for " +
+      ModelAbiText(plugin,
+                   "trains on the CPU with its parameters updated in place; rebuild it "
+                   "against the dpl SDK (") +
+      plugin_host::FirstAbiWith(ModelCapability::kHostCopy) + ") for " +
       (settings.device == Device::kCuda ? std::string("--device cuda")
                                         : std::string("--mirror-parameters")));
 }
@@ -215,7 +216,7 @@ Status ParameterPlacement::ListParameters() {
   if (!buffers.ok()) return buffers.status();
   buffers_ = std::move(*buffers);
   for (uint32_t i = 0; i < model_.info().parameter_count; ++i) {
-    dpl_parameter_v2 p{};
+    dpl_parameter p{};
     DPL_RETURN_IF_ERROR(model_.Parameter(i, &p));
     const bool float32 = p.value.dtype.code == kDLFloat && p.value.dtype.bits == 32 &&
                          p.gradient.dtype.code == kDLFloat && p.gradient.dtype.bits == 32;

@@ -58,10 +58,9 @@ class ParameterPlacement {
   // Chooses and sets up the strategy for `model`'s parameters. `backend` is NULL at world size 1.
   static Result<std::unique_ptr<ParameterPlacement>> Create(Model& model, Backend* backend,
                                                             const PlacementSettings& settings);
-  // Whether a plugin of `abi_version` can train with these settings: a host copy (a device
-  // model, --mirror-parameters) needs model ABI v2. Asked before the model is created.
-  static Status CheckSupported(const std::string& model_name, uint32_t abi_version,
-                               const PlacementSettings& settings);
+  // Whether `plugin` can train with these settings: a host copy (a device model,
+  // --mirror-parameters) needs ModelCapability::kHostCopy. Asked before the model is created.
+  static Status CheckSupported(const ModelPlugin& plugin, const PlacementSettings& settings);
   ParameterPlacement(Model& model, Backend* backend, const PlacementSettings& settings);
   virtual ~ParameterPlacement();
 
@@ -116,7 +115,7 @@ class ParameterPlacement {
   std::vector<const float*> gradients_;
   std::vector<float> host_values_, host_gradients_;  // the host copy, parameters back to back
   std::vector<int64_t> host_gradient_shapes_;        // of the host copy's DLTensors
-  std::vector<BufferInfo> buffers_;                  // the model's (ABI v3)
+  std::vector<BufferInfo> buffers_;                  // the model's (kBuffers)
   std::unique_ptr<CommunicationThread> comm_;
   std::unique_ptr<GradientSynchronizer> sync_;
 };

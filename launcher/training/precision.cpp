@@ -14,15 +14,15 @@ dpl_precision DplPrecision(Precision precision) {
   return DPL_PRECISION_FP32;
 }
 
-Status CheckPrecisionSupported(const std::string& model_name, uint32_t abi_version,
-                               Precision precision) {
-  if (precision == Precision::kFp32 || abi_version >= 3) return Status::Ok();
-  return Status::Error(DPL_ERR_UNSUPPORTED,
-                       "model '" + model_name + "' is a model ABI v" + std::to_string(abi_version) +
-                           " plugin, which computes in float32 only; --precision " +
-                           NameOf(PrecisionNames(), precision) +
-                           " needs a plugin built against the dpl SDK's model ABI v3 (or use "
-                           "--precision fp32)");
+Status CheckPrecisionSupported(const ModelPlugin& plugin, Precision precision) {
+  if (precision == Precision::kFp32 || plugin.table->Has(ModelCapability::kAutocast)) {
+    return Status::Ok();
+  }
+  return Status::Error(
+      DPL_ERR_UNSUPPORTED,
+      ModelAbiText(plugin, "computes in float32 only; --precision ") +
+          NameOf(PrecisionNames(), precision) + " needs a plugin built against the dpl SDK's " +
+          plugin_host::FirstAbiWith(ModelCapability::kAutocast) + " (or use --precision fp32)");
 }
 
 GradientWire ResolveGradientWire(Precision precision, GradientCompression requested) {

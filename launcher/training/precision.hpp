@@ -1,8 +1,8 @@
 // The compute precision of a run (--precision) as the host sees it: what the model is told, which
 // models can run it, and the format the gradients travel in. The autocast itself is the model's
-// (model ABI v3, dpl_precision; the SDK's libtorch helper runs it); the host keeps parameters,
-// gradients and the optimizer in float32 whatever the precision, and scales the loss for fp16
-// (parameter_update.hpp).
+// (ModelCapability::kAutocast, dpl_precision; the SDK's libtorch helper runs it); the host keeps
+// parameters, gradients and the optimizer in float32 whatever the precision, and scales the loss
+// for fp16 (parameter_update.hpp).
 #pragma once
 
 #include <cstdint>
@@ -11,16 +11,16 @@
 #include "common/status.hpp"
 #include "dpl/model.h"
 #include "training/config.hpp"
+#include "training/model.hpp"
 
 namespace dpl::training {
 
 // The model ABI's spelling of `precision`.
 dpl_precision DplPrecision(Precision precision);
 
-// Whether a model plugin of `abi_version` can compute in `precision`: only model ABI v3 is told
-// the precision, so an older plugin trains in fp32 only. Asked before the model is created.
-Status CheckPrecisionSupported(const std::string& model_name, uint32_t abi_version,
-                               Precision precision);
+// Whether `plugin` can compute in `precision`: only a plugin with ModelCapability::kAutocast is
+// told the precision; another trains in fp32 only. Asked before the model is created.
+Status CheckPrecisionSupported(const ModelPlugin& plugin, Precision precision);
 
 // The format of the gradients on the wire, and where it came from.
 struct GradientWire {

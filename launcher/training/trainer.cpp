@@ -114,16 +114,14 @@ Status Trainer::Setup() {
   settings.wire = ResolveGradientWire(config_.precision, config_.grad_compression);
   settings.bucket_cap_bytes = config_.bucket_cap_bytes;
   settings.device = config_.device;
-  DPL_RETURN_IF_ERROR(ParameterPlacement::CheckSupported(model_plugin_.label.name,
-                                                         model_plugin_.abi_version, settings));
-  DPL_RETURN_IF_ERROR(CheckPrecisionSupported(model_plugin_.label.name, model_plugin_.abi_version,
-                                              config_.precision));
+  DPL_RETURN_IF_ERROR(ParameterPlacement::CheckSupported(model_plugin_, settings));
+  DPL_RETURN_IF_ERROR(CheckPrecisionSupported(model_plugin_, config_.precision));
 
   Result<std::unique_ptr<Model>> model =
       CreateModelForData(model_plugin_, config_, identity_, data_);
   if (!model.ok()) return model.status();
   model_ = std::move(*model);
-  const dpl_model_info_v3& info = model_->info();
+  const dpl_model_info& info = model_->info();
   Result<std::unique_ptr<ParameterPlacement>> placement =
       ParameterPlacement::Create(*model_, backend_, settings);
   if (!placement.ok()) return placement.status();
@@ -226,7 +224,7 @@ Status Trainer::Evaluate() {
   DataSplit& test = *data_.test;
   const int64_t begin = test.count() * identity_.rank / identity_.world_size;
   const int64_t end = test.count() * (identity_.rank + 1) / identity_.world_size;
-  const dpl_model_info_v3& info = model_->info();
+  const dpl_model_info& info = model_->info();
   const std::vector<int64_t> sample_shape(info.input_shape, info.input_shape + info.input_ndim);
   BatchBuffer& buffer = buffers_[0];
   DPL_RETURN_IF_ERROR(buffer.Allocate(*model_, 0, kEvaluationChunk, sample_shape));
@@ -255,18 +253,19 @@ Status Trainer::Evaluate() {
 // --init-from: rank 0 reads the state dict; the initial broadcast takes it to every rank.
 Status Trainer::InitFrom() {
   if (config_.init_from.empty() || identity_.rank != 0) return Status::Ok();
-  const Status loaded = model_->HasV3() ? model_->LoadState(config_.init_from)
-                                        : ReadParameterStateDict(config_.init_from, *placement_);
+  const Status loaded = model_->Has(ModelCapability::kStateFiles)
+                            ? model_->LoadState(config_.init_from)
+                            : ReadParameterStateDict(config_.init_from, *placement_);
   DPL_RETURN_IF_ERROR(loaded.WithContext("--init-from " + config_.init_from));
   log::Info("parameters from " + config_.init_from);
   return Status::Ok();
 }
 
-// --export: the model's own export (v3), written to a temporary name and renamed; for older
-// plugins a state dict of the host's parameters.
+// --export: the model's own export (kStateFiles), written to a temporary name and renamed; for
+// other plugins a state dict of the host's parameters.
 Status Trainer::Export() const {
   if (config_.export_file.empty() || identity_.rank != 0) return Status::Ok();
-  if (!model_->HasV3()) {
+  if (!model_->Has(ModelCapability::kStateFiles)) {
     return WriteParameterStateDict(config_.export_file, *placement_).WithContext("--export");
   }
   const std::string temporary = config_.export_file + ".tmp." + std::to_string(::getpid());

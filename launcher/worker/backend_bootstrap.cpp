@@ -7,6 +7,33 @@
 
 namespace dpl::worker {
 
+namespace {
+
+// The config of this worker's backend (the plugin's adapter sets its struct_size and version).
+// Points into `options`, `local_address` and the store view, which must outlive its use.
+dpl_backend_config BackendConfig(const cli::Options& options,
+                                 const training::WorkerIdentity& identity,
+                                 const rendezvous::PluginStoreView& store_view,
+                                 const std::string& local_address) {
+  dpl_backend_config config{};
+  config.struct_size = sizeof config;
+  config.rank = identity.rank;
+  config.world_size = identity.world_size;
+  config.local_rank = identity.local_rank;
+  config.local_world_size = identity.local_world_size;
+  config.device_type = identity.device_type;
+  config.device_id = identity.device_id;
+  config.timeout_ms = std::max<int64_t>(1, options.backend_timeout.count());
+  config.store = store_view.view();
+  config.log = &log::PluginLogCallback;
+  config.log_context = nullptr;
+  config.options = options.backend_options.c_str();
+  config.local_address = local_address.c_str();
+  return config;
+}
+
+}  // namespace
+
 Result<ConnectedBackend> StartBackend(const plugin_host::LoadedPlugin& plugin,
                                       const cli::Options& options,
                                       const training::WorkerIdentity& identity,
@@ -16,41 +43,10 @@ Result<ConnectedBackend> StartBackend(const plugin_host::LoadedPlugin& plugin,
   const std::string local_address = cluster::SourceAddressTowards(options.master_addr);
   connected.store_view =
       std::make_unique<rendezvous::PluginStoreView>(store, prefix + "backend/" + plugin.name + "/");
-  dpl_backend_config_v2 config{};
-  config.struct_size = sizeof config;
-  config.version = plugin.abi_version;
-  config.rank = identity.rank;
-  config.world_size = identity.world_size;
-  config.local_rank = identity.local_rank;
-  config.local_world_size = identity.local_world_size;
-  config.device_type = identity.device_type;
-  config.device_id = identity.device_id;
-  config.timeout_ms = std::max<int64_t>(1, options.backend_timeout.count());
-  config.store = connected.store_view->view();
-  config.log = &log::PluginLogCallback;
-  config.log_context = nullptr;
-  config.options = options.backend_options.c_str();
-  config.local_address = local_address.c_str();
+  dpl_backend_config config =
+      BackendConfig(options, identity, *connected.store_view, local_address);
   dpl_backend* instance = nullptr;
-  auto create = [&] {
-    if (plugin.backend_v2 != nullptr) return plugin.backend_v2->create(&config, &instance);
-    dpl_backend_config_v1 older{};  // the v1 prefix of the config
-    older.struct_size = sizeof older;
-    older.version = DPL_BACKEND_ABI_VERSION_1;
-    older.rank = config.rank;
-    older.world_size = config.world_size;
-    older.local_rank = config.local_rank;
-    older.local_world_size = config.local_world_size;
-    older.device_type = config.device_type;
-    older.device_id = config.device_id;
-    older.timeout_ms = config.timeout_ms;
-    older.store = config.store;
-    older.log = config.log;
-    older.log_context = config.log_context;
-    older.options = config.options;
-    return plugin.backend_v1->create(&older, &instance);
-  };
-  dpl_status created = create();
+  dpl_status created = plugin.backend->create(&config, &instance);
   if (config.device_type == kDLCUDA && created == DPL_ERR_UNSUPPORTED) {
     if (identity.rank == 0) {
       log::Info("backend " + plugin.name +
@@ -58,18 +54,15 @@ Result<ConnectedBackend> StartBackend(const plugin_host::LoadedPlugin& plugin,
     }
     config.device_type = kDLCPU;
     config.device_id = 0;
-    created = create();
+    created = plugin.backend->create(&config, &instance);
   }
   if (created != DPL_OK || instance == nullptr) {
     return plugin_host::DescribeCallFailure(plugin, "create",
                                             created == DPL_OK ? DPL_ERR_INTERNAL : created)
         .WithContext("backend " + plugin.name + " failed to start");
   }
-  const training::BackendFunctions functions =
-      plugin.backend_v2 != nullptr ? training::BackendFunctions::Of(*plugin.backend_v2)
-                                   : training::BackendFunctions::Of(*plugin.backend_v1);
   connected.backend = std::make_unique<training::Backend>(
-      functions, instance, plugin_host::LabelOf(plugin), config.device_type);
+      plugin.backend, instance, plugin_host::LabelOf(plugin), config.device_type);
   return connected;
 }
 

@@ -159,7 +159,7 @@ int RunWorkerLoader(const cli::Options& options) {
   const pid_t loader_pid = getpid();
   Result<plugin_host::Discovery> discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
   // Opened here once for the machine: the forked workers share the data's pages. Dataset
-  // plugins start no thread that outlives a call (dpl/dataset_v1.h), so fork() stays safe.
+  // plugins start no thread that outlives a call (dpl/dataset.h), so fork() stays safe.
   Result<training::TrainingData> data = OpenData(options, discovery);
   // A plugin may start a thread while it loads; a forked copy of it would miss that thread and
   // its locks, so the loader forks (the check below, the workers) only when it has no other.

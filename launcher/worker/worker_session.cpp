@@ -38,10 +38,32 @@ Result<std::unique_ptr<rendezvous::StoreClient>> JoinJob(const cli::Options& opt
   return client;
 }
 
+// Chooses the backend for --backend and the device, checks it fits the devices, and connects it.
+Result<ConnectedBackend> ConnectBackend(const cli::Options& options,
+                                        const plugin_host::Discovery& discovery,
+                                        const training::WorkerIdentity& identity, int cuda_devices,
+                                        rendezvous::StoreClient& store, const std::string& prefix) {
+  std::string reason;
+  auto plugin = plugin_host::ChooseBackend(
+      discovery, options.backend,
+      training::NameOf(training::DeviceNames(), options.training.device), &reason);
+  if (!plugin.ok()) return plugin.status();
+  if (identity.rank == 0 && !reason.empty()) log::Info(reason);
+  DPL_RETURN_IF_ERROR(CheckBackendFitsDevices(plugin->name, identity, cuda_devices));
+  const bool cuda = options.training.device == training::Device::kCuda;
+  if (cuda && cuda_devices > 0 && identity.local_world_size > cuda_devices &&
+      identity.local_rank == 0) {
+    log::Info(std::to_string(identity.local_world_size) + " workers of this machine share its " +
+              std::to_string(cuda_devices) + " GPU(s): worker k computes on CUDA device k mod " +
+              std::to_string(cuda_devices));
+  }
+  return StartBackend(*plugin, options, identity, store, prefix);
+}
+
 }  // namespace
 
 training::ModelPlugin ModelPluginOf(const plugin_host::LoadedPlugin& plugin) {
-  return {plugin.model, plugin.model_v3, plugin.abi_version, plugin_host::LabelOf(plugin)};
+  return {plugin.model, plugin_host::LabelOf(plugin)};
 }
 
 int Fail(const Status& status) {
@@ -72,21 +94,7 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
   if (!store.ok()) return Fail(store.status());
 
   if (!discovery.ok()) return Fail(discovery.status());
-  std::string reason;
-  auto backend_plugin = plugin_host::ChooseBackend(
-      *discovery, options.backend,
-      training::NameOf(training::DeviceNames(), options.training.device), &reason);
-  if (!backend_plugin.ok()) return Fail(backend_plugin.status());
-  if (identity.rank == 0 && !reason.empty()) log::Info(reason);
-  const Status fits = CheckBackendFitsDevices(backend_plugin->name, identity, cuda_devices);
-  if (!fits.ok()) return Fail(fits);
-  if (cuda && cuda_devices > 0 && identity.local_world_size > cuda_devices &&
-      identity.local_rank == 0) {
-    log::Info(std::to_string(identity.local_world_size) + " workers of this machine share its " +
-              std::to_string(cuda_devices) + " GPU(s): worker k computes on CUDA device k mod " +
-              std::to_string(cuda_devices));
-  }
-  auto backend = StartBackend(*backend_plugin, options, identity, **store, prefix);
+  auto backend = ConnectBackend(options, *discovery, identity, cuda_devices, **store, prefix);
   if (!backend.ok()) return Fail(backend.status());
   if (options.selftest_job) {
     const Status checked =

@@ -195,7 +195,8 @@ TEST_F(AbiCoverageTest, RecordingPluginsExposeWhatTheHostRequires) {
   auto v1 = LoadPluginFile(kRecordingV1Dir + "/libdpl_recording_backend_v1.so");
   ASSERT_TRUE(v1.ok()) << v1.status().message();
   EXPECT_EQ(v1->abi_version, 1u);
-  EXPECT_NE(v1->backend_v1, nullptr);
+  ASSERT_NE(v1->backend, nullptr);
+  EXPECT_EQ(v1->backend->abi, "backend ABI v1");
   auto v2 = LoadPluginFile(kBatchNormV2);
   ASSERT_TRUE(v2.ok()) << v2.status().message();
   EXPECT_EQ(v2->abi_version, 2u);

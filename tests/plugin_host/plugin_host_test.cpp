@@ -38,8 +38,11 @@ TEST_F(PluginHostTest, LoadsGoodBackend) {
   EXPECT_EQ(plugin->name, "testgood");
   EXPECT_EQ(plugin->version, "0.0.1");
   EXPECT_EQ(plugin->description, "a plugin of the plugin host tests");
-  ASSERT_NE(plugin->backend_v1, nullptr);
+  ASSERT_NE(plugin->backend, nullptr);
+  EXPECT_EQ(plugin->backend->abi, "backend ABI v1");
+  EXPECT_FALSE(plugin->backend->Has(BackendCapability::kSynchronize));
   EXPECT_EQ(plugin->model, nullptr);
+  EXPECT_EQ(plugin->dataset, nullptr);
   EXPECT_NE(plugin->library, nullptr);
 }
 
@@ -50,23 +53,23 @@ TEST_F(PluginHostTest, LoadsGoodModel) {
   EXPECT_EQ(plugin->name, "testmodel");
   EXPECT_EQ(plugin->version, "0.0.2");
   ASSERT_NE(plugin->model, nullptr);
-  EXPECT_EQ(plugin->backend_v1, nullptr);
+  EXPECT_EQ(plugin->backend, nullptr);
 }
 
-TEST_F(PluginHostTest, ModelAbiV1IsAdaptedToTheNewestTable) {
+TEST_F(PluginHostTest, ModelAbiV1IsAdaptedToTheNewestInterface) {
   auto plugin = LoadPluginFile(kGood + "/libtestgood_model.so");
   ASSERT_TRUE(plugin.ok()) << plugin.status().message();
   EXPECT_EQ(plugin->abi_version, 1u);
+  EXPECT_EQ(plugin->name, "testmodel");
   ASSERT_NE(plugin->model, nullptr);
-  EXPECT_EQ(plugin->model, plugin->adapted_model.get());
-  EXPECT_EQ(plugin->model->header.abi_version, 1u);
-  EXPECT_STREQ(plugin->model->header.name, "testmodel");
-  // Every v1 function is carried over (the last one proves the order), the v2 ones are NULL.
-  ASSERT_NE(plugin->model->last_error, nullptr);
-  EXPECT_EQ(plugin->model->host_batch, nullptr);
-  EXPECT_EQ(plugin->model->read_tensors, nullptr);
-  EXPECT_EQ(plugin->model->write_tensors, nullptr);
-  dpl_model_config_v2 config{};
+  EXPECT_EQ(plugin->model->abi, "model ABI v1");
+  // Every v1 function is carried over (the last one proves the order), the v2 ones are empty.
+  ASSERT_TRUE(plugin->model->last_error);
+  EXPECT_FALSE(plugin->model->Has(ModelCapability::kHostCopy));
+  EXPECT_FALSE(plugin->model->host_batch);
+  EXPECT_FALSE(plugin->model->read_tensors);
+  EXPECT_FALSE(plugin->model->write_tensors);
+  dpl_model_config config{};
   config.struct_size = sizeof config;
   config.options = "";
   dpl_model* model = nullptr;
@@ -80,10 +83,12 @@ TEST_F(PluginHostTest, LoadsModelAbiV2AsIs) {
   EXPECT_EQ(plugin->abi_version, 2u);
   EXPECT_EQ(plugin->name, "testmodel2");
   ASSERT_NE(plugin->model, nullptr);
-  EXPECT_EQ(plugin->adapted_model, nullptr);
-  EXPECT_NE(plugin->model->host_batch, nullptr);
-  EXPECT_NE(plugin->model->read_tensors, nullptr);
-  EXPECT_NE(plugin->model->write_tensors, nullptr);
+  EXPECT_EQ(plugin->model->abi, "model ABI v2");
+  EXPECT_TRUE(plugin->model->Has(ModelCapability::kHostCopy));
+  EXPECT_FALSE(plugin->model->Has(ModelCapability::kBuffers));
+  EXPECT_TRUE(plugin->model->host_batch);
+  EXPECT_TRUE(plugin->model->read_tensors);
+  EXPECT_TRUE(plugin->model->write_tensors);
 }
 
 TEST_F(PluginHostTest, RefusesModelV2WithoutAV2Function) {
@@ -103,13 +108,13 @@ TEST_F(PluginHostTest, RefusesNewerModelAbi) {
 TEST_F(PluginHostTest, BackendCreateFailureCarriesPluginMessage) {
   auto plugin = LoadPluginFile(kGood + "/libtestgood_backend.so");
   ASSERT_TRUE(plugin.ok()) << plugin.status().message();
-  dpl_backend_config_v1 config{};
+  dpl_backend_config config{};
   config.struct_size = sizeof config;
-  config.version = DPL_BACKEND_ABI_VERSION_1;
   config.world_size = 1;
   config.options = "";
+  config.local_address = "";
   dpl_backend* backend = nullptr;
-  const dpl_status status = plugin->backend_v1->create(&config, &backend);
+  const dpl_status status = plugin->backend->create(&config, &backend);
   EXPECT_EQ(backend, nullptr);
   EXPECT_EQ(DescribeCallFailure(*plugin, "create", status).message(),
             "backend plugin 'testgood' (" + kGood +
@@ -121,9 +126,8 @@ TEST_F(PluginHostTest, BackendCreateFailureCarriesPluginMessage) {
 TEST_F(PluginHostTest, ModelCreateFailureCarriesPluginMessage) {
   auto plugin = LoadPluginFile(kGood + "/libtestgood_model.so");
   ASSERT_TRUE(plugin.ok()) << plugin.status().message();
-  dpl_model_config_v1 config{};
+  dpl_model_config config{};
   config.struct_size = sizeof config;
-  config.version = DPL_MODEL_ABI_VERSION_1;
   config.options = "";
   config.num_threads = 1;
   dpl_model* model = nullptr;

@@ -87,11 +87,13 @@ const char* NoError() {
 // A backend whose allreduce doubles host memory and records every call; a fresh one per use.
 Backend* RecordingBackend() {
   static std::unique_ptr<Backend> backend;
-  BackendFunctions functions;
-  functions.allreduce = RecordingAllreduce;
-  functions.last_error = NoError;
-  backend = std::make_unique<Backend>(functions, nullptr, PluginLabel{"backend", "recording", ""},
-                                      kDLCPU);
+  auto table = std::make_shared<plugin_host::BackendInterface>();
+  table->allreduce = RecordingAllreduce;
+  table->last_error = NoError;
+  // Its collectives are complete when they return (as a backend without kSynchronize).
+  table->synchronize = [](dpl_backend*, void*) { return DPL_OK; };
+  backend =
+      std::make_unique<Backend>(table, nullptr, PluginLabel{"backend", "recording", ""}, kDLCPU);
   Calls().clear();
   return backend.get();
 }

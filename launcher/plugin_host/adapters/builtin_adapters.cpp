@@ -1,0 +1,10 @@
+#include "plugin_host/adapters/builtin_adapters.hpp"
+
+namespace dpl::plugin_host::adapters {
+
+std::vector<Adapter> BuiltinAdapters() {
+  return {BackendV1Adapter(), BackendV2Adapter(), ModelV1Adapter(),
+          ModelV2Adapter(),   ModelV3Adapter(),   DatasetV1Adapter()};
+}
+
+}  // namespace dpl::plugin_host::adapters

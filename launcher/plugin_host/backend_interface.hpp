@@ -1,0 +1,41 @@
+// The one in-process interface of a communication backend plugin, whatever backend ABI version it
+// was built for.
+//
+// The adapter of the plugin's version (plugin_host/adapters/backend_vN.cpp) turns its table into
+// the entries of the newest table (dpl/backend.h's dpl_backend_plugin), in its order, with its
+// types and contracts. An older plugin gets the prefix of the newest config it knows; what it
+// lacks is filled in (see BackendCapability), so every entry is set.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "dpl/backend.h"
+#include "plugin_host/capabilities.hpp"
+
+namespace dpl::plugin_host {
+
+struct BackendInterface {
+  CapabilitySet<BackendCapability> capabilities;
+  // The plugin's ABI for messages, e.g. "backend ABI v1" (never for decisions: ask Has).
+  std::string abi;
+
+  bool Has(BackendCapability capability) const { return capabilities.Has(capability); }
+
+  // The caller fills the newest config; the adapter sets struct_size and version for the plugin.
+  std::function<dpl_status(const dpl_backend_config* config, dpl_backend** out)> create;
+  std::function<void(dpl_backend* backend)> destroy;
+  std::function<dpl_status(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream)>
+      allreduce;
+  std::function<dpl_status(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream)>
+      broadcast;
+  std::function<dpl_status(dpl_backend* backend, const DLTensor* input, DLTensor* output,
+                           void* stream)>
+      allgather;
+  std::function<dpl_status(dpl_backend* backend)> barrier;
+  std::function<const char*()> last_error;
+  // Returns DPL_OK at once without kSynchronize.
+  std::function<dpl_status(dpl_backend* backend, void* stream)> synchronize;
+};
+
+}  // namespace dpl::plugin_host

@@ -1,0 +1,88 @@
+// Named capabilities: what a loaded plugin can do beyond the first ABI version of its kind.
+//
+// Note [Capabilities, not versions]: the host outside plugin_host/ never asks which ABI version a
+// plugin was built for; it asks whether the plugin has a capability (ModelCapability::kBuffers,
+// BackendCapability::kSynchronize, ...). Each adapter (plugin_host/adapters/<kind>_vN.cpp) declares
+// the capabilities of its version in the adapter registry, so a new ABI version adds its
+// capabilities there and the code that uses them asks for them by name. Capabilities are only
+// appended, each a bit of its own: an enumerator's value never changes.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+
+namespace dpl::plugin_host {
+
+// A set of the capabilities of one plugin kind (Capability: one of the enums below).
+template <typename Capability>
+class CapabilitySet {
+ public:
+  constexpr CapabilitySet() = default;
+  constexpr CapabilitySet(std::initializer_list<Capability> capabilities) {
+    for (Capability capability : capabilities) bits_ |= Bit(capability);
+  }
+  static constexpr CapabilitySet FromBits(uint64_t bits) {
+    CapabilitySet set;
+    set.bits_ = bits;
+    return set;
+  }
+
+  constexpr bool Has(Capability capability) const { return (bits_ & Bit(capability)) != 0; }
+  constexpr uint64_t bits() const { return bits_; }
+
+  static constexpr uint64_t Bit(Capability capability) {
+    return uint64_t{1} << static_cast<uint32_t>(capability);
+  }
+
+ private:
+  uint64_t bits_ = 0;
+};
+
+// What a model plugin can do beyond model ABI v1 (dpl/model.h names the entries). Where a
+// capability is missing, the adapter leaves its entries empty and says so in messages
+// (ModelInterface::abi, FirstAbiWith).
+enum class ModelCapability : uint32_t {
+  // host_batch (one host batch buffer, slot 0), read_tensors, write_tensors: the host can keep a
+  // host copy of the parameters (a device model, --mirror-parameters). Without it the model trains
+  // on the CPU with its parameters updated in place and the host owns the batch memory.
+  kHostCopy = 0,
+  // host_batch_slot: DPL_MODEL_HOST_BATCH_SLOTS host batch buffers, so the host fills the next
+  // batch while the model works on the current one.
+  kHostBatchSlots = 1,
+  // buffer, read_buffers, write_buffers; info.buffer_count and the DPL_MODEL_BROADCAST_BUFFERS
+  // flag. Without it the adapter describes no buffers and no flags.
+  kBuffers = 2,
+  // rng_state, set_rng_state: checkpoints carry the model's random state.
+  kRngState = 3,
+  // config.precision is honoured (autocast); without it the model computes in float32 only.
+  kAutocast = 4,
+  // set_loss_scale: fp16's loss scaling.
+  kLossScale = 5,
+  // info.stream names the stream the model computes on; without it the adapter describes NULL
+  // (the legacy default stream), where an older device model computes.
+  kDeviceStream = 6,
+  // save_state writes what Python reads (torch.load / torch.jit.load) and load_state reads a
+  // state dict: --export and --init-from go through the model. Without it the host writes and
+  // reads a state dict of its own copy of the parameters.
+  kStateFiles = 7,
+  // config.input_shape and config.num_classes: the model is told the data's shape. Without it
+  // the model keeps its own and the host checks that the data fits.
+  kDataShape = 8,
+};
+
+// What a backend plugin can do beyond backend ABI v1 (dpl/backend.h).
+enum class BackendCapability : uint32_t {
+  // A device collective is ordered after the work on the stream it is given and may run on the
+  // backend's own stream; synchronize waits for it. Without it the adapter's synchronize returns
+  // at once: the collectives are complete in stream order when they return.
+  kSynchronize = 0,
+  // config.local_address: the backend binds and advertises the address the host found. Without
+  // it the backend finds its own.
+  kLocalAddress = 1,
+};
+
+// What a dataset plugin can do beyond dataset ABI v1 (dpl/dataset.h): nothing yet, v1 is the
+// only version; the next one appends its capabilities here.
+enum class DatasetCapability : uint32_t {};
+
+}  // namespace dpl::plugin_host

@@ -1,0 +1,299 @@
+// What the adapter tests share: fake plugin entries that record their calls, the newest config
+// with every field set, and ways to look at an adapter's required entries. Each test builds a
+// table of one ABI version in memory and runs it through that version's registered adapter.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dpl/backend_v1.h"
+#include "dpl/model_v2.h"
+#include "plugin_host/adapter_registry.hpp"
+
+namespace dpl::plugin_host::testing {
+
+// The names of the fake entries called, in order.
+inline std::vector<std::string>& Calls() {
+  static std::vector<std::string> calls;
+  return calls;
+}
+
+inline dpl_status Called(const char* name) {
+  Calls().push_back(name);
+  return DPL_OK;
+}
+
+// The adapter of `kind` at `version`; the test fails when there is none.
+inline const Adapter& AdapterOf(dpl_plugin_kind kind, uint32_t version) {
+  static const Adapter none{};
+  const Adapter* adapter = FindAdapter(kind, version);
+  EXPECT_NE(adapter, nullptr) << "no adapter for " << AbiName(kind, version);
+  return adapter != nullptr ? *adapter : none;
+}
+
+inline dpl_plugin_header Header(dpl_plugin_kind kind, uint32_t version, size_t table_size) {
+  return {uint32_t(table_size), DPL_PLUGIN_MAGIC, uint32_t(kind), version, "fake", "0", nullptr};
+}
+
+// The names of `entries`, and of those unset.
+inline std::vector<std::string> Names(const RequiredEntries& entries) {
+  std::vector<std::string> names;
+  for (const auto& entry : entries) names.emplace_back(entry.first);
+  return names;
+}
+inline std::vector<std::string> Unset(const RequiredEntries& entries) {
+  std::vector<std::string> names;
+  for (const auto& entry : entries) {
+    if (!entry.second) names.emplace_back(entry.first);
+  }
+  return names;
+}
+
+// Every model capability, for checking an adapter's set whole.
+inline const std::vector<ModelCapability>& AllModelCapabilities() {
+  static const std::vector<ModelCapability> all = {
+      ModelCapability::kHostCopy,     ModelCapability::kHostBatchSlots,
+      ModelCapability::kBuffers,      ModelCapability::kRngState,
+      ModelCapability::kAutocast,     ModelCapability::kLossScale,
+      ModelCapability::kDeviceStream, ModelCapability::kStateFiles,
+      ModelCapability::kDataShape};
+  return all;
+}
+
+// The capabilities of `model` among AllModelCapabilities(), by their enum values.
+inline std::vector<uint32_t> CapabilitiesOf(const ModelInterface& model) {
+  std::vector<uint32_t> present;
+  for (ModelCapability capability : AllModelCapabilities()) {
+    if (model.Has(capability)) present.push_back(uint32_t(capability));
+  }
+  return present;
+}
+
+// A log context to recognise.
+inline void* LogContext() {
+  static int context;
+  return &context;
+}
+
+// A newest model config in which every field the older configs share differs from zero.
+inline dpl_model_config NewestModelConfig() {
+  dpl_model_config config{};
+  config.struct_size = sizeof config;
+  config.options = "key=value";
+  config.device_type = kDLCPU;
+  config.device_id = 0;
+  config.seed = 42;
+  config.num_threads = 3;
+  config.rank = 5;
+  config.log_context = LogContext();
+  config.input_ndim = 3;
+  config.input_shape[0] = 1, config.input_shape[1] = 28, config.input_shape[2] = 28;
+  config.num_classes = 10;
+  config.precision = DPL_PRECISION_BF16;
+  return config;
+}
+
+// The fake entries of the types model ABI v1 defined, which later versions kept.
+namespace model_v1 {
+inline void Destroy(dpl_model*) {
+  Called("destroy");
+}
+inline dpl_status Parameter(dpl_model*, uint32_t, dpl_parameter_v1*) {
+  return Called("parameter");
+}
+inline dpl_status SetCallback(dpl_model*, dpl_gradient_ready_fn, void*) {
+  return Called("set_gradient_ready_callback");
+}
+inline dpl_status SetMode(dpl_model*, dpl_model_mode) {
+  return Called("set_mode");
+}
+inline dpl_status ZeroGradients(dpl_model*) {
+  return Called("zero_gradients");
+}
+inline dpl_status TrainStep(dpl_model*, const DLTensor*, const DLTensor*, float*) {
+  return Called("train_step");
+}
+inline dpl_status EvalStep(dpl_model*, const DLTensor*, const DLTensor*, double*, int64_t*) {
+  return Called("eval_step");
+}
+inline dpl_status SaveState(dpl_model*, const char*) {
+  return Called("save_state");
+}
+inline dpl_status LoadState(dpl_model*, const char*) {
+  return Called("load_state");
+}
+inline const char* LastError() {
+  Called("last_error");
+  return "fake error";
+}
+
+// Sets the entries above in a model table of ABI v1 or later.
+template <typename Table>
+void Fill(Table* table) {
+  table->destroy = Destroy;
+  table->parameter = Parameter;
+  table->set_gradient_ready_callback = SetCallback;
+  table->set_mode = SetMode;
+  table->zero_gradients = ZeroGradients;
+  table->train_step = TrainStep;
+  table->eval_step = EvalStep;
+  table->save_state = SaveState;
+  table->load_state = LoadState;
+  table->last_error = LastError;
+}
+
+// Calls the entries above through `model`: each must reach the table's own.
+inline void ExpectEntriesReachTheTable(const ModelInterface& model) {
+  Calls().clear();
+  dpl_parameter parameter{};
+  DLTensor tensor{};
+  float loss = 0;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  model.destroy(nullptr);
+  EXPECT_EQ(model.parameter(nullptr, 0, &parameter), DPL_OK);
+  EXPECT_EQ(model.set_gradient_ready_callback(nullptr, nullptr, nullptr), DPL_OK);
+  EXPECT_EQ(model.set_mode(nullptr, DPL_MODEL_MODE_EVAL), DPL_OK);
+  EXPECT_EQ(model.zero_gradients(nullptr), DPL_OK);
+  EXPECT_EQ(model.train_step(nullptr, &tensor, &tensor, &loss), DPL_OK);
+  EXPECT_EQ(model.eval_step(nullptr, &tensor, &tensor, &loss_sum, &correct), DPL_OK);
+  EXPECT_EQ(model.save_state(nullptr, "a"), DPL_OK);
+  EXPECT_EQ(model.load_state(nullptr, "a"), DPL_OK);
+  EXPECT_STREQ(model.last_error(), "fake error");
+  EXPECT_EQ(Calls(),
+            (std::vector<std::string>{"destroy", "parameter", "set_gradient_ready_callback",
+                                      "set_mode", "zero_gradients", "train_step", "eval_step",
+                                      "save_state", "load_state", "last_error"}));
+}
+
+// The required entries of model ABI v1, in its table's order.
+inline const std::vector<std::string>& RequiredNames() {
+  static const std::vector<std::string> names = {
+      "create",     "destroy",        "describe",   "parameter", "set_gradient_ready_callback",
+      "set_mode",   "zero_gradients", "train_step", "eval_step", "save_state",
+      "load_state", "last_error"};
+  return names;
+}
+
+// Checks what a plugin that knows v1's config got from the newest config: its prefix, with
+// v1's struct_size, `version`, and 0 in `reserved` (where v3 put the rank).
+inline void ExpectV1Prefix(const dpl_model_config_v1& got, uint32_t version) {
+  const dpl_model_config newest = NewestModelConfig();
+  EXPECT_EQ(got.struct_size, sizeof(dpl_model_config_v1));
+  EXPECT_EQ(got.version, version);
+  EXPECT_STREQ(got.options, newest.options);
+  EXPECT_EQ(got.device_type, newest.device_type);
+  EXPECT_EQ(got.seed, newest.seed);
+  EXPECT_EQ(got.num_threads, newest.num_threads);
+  EXPECT_EQ(got.reserved, 0);
+  EXPECT_EQ(got.log_context, LogContext());
+}
+
+}  // namespace model_v1
+
+// The fake entries model ABI v2 added (the host copy), which later versions kept.
+namespace model_v2 {
+inline dpl_status HostBatch(dpl_model*, int64_t, DLTensor*, DLTensor*) {
+  return Called("host_batch");
+}
+inline dpl_status ReadTensors(dpl_model*, dpl_model_tensors, float*, uint64_t) {
+  return Called("read_tensors");
+}
+inline dpl_status WriteTensors(dpl_model*, dpl_model_tensors, const float*, uint64_t) {
+  return Called("write_tensors");
+}
+
+template <typename Table>
+void Fill(Table* table) {
+  table->host_batch = HostBatch;
+  table->read_tensors = ReadTensors;
+  table->write_tensors = WriteTensors;
+}
+}  // namespace model_v2
+
+// The fake entries of the types backend ABI v1 defined, which later versions kept.
+namespace backend_v1 {
+inline void Destroy(dpl_backend*) {
+  Called("destroy");
+}
+inline dpl_status Allreduce(dpl_backend*, DLTensor*, dpl_reduce_op, void*) {
+  return Called("allreduce");
+}
+inline dpl_status Broadcast(dpl_backend*, DLTensor*, int32_t, void*) {
+  return Called("broadcast");
+}
+inline dpl_status Allgather(dpl_backend*, const DLTensor*, DLTensor*, void*) {
+  return Called("allgather");
+}
+inline dpl_status Barrier(dpl_backend*) {
+  return Called("barrier");
+}
+inline const char* LastError() {
+  Called("last_error");
+  return "fake error";
+}
+
+template <typename Table>
+void Fill(Table* table) {
+  table->destroy = Destroy;
+  table->allreduce = Allreduce;
+  table->broadcast = Broadcast;
+  table->allgather = Allgather;
+  table->barrier = Barrier;
+  table->last_error = LastError;
+}
+
+inline void ExpectEntriesReachTheTable(const BackendInterface& backend) {
+  Calls().clear();
+  DLTensor tensor{};
+  backend.destroy(nullptr);
+  EXPECT_EQ(backend.allreduce(nullptr, &tensor, DPL_REDUCE_SUM, nullptr), DPL_OK);
+  EXPECT_EQ(backend.broadcast(nullptr, &tensor, 0, nullptr), DPL_OK);
+  EXPECT_EQ(backend.allgather(nullptr, &tensor, &tensor, nullptr), DPL_OK);
+  EXPECT_EQ(backend.barrier(nullptr), DPL_OK);
+  EXPECT_STREQ(backend.last_error(), "fake error");
+  EXPECT_EQ(Calls(), (std::vector<std::string>{"destroy", "allreduce", "broadcast", "allgather",
+                                               "barrier", "last_error"}));
+}
+
+// A newest backend config with every field set.
+inline dpl_backend_config NewestConfig() {
+  dpl_backend_config config{};
+  config.struct_size = sizeof config;
+  config.rank = 1;
+  config.world_size = 4;
+  config.local_rank = 1;
+  config.local_world_size = 2;
+  config.device_type = kDLCPU;
+  config.timeout_ms = 1234;
+  config.log_context = LogContext();
+  config.options = "interface=lo";
+  config.local_address = "10.0.0.2";
+  return config;
+}
+
+// Checks the fields of backend ABI v1's config in what a plugin got.
+template <typename Config>
+void ExpectV1Fields(const Config& got) {
+  const dpl_backend_config newest = NewestConfig();
+  EXPECT_EQ(got.rank, newest.rank);
+  EXPECT_EQ(got.world_size, newest.world_size);
+  EXPECT_EQ(got.local_rank, newest.local_rank);
+  EXPECT_EQ(got.local_world_size, newest.local_world_size);
+  EXPECT_EQ(got.timeout_ms, newest.timeout_ms);
+  EXPECT_EQ(got.log_context, LogContext());
+  EXPECT_STREQ(got.options, newest.options);
+}
+
+inline const std::vector<std::string>& RequiredNames() {
+  static const std::vector<std::string> names = {"create",    "destroy", "allreduce", "broadcast",
+                                                 "allgather", "barrier", "last_error"};
+  return names;
+}
+
+}  // namespace backend_v1
+
+}  // namespace dpl::plugin_host::testing
