@@ -3,8 +3,8 @@
 // beyond the limits.
 #include <gtest/gtest.h>
 
-#include "torch_files/torch_archive.hpp"
-#include "torch_files/torch_pickle.hpp"
+#include "dpl/torch_files/torch_archive.hpp"
+#include "dpl/torch_files/torch_pickle.hpp"
 #include "torch_files_test_support.hpp"
 
 namespace dpl::torch_files {

@@ -1,6 +1,6 @@
-#include "torch_files/torch_unpickler.hpp"
+#include "torch_unpickler.hpp"
 
-#include "torch_files/pickle_opcodes.hpp"
+#include "pickle_opcodes.hpp"
 
 namespace dpl::torch_files {
 namespace pickle {

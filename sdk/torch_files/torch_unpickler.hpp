@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <variant>
 
-#include "torch_files/torch_pickle.hpp"
+#include "dpl/torch_files/torch_pickle.hpp"
 
 namespace dpl::torch_files::pickle {
 

@@ -1,6 +1,6 @@
 // What the globals the unpickler knows build (Note [A restricted unpickler]): OrderedDicts,
 // storages and tensors; and the conversion of the result into TorchValues, within the limits.
-#include "torch_files/torch_unpickler.hpp"
+#include "torch_unpickler.hpp"
 
 namespace dpl::torch_files::pickle {
 namespace {

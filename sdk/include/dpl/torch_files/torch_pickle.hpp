@@ -11,7 +11,8 @@
 // dtypes; any other global is refused with its name, as is every other opcode. It executes
 // nothing. Every read is bounds-checked, and the result is capped (nesting depth, value count,
 // tensor bytes) because memo references let a small pickle describe a huge or cyclic value.
-#pragma once
+#ifndef DPL_TORCH_FILES_TORCH_PICKLE_HPP
+#define DPL_TORCH_FILES_TORCH_PICKLE_HPP
 
 #include <cstdint>
 #include <functional>
@@ -19,8 +20,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.hpp"
-#include "torch_files/torch_value.hpp"
+#include "dpl/support/status.hpp"
+#include "dpl/torch_files/torch_value.hpp"
 
 namespace dpl::torch_files {
 
@@ -62,3 +63,5 @@ Result<TorchValue> UnpickleTorchValue(const uint8_t* data, size_t size, const st
                                       const UnpickleLimits& limits);
 
 }  // namespace dpl::torch_files
+
+#endif  // DPL_TORCH_FILES_TORCH_PICKLE_HPP
