@@ -111,38 +111,18 @@ inline torch::Tensor ToTorchTensor(torch_files::TorchTensor tensor) {
       bytes->data(), tensor.shape, [bytes](void*) mutable { bytes.reset(); }, options);
 }
 
-// A TorchValue's Python type, as the messages below name it.
-inline const char* KindName(const torch_files::TorchValue& value) {
-  using Kind = torch_files::TorchValue::Kind;
-  switch (value.kind()) {
-    case Kind::kNone:
-      return "None";
-    case Kind::kBool:
-      return "bool";
-    case Kind::kInt:
-      return "int";
-    case Kind::kFloat:
-      return "float";
-    case Kind::kString:
-      return "str";
-    case Kind::kList:
-      return "list";
-    case Kind::kTuple:
-      return "tuple";
-    case Kind::kDict:
-      return "dict";
-    case Kind::kTensor:
-      return "tensor";
-  }
-  return "value";
+// A TorchValue's Python type as the messages below name it: any dict is a "dict".
+inline std::string KindName(const torch_files::TorchValue& value) {
+  if (value.AsDict()) return "dict";
+  if (value.AsTensor()) return "tensor";
+  return value.TypeName();
 }
 
 // The {name: tensor} dict of a torch.save archive, in the file's order.
 inline NamedTensors StateDictTensors(torch_files::TorchValue root) {
   torch_files::TorchDict* dict = root.AsDict();
   if (!dict) {
-    throw InvalidArgument(std::string("holds a ") + KindName(root) +
-                          ", not a state dict {name: tensor}");
+    throw InvalidArgument("holds a " + KindName(root) + ", not a state dict {name: tensor}");
   }
   std::vector<std::string> names;
   for (const torch_files::TorchDictEntry& entry : dict->entries()) {
