@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/status.hpp"
-#include "torch_files/torch_value.hpp"
+#include "dpl/torch_files/torch_value.hpp"
 #include "training/model.hpp"
 
 namespace dpl::training {

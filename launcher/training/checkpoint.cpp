@@ -8,7 +8,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "torch_files/torch_archive.hpp"
+#include "dpl/torch_files/torch_archive.hpp"
 
 namespace dpl::training {
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "common/status.hpp"
-#include "torch_files/torch_value.hpp"
+#include "dpl/torch_files/torch_value.hpp"
 
 namespace dpl::training {
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "torch_files/torch_archive.hpp"
+#include "dpl/torch_files/torch_archive.hpp"
 
 namespace dpl::training {
 

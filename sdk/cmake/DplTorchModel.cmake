@@ -1,6 +1,7 @@
 # dpl_torch_model_plugin(<target> [ABI_VERSION 1|2|3])
 # Makes the MODULE library <target>, whose one .cpp uses DPL_EXPORT_TORCH_MODEL from
-# dpl/torch_model.hpp, a dpl model plugin: links dpl::sdk and libtorch, exports nothing but the
+# dpl/torch_model.hpp, a dpl model plugin: links dpl::sdk, dpl::torch_files (the state files are
+# torch.save archives, read and written by the SDK's library) and libtorch, exports nothing but the
 # entry table of model ABI <ABI_VERSION> (default 3, the newest), and refuses undefined symbols
 # at link time. Used by the in-tree models and, through find_package(dpl), by outside ones.
 function(dpl_torch_model_plugin target)
@@ -8,8 +9,12 @@ function(dpl_torch_model_plugin target)
   if(NOT ARG_ABI_VERSION)
     set(ARG_ABI_VERSION 3)
   endif()
+  if(NOT TARGET dpl::torch_files)
+    message(FATAL_ERROR "dpl_torch_model_plugin(${target}) needs dpl::torch_files, which "
+                        "find_package(dpl) defines only where zlib is found: install zlib1g-dev")
+  endif()
   find_package(Torch REQUIRED)  # Debian's libtorch, or any libtorch via CMAKE_PREFIX_PATH
-  target_link_libraries(${target} PRIVATE dpl::sdk ${TORCH_LIBRARIES})
+  target_link_libraries(${target} PRIVATE dpl::sdk dpl::torch_files ${TORCH_LIBRARIES})
   target_compile_definitions(${target} PRIVATE DPL_TORCH_MODEL_ABI_VERSION=${ARG_ABI_VERSION})
   # at::parallel_for is a header template: compiled without OpenMP it runs every loop of the
   # plugin's own kernels on one thread (ATen's INTRA_OP_PARALLEL follows _OPENMP), which left

@@ -18,9 +18,14 @@ mkdir -p "$scratch"
 for path in bin/launcher include/dpl/dpl.h include/dpl/backend_v1.h include/dpl/backend_v2.h \
             include/dpl/model_v1.h include/dpl/model_v3.h include/dpl/dataset_v1.h \
             include/dpl/common.h include/dpl/store.h include/dpl/support/error.hpp \
-            include/dpl/torch_model.hpp; do
+            include/dpl/torch_model.hpp include/dpl/support/status.hpp \
+            include/dpl/torch_files/torch_archive.hpp include/dpl/torch_files/zip_archive.hpp; do
   [[ -e $prefix/$path ]] || fail "the install lacks $path"
 done
+# The torch_files library that model plugins link (dpl_torch_model_plugin), with its own targets.
+[[ -n $(find "$prefix" -name libdpl_torch_files.a) ]] || fail "the install lacks libdpl_torch_files.a"
+[[ -n $(find "$prefix" -path '*/cmake/dpl/dplTorchFilesTargets.cmake') ]] ||
+  fail "the install lacks lib/cmake/dpl/dplTorchFilesTargets.cmake"
 config=$(find "$prefix" -path '*/cmake/dpl/dplConfig.cmake' | head -n 1)
 [[ -n $config ]] || fail "the install lacks lib/cmake/dpl/dplConfig.cmake"
 plugin_dir=$(find "$prefix" -type d -path '*/dpl/plugins' | head -n 1)

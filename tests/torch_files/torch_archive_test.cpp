@@ -1,4 +1,4 @@
-#include "torch_files/torch_archive.hpp"
+#include "dpl/torch_files/torch_archive.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@
 #include <iterator>
 #include <limits>
 
-#include "torch_files/torch_pickle.hpp"
-#include "torch_files/zip_archive.hpp"
+#include "dpl/torch_files/torch_pickle.hpp"
+#include "dpl/torch_files/zip_archive.hpp"
 #include "torch_files_test_support.hpp"
 
 namespace dpl::torch_files {

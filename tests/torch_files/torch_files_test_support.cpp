@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-#include "torch_files/zip_archive.hpp"
+#include "dpl/torch_files/zip_archive.hpp"
 
 namespace dpl::torch_files::testing {
 

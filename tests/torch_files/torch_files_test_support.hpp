@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "torch_files/torch_value.hpp"
+#include "dpl/torch_files/torch_value.hpp"
 
 namespace dpl::torch_files::testing {
 

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "torch_files/torch_archive.hpp"
+#include "dpl/torch_files/torch_archive.hpp"
 #include "torch_reference.hpp"
 
 namespace dpl::training {

@@ -51,7 +51,8 @@
 //  - CPU or CUDA (the config's device), batches through page-locked host buffers on CUDA, two host
 //    batch slots, every device entry point with the model's device current on the calling thread.
 // Everything here has internal linkage (an anonymous namespace), so the plugin, built with hidden
-// visibility, exports nothing else.
+// visibility, exports nothing else; the state files go through the SDK's torch_files library,
+// which dpl_torch_model_plugin links statically, also built with hidden visibility.
 //
 // Only include this header from ONE translation unit per plugin (the one with the macro).
 #ifndef DPL_TORCH_MODEL_HPP

@@ -1,4 +1,4 @@
-#include "torch_files/torch_archive.hpp"
+#include "dpl/torch_files/torch_archive.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -6,8 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "torch_files/torch_pickle.hpp"
-#include "torch_files/zip_archive.hpp"
+#include "dpl/torch_files/torch_pickle.hpp"
+#include "dpl/torch_files/zip_archive.hpp"
 
 namespace dpl::torch_files {
 namespace {

@@ -3,7 +3,8 @@
 // local header's extra field, so that a reader may map tensors in place), reading stored records
 // with their CRC-32 checked, and ZIP64 fields for records or offsets beyond 4 GiB. Every read is
 // bounds-checked against the file's size: a truncated or corrupt file is refused, never trusted.
-#pragma once
+#ifndef DPL_TORCH_FILES_ZIP_ARCHIVE_HPP
+#define DPL_TORCH_FILES_ZIP_ARCHIVE_HPP
 
 #include <cstdint>
 #include <memory>
@@ -12,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/status.hpp"
+#include "dpl/support/status.hpp"
 
 namespace dpl::torch_files {
 
@@ -112,3 +113,5 @@ class ZipReader {
 };
 
 }  // namespace dpl::torch_files
+
+#endif  // DPL_TORCH_FILES_ZIP_ARCHIVE_HPP

@@ -14,15 +14,22 @@
 #include <unordered_map>
 #include <variant>
 
-#include "torch_files/torch_pickle.hpp"
+#include "dpl/torch_files/torch_pickle.hpp"
 
 namespace dpl::torch_files::pickle {
 
 struct Node;
 using NodeRef = std::shared_ptr<Node>;
 
-// The callables REDUCE may call.
-enum class Callable { kOrderedDict, kRebuildTensor, kRebuildParameter };
+// The callables REDUCE may call (NEWOBJ: the class OrderedDict).
+enum class Callable {
+  kOrderedDict,
+  kRebuildTensor,              // _rebuild_tensor_v2
+  kRebuildTensorV1,            // _rebuild_tensor, torch's older form: no requires_grad, hooks
+  kRebuildParameter,           // _rebuild_parameter: (data, requires_grad, hooks)
+  kRebuildParameterWithState,  // (data, requires_grad, hooks, state): the state is dropped
+  kRestoreTypeTag,             // torch.jit._pickle.restore_type_tag(value, type): the value
+};
 
 struct ListNode {
   std::vector<NodeRef> items;
@@ -43,6 +50,16 @@ struct Storage {
   int64_t numel;
   std::shared_ptr<const std::vector<uint8_t>> bytes;
 };
+// A Python bytes object (BINBYTES): skipped, as no TorchValue holds one.
+struct BytesNode {
+  uint64_t size;
+};
+// A global this reader does not know, or an object made from one by REDUCE or NEWOBJ (Note [A
+// restricted unpickler]): its name only, refused if it reaches the result.
+struct ForeignObject {
+  std::string name;  // "module.name", printable
+  size_t at;         // the byte of its GLOBAL, for the refusal
+};
 
 struct Node {
   Node() = default;
@@ -51,7 +68,9 @@ struct Node {
   ~Node();
 
   // A scalar or a tensor is a finished TorchValue.
-  std::variant<TorchValue, ListNode, TupleNode, DictNode, Callable, StorageType, Storage> payload;
+  std::variant<TorchValue, ListNode, TupleNode, DictNode, Callable, StorageType, Storage, BytesNode,
+               ForeignObject>
+      payload;
   bool converting = false;  // on the path being converted: seeing it again means a cycle
 };
 
@@ -193,9 +212,14 @@ class Unpickler {
   Status Global(const std::string& module, const std::string& name);
   Status PersistentId();
   Status Reduce();
+  Status NewObject();
   Status Build();
-  Status RebuildTensor(const std::vector<NodeRef>& args);
+  Status Bytes(size_t length_bytes);
+  Status RebuildTensor(Callable callable, const std::vector<NodeRef>& args);
+  Status RebuildParameter(Callable callable, const std::vector<NodeRef>& args);
   Status CheckRebuildTensorArguments(const std::vector<NodeRef>& args) const;
+  Status CheckRebuildTensorV1Arguments(const std::vector<NodeRef>& args) const;
+  Status ForeignGlobal(const ForeignObject& object) const;  // the refusal of one in the result
   Status CheckViewInStorage(const Storage& storage, int64_t offset,
                             const std::vector<int64_t>& shape,
                             const std::vector<int64_t>& strides) const;

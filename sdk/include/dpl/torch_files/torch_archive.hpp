@@ -22,12 +22,13 @@
 // location ('cuda:0' reads to the CPU like map_location='cpu') and protocols 3-4; it drops
 // the _metadata that torch attaches to a state dict (module versions; load_state_dict does not
 // need it).
-#pragma once
+#ifndef DPL_TORCH_FILES_TORCH_ARCHIVE_HPP
+#define DPL_TORCH_FILES_TORCH_ARCHIVE_HPP
 
 #include <string>
 
-#include "common/status.hpp"
-#include "torch_files/torch_value.hpp"
+#include "dpl/support/status.hpp"
+#include "dpl/torch_files/torch_value.hpp"
 
 namespace dpl::torch_files {
 
@@ -55,3 +56,5 @@ Status WriteTorchArchive(const std::string& path, const TorchValue& root,
 Result<TorchValue> ReadTorchArchive(const std::string& path);
 
 }  // namespace dpl::torch_files
+
+#endif  // DPL_TORCH_FILES_TORCH_ARCHIVE_HPP

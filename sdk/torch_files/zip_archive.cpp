@@ -1,4 +1,4 @@
-#include "torch_files/zip_archive.hpp"
+#include "dpl/torch_files/zip_archive.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

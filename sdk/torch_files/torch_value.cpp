@@ -1,4 +1,4 @@
-#include "torch_files/torch_value.hpp"
+#include "dpl/torch_files/torch_value.hpp"
 
 namespace dpl::torch_files {
 namespace {

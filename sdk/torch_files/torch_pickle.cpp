@@ -3,8 +3,8 @@
 #include <cstring>
 #include <map>
 
-#include "torch_files/pickle_opcodes.hpp"
-#include "torch_files/torch_pickle.hpp"
+#include "dpl/torch_files/torch_pickle.hpp"
+#include "pickle_opcodes.hpp"
 
 namespace dpl::torch_files {
 

@@ -1,6 +1,6 @@
 // What the globals the unpickler knows build (Note [A restricted unpickler]): OrderedDicts,
 // storages and tensors; and the conversion of the result into TorchValues, within the limits.
-#include "torch_files/torch_unpickler.hpp"
+#include "torch_unpickler.hpp"
 
 namespace dpl::torch_files::pickle {
 namespace {
@@ -44,17 +44,33 @@ void GatherView(const uint8_t* source, const std::vector<int64_t>& strides, Torc
 
 }  // namespace
 
+namespace {
+
+// The globals a state dict needs, by module and name.
+std::optional<Callable> KnownCallable(const std::string& module, const std::string& name) {
+  static const struct {
+    const char* module;
+    const char* name;
+    Callable callable;
+  } kKnown[] = {
+      {"collections", "OrderedDict", Callable::kOrderedDict},
+      {"torch._utils", "_rebuild_tensor_v2", Callable::kRebuildTensor},
+      {"torch._utils", "_rebuild_tensor", Callable::kRebuildTensorV1},
+      {"torch._utils", "_rebuild_parameter", Callable::kRebuildParameter},
+      {"torch._utils", "_rebuild_parameter_with_state", Callable::kRebuildParameterWithState},
+      {"torch.jit._pickle", "restore_type_tag", Callable::kRestoreTypeTag},
+  };
+  for (const auto& known : kKnown) {
+    if (module == known.module && name == known.name) return known.callable;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Status Unpickler::Global(const std::string& module, const std::string& name) {
-  if (module == "collections" && name == "OrderedDict") {
-    Push(MakeNode(Callable::kOrderedDict));
-    return Status::Ok();
-  }
-  if (module == "torch._utils" && name == "_rebuild_tensor_v2") {
-    Push(MakeNode(Callable::kRebuildTensor));
-    return Status::Ok();
-  }
-  if (module == "torch._utils" && name == "_rebuild_parameter") {
-    Push(MakeNode(Callable::kRebuildParameter));
+  if (const std::optional<Callable> callable = KnownCallable(module, name)) {
+    Push(MakeNode(*callable));
     return Status::Ok();
   }
   const std::string full = Printable(module + "." + name);
@@ -77,8 +93,14 @@ Status Unpickler::Global(const std::string& module, const std::string& name) {
     return Unsupported("a tensor rebuilt by " + full +
                        " (sparse, quantized or other special tensors; only dense ones are read)");
   }
+  Push(MakeNode(ForeignObject{full, op_at_}));
+  return Status::Ok();
+}
+
+Status Unpickler::ForeignGlobal(const ForeignObject& object) const {
   return Status::InvalidArgument(
-      record_ + " calls the Python global '" + full + "' (at byte " + std::to_string(op_at_) +
+      record_ + " calls the Python global '" + object.name + "' (at byte " +
+      std::to_string(object.at) +
       "), which is not part of a state dict; this reader runs no Python code and rebuilds only " +
       "tensors, None, bools, ints, floats, strings, lists, tuples and dicts: save plain data, " +
       "such as model.state_dict()");
@@ -137,8 +159,13 @@ Status Unpickler::Reduce() {
   NodeRef args_node, callable_node;
   DPL_RETURN_IF_ERROR(Pop(&args_node));
   DPL_RETURN_IF_ERROR(Pop(&callable_node));
-  const Callable* callable = As<Callable>(callable_node);
   const TupleNode* args = As<TupleNode>(args_node);
+  if (const ForeignObject* foreign = As<ForeignObject>(callable_node)) {
+    if (!args) return Malformed("REDUCE's arguments are " + Describe(args_node) + ", not a tuple");
+    Push(MakeNode(*foreign));  // what calling it would give, by its name only
+    return Status::Ok();
+  }
+  const Callable* callable = As<Callable>(callable_node);
   if (!callable) return Malformed("REDUCE calls " + Describe(callable_node));
   if (!args) return Malformed("REDUCE's arguments are " + Describe(args_node) + ", not a tuple");
   switch (*callable) {
@@ -150,17 +177,53 @@ Status Unpickler::Reduce() {
       return Status::Ok();
     }
     case Callable::kRebuildTensor:
-      return RebuildTensor(args->items);
-    case Callable::kRebuildParameter: {
-      // (data, requires_grad, backward_hooks): an nn.Parameter is read as its tensor.
-      const TorchValue* data = args->items.size() == 3 ? As<TorchValue>(args->items[0]) : nullptr;
-      if (!data || !data->AsTensor()) {
-        return Malformed("_rebuild_parameter's arguments are not (tensor, bool, hooks)");
-      }
+    case Callable::kRebuildTensorV1:
+      return RebuildTensor(*callable, args->items);
+    case Callable::kRebuildParameter:
+    case Callable::kRebuildParameterWithState:
+      return RebuildParameter(*callable, args->items);
+    case Callable::kRestoreTypeTag:
+      // libtorch's pickler tags typed containers (Dict[str, Tensor]); the value is the first.
+      if (args->items.size() != 2) return Malformed("restore_type_tag takes (value, type)");
       Push(args->items[0]);
       return Status::Ok();
-    }
   }
+  return Status::Ok();
+}
+
+// An nn.Parameter is read as its tensor; its requires_grad, hooks and state are dropped.
+Status Unpickler::RebuildParameter(Callable callable, const std::vector<NodeRef>& args) {
+  const size_t count = callable == Callable::kRebuildParameter ? 3 : 4;
+  const TorchValue* data = args.size() == count ? As<TorchValue>(args[0]) : nullptr;
+  if (!data || !data->AsTensor()) {
+    return Malformed(callable == Callable::kRebuildParameter
+                         ? "_rebuild_parameter's arguments are not (tensor, bool, hooks)"
+                         : "_rebuild_parameter_with_state's arguments are not (tensor, bool, "
+                           "hooks, state)");
+  }
+  Push(args[0]);
+  return Status::Ok();
+}
+
+// NEWOBJ: class.__new__(class, *args), before BUILD or SETITEMS fill the object in.
+Status Unpickler::NewObject() {
+  NodeRef args_node, class_node;
+  DPL_RETURN_IF_ERROR(Pop(&args_node));
+  DPL_RETURN_IF_ERROR(Pop(&class_node));
+  if (!As<TupleNode>(args_node)) {
+    return Malformed("NEWOBJ's arguments are " + Describe(args_node) + ", not a tuple");
+  }
+  if (const ForeignObject* foreign = As<ForeignObject>(class_node)) {
+    Push(MakeNode(*foreign));
+    return Status::Ok();
+  }
+  const Callable* callable = As<Callable>(class_node);
+  if (!callable || *callable != Callable::kOrderedDict) {
+    return Malformed("NEWOBJ makes an object of " + Describe(class_node) + ", not of a class");
+  }
+  DictNode dict;  // OrderedDict.__new__ makes an empty one, whatever the arguments
+  dict.python_type = TorchDict::PythonType::kOrderedDict;
+  PushContainer(std::move(dict));
   return Status::Ok();
 }
 
@@ -168,6 +231,9 @@ Status Unpickler::Build() {
   NodeRef state, target;
   DPL_RETURN_IF_ERROR(Pop(&state));
   DPL_RETURN_IF_ERROR(Top(&target));
+  // An object this reader keeps by name only takes any state (and any items, SetItems() and
+  // Appends()): it is refused if it reaches the result, and dropped with them otherwise.
+  if (As<ForeignObject>(target)) return Status::Ok();
   // torch gives a state dict's OrderedDict its _metadata (module versions) as attribute state:
   // that is Python-side bookkeeping, dropped here (load_state_dict works without it).
   const DictNode* dict = As<DictNode>(target);
@@ -194,9 +260,11 @@ Status Unpickler::Shape(const NodeRef& node, const char* what, std::vector<int64
 }
 
 // _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks
-// [, metadata]): the view is gathered into a contiguous copy, whatever its offset and strides.
-Status Unpickler::RebuildTensor(const std::vector<NodeRef>& args) {
-  DPL_RETURN_IF_ERROR(CheckRebuildTensorArguments(args));
+// [, metadata]), or the older _rebuild_tensor(storage, storage_offset, size, stride): the view is
+// gathered into a contiguous copy, whatever its offset and strides.
+Status Unpickler::RebuildTensor(Callable callable, const std::vector<NodeRef>& args) {
+  DPL_RETURN_IF_ERROR(callable == Callable::kRebuildTensorV1 ? CheckRebuildTensorV1Arguments(args)
+                                                             : CheckRebuildTensorArguments(args));
   const Storage& storage = *As<Storage>(args[0]);
   const int64_t offset = *As<TorchValue>(args[1])->AsInt();
   TorchTensor tensor;
@@ -223,7 +291,16 @@ Status Unpickler::RebuildTensor(const std::vector<NodeRef>& args) {
   return Status::Ok();
 }
 
-// Types only: the size and stride tuples are read by Shape().
+// Types only, here and below: the size and stride tuples are read by Shape().
+Status Unpickler::CheckRebuildTensorV1Arguments(const std::vector<NodeRef>& args) const {
+  const Storage* storage = args.size() == 4 ? As<Storage>(args[0]) : nullptr;
+  const TorchValue* offset = storage ? As<TorchValue>(args[1]) : nullptr;
+  if (!offset || !offset->AsInt() || *offset->AsInt() < 0) {
+    return Malformed("_rebuild_tensor's arguments are not (storage, int, tuple, tuple)");
+  }
+  return Status::Ok();
+}
+
 Status Unpickler::CheckRebuildTensorArguments(const std::vector<NodeRef>& args) const {
   if (args.size() != 6 && args.size() != 7) {
     return Malformed("_rebuild_tensor_v2 takes 6 or 7 arguments, not " +
@@ -307,6 +384,8 @@ Result<TorchValue> Unpickler::Convert(const NodeRef& node, size_t depth, bool sh
       out.Set(key, std::move(converted).value());
     }
     result = TorchValue::FromDict(std::move(out));
+  } else if (const ForeignObject* foreign = As<ForeignObject>(node)) {
+    return ForeignGlobal(*foreign);
   } else {
     return Unsupported(Describe(node) + " where a value belongs");
   }

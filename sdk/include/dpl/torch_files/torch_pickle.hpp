@@ -6,12 +6,16 @@
 //
 // Note [A restricted unpickler]: Python's pickle runs code: GLOBAL names any function and REDUCE
 // calls it, so a pickle is a program. This one knows the opcodes of protocols 2-4 that torch.save
-// emits for plain data and recognises, by name, only collections.OrderedDict,
-// torch._utils._rebuild_tensor_v2 / _rebuild_parameter and the storage types of the supported
-// dtypes; any other global is refused with its name, as is every other opcode. It executes
-// nothing. Every read is bounds-checked, and the result is capped (nesting depth, value count,
-// tensor bytes) because memo references let a small pickle describe a huge or cyclic value.
-#pragma once
+// and libtorch's pickler emit for plain data, and recognises by name only
+// collections.OrderedDict, torch._utils._rebuild_tensor(_v2), _rebuild_parameter(_with_state),
+// torch.jit._pickle.restore_type_tag and the storage types of the supported dtypes. It executes
+// nothing. Any other global, and an object made from one (REDUCE, NEWOBJ), is kept by name only:
+// where Python would drop it (an object's BUILD state, POP) it is dropped, and where it would be
+// part of the result it is refused with its name, as are bytes objects and every other opcode.
+// Every read is bounds-checked, and the result is capped (nesting depth, value count, tensor
+// bytes) because memo references let a small pickle describe a huge or cyclic value.
+#ifndef DPL_TORCH_FILES_TORCH_PICKLE_HPP
+#define DPL_TORCH_FILES_TORCH_PICKLE_HPP
 
 #include <cstdint>
 #include <functional>
@@ -19,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.hpp"
-#include "torch_files/torch_value.hpp"
+#include "dpl/support/status.hpp"
+#include "dpl/torch_files/torch_value.hpp"
 
 namespace dpl::torch_files {
 
@@ -62,3 +66,5 @@ Result<TorchValue> UnpickleTorchValue(const uint8_t* data, size_t size, const st
                                       const UnpickleLimits& limits);
 
 }  // namespace dpl::torch_files
+
+#endif  // DPL_TORCH_FILES_TORCH_PICKLE_HPP

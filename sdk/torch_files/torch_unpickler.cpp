@@ -1,6 +1,6 @@
-#include "torch_files/torch_unpickler.hpp"
+#include "torch_unpickler.hpp"
 
-#include "torch_files/pickle_opcodes.hpp"
+#include "pickle_opcodes.hpp"
 
 namespace dpl::torch_files {
 namespace pickle {
@@ -45,8 +45,12 @@ std::string Describe(const NodeRef& node) {
       return "a function";
     case 5:
       return "a storage type";
-    default:
+    case 6:
       return "a storage";
+    case 7:
+      return "a bytes object";
+    default:
+      return "the Python object '" + std::get<ForeignObject>(node->payload).name + "'";
   }
 }
 
@@ -57,13 +61,11 @@ std::string OpcodeName(uint8_t op) {
   static constexpr struct {
     uint8_t op;
     const char* name;
-  } kNames[] = {
-      {'0', "POP"},        {'1', "POP_MARK"},   {'2', "DUP"},      {'F', "FLOAT"},
-      {'I', "INT"},        {'L', "LONG"},       {'P', "PERSID"},   {'S', "STRING"},
-      {'T', "BINSTRING"},  {'V', "UNICODE"},    {'d', "DICT"},     {'g', "GET"},
-      {'i', "INST"},       {'l', "LIST"},       {'o', "OBJ"},      {'p', "PUT"},
-      {0x81, "NEWOBJ"},    {0x92, "NEWOBJ_EX"}, {'B', "BINBYTES"}, {'C', "SHORT_BINBYTES"},
-      {0x8f, "EMPTY_SET"}, {0x91, "FROZENSET"}};
+  } kNames[] = {{'1', "POP_MARK"},   {'2', "DUP"},       {'F', "FLOAT"},      {'I', "INT"},
+                {'L', "LONG"},       {'P', "PERSID"},    {'S', "STRING"},     {'V', "UNICODE"},
+                {'d', "DICT"},       {'g', "GET"},       {'i', "INST"},       {'l', "LIST"},
+                {'o', "OBJ"},        {'p', "PUT"},       {0x92, "NEWOBJ_EX"}, {0x8e, "BINBYTES8"},
+                {0x8f, "EMPTY_SET"}, {0x91, "FROZENSET"}};
   char hex[8];
   std::snprintf(hex, sizeof hex, "0x%02x", op);
   for (const auto& known : kNames) {
@@ -149,11 +151,17 @@ std::optional<Status> Unpickler::StepScalar(uint8_t op) {
     case pickle::kBinFloat:
       return Float();
     case pickle::kShortBinUnicode:
+    case pickle::kShortBinString:
       return Text(1);
     case pickle::kBinUnicode:
+    case pickle::kBinString:
       return Text(4);
     case pickle::kBinUnicode8:
       return Text(8);
+    case pickle::kShortBinBytes:
+      return Bytes(1);
+    case pickle::kBinBytes:
+      return Bytes(4);
     default:
       return std::nullopt;
   }
@@ -164,6 +172,10 @@ std::optional<Status> Unpickler::StepContainer(uint8_t op) {
     case pickle::kMark:
       marks_.push_back(stack_.size());
       return Status::Ok();
+    case pickle::kPop: {
+      NodeRef dropped;
+      return Pop(&dropped);
+    }
     case pickle::kEmptyList:
       PushContainer(ListNode{});
       return Status::Ok();
@@ -232,6 +244,8 @@ std::optional<Status> Unpickler::StepObject(uint8_t op) {
       return PersistentId();
     case pickle::kReduce:
       return Reduce();
+    case pickle::kNewObj:
+      return NewObject();
     case pickle::kBuild:
       return Build();
     default:
@@ -291,6 +305,15 @@ Status Unpickler::Text(size_t length_bytes) {
   return Status::Ok();
 }
 
+Status Unpickler::Bytes(size_t length_bytes) {
+  uint64_t length = 0;
+  DPL_RETURN_IF_ERROR(TakeLittle(length_bytes, &length));
+  if (length > size_ - at_) return Malformed("a bytes object runs past the end");
+  at_ += size_t(length);
+  Push(MakeNode(BytesNode{length}));
+  return Status::Ok();
+}
+
 Status Unpickler::Memo(size_t index_bytes, bool put) {
   uint64_t index = memo_.size();
   if (index_bytes > 0) DPL_RETURN_IF_ERROR(TakeLittle(index_bytes, &index));
@@ -311,6 +334,7 @@ Status Unpickler::Memo(size_t index_bytes, bool put) {
 Status Unpickler::SetItems(std::vector<NodeRef>& items) {
   NodeRef target;
   DPL_RETURN_IF_ERROR(Top(&target));
+  if (As<ForeignObject>(target)) return Status::Ok();  // dropped with it (Build())
   DictNode* dict = As<DictNode>(target);
   if (!dict) return Malformed("SETITEM(S) on " + Describe(target) + ", not a dict");
   if (items.size() % 2 != 0) return Malformed("SETITEMS with an odd number of objects");
@@ -337,6 +361,7 @@ Status Unpickler::SetItems(std::vector<NodeRef>& items) {
 Status Unpickler::Appends(std::vector<NodeRef>& items) {
   NodeRef target;
   DPL_RETURN_IF_ERROR(Top(&target));
+  if (As<ForeignObject>(target)) return Status::Ok();  // dropped with it (Build())
   ListNode* list = As<ListNode>(target);
   if (!list) return Malformed("APPEND(S) on " + Describe(target) + ", not a list");
   for (NodeRef& item : items) list->items.push_back(std::move(item));

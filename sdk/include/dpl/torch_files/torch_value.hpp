@@ -5,7 +5,8 @@
 //
 // Values are ordinary copyable C++ values (no sharing): a tensor that Python stored twice (tied
 // weights) is read as two equal tensors.
-#pragma once
+#ifndef DPL_TORCH_FILES_TORCH_VALUE_HPP
+#define DPL_TORCH_FILES_TORCH_VALUE_HPP
 
 #include <cstddef>
 #include <cstdint>
@@ -248,3 +249,5 @@ std::optional<std::vector<T>> TorchTensor::Values() const {
 }
 
 }  // namespace dpl::torch_files
+
+#endif  // DPL_TORCH_FILES_TORCH_VALUE_HPP

@@ -9,13 +9,18 @@ namespace dpl::torch_files::pickle {
 enum Opcode : uint8_t {
   kMark = '(',
   kStop = '.',
+  kPop = '0',
   kBinInt = 'J',   // int32, little-endian
   kBinInt1 = 'K',  // uint8
   kBinInt2 = 'M',  // uint16, little-endian
   kNone = 'N',
-  kBinPersId = 'Q',   // pops the persistent id
-  kReduce = 'R',      // pops args, callable; pushes callable(*args)
-  kBinUnicode = 'X',  // uint32 length, UTF-8
+  kBinPersId = 'Q',       // pops the persistent id
+  kReduce = 'R',          // pops args, callable; pushes callable(*args)
+  kBinUnicode = 'X',      // uint32 length, UTF-8
+  kBinString = 'T',       // uint32 length; a Python 2 str, read as UTF-8 (torch.load's encoding)
+  kShortBinString = 'U',  // uint8 length; as BINSTRING
+  kBinBytes = 'B',        // uint32 length; bytes (protocol 3)
+  kShortBinBytes = 'C',   // uint8 length; bytes (protocol 3)
   kAppend = 'a',
   kBuild = 'b',   // pops state; sets it on the object below
   kGlobal = 'c',  // "module\nname\n"
@@ -32,6 +37,7 @@ enum Opcode : uint8_t {
   kEmptyTuple = ')',
   kBinFloat = 'G',  // float64, big-endian
   kProto = 0x80,    // uint8 protocol
+  kNewObj = 0x81,   // pops args, class; pushes class.__new__(class, *args)
   kTuple1 = 0x85,
   kTuple2 = 0x86,
   kTuple3 = 0x87,
