@@ -112,18 +112,15 @@ std::string HelpText();
 // compare them when they join.
 std::vector<std::pair<std::string, std::string>> SettingsThatMustMatch(const Options& options);
 
-// The flags that start another launcher of this job with these options (--hostfile): every flag
-// the table forwards, none that picks a command or runs the hostfile again.
+// The job's flags as arguments: every flag the table forwards, none that picks a command, runs
+// the hostfile again or belongs to one worker. They start another launcher of this job with these
+// options (--hostfile), and follow a worker's internal flags on its command line
+// (protocol/worker_command.hpp).
 std::vector<std::string> LauncherArguments(const Options& options);
 
-// Re-serialises the options a worker needs as argv for `launcher --worker ...`.
-std::vector<std::string> WorkerArguments(const Options& options, int local_rank,
-                                         const std::string& store_addr);
-
-// The same for `launcher --worker --worker-outputs FD,..`, the machine's worker loader: it loads
-// the plugins and the data once and forks worker i with output_fds[i] as its stdout and stderr.
-std::vector<std::string> WorkerLoaderArguments(const Options& options,
-                                               const std::vector<int>& output_fds,
-                                               const std::string& store_addr);
+// The compute threads of each worker of this machine: --threads-per-worker, or (0) the machine's
+// cores shared evenly by its workers, at least one. The launcher tells its workers the number and
+// puts it into OMP_NUM_THREADS (and MKL's, OpenBLAS's) of their environment.
+int ThreadsPerWorker(const Options& options);
 
 }  // namespace dpl::cli
