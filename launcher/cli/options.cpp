@@ -1,4 +1,4 @@
-// Command-line parsing for the launcher, driven by the flag table (cli/flags.cpp).
+// Command-line parsing for the launcher, driven by the flag table (cli/flags.hpp).
 //
 // Precedence, first wins: the command line, then --config FILE, then the environment defaults a
 // flag names (MASTER_ADDR, ...), then what the cluster's environment says (Note [Cluster
@@ -413,6 +413,7 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
   // A worker of a selftest job has the role kWorker; the job kind travels in selftest_job.
   options.selftest_job = parsed.selftest;
   DPL_RETURN_IF_ERROR(CheckConsistency(options));
+  options.training.resume_settings = ResumeSettings(options);
   return options;
 }
 
@@ -446,24 +447,6 @@ std::string HelpText() {
 
 bool Options::Given(const std::string& flag) const {
   return std::find(given_flags.begin(), given_flags.end(), flag) != given_flags.end();
-}
-
-std::vector<std::pair<std::string, std::string>> SettingsThatMustMatch(const Options& options) {
-  std::vector<std::pair<std::string, std::string>> settings;
-  for (const Flag& flag : FlagTable()) {
-    if (!flag.must_match) continue;
-    const std::vector<std::string> arguments = flag.forward(options);
-    std::string value;
-    if (flag.value_name.empty()) {
-      value = arguments.empty() ? "off" : "on";
-    } else if (arguments.size() < 2) {
-      value = "(none)";
-    } else {
-      for (size_t i = 1; i < arguments.size(); ++i) value += (i > 1 ? " " : "") + arguments[i];
-    }
-    settings.emplace_back("--" + flag.name, value);
-  }
-  return settings;
 }
 
 std::vector<std::string> LauncherArguments(const Options& options) {

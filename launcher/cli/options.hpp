@@ -3,7 +3,7 @@
 // then what a Slurm step or a torchrun/Kubernetes environment says of the job: Note [Cluster
 // defaults] in options.cpp; plugins also come from DPL_PLUGIN_PATH). torchrun's flag names
 // (--nnodes, --node-rank, --nproc-per-node, --rdzv-endpoint) are taken as aliases. The flags
-// themselves, their ranges, help and how a worker receives them, are one table: cli/flags.cpp.
+// themselves, their ranges, help and how a worker receives them, are one table: cli/flags.hpp.
 #pragma once
 
 #include <chrono>
@@ -107,10 +107,15 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv);
 // Text of --help: every flag a user may give (internal ones are left out).
 std::string HelpText();
 
-// Every setting that must be the same on every machine of the job (Flag::must_match), as
-// (flag, value) pairs in table order: {"--lr", "0.5"}, {"--drop-last", "off"}. The launchers
-// compare them when they join.
+// Every setting that must be the same on every machine of the job (Note [Flags that must agree]
+// in flags.hpp), as (flag, value) pairs in table order: {"--lr", "0.5"}, {"--drop-last", "off"}.
+// The launchers compare them when they join.
 std::vector<std::pair<std::string, std::string>> SettingsThatMustMatch(const Options& options);
+
+// Every option a resumed run must share with its checkpoint (Note [Flags that must agree]), in
+// table order, as the checkpoint records it; ParseCommandLine puts them into
+// Options::training.resume_settings for the checkpoint policy.
+std::vector<training::ResumeSetting> ResumeSettings(const Options& options);
 
 // The job's flags as arguments: every flag the table forwards, none that picks a command, runs
 // the hostfile again or belongs to one worker. They start another launcher of this job with these
