@@ -10,13 +10,12 @@
 // and whether a resumed run must give the value the checkpoint recorded, and, where it may
 // differ, why. A flag that changes the trained values (the model, the optimizer and its numbers,
 // the batch, the seed, the precision, ...) must match on both: the replicas would diverge
-// silently, and a resumed run would no longer continue the run it resumes. A flag that changes
-// only the job's collectives or its shape, or the data, must match across machines but may
-// change on resume (a resumed run may train longer, on other machines, on another device). A
-// flag of this machine alone (its files, its console, its timeouts) may differ everywhere. The
-// launchers compare the first kind at the join (SettingsThatMustMatch, rendezvous::JoinAsLauncher);
-// checkpoints record the second (ResumeSettings, training::CheckpointPolicy). tests/cli refuses a
-// row without this classification.
+// silently, and a resumed run would no longer continue the run it resumes. A flag of the job's
+// collectives, its shape or its data must match across machines but may change on resume (a
+// resumed run may train longer, on other machines, on another device). A flag of one machine
+// (its files, its console, its timeouts) may differ everywhere. The launchers compare the first
+// two kinds at the join (SettingsThatMustMatch, rendezvous::JoinAsLauncher); checkpoints record
+// the first (ResumeSettings, training::CheckpointPolicy). tests/cli refuses a row without this.
 #pragma once
 
 #include <functional>
