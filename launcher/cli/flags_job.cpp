@@ -106,29 +106,8 @@ Flag StallWarning() {
   return stall;
 }
 
-}  // namespace
-
-// The plugins: where they are searched, which backend and model, with their options.
-void AddPluginFlags(TableRows add) {
-  add(MayDiffer("read by the parser; the flags in the file are classified themselves"),
-      ConfigFile(), "read more flags from FILE (`name = value` lines, names without dashes)");
-  add(MayDiffer("where this machine finds its plugins"), PluginDirs(),
-      "folder searched first for plugins (repeatable); then $DPL_PLUGIN_PATH, then the install's");
-  add(SameOnEveryMachine("a checkpoint holds no backend state; any backend sums alike"),
-      Text("backend", "NAME", EmptyText::kRefused, In<&Options::backend>),
-      "communication backend: auto|gloo|nccl|tcp|<plugin name> (default auto)");
-  add(MayDiffer("this machine's tuning of its backend (interfaces, buffers)"),
-      Text("backend-options", "K=V,..", EmptyText::kAllowed, In<&Options::backend_options>),
-      "backend-specific options \"key=value,key=value\"");
-  add(ChangesTheMath(), Text("model", "NAME", EmptyText::kRefused, In<&TrainingConfig::model>),
-      "model plugin name (default convnet)");
-  add(ChangesTheMath(),
-      Text("model-options", "K=V,..", EmptyText::kAllowed, In<&TrainingConfig::model_options>),
-      "model-specific options \"key=value,key=value\"");
-}
-
-// The job's shape and its wiring: machines, processes, the store, timeouts, threads, logs.
-void AddJobFlags(TableRows add) {
+// The job's shape and how its machines meet: machines, processes, the store, timeouts.
+void AddShapeFlags(TableRows add) {
   add(SameOnEveryMachine("an elastic job resumes on the machines it has, with the same global "
                          "batch"),
       MachineCount(),
@@ -161,6 +140,10 @@ void AddJobFlags(TableRows add) {
   add(MayDiffer("machine 0's decides when an elastic job starts"),
       Seconds("join-grace", In<&Options::join_grace>),
       "an elastic job starts once MIN machines joined and no other came for this long (default 5)");
+}
+
+// How this machine runs its part: the hostfile runner, the watchdog, threads, logs.
+void AddMachineFlags(TableRows add) {
   add(MayDiffer("read by the runner that starts the launchers; never passed on"),
       NotForwarded(Text("hostfile", "FILE", EmptyText::kRefused, In<&Options::hostfile>)),
       "start a launcher with these flags on every host of FILE (`HOST slots=N` lines, as "
@@ -188,6 +171,33 @@ void AddJobFlags(TableRows add) {
       Choice<log::TimeFormat>("log-time", "FORMAT", LogTimeNames, In<&Options::log_time>),
       "time on each log line: iso (local time, ISO 8601), elapsed (seconds since the start) or "
       "none (default iso)");
+}
+
+}  // namespace
+
+// The plugins: where they are searched, which backend and model, with their options.
+void AddPluginFlags(TableRows add) {
+  add(MayDiffer("read by the parser; the flags in the file are classified themselves"),
+      ConfigFile(), "read more flags from FILE (`name = value` lines, names without dashes)");
+  add(MayDiffer("where this machine finds its plugins"), PluginDirs(),
+      "folder searched first for plugins (repeatable); then $DPL_PLUGIN_PATH, then the install's");
+  add(SameOnEveryMachine("a checkpoint holds no backend state; any backend sums alike"),
+      Text("backend", "NAME", EmptyText::kRefused, In<&Options::backend>),
+      "communication backend: auto|gloo|nccl|tcp|<plugin name> (default auto)");
+  add(MayDiffer("this machine's tuning of its backend (interfaces, buffers)"),
+      Text("backend-options", "K=V,..", EmptyText::kAllowed, In<&Options::backend_options>),
+      "backend-specific options \"key=value,key=value\"");
+  add(ChangesTheMath(), Text("model", "NAME", EmptyText::kRefused, In<&TrainingConfig::model>),
+      "model plugin name (default convnet)");
+  add(ChangesTheMath(),
+      Text("model-options", "K=V,..", EmptyText::kAllowed, In<&TrainingConfig::model_options>),
+      "model-specific options \"key=value,key=value\"");
+}
+
+// The job's shape and its wiring: machines, processes, the store, timeouts, threads, logs.
+void AddJobFlags(TableRows add) {
+  AddShapeFlags(add);
+  AddMachineFlags(add);
 }
 
 }  // namespace dpl::cli::table
