@@ -1,7 +1,21 @@
 // The flag table: every flag of the launcher once, with its value's form, its help line, how its
-// value lands in the options, where the environment gives a default, and what a worker receives
-// of it. Parsing, --help and the workers' argv are all driven by this table (cli/options.cpp), so
-// a new flag is one entry here (and its field in Options or training::TrainingConfig).
+// value lands in the options, where the environment gives a default, what a worker receives of
+// it, and what must agree on its value (Note [Flags that must agree]). Parsing, --help, the
+// workers' argv, the machines' join check and the resume check are all driven by this table, so
+// a new flag is one row in the file of its group (flags_job.cpp, flags_training.cpp,
+// flags_output.cpp) and its field in Options or training::TrainingConfig.
+//
+// Note [Flags that must agree]
+// Every row says, explicitly, whether its value must be the same on every machine of the job
+// and whether a resumed run must give the value the checkpoint recorded, and, where it may
+// differ, why. A flag that changes the trained values (the model, the optimizer and its numbers,
+// the batch, the seed, the precision, ...) must match on both: the replicas would diverge
+// silently, and a resumed run would no longer continue the run it resumes. A flag of the job's
+// collectives, its shape or its data must match across machines but may change on resume (a
+// resumed run may train longer, on other machines, on another device). A flag of one machine
+// (its files, its console, its timeouts) may differ everywhere. The launchers compare the first
+// two kinds at the join (SettingsThatMustMatch, rendezvous::JoinAsLauncher); checkpoints record
+// the first (ResumeSettings, training::CheckpointPolicy). tests/cli refuses a row without this.
 #pragma once
 
 #include <functional>
@@ -24,17 +38,22 @@ struct ParsedFlags {
   bool worker = false;
 };
 
+// Note [Flags that must agree]: where a flag's value must be the same, and why it may differ
+// where it may.
+struct Agreement {
+  bool across_machines = false;   // the launchers refuse to join otherwise, naming both values
+  bool on_resume = false;         // a resumed run must give what the checkpoint recorded
+  std::string why_it_may_differ;  // on resume or everywhere; "" only when it may differ nowhere
+};
+
 struct Flag {
   std::string name;        // without dashes: "epochs"
   std::string value_name;  // shown in --help ("N"); empty for a switch, which takes no value
   std::string help;
   bool internal = false;    // set by the launcher for its workers; not in --help
   bool repeatable = false;  // may be given several times; every value is applied in order
-  // The value changes the job's math or its collectives (model, optimizer, batch, data, ...):
-  // every machine must give the same, and the launchers refuse to join otherwise, naming the flag
-  // and both values (SettingsThatMustMatch, rendezvous::JoinAsLauncher). A new flag of that kind
-  // is wrapped in MustMatch(...) in the table.
-  bool must_match = false;
+  // Note [Flags that must agree]; every row of the table has one.
+  std::optional<Agreement> agreement;
   // Sets the option from `text`. `label` names the source in errors: "--epochs", or
   // "MASTER_PORT (environment)". A switch's text is "true" or "false".
   std::function<Status(const std::string& label, const std::string& text, ParsedFlags* parsed)>
@@ -43,6 +62,12 @@ struct Flag {
   std::function<std::optional<std::pair<std::string, std::string>>()> environment;
   // The arguments that give a worker this flag's value; empty when workers do not need it.
   std::function<std::vector<std::string>(const Options& options)> forward;
+  // The value as a checkpoint records it (Note [Values in checkpoints] in flag_kinds.cpp); set
+  // for every flag that must match on resume.
+  std::function<std::string(const Options& options)> recorded_value;
+
+  bool MustMatchAcrossMachines() const { return agreement && agreement->across_machines; }
+  bool MustMatchOnResume() const { return agreement && agreement->on_resume; }
 };
 
 // Every flag, in the order values are applied (a range that depends on another flag comes after

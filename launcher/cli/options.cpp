@@ -1,4 +1,4 @@
-// Command-line parsing for the launcher, driven by the flag table (cli/flags.cpp).
+// Command-line parsing for the launcher, driven by the flag table (cli/flags.hpp).
 //
 // Precedence, first wins: the command line, then --config FILE, then the environment defaults a
 // flag names (MASTER_ADDR, ...), then what the cluster's environment says (Note [Cluster
@@ -29,6 +29,7 @@
 #include "cli/flags.hpp"
 #include "cluster/environment.hpp"
 #include "cluster/torchrun_flags.hpp"
+#include "protocol/worker_command.hpp"
 
 namespace dpl::cli {
 namespace {
@@ -197,7 +198,7 @@ Status CollectConfigFile(const std::string& path, GivenFlags* given) {
 
 // Internal flags belong to workers: refused on a launcher's command line.
 Status CheckInternalFlags(const GivenFlags& given) {
-  if (given.count("worker") != 0) return Status::Ok();
+  if (given.count(protocol::kWorkerFlag) != 0) return Status::Ok();
   for (const Flag& flag : FlagTable()) {
     if (flag.internal && given.count(flag.name) != 0) {
       return Status::InvalidArgument("--" + flag.name +
@@ -381,13 +382,6 @@ void AppendWrapped(const std::string& text, size_t column, size_t used, std::str
   *out += "\n";
 }
 
-std::vector<std::string> Concatenated(std::vector<std::string> head, const Options& options) {
-  for (const Flag& flag : FlagTable()) {
-    for (auto& argument : flag.forward(options)) head.push_back(std::move(argument));
-  }
-  return head;
-}
-
 }  // namespace
 
 Result<Options> ParseCommandLine(int argc, const char* const* argv) {
@@ -401,7 +395,7 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
     DPL_RETURN_IF_ERROR(CollectConfigFile(config->second.values.front(), &given));
   }
   DPL_RETURN_IF_ERROR(CheckInternalFlags(given));
-  const bool launcher = !plugins_subcommand && given.count("worker") == 0 &&
+  const bool launcher = !plugins_subcommand && given.count(protocol::kWorkerFlag) == 0 &&
                         given.count("help") == 0 && given.count("version") == 0;
   Result<ClusterDefaults> cluster_read = launcher ? ReadClusterDefaults() : ClusterDefaults{};
   const ClusterDefaults cluster = cluster_read.ok() ? *cluster_read : ClusterDefaults{};
@@ -419,6 +413,7 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
   // A worker of a selftest job has the role kWorker; the job kind travels in selftest_job.
   options.selftest_job = parsed.selftest;
   DPL_RETURN_IF_ERROR(CheckConsistency(options));
+  options.training.resume_settings = ResumeSettings(options);
   return options;
 }
 
@@ -454,41 +449,18 @@ bool Options::Given(const std::string& flag) const {
   return std::find(given_flags.begin(), given_flags.end(), flag) != given_flags.end();
 }
 
-std::vector<std::pair<std::string, std::string>> SettingsThatMustMatch(const Options& options) {
-  std::vector<std::pair<std::string, std::string>> settings;
-  for (const Flag& flag : FlagTable()) {
-    if (!flag.must_match) continue;
-    const std::vector<std::string> arguments = flag.forward(options);
-    std::string value;
-    if (flag.value_name.empty()) {
-      value = arguments.empty() ? "off" : "on";
-    } else if (arguments.size() < 2) {
-      value = "(none)";
-    } else {
-      for (size_t i = 1; i < arguments.size(); ++i) value += (i > 1 ? " " : "") + arguments[i];
-    }
-    settings.emplace_back("--" + flag.name, value);
-  }
-  return settings;
-}
-
 std::vector<std::string> LauncherArguments(const Options& options) {
-  return Concatenated({}, options);
+  std::vector<std::string> arguments;
+  for (const Flag& flag : FlagTable()) {
+    for (auto& argument : flag.forward(options)) arguments.push_back(std::move(argument));
+  }
+  return arguments;
 }
 
-std::vector<std::string> WorkerArguments(const Options& options, int local_rank,
-                                         const std::string& store_addr) {
-  return Concatenated(
-      {"--worker", "--local-rank", std::to_string(local_rank), "--store-addr", store_addr},
-      options);
-}
-
-std::vector<std::string> WorkerLoaderArguments(const Options& options,
-                                               const std::vector<int>& output_fds,
-                                               const std::string& store_addr) {
-  std::string list;
-  for (int fd : output_fds) list += (list.empty() ? "" : ",") + std::to_string(fd);
-  return Concatenated({"--worker", "--worker-outputs", list, "--store-addr", store_addr}, options);
+int ThreadsPerWorker(const Options& options) {
+  if (options.threads_per_worker > 0) return options.threads_per_worker;
+  const unsigned cores = std::thread::hardware_concurrency();
+  return std::max(1, static_cast<int>(cores) / std::max(1, options.num_processes));
 }
 
 }  // namespace dpl::cli

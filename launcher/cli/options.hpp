@@ -3,7 +3,7 @@
 // then what a Slurm step or a torchrun/Kubernetes environment says of the job: Note [Cluster
 // defaults] in options.cpp; plugins also come from DPL_PLUGIN_PATH). torchrun's flag names
 // (--nnodes, --node-rank, --nproc-per-node, --rdzv-endpoint) are taken as aliases. The flags
-// themselves, their ranges, help and how a worker receives them, are one table: cli/flags.cpp.
+// themselves, their ranges, help and how a worker receives them, are one table: cli/flags.hpp.
 #pragma once
 
 #include <chrono>
@@ -108,23 +108,25 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv);
 // Text of --help: every flag a user may give (internal ones are left out).
 std::string HelpText();
 
-// Every setting that must be the same on every machine of the job (Flag::must_match), as
-// (flag, value) pairs in table order: {"--lr", "0.5"}, {"--drop-last", "off"}. The launchers
-// compare them when they join.
+// Every setting that must be the same on every machine of the job (Note [Flags that must agree]
+// in flags.hpp), as (flag, value) pairs in table order: {"--lr", "0.5"}, {"--drop-last", "off"}.
+// The launchers compare them when they join.
 std::vector<std::pair<std::string, std::string>> SettingsThatMustMatch(const Options& options);
 
-// The flags that start another launcher of this job with these options (--hostfile): every flag
-// the table forwards, none that picks a command or runs the hostfile again.
+// Every option a resumed run must share with its checkpoint (Note [Flags that must agree]), in
+// table order, as the checkpoint records it; ParseCommandLine puts them into
+// Options::training.resume_settings for the checkpoint policy.
+std::vector<training::ResumeSetting> ResumeSettings(const Options& options);
+
+// The job's flags as arguments: every flag the table forwards, none that picks a command, runs
+// the hostfile again or belongs to one worker. They start another launcher of this job with these
+// options (--hostfile), and follow a worker's internal flags on its command line
+// (protocol/worker_command.hpp).
 std::vector<std::string> LauncherArguments(const Options& options);
 
-// Re-serialises the options a worker needs as argv for `launcher --worker ...`.
-std::vector<std::string> WorkerArguments(const Options& options, int local_rank,
-                                         const std::string& store_addr);
-
-// The same for `launcher --worker --worker-outputs FD,..`, the machine's worker loader: it loads
-// the plugins and the data once and forks worker i with output_fds[i] as its stdout and stderr.
-std::vector<std::string> WorkerLoaderArguments(const Options& options,
-                                               const std::vector<int>& output_fds,
-                                               const std::string& store_addr);
+// The compute threads of each worker of this machine: --threads-per-worker, or (0) the machine's
+// cores shared evenly by its workers, at least one. The launcher tells its workers the number and
+// puts it into OMP_NUM_THREADS (and MKL's, OpenBLAS's) of their environment.
+int ThreadsPerWorker(const Options& options);
 
 }  // namespace dpl::cli

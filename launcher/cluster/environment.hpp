@@ -2,7 +2,7 @@
 // Kubernetes variables (MASTER_ADDR, WORLD_SIZE, RANK, ..., as torchrun and Kubeflow's PyTorchJob
 // set them). Only reads: precedence (flags win) is the caller's, so every value is optional and
 // "not given" stays distinguishable from a value. Rules: Note [Slurm environment] and
-// Note [torchrun and Kubernetes environment] in environment.cpp.
+// Note [torchrun and Kubernetes environment] in torchrun_environment.cpp.
 #pragma once
 
 #include <cstdint>

@@ -44,20 +44,6 @@ int64_t g_origin_ns = InitialOrigin();
 dpl_log_level g_min_level = InitialLevel();
 TimeFormat g_time_format = TimeFormat::kNone;
 
-const char* LevelTag(dpl_log_level level) {
-  switch (level) {
-    case DPL_LOG_DEBUG:
-      return "debug: ";
-    case DPL_LOG_INFO:
-      return "";
-    case DPL_LOG_WARNING:
-      return "warning: ";
-    case DPL_LOG_ERROR:
-      return "error: ";
-  }
-  return "";
-}
-
 std::string IsoTime(int64_t now_ns) {
   const time_t seconds = static_cast<time_t>(now_ns / 1000000000);
   const int milliseconds = static_cast<int>((now_ns / 1000000) % 1000);
@@ -84,6 +70,20 @@ void EmitLocked(const std::string& line) {
 }
 
 }  // namespace
+
+const char* LevelTag(dpl_log_level level) {
+  switch (level) {
+    case DPL_LOG_DEBUG:
+      return "debug: ";
+    case DPL_LOG_INFO:
+      return "";
+    case DPL_LOG_WARNING:
+      return "warning: ";
+    case DPL_LOG_ERROR:
+      return "error: ";
+  }
+  return "";
+}
 
 void SetPrefix(const std::string& prefix) {
   std::lock_guard<std::mutex> lock(g_mutex);

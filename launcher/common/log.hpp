@@ -36,6 +36,10 @@ void StartElapsedClock();
 // "    12.345s ", or "" for kNone.
 std::string TimePrefix();
 
+// The tag a line of `level` carries after the prefix: "error: ", "warning: ", "debug: ", and ""
+// for info (the launcher reads a worker's back: protocol/worker_output.hpp).
+const char* LevelTag(dpl_log_level level);
+
 void Write(dpl_log_level level, const std::string& message);
 inline void Debug(const std::string& m) {
   Write(DPL_LOG_DEBUG, m);

@@ -36,13 +36,10 @@ std::string CollectiveName(const TraceEvent& e) {
   return name;
 }
 
-}  // namespace
-
-std::string RankTraceEvents(const std::vector<TraceEvent>& events, const TraceRank& who,
-                            const rendezvous::ClockAlignment& clock, uint64_t dropped) {
-  const auto micros = [&](int64_t local_ns) {
-    return double(local_ns - clock.offset_ns - clock.origin_ns) / 1000.0;
-  };
+// The process's name: "rank 3 (machine 1, local rank 1, pid 42)", with its clock's offset from
+// machine 0's and the events the recorder had no room for, when there are any.
+std::string ProcessLabel(const TraceRank& who, const rendezvous::ClockAlignment& clock,
+                         uint64_t dropped) {
   std::string label = "rank " + std::to_string(who.rank) + " (machine " +
                       std::to_string(who.machine) + ", local rank " +
                       std::to_string(who.local_rank) + ", pid " + std::to_string(who.pid) + ")";
@@ -53,6 +50,11 @@ std::string RankTraceEvents(const std::vector<TraceEvent>& events, const TraceRa
     label += offset;
   }
   if (dropped > 0) label += ", " + std::to_string(dropped) + " events not recorded (limit)";
+  return label;
+}
+
+// The "M" events naming the rank's process and its two thread tracks, and ordering them.
+std::vector<std::string> MetadataEvents(const TraceRank& who, const std::string& label) {
   std::vector<std::string> lines = {
       Metadata("process_name", who.rank, 0, JsonObject().Add("name", label).str()),
       Metadata("process_sort_index", who.rank, 0, JsonObject().Add("sort_index", who.rank).str())};
@@ -63,51 +65,73 @@ std::string RankTraceEvents(const std::vector<TraceEvent>& events, const TraceRa
     lines.push_back(
         Metadata("thread_sort_index", who.rank, tid, JsonObject().Add("sort_index", tid).str()));
   }
+  return lines;
+}
+
+// A span ("X") with its args.
+JsonObject SpanEvent(const TraceEvent& e, int pid, double ts_us) {
+  JsonObject args;
+  args.Add("step", e.step);
+  if (e.bucket >= 0) args.Add("bucket", e.bucket + 1).Add("buckets", e.buckets);
+  if (e.bytes > 0) args.Add("bytes", int64_t(e.bytes));
+  if (e.track == TraceTrack::kCommunication) {
+    args.Add("queued_us", double(e.queued_ns) / 1000.0, kMicrosecondDecimals);
+  }
+  if (e.failed) args.Add("failed", int64_t(1));
+  JsonObject event;
+  event.Add("name", e.bucket >= 0 ? CollectiveName(e) : std::string(e.name))
+      .Add("cat", e.category)
+      .Add("ph", "X")
+      .Add("pid", pid)
+      .Add("tid", int(e.track))
+      .Add("ts", ts_us, kMicrosecondDecimals)
+      .Add("dur", double(e.end_ns - e.begin_ns) / 1000.0, kMicrosecondDecimals)
+      .AddRaw("args", args.str());
+  return event;
+}
+
+// One event as a trace-event object; flow ids are unique per rank (`flow_base`).
+std::string EventObject(const TraceEvent& e, int pid, double ts_us, uint64_t flow_base) {
+  JsonObject event;
+  switch (e.kind) {
+    case TraceEvent::Kind::kSpan:
+      event = SpanEvent(e, pid, ts_us);
+      break;
+    case TraceEvent::Kind::kFlowStart:
+    case TraceEvent::Kind::kFlowEnd: {
+      const bool start = e.kind == TraceEvent::Kind::kFlowStart;
+      event.Add("name", "submitted").Add("cat", "bucket").Add("ph", start ? "s" : "f");
+      if (!start) event.Add("bp", "e");
+      event.Add("id", int64_t(flow_base + e.flow))
+          .Add("pid", pid)
+          .Add("tid", int(e.track))
+          .Add("ts", ts_us, kMicrosecondDecimals);
+      break;
+    }
+    case TraceEvent::Kind::kInstant:
+      event.Add("name", e.name)
+          .Add("cat", e.category)
+          .Add("ph", "i")
+          .Add("s", "t")
+          .Add("pid", pid)
+          .Add("tid", int(e.track))
+          .Add("ts", ts_us, kMicrosecondDecimals);
+      break;
+  }
+  return event.str();
+}
+
+}  // namespace
+
+std::string RankTraceEvents(const std::vector<TraceEvent>& events, const TraceRank& who,
+                            const rendezvous::ClockAlignment& clock, uint64_t dropped) {
+  const auto micros = [&](int64_t local_ns) {
+    return double(local_ns - clock.offset_ns - clock.origin_ns) / 1000.0;
+  };
+  std::vector<std::string> lines = MetadataEvents(who, ProcessLabel(who, clock, dropped));
   const uint64_t flow_base = uint64_t(who.rank) << 32;
   for (const TraceEvent& e : events) {
-    JsonObject event;
-    switch (e.kind) {
-      case TraceEvent::Kind::kSpan: {
-        JsonObject args;
-        args.Add("step", e.step);
-        if (e.bucket >= 0) args.Add("bucket", e.bucket + 1).Add("buckets", e.buckets);
-        if (e.bytes > 0) args.Add("bytes", int64_t(e.bytes));
-        if (e.track == TraceTrack::kCommunication) {
-          args.Add("queued_us", double(e.queued_ns) / 1000.0, kMicrosecondDecimals);
-        }
-        if (e.failed) args.Add("failed", int64_t(1));
-        event.Add("name", e.bucket >= 0 ? CollectiveName(e) : std::string(e.name))
-            .Add("cat", e.category)
-            .Add("ph", "X")
-            .Add("pid", who.rank)
-            .Add("tid", int(e.track))
-            .Add("ts", micros(e.begin_ns), kMicrosecondDecimals)
-            .Add("dur", double(e.end_ns - e.begin_ns) / 1000.0, kMicrosecondDecimals)
-            .AddRaw("args", args.str());
-        break;
-      }
-      case TraceEvent::Kind::kFlowStart:
-      case TraceEvent::Kind::kFlowEnd: {
-        const bool start = e.kind == TraceEvent::Kind::kFlowStart;
-        event.Add("name", "submitted").Add("cat", "bucket").Add("ph", start ? "s" : "f");
-        if (!start) event.Add("bp", "e");
-        event.Add("id", int64_t(flow_base + e.flow))
-            .Add("pid", who.rank)
-            .Add("tid", int(e.track))
-            .Add("ts", micros(e.begin_ns), kMicrosecondDecimals);
-        break;
-      }
-      case TraceEvent::Kind::kInstant:
-        event.Add("name", e.name)
-            .Add("cat", e.category)
-            .Add("ph", "i")
-            .Add("s", "t")
-            .Add("pid", who.rank)
-            .Add("tid", int(e.track))
-            .Add("ts", micros(e.begin_ns), kMicrosecondDecimals);
-        break;
-    }
-    lines.push_back(event.str());
+    lines.push_back(EventObject(e, who.rank, micros(e.begin_ns), flow_base));
   }
   std::string text;
   for (const std::string& line : lines) text += (text.empty() ? "" : ",\n") + line;

@@ -7,13 +7,13 @@
 // Note [Settings at the join]
 // Every flag that changes the job's math or its collectives (the model and its options, the
 // optimizer and its numbers, the batch, seed, gradient accumulation and compression, the data,
-// the backend, the sizes: cli::Flag::must_match) must have the same value on every machine, or
-// the replicas diverge silently (a different --lr), a backend aborts (a different model) or the
-// collectives mismatch (a different bucket size). So machine 0 publishes its settings as (flag,
-// value) pairs, every other launcher compares its own before it takes a machine id, and the first
-// difference is refused naming the flag and both values. The pairs come from the flag table
-// (cli::SettingsThatMustMatch): a new flag joins the check by being marked there, and the join
-// only compares text.
+// the backend, the sizes: Note [Flags that must agree] in cli/flags.hpp) must have the same value
+// on every machine, or the replicas diverge silently (a different --lr), a backend aborts (a
+// different model) or the collectives mismatch (a different bucket size). So machine 0 publishes
+// its settings as (flag, value) pairs, every other launcher compares its own before it takes a
+// machine id, and the first difference is refused naming the flag and both values. The pairs
+// come from the flag table (cli::SettingsThatMustMatch): a new flag joins the check by being
+// marked there, and the join only compares text.
 
 namespace dpl::rendezvous {
 namespace {

@@ -2,7 +2,7 @@
 // vanished (killed, its machine or the network to it down) from one that is merely busy: each
 // launcher of a job on several machines bumps a counter of its own every kHeartbeatInterval, from
 // a thread of its own, while it supervises an attempt. Used to name the root cause of a failure
-// (Note [Root cause] in supervisor.cpp).
+// (Note [Root cause] in failure_naming.hpp).
 #pragma once
 
 #include <chrono>

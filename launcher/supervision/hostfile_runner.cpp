@@ -17,7 +17,9 @@
 #include "cluster/machine_ids.hpp"
 #include "cluster/remote_command.hpp"
 #include "common/log.hpp"
-#include "supervision/supervisor.hpp"
+#include "supervision/failure_naming.hpp"
+#include "supervision/line_relay.hpp"
+#include "supervision/stop_signals.hpp"
 #include "supervision/worker_environment.hpp"
 
 extern char** environ;
@@ -41,9 +43,7 @@ struct Machine {
   bool remote = false;
   std::vector<std::string> argv;
   pid_t pid = -1;
-  int output_fd = -1;  // its stdout and stderr
-  int input_fd = -1;   // its stdin: the job token, then held open until the machine stops
-  std::string partial_line;
+  int input_fd = -1;  // its stdin: the job token, then held open until the machine stops
   bool exited = false;
   int wait_status = 0;
 
@@ -171,9 +171,13 @@ std::vector<std::string> LocalEnvironment(const std::string& token) {
   return environment;
 }
 
-// Starts `machine`: its stdout and stderr into one pipe, its stdin from another (a remote one
-// reads the token from it; a local one gets the token in its environment).
-Status Start(Machine& machine, const std::string& token) {
+void PrintLine(const Machine& machine, const std::string& line) {
+  log::WriteLine("[" + machine.host + "] " + line);
+}
+
+// Starts `machine`: its stdout and stderr into one pipe, relayed by `relay`, its stdin from
+// another (a remote one reads the token from it; a local one gets the token in its environment).
+Status Start(Machine& machine, const std::string& token, LineRelay& relay) {
   int output[2], input[2];
   if (pipe2(output, O_CLOEXEC) != 0) return Status::Error(std::string("pipe: ") + strerror(errno));
   if (pipe2(input, O_CLOEXEC) != 0) {
@@ -209,7 +213,7 @@ Status Start(Machine& machine, const std::string& token) {
     return Status::Error(std::string("cannot start a process (fork): ") + strerror(errno));
   }
   machine.pid = pid;
-  machine.output_fd = output[0];
+  relay.Add(output[0], [&machine](std::string line) { PrintLine(machine, line); });
   machine.input_fd = input[1];
   if (machine.remote) {
     const std::string line = token + "\n";
@@ -223,41 +227,10 @@ Status Start(Machine& machine, const std::string& token) {
   return Status::Ok();
 }
 
-void PrintLine(const Machine& machine, const std::string& line) {
-  log::WriteLine("[" + machine.host + "] " + line);
-}
-
 // Relays what the machines wrote, each line prefixed with its host, for up to `timeout_ms`.
-void PumpOutput(std::vector<Machine>& machines, int timeout_ms) {
-  std::vector<pollfd> fds;
-  std::vector<Machine*> owners;
-  for (Machine& machine : machines) {
-    if (machine.output_fd < 0) continue;
-    fds.push_back({machine.output_fd, POLLIN, 0});
-    owners.push_back(&machine);
-  }
-  if (fds.empty()) {
-    if (timeout_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
-    return;
-  }
-  if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
-  for (size_t i = 0; i < fds.size(); ++i) {
-    if (fds[i].revents == 0) continue;
-    Machine& machine = *owners[i];
-    char buffer[4096];
-    const ssize_t count = read(machine.output_fd, buffer, sizeof buffer);
-    if (count <= 0) {
-      if (!machine.partial_line.empty()) PrintLine(machine, machine.partial_line);
-      machine.partial_line.clear();
-      close(machine.output_fd);
-      machine.output_fd = -1;
-      continue;
-    }
-    machine.partial_line.append(buffer, static_cast<size_t>(count));
-    for (size_t end; (end = machine.partial_line.find('\n')) != std::string::npos;) {
-      PrintLine(machine, machine.partial_line.substr(0, end));
-      machine.partial_line.erase(0, end + 1);
-    }
+void PumpOutput(LineRelay& relay, int timeout_ms) {
+  if (!relay.Pump(std::chrono::milliseconds(timeout_ms)) && timeout_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
   }
 }
 
@@ -293,7 +266,7 @@ bool AllExited(const std::vector<Machine>& machines) {
 // Stops every machine still running: a remote one sees its standard input close (its launcher
 // runs with --exit-with-stdin) and stops its workers; a local one gets SIGTERM. Whatever still
 // runs after kMachineStopGrace is killed.
-void StopAll(std::vector<Machine>& machines) {
+void StopAll(std::vector<Machine>& machines, LineRelay& relay) {
   for (Machine& machine : machines) {
     if (machine.exited) continue;
     if (machine.input_fd >= 0) close(machine.input_fd);
@@ -302,28 +275,22 @@ void StopAll(std::vector<Machine>& machines) {
   }
   const auto deadline = Clock::now() + kMachineStopGrace;
   while (!AllExited(machines) && Clock::now() < deadline) {
-    PumpOutput(machines, 50);
+    PumpOutput(relay, 50);
     ReapExited(machines);
   }
   for (Machine& machine : machines) {
     if (!machine.exited && machine.pid > 0) kill(machine.pid, SIGKILL);
   }
   while (!AllExited(machines)) {
-    PumpOutput(machines, 50);
+    PumpOutput(relay, 50);
     ReapExited(machines);
   }
 }
 
 // Relays what the machines wrote before they ended, until every output closed.
-void DrainOutput(std::vector<Machine>& machines) {
+void DrainOutput(LineRelay& relay) {
   const auto deadline = Clock::now() + 2s;
-  auto open = [&] {
-    for (const Machine& machine : machines) {
-      if (machine.output_fd >= 0) return true;
-    }
-    return false;
-  };
-  while (open() && Clock::now() < deadline) PumpOutput(machines, 50);
+  while (relay.AnyOpen() && Clock::now() < deadline) PumpOutput(relay, 50);
 }
 
 std::string Overview(const std::vector<Machine>& machines) {
@@ -352,13 +319,14 @@ int RunHostfile(const cli::Options& options) {
   InstallStopHandlers();
   log::Info("starting " + std::to_string(machines.size()) + " machines: " + Overview(machines));
   std::string failure;
+  LineRelay relay;  // after `machines`, whose entries its line handlers name
   for (Machine& machine : machines) {
-    Status started = failure.empty() ? Start(machine, *token) : Status::Ok();
+    Status started = failure.empty() ? Start(machine, *token, relay) : Status::Ok();
     if (machine.pid < 0) machine.exited = true;  // never started: nothing to wait for
     if (!started.ok()) failure = machine.Label() + ": " + started.message();
   }
   while (failure.empty() && !AllExited(machines)) {
-    PumpOutput(machines, 100);
+    PumpOutput(relay, 100);
     if (Machine* failed = ReapExited(machines)) {
       failure = failed->Label() + " failed first: " + failed->Ending();
     } else if (StopSignal() != 0) {
@@ -367,12 +335,12 @@ int RunHostfile(const cli::Options& options) {
   }
   if (!failure.empty()) {
     log::Error(failure + "; stopping every machine");
-    StopAll(machines);
-    DrainOutput(machines);
+    StopAll(machines, relay);
+    DrainOutput(relay);
     log::Error("job failed: " + failure);
     return 1;
   }
-  DrainOutput(machines);
+  DrainOutput(relay);
   log::Info("all " + std::to_string(machines.size()) + " machines finished");
   return 0;
 }

@@ -18,6 +18,7 @@
 #include "rendezvous/store_location.hpp"
 #include "supervision/heartbeat.hpp"
 #include "supervision/hostfile_runner.hpp"
+#include "supervision/stop_signals.hpp"
 #include "supervision/supervisor.hpp"
 
 // Note [Machine 0 by address]: with --machine-id auto (the default for several machines), the

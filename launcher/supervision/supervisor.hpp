@@ -1,6 +1,7 @@
-// One attempt of the job on this machine: start the machine's workers (through the worker loader,
-// Note [One load per machine] in launcher/worker/worker_main.cpp), relay their output, and stop
-// all of them when one fails, when another machine reports a failure, or on SIGINT/SIGTERM.
+// One attempt of the job on this machine: start the machine's workers (worker_spawn.hpp), relay
+// their output (line_relay.hpp), and stop all of them when one fails, when another machine
+// reports a failure, or on SIGINT/SIGTERM (stop_signals.hpp), naming the failure's root cause
+// (failure_naming.hpp).
 #pragma once
 
 #include <sys/types.h>
@@ -17,20 +18,11 @@
 #include "observability/progress.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/store.hpp"
+#include "supervision/failure_naming.hpp"
+#include "supervision/line_relay.hpp"
+#include "supervision/stall_watch.hpp"
 
 namespace dpl::supervision {
-
-// SIGINT and SIGTERM from now on only record the signal, for the supervisor to act on.
-void InstallStopHandlers();
-// The stop signal received, or 0.
-int StopSignal();
-// "15 (SIGTERM)".
-std::string SignalName(int signal_number);
-// "exit code 1" or "killed by signal 9 (SIGKILL)" for a waitpid status.
-std::string DescribeExit(int wait_status);
-// Whether a worker's waitpid status says its failure follows from a peer's or the store's
-// (worker::kPeerFailureExitCode; Note [Root cause] in supervisor.cpp).
-bool IsPeerFailure(int wait_status);
 
 class Heartbeat;
 
@@ -55,28 +47,25 @@ class Supervisor {
   void StopAll();
 
  private:
-  // One running worker: its pid, the read end of its merged stdout/stderr, its log.
+  // One running worker: its pid, its output (a source of relay_), its log.
   struct Worker {
     int rank = 0;
     int local_rank = 0;
     pid_t pid = -1;
-    int output_fd = -1;
-    std::string partial_line;
     std::deque<std::string> last_lines;
     std::unique_ptr<std::ofstream> log_file;
     std::string log_path;
+    size_t output = 0;
     bool exited = false;
     int wait_status = 0;
   };
 
   using LogFiles = std::vector<std::unique_ptr<std::ofstream>>;  // one per local worker or none
   Result<LogFiles> OpenLogFiles() const;
-  Result<pid_t> StartLoader(const std::vector<std::string>& arguments,
-                            const std::vector<std::string>& environment,
-                            const std::vector<int>& output_write_fds, int report_write_fd);
   // Stops the workers, then records `message` as the job's failure for the other machines.
   Status Failed(const std::string& message);
-  // Names the failure that `first`, a peer failure, follows from and fails with it.
+  // Note [Root cause]: names the failure that `first`, a peer failure, follows from, and fails
+  // with it.
   Status FailedAfterPeer(const Worker& first);
   // The job's failure as another launcher published it (this machine's workers stopped), or a
   // lost store; nullopt while there is neither.
@@ -89,17 +78,8 @@ class Supervisor {
   bool AllExited() const;
   void ReapExited();
   void PumpOutput(int timeout_ms);
-  bool ReadOutput(Worker& worker);
-  void Line(Worker& worker, std::string line);
-  std::string RootCause(const Worker& worker) const;
-  enum class FailureRole { kRootCause, kAfterPeer };
+  void OnLine(Worker& worker, std::string line);
   std::string Describe(const Worker& worker, FailureRole role) const;
-  // The failure of `machines`, whose launchers stopped their heartbeat, followed by `first`'s.
-  std::string Vanished(const std::vector<int>& machines, const Worker& first) const;
-  // Note [Stall reports]: prints the ranks' posts when they changed.
-  void PollStalls();
-  // The stall picture for the job's error: "" or a line to append.
-  std::string StallAddendum();
 
   const cli::Options& options_;
   rendezvous::StoreClient& client_;
@@ -107,14 +87,14 @@ class Supervisor {
   int attempt_;
   std::string prefix_;
   std::vector<Worker> workers_;
+  LineRelay relay_;  // the workers' outputs
   bool outputs_unusable_ = false;
-  bool job_refused_ = false;  // by the worker loader, before any worker started
-  std::string log_failure_;   // the first log file that could not be written, and why
+  bool job_refused_ = false;             // by the worker loader, before any worker started
+  std::string log_failure_;              // the first log file that could not be written, and why
+  observability::ProgressBar progress_;  // fed by rank 0's progress records
+  StallWatch stalls_;
   // Declared last: destroyed after ~Supervisor stopped the workers, so it beats until then.
   std::unique_ptr<Heartbeat> heartbeat_;
-  observability::ProgressBar progress_;  // fed by rank 0's progress records
-  int64_t stall_version_ = 0;
-  std::string stall_picture_;  // the last stall summary printed, "" when none stands
 };
 
 }  // namespace dpl::supervision

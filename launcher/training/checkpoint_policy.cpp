@@ -40,14 +40,15 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return text + ")";
 }
 
+// An option a checkpoint does not name (written before the option existed) had its default.
 Status CheckOptions(const CheckpointState& state, const TrainingConfig& config,
                     const std::string& path) {
   std::map<std::string, std::string> saved(state.options.begin(), state.options.end());
-  std::map<std::string, std::string> defaults;
-  for (const auto& [flag, value] : ResumeOptions(TrainingConfig{})) defaults[flag] = value;
-  for (const auto& [flag, value] : ResumeOptions(config)) {
+  for (const ResumeSetting& setting : config.resume_settings) {
+    const std::string& flag = setting.flag;
+    const std::string& value = setting.value;
     auto found = saved.find(flag);
-    const std::string then = found != saved.end() ? found->second : defaults[flag];
+    const std::string& then = found != saved.end() ? found->second : setting.default_value;
     if (then != value) {
       return Status::InvalidArgument("checkpoint " + path + " was written with " + flag + " " +
                                      then + " but this run has " + flag + " " + value +
@@ -140,28 +141,6 @@ Status RestoreOptimizer(const CheckpointState& state, const ParameterPlacement& 
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> ResumeOptions(const TrainingConfig& config) {
-  return {{"--model", config.model},
-          {"--model-options", config.model_options},
-          {"--optimizer", NameOf(OptimizerNames(), config.optimizer)},
-          {"--lr", Text(config.learning_rate)},
-          {"--momentum", Text(config.momentum)},
-          {"--batch-size", std::to_string(config.batch_size)},
-          {"--seed", std::to_string(config.seed)},
-          {"--grad-accum", std::to_string(config.grad_accum)},
-          {"--drop-last", config.drop_last ? "true" : "false"},
-          {"--precision", NameOf(PrecisionNames(), config.precision)},
-          {"--weight-decay", Text(config.weight_decay)},
-          {"--clip-grad-norm", Text(config.clip_grad_norm)},
-          {"--lr-schedule", NameOf(LrScheduleNames(), config.lr_schedule)},
-          {"--warmup-steps", std::to_string(config.warmup_steps)},
-          {"--lr-step-size", std::to_string(config.lr_step_size)},
-          {"--lr-gamma", Text(config.lr_gamma)},
-          {"--loss-scale-growth-factor", Text(config.loss_scale_growth_factor)},
-          {"--loss-scale-backoff-factor", Text(config.loss_scale_backoff_factor)},
-          {"--loss-scale-growth-interval", std::to_string(config.loss_scale_growth_interval)}};
-}
-
 CheckpointPolicy::CheckpointPolicy(const TrainingConfig& config, int rank)
     : config_(config), rank_(rank) {}
 
@@ -214,7 +193,9 @@ Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
   state.epoch = position.epoch;
   state.step_in_epoch = position.step_in_epoch;
   state.global_step = position.global_step;
-  state.options = ResumeOptions(config_);
+  for (const ResumeSetting& setting : config_.resume_settings) {
+    state.options.emplace_back(setting.flag, setting.value);
+  }
   for (const HostParameter& p : placement.parameters()) {
     state.model.push_back({p.name, FloatTensor(p.value, p.elements, ShapeOf(p.model_value))});
   }

@@ -1,8 +1,9 @@
 // When a run writes checkpoints and how it resumes from one: every --checkpoint-every steps and
 // at the end (rank 0 writes, into --checkpoint-dir), and with --resume from the newest, which
-// must have been written with the options that change the arithmetic (named and compared one by
-// one). A checkpoint holds the parameters and buffers by name, the optimizer's state by
-// parameter name, the position in the data and the model's random state (checkpoint.hpp).
+// must have been written with the options that change the arithmetic (TrainingConfig::
+// resume_settings, from the flag table; named and compared one by one). A checkpoint holds the
+// parameters and buffers by name, the optimizer's state by parameter name, the position in the data
+// and the model's random state (checkpoint.hpp).
 #pragma once
 
 #include <cstdint>
@@ -18,10 +19,6 @@
 #include "training/step_plan.hpp"
 
 namespace dpl::training {
-
-// The options a resumed run must share with the one that wrote the checkpoint: (flag, value).
-// An option a checkpoint does not name (written before the option existed) had its default.
-std::vector<std::pair<std::string, std::string>> ResumeOptions(const TrainingConfig& config);
 
 class CheckpointPolicy {
  public:

@@ -1,7 +1,7 @@
 // The typed configuration of one training run: what the command line's training flags mean, with
 // every number already checked and every choice an enum. The command line (cli/) builds it once;
-// the training loop reads nothing else. A new training flag is one entry of cli/flags.cpp and one
-// field here.
+// the training loop reads nothing else. A new training flag is one row of the flag table
+// (cli/flags_training.cpp) and one field here.
 #pragma once
 
 #include <chrono>
@@ -73,6 +73,15 @@ const char* NameOf(const Spellings<Enum>& names, Enum value) {
   return "?";
 }
 
+// One option a resumed run must share with the checkpoint it resumes from, as checkpoints record
+// it ({"--lr", "0.5"}), and its value in a run that does not give it: what a checkpoint written
+// before the option existed had.
+struct ResumeSetting {
+  std::string flag;
+  std::string value;
+  std::string default_value;
+};
+
 struct TrainingConfig {
   // The model plugin and its own options.
   std::string model = "convnet";
@@ -138,6 +147,9 @@ struct TrainingConfig {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   bool resume = false;
+  // What a checkpoint records and a resumed run must match: the flag table's list
+  // (cli::ResumeSettings, filled in by the command line).
+  std::vector<ResumeSetting> resume_settings;
 
   // Each rank writes its final parameters to dump_parameters_dir/rank-N.bin and its buffers to
   // rank-N.buffers.bin ("" = not).

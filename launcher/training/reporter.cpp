@@ -7,7 +7,7 @@
 #include "common/log.hpp"
 #include "observability/activity.hpp"
 #include "observability/json.hpp"
-#include "observability/progress.hpp"
+#include "protocol/progress_record.hpp"
 
 namespace dpl::training {
 namespace {
@@ -138,7 +138,7 @@ void Reporter::LogBatch(const BatchReport& report, const StepProfile& profile) {
 
 void Reporter::SendProgress(int64_t step, float loss, bool done) {
   if (!rank0() || !config_.progress) return;
-  observability::ProgressRecord record;
+  protocol::ProgressRecord record;
   record.step = step;
   record.total = done ? step : std::max(plan_.TotalSteps(), step);
   record.start_step = plan_.start().global_step;
@@ -148,7 +148,7 @@ void Reporter::SendProgress(int64_t step, float loss, bool done) {
   record.samples_per_s = record.seconds > 0 ? double(run_samples_) / record.seconds : 0.0;
   record.loss = loss;
   record.done = done;
-  log::WriteRecord(observability::EncodeProgress(record));
+  log::WriteRecord(protocol::EncodeProgress(record));
   last_progress_ = Clock::now();
 }
 

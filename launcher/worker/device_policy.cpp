@@ -2,18 +2,10 @@
 
 #include <dlfcn.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 namespace dpl::worker {
-
-int ThreadsPerWorker(const cli::Options& options) {
-  if (options.threads_per_worker > 0) return options.threads_per_worker;
-  const unsigned cores = std::thread::hardware_concurrency();
-  return std::max(1, static_cast<int>(cores) / std::max(1, options.num_processes));
-}
 
 int VisibleCudaDevices() {
   // The driver API's C entry points: cuInit(0) and cuDeviceGetCount(&n), both returning 0 on
@@ -37,7 +29,7 @@ training::WorkerIdentity PlaceWorker(const cli::Options& options, int local_rank
   identity.local_world_size = options.num_processes;
   identity.rank = options.machine_id * options.num_processes + local_rank;
   identity.world_size = options.num_machines * options.num_processes;
-  identity.threads = ThreadsPerWorker(options);
+  identity.threads = cli::ThreadsPerWorker(options);
   if (options.training.device == training::Device::kCuda) {
     identity.device_type = kDLCUDA;
     // With fewer GPUs than workers, the workers take the GPUs in turn; without a GPU the model

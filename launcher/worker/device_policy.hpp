@@ -1,8 +1,8 @@
 // The one place that decides what a worker computes on and with how many threads: its rank in the
 // job, its device (CPU, or the CUDA device numbered like its local rank, as the recipe's
 // cuda.set_device(local_index); workers share the GPUs in turn when a machine has fewer GPUs than
-// workers), and its intra-op thread count (--threads-per-worker, or the machine's cores shared
-// evenly by its workers).
+// workers), and its intra-op thread count (cli::ThreadsPerWorker, which the launcher also puts
+// into the workers' OpenMP variables).
 #pragma once
 
 #include <string>
@@ -12,10 +12,6 @@
 #include "training/worker_identity.hpp"
 
 namespace dpl::worker {
-
-// Threads for each worker of this machine; the launcher also puts them into OMP_NUM_THREADS
-// (and MKL's, OpenBLAS's) of the workers' environment.
-int ThreadsPerWorker(const cli::Options& options);
 
 // The CUDA devices this process can see (CUDA_VISIBLE_DEVICES applies), asked of the driver
 // (libcuda, loaded only when asked); 0 without a driver or a GPU.

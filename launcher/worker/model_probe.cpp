@@ -26,9 +26,11 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "common/log.hpp"
+#include "protocol/loader_report.hpp"
 #include "training/model_setup.hpp"
 #include "worker/device_policy.hpp"
 #include "worker/worker_session.hpp"
@@ -36,8 +38,7 @@
 namespace dpl::worker {
 namespace {
 
-// The outcome the child writes: the dpl_status code of its create (0 when the model took the
-// data), a newline, then the error message.
+// The child: creates the model and writes the outcome (protocol::EncodeModelCheck).
 [[noreturn]] void RunProbe(int report_fd, const cli::Options& options,
                            const training::ModelPlugin& plugin,
                            const training::TrainingData& data) {
@@ -55,8 +56,7 @@ namespace {
   identity.device_id = 0;
   identity.threads = 1;
   auto model = training::CreateModelForData(plugin, config, identity, data);
-  const std::string report = std::to_string(model.ok() ? 0 : int(model.status().code())) + "\n" +
-                             (model.ok() ? std::string() : model.status().message());
+  const std::string report = protocol::EncodeModelCheck(model.status());
   size_t written = 0;
   while (written < report.size()) {
     const ssize_t n = write(report_fd, report.data() + written, report.size() - written);
@@ -113,7 +113,7 @@ Status ProbeModelForData(const cli::Options& options, const plugin_host::Discove
   int wait_status = 0;
   while (waitpid(child, &wait_status, 0) < 0 && errno == EINTR) {
   }
-  const size_t end_of_code = report.find('\n');
+  const std::optional<Status> outcome = protocol::DecodeModelCheck(report);
   const bool cuda = options.training.device == training::Device::kCuda;
   if (!finished) {
     log::Warning("creating the model " + options.training.model + " for the data took over " +
@@ -121,16 +121,15 @@ Status ProbeModelForData(const cli::Options& options, const plugin_host::Discove
                  " s (--rendezvous-timeout); the workers check it themselves");
     return Status::Ok();
   }
-  if (end_of_code == std::string::npos) {  // the child died in the plugin's create
+  if (!outcome) {  // the child died in the plugin's create
     if (cuda) return Status::Ok();
     const std::string how =
         WIFSIGNALED(wait_status) ? strsignal(WTERMSIG(wait_status)) : "it ended without an outcome";
     return Status::Error("the model plugin '" + options.training.model +
                          "' crashed while creating the model (" + how + "); no worker was started");
   }
-  const auto code = dpl_status(std::stoi(report.substr(0, end_of_code)));
-  if (code == DPL_OK || (cuda && code != DPL_ERR_INVALID_ARGUMENT)) return Status::Ok();
-  return Status::Error(code, report.substr(end_of_code + 1));
+  if (outcome->ok() || (cuda && outcome->code() != DPL_ERR_INVALID_ARGUMENT)) return Status::Ok();
+  return *outcome;
 }
 
 }  // namespace dpl::worker

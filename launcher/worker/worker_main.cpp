@@ -34,6 +34,8 @@
 
 #include "common/log.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "protocol/loader_report.hpp"
+#include "protocol/worker_command.hpp"
 #include "training/data.hpp"
 #include "worker/device_policy.hpp"
 #include "worker/model_probe.hpp"
@@ -55,7 +57,8 @@ void TakeOutput(const std::vector<int>& output_fds, size_t own) {
 
 // In a freshly forked worker (async-signal-safe calls only: the loader may have more than one
 // thread, Note [One load per machine]): waits until the loader exits and the launcher adopts
-// this process, and only then asks for SIGKILL at the launcher's death (Note [No orphans]):
+// this process, and only then asks for SIGKILL at the launcher's death (Note [No orphans] in
+// supervision/worker_spawn.cpp):
 // asked earlier, the signal would come at the loader's exit. False when the launcher is gone.
 bool WaitForAdoption(pid_t loader_pid, pid_t launcher_pid) {
   for (;;) {
@@ -76,9 +79,7 @@ bool ReportToLauncher(const std::string& report) {
 
 // Tells the launcher which processes its workers are, in local-rank order.
 bool ReportWorkerPids(const std::vector<pid_t>& pids) {
-  std::string report;
-  for (pid_t pid : pids) report += std::to_string(pid) + " ";
-  return ReportToLauncher(report + "\n");
+  return ReportToLauncher(protocol::EncodeWorkerPids(pids));
 }
 
 // Runs this process as worker `local` with what the loader loaded; does not return.
@@ -121,7 +122,7 @@ int CountThreads() {
 
 // Tells the launcher that the job is refused and why, instead of naming workers.
 int RefuseJob(const Status& reason) {
-  if (!ReportToLauncher(kJobRefusedReport + reason.message())) {
+  if (!ReportToLauncher(protocol::EncodeJobRefusal(reason.message()))) {
     return Fail(reason);  // the launcher will at least find the reason in the loader's output
   }
   return 1;
@@ -135,12 +136,9 @@ struct FreshWorkerCommands {
 };
 
 void BuildFreshWorkerCommands(const cli::Options& options, FreshWorkerCommands* commands) {
+  const std::vector<std::string> job_flags = cli::LauncherArguments(options);
   for (int local = 0; local < options.num_processes; ++local) {
-    std::vector<std::string> arguments = {"/proc/self/exe"};
-    for (auto& argument : cli::WorkerArguments(options, local, options.store_addr)) {
-      arguments.push_back(argument);
-    }
-    commands->arguments.push_back(std::move(arguments));
+    commands->arguments.push_back(protocol::WorkerCommand(job_flags, local, options.store_addr));
   }
   for (auto& arguments : commands->arguments) {
     std::vector<char*> argv;
@@ -150,13 +148,46 @@ void BuildFreshWorkerCommands(const cli::Options& options, FreshWorkerCommands* 
   }
 }
 
+// Forks the machine's workers, each running what the loader loaded, or executing `fresh`'s
+// command line when given, then names them to the launcher; the loader's exit code.
+int ForkWorkers(const cli::Options& options, const FreshWorkerCommands* fresh,
+                Result<training::TrainingData>& data, Result<plugin_host::Discovery>& discovery,
+                pid_t launcher_pid) {
+  const pid_t loader_pid = getpid();
+  std::fflush(nullptr);  // nothing buffered may be written twice by the copies
+  std::vector<pid_t> pids;
+  for (int local = 0; local < options.num_processes; ++local) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      const std::string reason = strerror(errno);
+      for (pid_t started : pids) kill(started, SIGKILL);
+      for (pid_t started : pids) waitpid(started, nullptr, 0);
+      return Fail(Status::Error("cannot start worker processes (fork): " + reason));
+    }
+    if (pid == 0) {
+      TakeOutput(options.worker_output_fds, static_cast<size_t>(local));
+      if (!WaitForAdoption(loader_pid, launcher_pid)) _exit(127);
+      if (fresh != nullptr) {
+        execve(protocol::kSelfExecutable, fresh->argv[static_cast<size_t>(local)].data(), environ);
+        _exit(127);
+      }
+      RunAsWorker(options, local, std::move(data), std::move(discovery));
+    }
+    pids.push_back(pid);
+  }
+  if (!ReportWorkerPids(pids)) {
+    for (pid_t started : pids) kill(started, SIGKILL);
+    return Fail(Status::Error("cannot tell the launcher the pids of its workers"));
+  }
+  return 0;
+}
+
 // The machine's worker loader (Note [One load per machine]).
 int RunWorkerLoader(const cli::Options& options) {
   log::SetPrefix("[launcher " + std::to_string(options.machine_id) + "]");
   // Its lines go to the launcher's console directly (Note [Who stamps a line] in common/log.hpp).
   log::SetTimeFormat(options.log_time);
   const pid_t launcher_pid = getppid();
-  const pid_t loader_pid = getpid();
   Result<plugin_host::Discovery> discovery = plugin_host::DiscoverPlugins(options.plugin_dirs);
   // Opened here once for the machine: the forked workers share the data's pages. Dataset
   // plugins start no thread that outlives a call (dpl/dataset.h), so fork() stays safe.
@@ -186,32 +217,7 @@ int RunWorkerLoader(const cli::Options& options) {
     log::Warning("a plugin started a thread while loading; each worker loads the plugins itself");
     BuildFreshWorkerCommands(options, &fresh);
   }
-  std::fflush(nullptr);  // nothing buffered may be written twice by the copies
-  std::vector<pid_t> pids;
-  for (int local = 0; local < options.num_processes; ++local) {
-    const pid_t pid = fork();
-    if (pid < 0) {
-      const std::string reason = strerror(errno);
-      for (pid_t started : pids) kill(started, SIGKILL);
-      for (pid_t started : pids) waitpid(started, nullptr, 0);
-      return Fail(Status::Error("cannot start worker processes (fork): " + reason));
-    }
-    if (pid == 0) {
-      TakeOutput(options.worker_output_fds, static_cast<size_t>(local));
-      if (!WaitForAdoption(loader_pid, launcher_pid)) _exit(127);
-      if (!fork_in_place) {
-        execve("/proc/self/exe", fresh.argv[static_cast<size_t>(local)].data(), environ);
-        _exit(127);
-      }
-      RunAsWorker(options, local, std::move(data), std::move(discovery));
-    }
-    pids.push_back(pid);
-  }
-  if (!ReportWorkerPids(pids)) {
-    for (pid_t started : pids) kill(started, SIGKILL);
-    return Fail(Status::Error("cannot tell the launcher the pids of its workers"));
-  }
-  return 0;
+  return ForkWorkers(options, fork_in_place ? nullptr : &fresh, data, discovery, launcher_pid);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// What the CLI tests share: parsing a command line given as words, and the message of one that
-// is refused.
+// What the CLI tests share: parsing a command line given as words, the message of one that is
+// refused, and the arguments a launcher gives its workers.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/options.hpp"
+#include "protocol/worker_command.hpp"
 
 namespace dpl::cli {
 
@@ -25,6 +26,24 @@ inline std::string ErrorOf(std::vector<std::string> arguments) {
   auto options = Parse(std::move(arguments));
   EXPECT_FALSE(options.ok()) << "parsed, but should be refused";
   return options.ok() ? "" : options.status().message();
+}
+
+// The arguments of worker `local_rank`'s command line (protocol::WorkerCommand) after the
+// executable: what that worker parses.
+inline std::vector<std::string> WorkerArguments(const Options& options, int local_rank,
+                                                const std::string& store_addr) {
+  const std::vector<std::string> command =
+      protocol::WorkerCommand(LauncherArguments(options), local_rank, store_addr);
+  return std::vector<std::string>(command.begin() + 1, command.end());
+}
+
+// The same for the machine's worker loader (protocol::WorkerLoaderCommand).
+inline std::vector<std::string> WorkerLoaderArguments(const Options& options,
+                                                      const std::vector<int>& output_fds,
+                                                      const std::string& store_addr) {
+  const std::vector<std::string> command =
+      protocol::WorkerLoaderCommand(LauncherArguments(options), output_fds, store_addr);
+  return std::vector<std::string>(command.begin() + 1, command.end());
 }
 
 }  // namespace dpl::cli

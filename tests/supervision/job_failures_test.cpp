@@ -78,7 +78,7 @@ TEST_F(JobFailuresTest, GlooRankFailingOutsideACollectiveStopsTheJobAtOnce) {
       << job.Output();
 }
 
-// Note [Root cause] in launcher/supervision/supervisor.cpp: rank 1's model fails, rank 0 then
+// Note [Root cause] in launcher/supervision/failure_naming.hpp: rank 1's model fails, rank 0 then
 // loses it mid-collective and fails too, a moment later; the launcher must name rank 1 every
 // time, however close the two exits are.
 class RootCauseTest : public JobFailuresTest, public ::testing::WithParamInterface<const char*> {};

@@ -1,0 +1,216 @@
+// The flag table's rows for what is trained and how (flags.hpp).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "cli/flag_kinds.hpp"
+
+namespace dpl::cli::table {
+namespace {
+
+constexpr int kMaxEpochs = 1000000;
+constexpr int kMaxBatchSize = 1 << 20;
+constexpr int kMaxGradAccum = 1024;
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr double kMaxBucketCapMb = 4096.0;
+constexpr double kBytesPerMib = 1024.0 * 1024.0;
+constexpr double kFloat32Max = double(std::numeric_limits<float>::max());
+
+// --data-cache's default follows the XDG base directory rules, else no cache.
+std::optional<std::pair<std::string, std::string>> DefaultDataCache() {
+  const char* cache = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  std::string folder;
+  if (cache && *cache == '/') {
+    folder = std::string(cache) + "/dpl/data";
+  } else if (home && *home == '/') {
+    folder = std::string(home) + "/.cache/dpl/data";
+  } else {
+    return std::nullopt;
+  }
+  return std::make_pair(std::string("the data cache folder"), folder);
+}
+
+Flag DataCache() {
+  Flag data_cache = Base("data-cache", "DIR");
+  data_cache.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    std::string& folder = parsed->options.training.data_cache_dir;
+    DPL_RETURN_IF_ERROR(ParseNonEmpty(label, text, &folder));
+    if (folder == "none") folder.clear();
+    return Status::Ok();
+  };
+  data_cache.environment = DefaultDataCache;
+  data_cache.forward = [](const Options& o) {
+    const std::string& folder = o.training.data_cache_dir;
+    return Args("data-cache", folder.empty() ? "none" : folder);
+  };
+  return data_cache;
+}
+
+// 0 stands for "not given", which workers are not told.
+Flag LrStepSize() {
+  Flag step_size = Integer<int64_t>("lr-step-size", "N", 1, Constant<kInt64Max>,
+                                    In<&TrainingConfig::lr_step_size>);
+  step_size.forward = [](const Options& o) {
+    const int64_t steps = o.training.lr_step_size;
+    return steps == 0 ? std::vector<std::string>{} : Args("lr-step-size", std::to_string(steps));
+  };
+  return step_size;
+}
+
+Flag BucketCap() {
+  Flag bucket = Base("bucket-cap-mb", "MIB");
+  bucket.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    double megabytes = 0;
+    DPL_RETURN_IF_ERROR(ParseReal(
+        label, text, "greater than 0 and at most 4096",
+        [](double x) { return x > 0 && x <= kMaxBucketCapMb; }, &megabytes));
+    parsed->options.training.bucket_cap_bytes =
+        std::max<int64_t>(1, static_cast<int64_t>(std::llround(megabytes * kBytesPerMib)));
+    return Status::Ok();
+  };
+  bucket.forward = [](const Options& o) {
+    return Args("bucket-cap-mb",
+                ExactText(static_cast<double>(o.training.bucket_cap_bytes) / kBytesPerMib));
+  };
+  return bucket;
+}
+
+bool Positive(double x) {
+  return x > 0;
+}
+bool NotNegative(double x) {
+  return x >= 0;
+}
+
+// The schedule of the run and its data.
+void AddScheduleAndDataFlags(TableRows add) {
+  add(SameOnEveryMachine("a resumed run may train for more epochs"),
+      Integer<int>("epochs", "N", 1, Constant<kMaxEpochs>, In<&TrainingConfig::epochs>),
+      "passes over the training set, 1..1000000 (default 1)");
+  add(ChangesTheMath(),
+      Integer<int>("batch-size", "N", 1, Constant<kMaxBatchSize>, In<&TrainingConfig::batch_size>),
+      "GLOBAL batch size, divisible by the world size (default 128)");
+  add(SameOnEveryMachine("a checkpoint holds no data; a resumed run may go on with other data"),
+      Text("data", "FORMAT", EmptyText::kRefused, In<&TrainingConfig::data_format>),
+      "data set plugin: idx|npy|cifar10|imagefolder|<plugin name> (default idx)");
+  add(SameOnEveryMachine("a checkpoint holds no data; the folder may have moved"),
+      Text("data-dir", "DIR", EmptyText::kRefused, In<&TrainingConfig::data_dir>),
+      "folder holding the data (default /usr/share/datasets/fashion-mnist, for idx)");
+  add(SameOnEveryMachine("a checkpoint holds no data; a resumed run may prepare it otherwise"),
+      Text("data-options", "K=V,..", EmptyText::kAllowed, In<&TrainingConfig::data_options>),
+      "data-set-specific options \"key=value,key=value\" (mean=, std=, crop=, flip=, ...)");
+  add(MayDiffer("this machine's folder for copies of the data"), DataCache(),
+      "folder for inflated copies of .gz data, or none (default $XDG_CACHE_HOME/dpl/data or "
+      "~/.cache/dpl/data)");
+  add(SameOnEveryMachine("a resumed run may stop later: that is how a run is extended (a "
+                         "schedule then spans the new length)"),
+      Integer<int64_t>("max-steps", "N", 0, Constant<kInt64Max>, In<&TrainingConfig::max_steps>),
+      "stop after this many optimizer steps, 0 = no limit (default 0)");
+  add(ChangesTheMath(), Unsigned64("seed", "N", In<&TrainingConfig::seed>),
+      "seed of initialisation, shuffling and dropout (default 0)");
+  add(SameOnEveryMachine("a checkpoint holds host values, which any device takes"),
+      Choice<training::Device>("device", "DEVICE", training::DeviceNames,
+                               In<&TrainingConfig::device>),
+      "cpu|cuda (default cpu)");
+}
+
+// The optimizer step and its schedule.
+void AddOptimizerFlags(TableRows add) {
+  add(ChangesTheMath(),
+      Choice<training::OptimizerKind>("optimizer", "NAME", training::OptimizerNames,
+                                      In<&TrainingConfig::optimizer>),
+      "adadelta|sgd|adam (default adadelta)");
+  add(ChangesTheMath(),
+      Real("lr", "RATE", "greater than 0", Positive, In<&TrainingConfig::learning_rate>),
+      "learning rate, > 0 (default 0.5)");
+  add(ChangesTheMath(),
+      Real(
+          "momentum", "M", "at least 0 and less than 1", [](double x) { return x >= 0 && x < 1; },
+          In<&TrainingConfig::momentum>),
+      "SGD momentum, 0 <= m < 1 (default 0)");
+  add(ChangesTheMath(),
+      Integer<int>("grad-accum", "K", 1, Constant<kMaxGradAccum>, In<&TrainingConfig::grad_accum>),
+      "micro-batches per optimizer step, 1..1024 (default 1)");
+  add(SameOnEveryMachine("the gradients' format on the wire; a checkpoint holds float32 state"),
+      Choice<training::GradientCompression>("grad-compression", "KIND", training::CompressionNames,
+                                            In<&TrainingConfig::grad_compression>),
+      "format of the gradients on the wire: auto|none|fp16|bf16 (default auto: the --precision's, "
+      "so bf16 and fp16 training send 16-bit buckets and fp32 float32 ones); an explicit value "
+      "wins; the backend sums 16-bit buckets in float32");
+  add(ChangesTheMath(),
+      Choice<training::Precision>("precision", "FORMAT", training::PrecisionNames,
+                                  In<&TrainingConfig::precision>),
+      "arithmetic of the forward pass: fp32|bf16|fp16 (default fp32); bf16 and fp16 autocast "
+      "convolutions and matrix products to 16 bits, with the loss, the master parameters and the "
+      "optimizer in float32; fp16 scales the loss dynamically (--loss-scale-*) and skips a step "
+      "whose gradients overflow");
+  add(ChangesTheMath(),
+      Real("weight-decay", "L2", "at least 0", NotNegative, In<&TrainingConfig::weight_decay>),
+      "L2 penalty the optimizer adds to the gradients, as torch.optim's weight_decay, >= 0 "
+      "(default 0)");
+  add(ChangesTheMath(),
+      Real("clip-grad-norm", "MAX", "at least 0", NotNegative, In<&TrainingConfig::clip_grad_norm>),
+      "scale the averaged gradients down to this global L2 norm when above it (clip_grad_norm_), "
+      "0 = off (default 0)");
+  add(ChangesTheMath(),
+      Choice<training::LrScheduleKind>("lr-schedule", "NAME", training::LrScheduleNames,
+                                       In<&TrainingConfig::lr_schedule>),
+      "learning rate over the optimizer steps the run takes (--max-steps when it ends the run "
+      "first, else those of --epochs), as torch.optim.lr_scheduler: constant|step (StepLR)|"
+      "cosine (CosineAnnealingLR to 0)|linear (LinearLR to 0) (default constant)");
+  add(ChangesTheMath(),
+      Integer<int64_t>("warmup-steps", "N", 0, Constant<kInt64Max>,
+                       In<&TrainingConfig::warmup_steps>),
+      "optimizer steps ramping the learning rate linearly up to --lr before the schedule starts, "
+      ">= 0 (default 0)");
+  add(ChangesTheMath(), LrStepSize(),
+      "--lr-schedule step: optimizer steps between decays by --lr-gamma, >= 1 (needed by step)");
+  add(ChangesTheMath(),
+      Real("lr-gamma", "G", "greater than 0", Positive, In<&TrainingConfig::lr_gamma>),
+      "--lr-schedule step: the factor of each decay, > 0 (default 0.1)");
+}
+
+// fp16's loss scaling and the gradient buckets.
+void AddScalingAndBucketFlags(TableRows add) {
+  add(SameOnEveryMachine("a resumed fp16 run takes the loss scale from the checkpoint"),
+      Real(
+          "loss-scale-init", "S", "greater than 0 and at most 3.4e38 (float32)",
+          [](double x) { return x > 0 && x <= kFloat32Max; }, In<&TrainingConfig::loss_scale_init>),
+      "--precision fp16: the first loss scale, > 0 (default 65536)");
+  add(ChangesTheMath(),
+      Real(
+          "loss-scale-growth-factor", "F", "greater than 1", [](double x) { return x > 1; },
+          In<&TrainingConfig::loss_scale_growth_factor>),
+      "--precision fp16: the loss scale's factor after --loss-scale-growth-interval clean steps, "
+      "> 1 (default 2)");
+  add(ChangesTheMath(),
+      Real(
+          "loss-scale-backoff-factor", "F", "greater than 0 and less than 1",
+          [](double x) { return x > 0 && x < 1; }, In<&TrainingConfig::loss_scale_backoff_factor>),
+      "--precision fp16: the loss scale's factor at a step skipped for inf/NaN gradients, 0 < f "
+      "< 1 (default 0.5)");
+  add(ChangesTheMath(),
+      Integer<int64_t>("loss-scale-growth-interval", "N", 1, Constant<kInt32Max>,
+                       In<&TrainingConfig::loss_scale_growth_interval>),
+      "--precision fp16: clean steps in a row before the loss scale grows, 1..2147483647 "
+      "(default 2000)");
+  add(SameOnEveryMachine("the buckets' size; a checkpoint holds whole parameters"), BucketCap(),
+      "gradient bucket size in MiB, > 0 and <= 4096 (default 25)");
+}
+
+}  // namespace
+
+// What is trained and how: epochs, batches, data, the optimizer, the schedule, precision.
+void AddTrainingFlags(TableRows add) {
+  AddScheduleAndDataFlags(add);
+  AddOptimizerFlags(add);
+  AddScalingAndBucketFlags(add);
+}
+
+}  // namespace dpl::cli::table

@@ -1,0 +1,46 @@
+#include "supervision/failure_naming.hpp"
+
+#include <sys/wait.h>
+
+#include "protocol/worker_output.hpp"
+#include "supervision/heartbeat.hpp"
+#include "supervision/stop_signals.hpp"
+
+namespace dpl::supervision {
+
+std::string DescribeExit(int wait_status) {
+  if (WIFSIGNALED(wait_status)) return "killed by signal " + SignalName(WTERMSIG(wait_status));
+  const std::string code = "exit code " + std::to_string(WEXITSTATUS(wait_status));
+  return protocol::IsPeerFailure(wait_status) ? code + " (it lost a peer or the rendezvous store)"
+                                              : code;
+}
+
+std::string DescribeFailure(const EndedWorker& worker, FailureRole role) {
+  const bool root = role == FailureRole::kRootCause;
+  std::string message =
+      "rank " + std::to_string(worker.rank) + " (machine " + std::to_string(worker.machine) +
+      ", local rank " + std::to_string(worker.local_rank) + ", pid " + std::to_string(worker.pid) +
+      ") failed" + (root ? " first" : "") + ": " + DescribeExit(worker.wait_status);
+  if (worker.last_lines == nullptr || worker.last_lines->empty()) {
+    return message + "; it wrote no output";
+  }
+  message +=
+      root ? "; the last lines of its log (the root cause):" : "; the last lines of its log:";
+  for (const auto& line : *worker.last_lines) message += "\n    " + line;
+  return message;
+}
+
+std::string DescribeVanished(const std::vector<int>& machines, const std::string& after) {
+  const bool one = machines.size() == 1;
+  std::string message = one ? "machine " : "machines ";
+  for (size_t i = 0; i < machines.size(); ++i) {
+    message += (i == 0 ? "" : ", ") + std::to_string(machines[i]);
+  }
+  return message + " vanished: " + (one ? "its launcher" : "their launchers") +
+         " stopped answering (no heartbeat in the rendezvous store for " +
+         std::to_string(kHeartbeatSilence.count()) +
+         " ms: killed, or the machine or the network to it is down); after " +
+         (one ? "it, " : "them, ") + after;
+}
+
+}  // namespace dpl::supervision

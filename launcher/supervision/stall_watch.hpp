@@ -1,0 +1,31 @@
+// The launcher's side of Note [Stall reports] (observability/stall_report.hpp): it looks at the
+// ranks' stall posts in the store with its other polls, prints the picture when it changed, and
+// keeps the last one for the job's error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "rendezvous/store.hpp"
+
+namespace dpl::supervision {
+
+class StallWatch {
+ public:
+  StallWatch(rendezvous::StoreClient& client, std::string attempt_prefix, int world_size);
+
+  // Prints the stall picture when the posts changed: a warning while a call is blocked, a line
+  // when the blocked calls completed. A store error is left to the caller's own store calls.
+  void Poll();
+  // The stall picture for the job's error: "" or a line to append.
+  std::string Addendum();
+
+ private:
+  rendezvous::StoreClient& client_;
+  std::string prefix_;
+  int world_size_;
+  int64_t version_ = 0;
+  std::string picture_;  // the last stall summary printed, "" when none stands
+};
+
+}  // namespace dpl::supervision
