@@ -214,6 +214,7 @@ struct ClusterDefaults {
   std::string convention;  // "slurm", "torchrun/kubernetes"
   std::map<std::string, std::string> values;
   std::string description;
+  std::optional<cluster::SlurmAllocation> allocation;  // a Slurm allocation outside a job step
 };
 
 Result<ClusterDefaults> ReadClusterDefaults() {
@@ -222,6 +223,7 @@ Result<ClusterDefaults> ReadClusterDefaults() {
   ClusterDefaults defaults;
   defaults.convention = cluster::ConventionName(environment->convention);
   defaults.description = environment->description;
+  defaults.allocation = environment->allocation_outside_step;
   auto put = [&](const char* flag, const auto& value) {
     if (value) defaults.values[flag] = std::to_string(*value);
   };
@@ -281,6 +283,19 @@ std::string ClusterLine(const ClusterDefaults& cluster,
   line += "; flags win:";
   for (size_t i = 0; i < overridden.size(); ++i) line += (i ? ", " : " ") + overridden[i];
   return line;
+}
+
+// The launcher's first line in a Slurm allocation of several nodes outside a job step, when the
+// job is this machine alone: that, and the srun command that starts one launcher per node with
+// `command`, this one's own (Note [Slurm environment] in cluster/environment.cpp).
+std::string FirstLine(const ClusterDefaults& cluster, const std::vector<std::string>& overridden,
+                      const Options& options, const std::vector<std::string>& command) {
+  const std::string line = ClusterLine(cluster, overridden);
+  if (!cluster.allocation || cluster.allocation->nodes < 2 || options.num_machines > 1) return line;
+  const std::string allocation = cluster::SlurmAllocationLine(*cluster.allocation, command);
+  return cluster.convention == cluster::ConventionName(cluster::Convention::kNone)
+             ? allocation
+             : allocation + "; " + line;
 }
 
 // The global batch splits evenly over every world size the job may run with (each number of
@@ -389,7 +404,8 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
   Options options = std::move(parsed.options);
   options.command = CommandOf(parsed, plugins_subcommand);
   options.help_section = parsed.help_section;
-  options.cluster_environment = ClusterLine(cluster, overridden);
+  options.cluster_environment =
+      FirstLine(cluster, overridden, options, std::vector<std::string>(argv, argv + argc));
   for (const auto& entry : given) options.given_flags.push_back(entry.first);
   // One machine needs no join order to know it is machine 0.
   if (options.machine_id == kAutoMachineId && options.num_machines == 1) options.machine_id = 0;
