@@ -113,7 +113,14 @@ void AddCommandFlags(TableRows add) {
       CommandSwitch("version", &ParsedFlags::version),
       "print the version and ABI versions and exit");
   add(Section::kJob, SameOnEveryMachine("a selftest trains nothing to resume"), SelfTest(),
-      "rendezvous, then a barrier and an allgather of ranks through the backend; no training");
+      "rendezvous, then a barrier and an allgather of ranks through the backend, then the link "
+      "test: latency and bandwidth between every two machines and between the workers of each "
+      "machine, as a table naming the slowest link; no training");
+  add(Section::kJob,
+      SameOnEveryMachine("every rank takes part in the link test; a resumed run may skip it"),
+      Switch("preflight", SwitchSets::kTrue, In<&Options::preflight>),
+      "before the first step, run --selftest's link test (a few seconds) and warn, naming both "
+      "hosts, of a link more than 2x slower than the median of its kind");
   add(Section::kTraining, ChangesTheMath(),
       Switch("drop-last", SwitchSets::kTrue, In<&TrainingConfig::drop_last>),
       "drop the last incomplete batch");

@@ -14,7 +14,8 @@ constexpr size_t kHelpFlagColumn = 34;
 
 constexpr const char* kUsage =
     "usage: launcher [options]             train (the default)\n"
-    "       launcher --selftest [options]  check the rendezvous and the backend, no training\n"
+    "       launcher --selftest [options]  check the rendezvous and the backend, and measure\n"
+    "                                      every link between machines and workers; no training\n"
     "       launcher plugins [--plugin-dir DIR]...  list the plugins found\n"
     "       launcher --help [SECTION]      this help, or one section of it\n\n"
     "Every option may also be set in a --config file as `name = value` (names with - or _).\n";

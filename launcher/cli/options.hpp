@@ -75,6 +75,8 @@ struct Options {
   std::string hostfile;          // --hostfile FILE (DeepSpeed's `HOST slots=N` lines)
   std::string ssh_options;       // --ssh-options "..." for the ssh of every remote host
   bool exit_with_stdin = false;  // --exit-with-stdin: stop when standard input closes
+  // --preflight: the link test (worker/link_test.hpp) before the first step, warning of slow links.
+  bool preflight = false;
 
   // What the cluster's environment gave, for the launcher's first line ("" when nothing).
   std::string cluster_environment;
