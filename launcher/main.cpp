@@ -28,7 +28,7 @@ int Run(int argc, const char* const* argv) {
   if (!options.ok()) return Fail(options.status());
   switch (options->command) {
     case dpl::cli::Command::kHelp:
-      std::cout << dpl::cli::HelpText();
+      std::cout << dpl::cli::HelpText(options->help_section);
       return 0;
     case dpl::cli::Command::kVersion:
       // The ABI versions of plugins it loads, oldest..newest.

@@ -1,6 +1,9 @@
 #!/usr/bin/python3
 """Draws a launcher --metrics file into one PNG: the loss (training, per epoch, test set), the
 test-set accuracy and the training throughput (samples/s), each against the optimizer step.
+An epoch's loss is the mean of the epoch's batch losses over every rank (epoch lines with
+"loss_batches"), drawn as a level line across the epoch's steps; older files, whose epoch lines
+hold the last batch's loss, get a marker at the end of the epoch.
 
 Usage: tools/plot_metrics.py METRICS.jsonl [MORE.jsonl ...] [--out run.png] [--title TEXT]
 Several metrics files may be given (e.g. runs with 1, 2 and 4 workers); each gets its own colour.
@@ -28,7 +31,7 @@ class Run:
     def __init__(self, path):
         self.path = path
         self.steps = []   # (step, loss, samples/s)
-        self.epochs = []  # (step, loss, epoch)
+        self.epochs = []  # (step, loss, epoch, whether loss is the epoch's mean)
         self.evals = []   # (step, loss, accuracy)
 
 
@@ -51,12 +54,40 @@ def read_metrics(path):
                     raise ValueError(f"unknown kind {kind!r}")
                 values = [row[key] for key in REQUIRED[kind]]
                 entry = (int(values[0]), number(values[1]), number(values[2]))
+                if kind == "epoch":
+                    entry += ("loss_batches" in row,)
             except (ValueError, KeyError, TypeError, AttributeError) as error:
                 raise SystemExit(f"{path}:{line_number}: not a metrics line ({error}): {line[:80]}")
             {"step": run.steps, "epoch": run.epochs, "eval": run.evals}[kind].append(entry)
     if not (run.steps or run.epochs or run.evals):
         raise SystemExit(f"{path}: no metrics lines; was the run started with --metrics {path}?")
     return run
+
+
+def epoch_spans(run):
+    """(first step, last step, mean loss) of each epoch line with a mean: from the previous epoch
+    line's step (the first epoch of a file from step 0, or from its first logged step when it is
+    not epoch 0, as after --resume)."""
+    spans = []
+    previous = None
+    for step, loss, epoch, mean in run.epochs:
+        if mean:
+            logged = [s for s, _, _ in run.steps if s <= step]
+            first = previous if previous is not None else (0 if epoch == 0 else min(logged + [step]))
+            spans.append((first, step, loss))
+        previous = step
+    return spans
+
+
+def plot_epochs(loss_axis, run, colour, label):
+    spans = [span for span in epoch_spans(run) if span[2] is not None]  # null: not finite
+    for index, (first, last, loss) in enumerate(spans):
+        loss_axis.hlines(loss, first, last, colors=colour, linewidth=3, alpha=0.6,
+                         label=f"{label}: epoch mean" if index == 0 else None)
+    ends = [(s, l) for s, l, _, mean in run.epochs if not mean]
+    if ends:
+        loss_axis.plot([s for s, _ in ends], [l for _, l in ends], color=colour, marker="s",
+                       linestyle="none", label=f"{label}: end of epoch")
 
 
 def plot(runs, out, title):
@@ -70,10 +101,7 @@ def plot(runs, out, title):
                            color=colour, label=f"{label} loss")
             rate_axis.plot([s for s, _, _ in run.steps], [r for _, _, r in run.steps],
                            color=colour, label=label)
-        if run.epochs:
-            loss_axis.plot([s for s, _, _ in run.epochs], [l for _, l, _ in run.epochs],
-                           color=colour, marker="s", linestyle="none",
-                           label=f"{label}: end of epoch")
+        plot_epochs(loss_axis, run, colour, label)
         if run.evals:
             loss_axis.plot([s for s, _, _ in run.evals], [l for _, l, _ in run.evals],
                            color=colour, marker="o", linestyle="--",

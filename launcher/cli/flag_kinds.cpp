@@ -133,7 +133,9 @@ Agreement MayDiffer(const char* why) {
   return Agreement{false, false, why};
 }
 
-void TableRows::operator()(Agreement agreement, Flag flag, std::string help) const {
+void TableRows::operator()(Section section, Agreement agreement, Flag flag,
+                           std::string help) const {
+  flag.section = section;
   flag.agreement = std::move(agreement);
   flag.help = std::move(help);
   flags_->push_back(std::move(flag));

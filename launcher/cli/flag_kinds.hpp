@@ -126,11 +126,15 @@ Agreement SameOnEveryMachine(const char* why_resume_may_differ);
 // May differ between machines and on resume, for the reason given.
 Agreement MayDiffer(const char* why);
 
-// Appends rows to the table, each with what must agree on its value and its help line.
+// A row's section of --help: add(Section::kData, ...).
+using Section = HelpSection;
+
+// Appends rows to the table, each with its section of --help, what must agree on its value and
+// its help line.
 class TableRows {
  public:
   explicit TableRows(std::vector<Flag>* flags) : flags_(flags) {}
-  void operator()(Agreement agreement, Flag flag, std::string help) const;
+  void operator()(Section section, Agreement agreement, Flag flag, std::string help) const;
 
  private:
   std::vector<Flag>* flags_;

@@ -33,10 +33,37 @@ namespace dpl::cli {
 struct ParsedFlags {
   Options options;
   bool help = false;
+  std::string help_section;  // --help SECTION: that section's name; "" for every section
   bool version = false;
   bool selftest = false;
   bool worker = false;
 };
+
+// Where --help lists a flag: every row of the table names its section (tests/cli refuses a row
+// without one). In the order --help prints them.
+enum class HelpSection {
+  kJob,          // job and machines: the job's shape, plugins, the commands
+  kRendezvous,   // rendezvous and store: how the machines meet, and the timeouts
+  kTraining,     // what is trained, on which device, for how long
+  kOptimizer,    // optimizer and schedule
+  kData,         // the data set and its cache
+  kPrecision,    // arithmetic, loss scaling, the gradients' format on the wire
+  kCheckpoints,  // checkpoints, resuming, initial and exported state
+  kOutputs,      // outputs and observability: logs, metrics, traces, progress
+  kClusters,     // --hostfile and ssh; Slurm, torchrun and Kubernetes environments
+};
+
+// A section as --help shows it: `name` picks it (--help NAME), `heading` titles it, `intro`
+// (may be empty) says what applies to the section as a whole.
+struct HelpSectionText {
+  HelpSection section;
+  const char* name;
+  const char* heading;
+  const char* intro;
+};
+
+// Every section, in --help's order.
+const std::vector<HelpSectionText>& HelpSections();
 
 // Note [Flags that must agree]: where a flag's value must be the same, and why it may differ
 // where it may.
@@ -52,6 +79,10 @@ struct Flag {
   std::string help;
   bool internal = false;    // set by the launcher for its workers; not in --help
   bool repeatable = false;  // may be given several times; every value is applied in order
+  // The value may be left out (--help, --help SECTION): then `apply` gets "". Only a value that
+  // does not start with '-' is taken from the next argument.
+  bool optional_value = false;
+  std::optional<HelpSection> section;  // where --help lists it; set for every row
   // Note [Flags that must agree]; every row of the table has one.
   std::optional<Agreement> agreement;
   // Sets the option from `text`. `label` names the source in errors: "--epochs", or

@@ -108,70 +108,74 @@ Flag StallWarning() {
 
 // The job's shape and how its machines meet: machines, processes, the store, timeouts.
 void AddShapeFlags(TableRows add) {
-  add(SameOnEveryMachine("an elastic job resumes on the machines it has, with the same global "
+  add(Section::kJob,
+      SameOnEveryMachine("an elastic job resumes on the machines it has, with the same global "
                          "batch"),
       MachineCount(),
       "machines in the job, 1..1024 (default 1); MIN:MAX for an elastic job: it starts once MIN "
       "machines joined and none came for --join-grace, and when one fails the others restart "
       "(--max-restarts) from the newest checkpoint with the machines left");
-  add(MayDiffer("each machine's own place in the job"), MachineId(),
+  add(Section::kJob, MayDiffer("each machine's own place in the job"), MachineId(),
       "this machine's index, 0..num-machines-1, or auto (the default): machine 0 is the one whose "
       "address is --master-addr, the others are numbered as they join");
-  add(SameOnEveryMachine("the global batch stays whatever the world size"),
+  add(Section::kJob, SameOnEveryMachine("the global batch stays whatever the world size"),
       Integer<int>("num-processes", "N", 1, Constant<kMaxProcesses>, In<&Options::num_processes>),
       "workers on this machine, 1..1024 (default 1)");
-  add(MayDiffer("how this machine reaches machine 0"),
+  add(Section::kRendezvous, MayDiffer("how this machine reaches machine 0"),
       FromEnvironment(Text("master-addr", "HOST", EmptyText::kRefused, In<&Options::master_addr>),
                       "MASTER_ADDR"),
       "host of machine 0's store (default $MASTER_ADDR, the cluster's, or 127.0.0.1)");
-  add(MayDiffer("how this machine reaches machine 0"),
+  add(Section::kRendezvous, MayDiffer("how this machine reaches machine 0"),
       FromEnvironment(
           Integer<int>("master-port", "PORT", 0, Constant<kMaxPort>, In<&Options::master_port>),
           "MASTER_PORT"),
       "port of machine 0's store, 0..65535 (default $MASTER_PORT, the cluster's, or 29500)");
-  add(MayDiffer("the store's handshake checks it, and it is never published"), JobToken(),
-      "shared secret of the job (default $DPL_JOB_TOKEN)");
-  add(SameOnEveryMachine("every machine must keep the job's keys in the same place"),
+  add(Section::kRendezvous, MayDiffer("the store's handshake checks it, and it is never published"),
+      JobToken(), "shared secret of the job (default $DPL_JOB_TOKEN)");
+  add(Section::kRendezvous,
+      SameOnEveryMachine("every machine must keep the job's keys in the same place"),
       Text("store", "URL", EmptyText::kAllowed, In<&Options::store>),
       "where the job's keys live: etcd://HOST:PORT[,HOST:PORT...] keeps them in an etcd "
       "cluster, which outlives any machine of the job (default: the built-in store of machine 0)");
-  add(MayDiffer("how long this machine waits"),
+  add(Section::kRendezvous, MayDiffer("how long this machine waits"),
       Seconds("rendezvous-timeout", In<&Options::rendezvous_timeout>),
       "seconds to wait for every worker to join (default 300)");
-  add(MayDiffer("how long this machine's backend calls may block"),
+  add(Section::kRendezvous, MayDiffer("how long this machine's backend calls may block"),
       Seconds("backend-timeout", In<&Options::backend_timeout>),
       "seconds a backend call may block (default 300)");
-  add(MayDiffer("machine 0's decides when an elastic job starts"),
+  add(Section::kRendezvous, MayDiffer("machine 0's decides when an elastic job starts"),
       Seconds("join-grace", In<&Options::join_grace>),
       "an elastic job starts once MIN machines joined and no other came for this long (default 5)");
 }
 
 // How this machine runs its part: the hostfile runner, the watchdog, threads, logs.
 void AddMachineFlags(TableRows add) {
-  add(MayDiffer("read by the runner that starts the launchers; never passed on"),
+  add(Section::kClusters,
+      MayDiffer("read by the runner that starts the launchers; never passed on"),
       NotForwarded(Text("hostfile", "FILE", EmptyText::kRefused, In<&Options::hostfile>)),
       "start a launcher with these flags on every host of FILE (`HOST slots=N` lines, as "
       "DeepSpeed's; slots = --num-processes), over ssh for the other hosts; machine 0 is the "
       "first host");
-  add(MayDiffer("read by the runner that starts the launchers; never passed on"),
+  add(Section::kClusters,
+      MayDiffer("read by the runner that starts the launchers; never passed on"),
       NotForwarded(Text("ssh-options", "\"ARGS\"", EmptyText::kAllowed, In<&Options::ssh_options>)),
       "more arguments for ssh to the hosts of --hostfile (\"-p 2222 -i KEY\"); ssh runs in batch "
       "mode");
-  add(MayDiffer("how this machine's launcher is stopped"),
+  add(Section::kClusters, MayDiffer("how this machine's launcher is stopped"),
       NotForwarded(Switch("exit-with-stdin", SwitchSets::kTrue, In<&Options::exit_with_stdin>)),
       "stop the job when standard input closes (--hostfile starts the launchers of other hosts "
       "so, over ssh)");
-  add(MayDiffer("each worker's own watchdog"), StallWarning(),
+  add(Section::kOutputs, MayDiffer("each worker's own watchdog"), StallWarning(),
       "report a backend call blocked this long: which ranks wait in which collective, which never "
       "came; 0 = never (default 60)");
-  add(MayDiffer("this machine's cores"),
+  add(Section::kJob, MayDiffer("this machine's cores"),
       Integer<int>("threads-per-worker", "N", 0, Constant<kMaxThreadsPerWorker>,
                    In<&Options::threads_per_worker>),
       "compute threads per worker, 0 = cores / workers (default 0)");
-  add(MayDiffer("this machine's files"),
+  add(Section::kOutputs, MayDiffer("this machine's files"),
       Text("log-dir", "DIR", EmptyText::kAllowed, In<&Options::log_dir>),
       "write one log file per rank into this folder");
-  add(MayDiffer("this machine's console"),
+  add(Section::kOutputs, MayDiffer("this machine's console"),
       Choice<log::TimeFormat>("log-time", "FORMAT", LogTimeNames, In<&Options::log_time>),
       "time on each log line: iso (local time, ISO 8601), elapsed (seconds since the start) or "
       "none (default iso)");
@@ -181,19 +185,22 @@ void AddMachineFlags(TableRows add) {
 
 // The plugins: where they are searched, which backend and model, with their options.
 void AddPluginFlags(TableRows add) {
-  add(MayDiffer("read by the parser; the flags in the file are classified themselves"),
+  add(Section::kJob,
+      MayDiffer("read by the parser; the flags in the file are classified themselves"),
       ConfigFile(), "read more flags from FILE (`name = value` lines, names without dashes)");
-  add(MayDiffer("where this machine finds its plugins"), PluginDirs(),
+  add(Section::kJob, MayDiffer("where this machine finds its plugins"), PluginDirs(),
       "folder searched first for plugins (repeatable); then $DPL_PLUGIN_PATH, then the install's");
-  add(SameOnEveryMachine("a checkpoint holds no backend state; any backend sums alike"),
+  add(Section::kJob,
+      SameOnEveryMachine("a checkpoint holds no backend state; any backend sums alike"),
       Text("backend", "NAME", EmptyText::kRefused, In<&Options::backend>),
       "communication backend: auto|gloo|nccl|tcp|<plugin name> (default auto)");
-  add(MayDiffer("this machine's tuning of its backend (interfaces, buffers)"),
+  add(Section::kJob, MayDiffer("this machine's tuning of its backend (interfaces, buffers)"),
       Text("backend-options", "K=V,..", EmptyText::kAllowed, In<&Options::backend_options>),
       "backend-specific options \"key=value,key=value\"");
-  add(ChangesTheMath(), Text("model", "NAME", EmptyText::kRefused, In<&TrainingConfig::model>),
+  add(Section::kTraining, ChangesTheMath(),
+      Text("model", "NAME", EmptyText::kRefused, In<&TrainingConfig::model>),
       "model plugin name (default convnet)");
-  add(ChangesTheMath(),
+  add(Section::kTraining, ChangesTheMath(),
       Text("model-options", "K=V,..", EmptyText::kAllowed, In<&TrainingConfig::model_options>),
       "model-specific options \"key=value,key=value\"");
 }

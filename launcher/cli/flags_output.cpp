@@ -22,6 +22,27 @@ Flag SelfTest() {
   return selftest;
 }
 
+// --help, or --help SECTION for that section alone.
+Flag HelpCommand() {
+  Flag help = CommandSwitch("help", &ParsedFlags::help);
+  help.value_name = "[SECTION]";
+  help.optional_value = true;
+  help.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    parsed->help = true;
+    std::string names;
+    for (const HelpSectionText& section : HelpSections()) {
+      if (text.empty() || text == section.name) {
+        parsed->help_section = text;
+        return Status::Ok();
+      }
+      names += (names.empty() ? "" : ", ") + std::string(section.name);
+    }
+    return Status::InvalidArgument(label + ": there is no section '" + text +
+                                   "'; the sections are " + names);
+  };
+  return help;
+}
+
 // --worker-outputs FD,.. (protocol/worker_command.hpp).
 Flag WorkerOutputs() {
   Flag outputs = Internal(Base(protocol::kWorkerOutputsFlag, "FD,.."));
@@ -45,38 +66,40 @@ int64_t LastLocalRank(const Options& o) {
 
 // What a run writes: logs of the loss, metrics, traces, checkpoints, parameters, exports.
 void AddOutputFlags(TableRows add) {
-  add(MayDiffer("how often rank 0 logs"),
+  add(Section::kOutputs, MayDiffer("how often rank 0 logs"),
       Integer<int>("log-interval", "N", 1, Constant<kIntMax>, In<&TrainingConfig::log_interval>),
       "log the loss every N batches, >= 1 (default 10)");
-  add(MayDiffer("rank 0's file"),
+  add(Section::kOutputs, MayDiffer("rank 0's file"),
       Text("metrics", "FILE", EmptyText::kAllowed, In<&TrainingConfig::metrics_file>),
       "write JSON-lines metrics to FILE: a line per logged step, epoch and evaluation (appended "
       "with --resume)");
-  add(MayDiffer("rank 0's files"),
+  add(Section::kOutputs, MayDiffer("rank 0's files"),
       Text("tensorboard", "DIR", EmptyText::kAllowed, In<&TrainingConfig::tensorboard_dir>),
       "write TensorBoard event files (train/ and eval/ scalars) into DIR");
-  add(MayDiffer("machine 0's file"),
+  add(Section::kOutputs, MayDiffer("machine 0's file"),
       Text("trace", "FILE", EmptyText::kAllowed, In<&TrainingConfig::trace_file>),
       "write a timeline of every rank to FILE (Chrome / Perfetto JSON: ui.perfetto.dev)");
-  add(MayDiffer("where rank 0 writes checkpoints and a resumed run reads them"),
+  add(Section::kCheckpoints,
+      MayDiffer("where rank 0 writes checkpoints and a resumed run reads them"),
       Text("checkpoint-dir", "DIR", EmptyText::kAllowed, In<&TrainingConfig::checkpoint_dir>),
       "folder for checkpoints");
-  add(MayDiffer("when rank 0 writes checkpoints"),
+  add(Section::kCheckpoints, MayDiffer("when rank 0 writes checkpoints"),
       Integer<int64_t>("checkpoint-every", "N", 0, Constant<kInt64Max>,
                        In<&TrainingConfig::checkpoint_every>),
       "checkpoint every N steps, 0 = only at the end (default 0)");
-  add(MayDiffer("each launcher's own; a failure anywhere stops every machine"),
+  add(Section::kJob, MayDiffer("each launcher's own; a failure anywhere stops every machine"),
       Integer<int>("max-restarts", "N", 0, Constant<kMaxRestarts>, In<&Options::max_restarts>),
       "restart a failed job up to N times, 0..1000 (default 0)");
-  add(MayDiffer("each rank's files"),
+  add(Section::kOutputs, MayDiffer("each rank's files"),
       Text("dump-parameters", "DIR", EmptyText::kAllowed, In<&TrainingConfig::dump_parameters_dir>),
       "each rank writes its final parameters to DIR/rank-N.bin (float32, back to back) and its "
       "buffers, if any, to DIR/rank-N.buffers.bin");
-  add(MayDiffer("rank 0's file"),
+  add(Section::kCheckpoints, MayDiffer("rank 0's file"),
       Text("export", "FILE", EmptyText::kAllowed, In<&TrainingConfig::export_file>),
       "at the end, rank 0 writes the trained model for Python to FILE (torch.load or "
       "torch.jit.load)");
-  add(MayDiffer("the state rank 0 reads is broadcast to every rank; a resumed run starts from "
+  add(Section::kCheckpoints,
+      MayDiffer("the state rank 0 reads is broadcast to every rank; a resumed run starts from "
                 "its checkpoint instead"),
       Text("init-from", "FILE", EmptyText::kAllowed, In<&TrainingConfig::init_from>),
       "start from the state dict in FILE (torch.save of {name: tensor}), e.g. to fine-tune");
@@ -84,38 +107,49 @@ void AddOutputFlags(TableRows add) {
 
 // The commands and switches, then what the launcher sets for its workers.
 void AddCommandFlags(TableRows add) {
-  add(MayDiffer("picks a command that starts no job"), CommandSwitch("help", &ParsedFlags::help),
-      "print this help and exit");
-  add(MayDiffer("picks a command that starts no job"),
+  add(Section::kJob, MayDiffer("picks a command that starts no job"), HelpCommand(),
+      "print this help, or only its section SECTION, and exit");
+  add(Section::kJob, MayDiffer("picks a command that starts no job"),
       CommandSwitch("version", &ParsedFlags::version),
       "print the version and ABI versions and exit");
-  add(SameOnEveryMachine("a selftest trains nothing to resume"), SelfTest(),
-      "rendezvous, then a barrier and an allgather of ranks through the backend; no training");
-  add(ChangesTheMath(), Switch("drop-last", SwitchSets::kTrue, In<&TrainingConfig::drop_last>),
+  add(Section::kJob, SameOnEveryMachine("a selftest trains nothing to resume"), SelfTest(),
+      "rendezvous, then a barrier and an allgather of ranks through the backend, then the link "
+      "test: latency and bandwidth between every two machines and between the workers of each "
+      "machine, as a table naming the slowest link; no training");
+  add(Section::kJob,
+      SameOnEveryMachine("every rank takes part in the link test; a resumed run may skip it"),
+      Switch("preflight", SwitchSets::kTrue, In<&Options::preflight>),
+      "before the first step, run --selftest's link test (a few seconds) and warn, naming both "
+      "hosts, of a link more than 2x slower than the median of its kind");
+  add(Section::kTraining, ChangesTheMath(),
+      Switch("drop-last", SwitchSets::kTrue, In<&TrainingConfig::drop_last>),
       "drop the last incomplete batch");
-  add(MayDiffer("how a run starts; a restart gives it to every machine"),
+  add(Section::kCheckpoints, MayDiffer("how a run starts; a restart gives it to every machine"),
       Switch("resume", SwitchSets::kTrue, In<&TrainingConfig::resume>),
       "resume from the newest checkpoint");
-  add(MayDiffer("this machine's terminal"),
+  add(Section::kOutputs, MayDiffer("this machine's terminal"),
       Switch("no-progress", SwitchSets::kFalse, In<&TrainingConfig::progress>),
       "no progress bar on the terminal (there is none when the output is not a terminal)");
-  add(SameOnEveryMachine("the evaluation is a collective of every rank; a resumed run may skip it"),
+  add(Section::kTraining,
+      SameOnEveryMachine("the evaluation is a collective of every rank; a resumed run may skip it"),
       Switch("no-eval", SwitchSets::kFalse, In<&TrainingConfig::evaluate>),
       "skip the test-set evaluation at the end");
-  add(SameOnEveryMachine("the gradients take another path, to the same values"),
+  add(Section::kTraining, SameOnEveryMachine("the gradients take another path, to the same values"),
       Switch("mirror-parameters", SwitchSets::kTrue, In<&TrainingConfig::mirror_parameters>),
       "run the optimizer on a host copy of the parameters, as --device cuda always does (on cpu: "
       "to test that path)");
   // Set by the launcher for its workers (protocol/worker_command.hpp).
   const Agreement own_workers = MayDiffer("set by each launcher for its own workers");
-  add(own_workers, Internal(CommandSwitch(protocol::kWorkerFlag, &ParsedFlags::worker)),
+  add(Section::kJob, own_workers,
+      Internal(CommandSwitch(protocol::kWorkerFlag, &ParsedFlags::worker)),
       "run as a worker of a launcher");
-  add(own_workers,
+  add(Section::kJob, own_workers,
       Internal(
           Integer<int>(protocol::kLocalRankFlag, "N", 0, LastLocalRank, In<&Options::local_rank>)),
       "the worker's index on this machine");
-  add(own_workers, WorkerOutputs(), "load once, then fork one worker per output descriptor");
-  add(own_workers,
+  add(Section::kJob, own_workers, WorkerOutputs(),
+      "load once, then fork one worker per output descriptor");
+  add(Section::kJob, own_workers,
       Internal(Text(protocol::kStoreAddrFlag, "HOST:PORT", EmptyText::kAllowed,
                     In<&Options::store_addr>)),
       "host:port of the running store");

@@ -90,31 +90,35 @@ bool NotNegative(double x) {
 
 // The schedule of the run and its data.
 void AddScheduleAndDataFlags(TableRows add) {
-  add(SameOnEveryMachine("a resumed run may train for more epochs"),
+  add(Section::kTraining, SameOnEveryMachine("a resumed run may train for more epochs"),
       Integer<int>("epochs", "N", 1, Constant<kMaxEpochs>, In<&TrainingConfig::epochs>),
       "passes over the training set, 1..1000000 (default 1)");
-  add(ChangesTheMath(),
+  add(Section::kTraining, ChangesTheMath(),
       Integer<int>("batch-size", "N", 1, Constant<kMaxBatchSize>, In<&TrainingConfig::batch_size>),
       "GLOBAL batch size, divisible by the world size (default 128)");
-  add(SameOnEveryMachine("a checkpoint holds no data; a resumed run may go on with other data"),
+  add(Section::kData,
+      SameOnEveryMachine("a checkpoint holds no data; a resumed run may go on with other data"),
       Text("data", "FORMAT", EmptyText::kRefused, In<&TrainingConfig::data_format>),
       "data set plugin: idx|npy|cifar10|imagefolder|<plugin name> (default idx)");
-  add(SameOnEveryMachine("a checkpoint holds no data; the folder may have moved"),
+  add(Section::kData, SameOnEveryMachine("a checkpoint holds no data; the folder may have moved"),
       Text("data-dir", "DIR", EmptyText::kRefused, In<&TrainingConfig::data_dir>),
       "folder holding the data (default /usr/share/datasets/fashion-mnist, for idx)");
-  add(SameOnEveryMachine("a checkpoint holds no data; a resumed run may prepare it otherwise"),
+  add(Section::kData,
+      SameOnEveryMachine("a checkpoint holds no data; a resumed run may prepare it otherwise"),
       Text("data-options", "K=V,..", EmptyText::kAllowed, In<&TrainingConfig::data_options>),
       "data-set-specific options \"key=value,key=value\" (mean=, std=, crop=, flip=, ...)");
-  add(MayDiffer("this machine's folder for copies of the data"), DataCache(),
+  add(Section::kData, MayDiffer("this machine's folder for copies of the data"), DataCache(),
       "folder for inflated copies of .gz data, or none (default $XDG_CACHE_HOME/dpl/data or "
       "~/.cache/dpl/data)");
-  add(SameOnEveryMachine("a resumed run may stop later: that is how a run is extended (a "
+  add(Section::kTraining,
+      SameOnEveryMachine("a resumed run may stop later: that is how a run is extended (a "
                          "schedule then spans the new length)"),
       Integer<int64_t>("max-steps", "N", 0, Constant<kInt64Max>, In<&TrainingConfig::max_steps>),
       "stop after this many optimizer steps, 0 = no limit (default 0)");
-  add(ChangesTheMath(), Unsigned64("seed", "N", In<&TrainingConfig::seed>),
+  add(Section::kTraining, ChangesTheMath(), Unsigned64("seed", "N", In<&TrainingConfig::seed>),
       "seed of initialisation, shuffling and dropout (default 0)");
-  add(SameOnEveryMachine("a checkpoint holds host values, which any device takes"),
+  add(Section::kTraining,
+      SameOnEveryMachine("a checkpoint holds host values, which any device takes"),
       Choice<training::Device>("device", "DEVICE", training::DeviceNames,
                                In<&TrainingConfig::device>),
       "cpu|cuda (default cpu)");
@@ -122,85 +126,88 @@ void AddScheduleAndDataFlags(TableRows add) {
 
 // The optimizer step and its schedule.
 void AddOptimizerFlags(TableRows add) {
-  add(ChangesTheMath(),
+  add(Section::kOptimizer, ChangesTheMath(),
       Choice<training::OptimizerKind>("optimizer", "NAME", training::OptimizerNames,
                                       In<&TrainingConfig::optimizer>),
       "adadelta|sgd|adam (default adadelta)");
-  add(ChangesTheMath(),
+  add(Section::kOptimizer, ChangesTheMath(),
       Real("lr", "RATE", "greater than 0", Positive, In<&TrainingConfig::learning_rate>),
       "learning rate, > 0 (default 0.5)");
-  add(ChangesTheMath(),
+  add(Section::kOptimizer, ChangesTheMath(),
       Real(
           "momentum", "M", "at least 0 and less than 1", [](double x) { return x >= 0 && x < 1; },
           In<&TrainingConfig::momentum>),
       "SGD momentum, 0 <= m < 1 (default 0)");
-  add(ChangesTheMath(),
+  add(Section::kTraining, ChangesTheMath(),
       Integer<int>("grad-accum", "K", 1, Constant<kMaxGradAccum>, In<&TrainingConfig::grad_accum>),
       "micro-batches per optimizer step, 1..1024 (default 1)");
-  add(SameOnEveryMachine("the gradients' format on the wire; a checkpoint holds float32 state"),
+  add(Section::kPrecision,
+      SameOnEveryMachine("the gradients' format on the wire; a checkpoint holds float32 state"),
       Choice<training::GradientCompression>("grad-compression", "KIND", training::CompressionNames,
                                             In<&TrainingConfig::grad_compression>),
       "format of the gradients on the wire: auto|none|fp16|bf16 (default auto: the --precision's, "
       "so bf16 and fp16 training send 16-bit buckets and fp32 float32 ones); an explicit value "
       "wins; the backend sums 16-bit buckets in float32");
-  add(ChangesTheMath(),
+  add(Section::kPrecision, ChangesTheMath(),
       Choice<training::Precision>("precision", "FORMAT", training::PrecisionNames,
                                   In<&TrainingConfig::precision>),
       "arithmetic of the forward pass: fp32|bf16|fp16 (default fp32); bf16 and fp16 autocast "
       "convolutions and matrix products to 16 bits, with the loss, the master parameters and the "
       "optimizer in float32; fp16 scales the loss dynamically (--loss-scale-*) and skips a step "
       "whose gradients overflow");
-  add(ChangesTheMath(),
+  add(Section::kOptimizer, ChangesTheMath(),
       Real("weight-decay", "L2", "at least 0", NotNegative, In<&TrainingConfig::weight_decay>),
       "L2 penalty the optimizer adds to the gradients, as torch.optim's weight_decay, >= 0 "
       "(default 0)");
-  add(ChangesTheMath(),
+  add(Section::kOptimizer, ChangesTheMath(),
       Real("clip-grad-norm", "MAX", "at least 0", NotNegative, In<&TrainingConfig::clip_grad_norm>),
       "scale the averaged gradients down to this global L2 norm when above it (clip_grad_norm_), "
       "0 = off (default 0)");
-  add(ChangesTheMath(),
+  add(Section::kOptimizer, ChangesTheMath(),
       Choice<training::LrScheduleKind>("lr-schedule", "NAME", training::LrScheduleNames,
                                        In<&TrainingConfig::lr_schedule>),
       "learning rate over the optimizer steps the run takes (--max-steps when it ends the run "
       "first, else those of --epochs), as torch.optim.lr_scheduler: constant|step (StepLR)|"
       "cosine (CosineAnnealingLR to 0)|linear (LinearLR to 0) (default constant)");
-  add(ChangesTheMath(),
+  add(Section::kOptimizer, ChangesTheMath(),
       Integer<int64_t>("warmup-steps", "N", 0, Constant<kInt64Max>,
                        In<&TrainingConfig::warmup_steps>),
       "optimizer steps ramping the learning rate linearly up to --lr before the schedule starts, "
       ">= 0 (default 0)");
-  add(ChangesTheMath(), LrStepSize(),
+  add(Section::kOptimizer, ChangesTheMath(), LrStepSize(),
       "--lr-schedule step: optimizer steps between decays by --lr-gamma, >= 1 (needed by step)");
-  add(ChangesTheMath(),
+  add(Section::kOptimizer, ChangesTheMath(),
       Real("lr-gamma", "G", "greater than 0", Positive, In<&TrainingConfig::lr_gamma>),
       "--lr-schedule step: the factor of each decay, > 0 (default 0.1)");
 }
 
 // fp16's loss scaling and the gradient buckets.
 void AddScalingAndBucketFlags(TableRows add) {
-  add(SameOnEveryMachine("a resumed fp16 run takes the loss scale from the checkpoint"),
+  add(Section::kPrecision,
+      SameOnEveryMachine("a resumed fp16 run takes the loss scale from the checkpoint"),
       Real(
           "loss-scale-init", "S", "greater than 0 and at most 3.4e38 (float32)",
           [](double x) { return x > 0 && x <= kFloat32Max; }, In<&TrainingConfig::loss_scale_init>),
       "--precision fp16: the first loss scale, > 0 (default 65536)");
-  add(ChangesTheMath(),
+  add(Section::kPrecision, ChangesTheMath(),
       Real(
           "loss-scale-growth-factor", "F", "greater than 1", [](double x) { return x > 1; },
           In<&TrainingConfig::loss_scale_growth_factor>),
       "--precision fp16: the loss scale's factor after --loss-scale-growth-interval clean steps, "
       "> 1 (default 2)");
-  add(ChangesTheMath(),
+  add(Section::kPrecision, ChangesTheMath(),
       Real(
           "loss-scale-backoff-factor", "F", "greater than 0 and less than 1",
           [](double x) { return x > 0 && x < 1; }, In<&TrainingConfig::loss_scale_backoff_factor>),
       "--precision fp16: the loss scale's factor at a step skipped for inf/NaN gradients, 0 < f "
       "< 1 (default 0.5)");
-  add(ChangesTheMath(),
+  add(Section::kPrecision, ChangesTheMath(),
       Integer<int64_t>("loss-scale-growth-interval", "N", 1, Constant<kInt32Max>,
                        In<&TrainingConfig::loss_scale_growth_interval>),
       "--precision fp16: clean steps in a row before the loss scale grows, 1..2147483647 "
       "(default 2000)");
-  add(SameOnEveryMachine("the buckets' size; a checkpoint holds whole parameters"), BucketCap(),
+  add(Section::kTraining,
+      SameOnEveryMachine("the buckets' size; a checkpoint holds whole parameters"), BucketCap(),
       "gradient bucket size in MiB, > 0 and <= 4096 (default 25)");
 }
 

@@ -23,7 +23,6 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <thread>
 
 #include "cli/flags.hpp"
@@ -35,8 +34,6 @@ namespace dpl::cli {
 namespace {
 
 constexpr const char* kSeeHelp = "see launcher --help";
-constexpr size_t kHelpLineLength = 100;
-constexpr size_t kHelpFlagColumn = 34;
 
 // The values a flag was given, and where (for messages: "" or " in config file F").
 struct GivenValues {
@@ -141,6 +138,9 @@ Status CollectCommandLine(const std::vector<std::string>& arguments, GivenFlags*
     if (flag->value_name.empty()) {
       if (value) return Status::InvalidArgument(shown + " takes no value; " + kSeeHelp);
       value = "true";
+    } else if (!value && flag->optional_value) {
+      const bool next_is_value = i + 1 < arguments.size() && arguments[i + 1].rfind('-', 0) != 0;
+      value = next_is_value ? arguments[++i] : "";
     } else if (!value) {
       if (i + 1 >= arguments.size() || arguments[i + 1].rfind("--", 0) == 0) {
         return Status::InvalidArgument(shown + " needs a value; " + kSeeHelp);
@@ -214,6 +214,7 @@ struct ClusterDefaults {
   std::string convention;  // "slurm", "torchrun/kubernetes"
   std::map<std::string, std::string> values;
   std::string description;
+  std::optional<cluster::SlurmAllocation> allocation;  // a Slurm allocation outside a job step
 };
 
 Result<ClusterDefaults> ReadClusterDefaults() {
@@ -222,6 +223,7 @@ Result<ClusterDefaults> ReadClusterDefaults() {
   ClusterDefaults defaults;
   defaults.convention = cluster::ConventionName(environment->convention);
   defaults.description = environment->description;
+  defaults.allocation = environment->allocation_outside_step;
   auto put = [&](const char* flag, const auto& value) {
     if (value) defaults.values[flag] = std::to_string(*value);
   };
@@ -281,6 +283,19 @@ std::string ClusterLine(const ClusterDefaults& cluster,
   line += "; flags win:";
   for (size_t i = 0; i < overridden.size(); ++i) line += (i ? ", " : " ") + overridden[i];
   return line;
+}
+
+// The launcher's first line in a Slurm allocation of several nodes outside a job step, when the
+// job is this machine alone: that, and the srun command that starts one launcher per node with
+// `command`, this one's own (Note [Slurm environment] in cluster/environment.cpp).
+std::string FirstLine(const ClusterDefaults& cluster, const std::vector<std::string>& overridden,
+                      const Options& options, const std::vector<std::string>& command) {
+  const std::string line = ClusterLine(cluster, overridden);
+  if (!cluster.allocation || cluster.allocation->nodes < 2 || options.num_machines > 1) return line;
+  const std::string allocation = cluster::SlurmAllocationLine(*cluster.allocation, command);
+  return cluster.convention == cluster::ConventionName(cluster::Convention::kNone)
+             ? allocation
+             : allocation + "; " + line;
 }
 
 // The global batch splits evenly over every world size the job may run with (each number of
@@ -364,24 +379,6 @@ Command CommandOf(const ParsedFlags& parsed, bool plugins_subcommand) {
   return Command::kTrain;
 }
 
-// Appends `text` to `out` wrapped at kHelpLineLength, continuation lines indented to `column`.
-void AppendWrapped(const std::string& text, size_t column, size_t used, std::string* out) {
-  std::istringstream words(text);
-  size_t position = used;
-  for (std::string word; words >> word;) {
-    if (position > column && position + 1 + word.size() > kHelpLineLength) {
-      *out += "\n" + std::string(column, ' ');
-      position = column;
-    } else if (position > column) {
-      *out += " ";
-      ++position;
-    }
-    *out += word;
-    position += word.size();
-  }
-  *out += "\n";
-}
-
 }  // namespace
 
 Result<Options> ParseCommandLine(int argc, const char* const* argv) {
@@ -406,7 +403,9 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
   if (!cluster_read.ok()) return cluster_read.status();
   Options options = std::move(parsed.options);
   options.command = CommandOf(parsed, plugins_subcommand);
-  options.cluster_environment = ClusterLine(cluster, overridden);
+  options.help_section = parsed.help_section;
+  options.cluster_environment =
+      FirstLine(cluster, overridden, options, std::vector<std::string>(argv, argv + argc));
   for (const auto& entry : given) options.given_flags.push_back(entry.first);
   // One machine needs no join order to know it is machine 0.
   if (options.machine_id == kAutoMachineId && options.num_machines == 1) options.machine_id = 0;
@@ -415,34 +414,6 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
   DPL_RETURN_IF_ERROR(CheckConsistency(options));
   options.training.resume_settings = ResumeSettings(options);
   return options;
-}
-
-std::string HelpText() {
-  std::string text =
-      "usage: launcher [options]            train (the default)\n"
-      "       launcher --selftest [options]  check rendezvous and the backend, no training\n"
-      "       launcher plugins [--plugin-dir DIR]...  list the plugins found\n\n"
-      "Every option may also be set in a --config file as `name = value` (names with - or _).\n"
-      "Environment defaults: MASTER_ADDR, MASTER_PORT, DPL_JOB_TOKEN, then a Slurm step's\n"
-      "variables (srun) or torchrun's and Kubernetes' (WORLD_SIZE, RANK, NODE_RANK, GROUP_RANK,\n"
-      "LOCAL_WORLD_SIZE, PET_*); plugins are also searched in DPL_PLUGIN_PATH (colon-separated).\n"
-      "torchrun's flags are accepted: --nnodes N|MIN:MAX, --node-rank N, --nproc-per-node N,\n"
-      "--rdzv-endpoint HOST[:PORT], --master_addr, --master_port.\n\n"
-      "Options:\n";
-  for (const Flag& flag : FlagTable()) {
-    if (flag.internal) continue;
-    std::string head = "  --" + flag.name;
-    if (flag.name == "help") head = "  -h [ --help ]";
-    if (!flag.value_name.empty()) head += " " + flag.value_name;
-    text += head;
-    if (head.size() + 1 >= kHelpFlagColumn) {
-      text += "\n" + std::string(kHelpFlagColumn, ' ');
-    } else {
-      text += std::string(kHelpFlagColumn - head.size(), ' ');
-    }
-    AppendWrapped(flag.help, kHelpFlagColumn, kHelpFlagColumn, &text);
-  }
-  return text;
 }
 
 bool Options::Given(const std::string& flag) const {

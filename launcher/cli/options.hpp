@@ -43,6 +43,7 @@ enum class Command {
 
 struct Options {
   Command command = Command::kTrain;
+  std::string help_section;  // --help SECTION: the one section to print; "" for all
 
   // Plugins.
   std::vector<std::string> plugin_dirs;  // --plugin-dir (repeatable), searched first
@@ -74,6 +75,8 @@ struct Options {
   std::string hostfile;          // --hostfile FILE (DeepSpeed's `HOST slots=N` lines)
   std::string ssh_options;       // --ssh-options "..." for the ssh of every remote host
   bool exit_with_stdin = false;  // --exit-with-stdin: stop when standard input closes
+  // --preflight: the link test (worker/link_test.hpp) before the first step, warning of slow links.
+  bool preflight = false;
 
   // What the cluster's environment gave, for the launcher's first line ("" when nothing).
   std::string cluster_environment;
@@ -105,8 +108,9 @@ inline const training::Spellings<log::TimeFormat>& LogTimeNames() {
 // environment. `launcher plugins` and `launcher --help` are recognised here.
 Result<Options> ParseCommandLine(int argc, const char* const* argv);
 
-// Text of --help: every flag a user may give (internal ones are left out).
-std::string HelpText();
+// Text of --help (cli/help.cpp): the usage, then every flag a user may give, section by section
+// (internal ones are left out). With the name of a section (HelpSections), that section alone.
+std::string HelpText(const std::string& section = "");
 
 // Every setting that must be the same on every machine of the job (Note [Flags that must agree]
 // in flags.hpp), as (flag, value) pairs in table order: {"--lr", "0.5"}, {"--drop-last", "off"}.

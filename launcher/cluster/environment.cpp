@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cluster/environment_variables.hpp"
+#include "cluster/remote_command.hpp"
 #include "cluster/slurm_nodelist.hpp"
 
 // Note [Slurm environment]
@@ -134,7 +135,43 @@ Result<ClusterEnvironment> ReadSlurm(const Variables& variables, const Found& jo
   return environment;
 }
 
+// What a batch script or salloc shell sees of its allocation. The node count and list are only
+// described, never used, so a value that is not a number counts as not given.
+SlurmAllocation ReadAllocation(const Variables& variables, int64_t job_id) {
+  SlurmAllocation allocation;
+  allocation.job_id = job_id;
+  auto nodes = variables.FirstNumber({"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}, 1, kMaxCount);
+  if (nodes.ok() && nodes->has_value()) allocation.nodes = (*nodes)->value;
+  for (const char* name : {"SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
+    if (auto list = variables.Text(name)) {
+      allocation.node_list = *list;
+      break;
+    }
+  }
+  return allocation;
+}
+
 }  // namespace
+
+std::string SlurmAllocationLine(const SlurmAllocation& allocation,
+                                const std::vector<std::string>& command) {
+  std::string srun = "srun --ntasks-per-node=1";
+  for (size_t i = 0; i < command.size(); ++i) {
+    const std::string& word = command[i];
+    if (word == "--job-token" || word == "--job_token") {
+      ++i;  // and its value
+      continue;
+    }
+    if (word.rfind("--job-token=", 0) == 0 || word.rfind("--job_token=", 0) == 0) continue;
+    srun += " " + ShellQuote(word);
+  }
+  const std::string nodes = std::to_string(allocation.nodes) + " nodes" +
+                            (allocation.node_list.empty() ? "" : " (" + allocation.node_list + ")");
+  return "Slurm job " + std::to_string(allocation.job_id) + " holds " + nodes +
+         ", but this launcher runs outside a job step: it trains on this node alone. To train on "
+         "every node, start one launcher per node: " +
+         srun;
+}
 
 const char* ConventionName(Convention convention) {
   switch (convention) {
@@ -165,6 +202,7 @@ Result<ClusterEnvironment> ReadClusterEnvironment(const EnvironmentLookup& looku
   auto job = variables.FirstNumber({"SLURM_JOB_ID", "SLURM_JOBID"}, 0, kMaxSlurmId);
   if (!job.ok()) return job.status();
   std::string outside_step;
+  std::optional<SlurmAllocation> allocation;
   if (job->has_value()) {
     auto step = variables.FirstNumber({"SLURM_STEP_ID", "SLURM_STEPID"}, 0, kMaxSlurmId);
     if (!step.ok()) return step.status();
@@ -173,10 +211,15 @@ Result<ClusterEnvironment> ReadClusterEnvironment(const EnvironmentLookup& looku
                    " but no srun step (a batch script or salloc shell runs on one node): its "
                    "nodes are not used; start the launcher with `srun --ntasks-per-node=1` to "
                    "use them";
+    allocation = ReadAllocation(variables, (*job)->value);
   }
-  if (HasTorchrunVariables(variables)) return ReadTorchrun(variables);
-  ClusterEnvironment environment;
-  environment.description = outside_step;
+  Result<ClusterEnvironment> environment = ClusterEnvironment{};
+  if (HasTorchrunVariables(variables)) {
+    environment = ReadTorchrun(variables);
+  } else {
+    environment->description = outside_step;
+  }
+  if (environment.ok()) environment->allocation_outside_step = allocation;
   return environment;
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.hpp"
 
@@ -24,6 +25,14 @@ enum class Convention {
 // "none", "slurm", "torchrun/kubernetes".
 const char* ConventionName(Convention convention);
 
+// A Slurm allocation seen outside a job step (a batch script, an salloc shell): the launcher runs
+// on this node alone, whatever the allocation holds (Note [Slurm environment]).
+struct SlurmAllocation {
+  int64_t job_id = 0;
+  int64_t nodes = 0;      // SLURM_JOB_NUM_NODES (or SLURM_NNODES); 0 when not given
+  std::string node_list;  // SLURM_JOB_NODELIST (or SLURM_NODELIST) as given; may be ""
+};
+
 struct ClusterEnvironment {
   Convention convention = Convention::kNone;
   std::optional<int> num_machines;           // for --num-machines (the most, if elastic)
@@ -36,6 +45,8 @@ struct ClusterEnvironment {
   // One line saying what was taken from which variable, e.g. "Slurm job 42 step 0: 2 machines
   // (SLURM_STEP_NUM_NODES), machine 1 (SLURM_NODEID), ..."; empty when there is nothing to say.
   std::string description;
+  // Set when SLURM_JOB_ID is and no step id is, whatever convention the rest reads.
+  std::optional<SlurmAllocation> allocation_outside_step;
 };
 
 // The value of an environment variable, or nothing when it is unset. A variable set to "" counts
@@ -48,6 +59,12 @@ using EnvironmentLookup = std::function<std::optional<std::string>(const std::st
 Result<ClusterEnvironment> ReadClusterEnvironment(const EnvironmentLookup& lookup);
 Result<ClusterEnvironment> ReadClusterEnvironment(
     const std::map<std::string, std::string>& variables);
+
+// The launcher's first line in an allocation of several nodes outside a job step: the allocation,
+// and the command that starts one launcher per node with the user's own command line `command`
+// (the program, then its arguments; a --job-token value is left out: a step makes its own).
+std::string SlurmAllocationLine(const SlurmAllocation& allocation,
+                                const std::vector<std::string>& command);
 
 // The process's own environment (getenv), for the launcher.
 EnvironmentLookup ProcessEnvironment();

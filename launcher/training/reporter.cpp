@@ -65,6 +65,8 @@ void Reporter::StartEpoch() {
   epoch_start_ = Clock::now();
   ++epoch_;
   epoch_samples_seen_ = 0;
+  epoch_loss_sum_ = 0.0;
+  epoch_loss_batches_ = 0;
   epoch_batches_ = plan_.EndBatch(epoch_);
 }
 
@@ -75,6 +77,8 @@ void Reporter::StartBatch(int64_t global_step) {
 void Reporter::OnBatch(const BatchReport& report, const StepProfile& profile) {
   run_samples_ += report.epoch_samples - epoch_samples_seen_;
   epoch_samples_seen_ = report.epoch_samples;
+  epoch_loss_sum_ += double(report.loss);
+  ++epoch_loss_batches_;
   const bool stepped = report.global_step != steps_;
   steps_ = report.global_step;
   if (!rank0()) return;
@@ -152,19 +156,31 @@ void Reporter::SendProgress(int64_t step, float loss, bool done) {
   last_progress_ = Clock::now();
 }
 
-void Reporter::OnEpochEnd(int64_t epoch, int64_t samples, float loss) {
+std::vector<double> Reporter::EpochLossTotals() const {
+  return {epoch_loss_sum_, double(epoch_loss_batches_)};
+}
+
+void Reporter::OnEpochEnd(int64_t epoch, int64_t samples, const std::vector<double>& loss_totals) {
   if (!rank0()) return;
   const double seconds = SecondsBetween(epoch_start_, Clock::now());
   const double rate = seconds > 0 ? double(samples) / seconds : 0.0;
-  char line[200];
-  std::snprintf(line, sizeof line, "epoch %lld done in %.2f s, %.1f samples/s, loss %.6f",
-                static_cast<long long>(epoch), seconds, rate, double(loss));
+  const int64_t batch_losses = std::llround(loss_totals.at(1));
+  const double loss = batch_losses > 0 ? loss_totals.at(0) / double(batch_losses) : std::nan("");
+  const int64_t ranks = epoch_loss_batches_ > 0 ? batch_losses / epoch_loss_batches_ : 0;
+  char line[240];
+  std::snprintf(
+      line, sizeof line,
+      "epoch %lld done in %.2f s, %.1f samples/s, mean loss %.6f over %lld batches x %lld "
+      "ranks",
+      static_cast<long long>(epoch), seconds, rate, loss,
+      static_cast<long long>(epoch_loss_batches_), static_cast<long long>(ranks));
   log::Info(line);
   WriteMetrics(JsonObject()
                    .Add("kind", "epoch")
                    .Add("epoch", epoch)
                    .Add("step", steps_)
-                   .Add("loss", double(loss), 6)
+                   .Add("loss", loss, 6)
+                   .Add("loss_batches", batch_losses)
                    .Add("seconds", seconds, 3)
                    .Add("samples", samples)
                    .Add("samples_per_s", rate, 1)

@@ -9,13 +9,23 @@
 //    "phase_ms": {"data", "forward_backward", "communication_wait", "optimizer", "host_copies"}}
 //     at each logged batch; samples_per_s and phase_ms (per optimizer step) cover the batches
 //     since the previous line; time_s counts from the start of training;
-//   {"kind": "epoch", "epoch", "step", "loss", "seconds", "samples", "samples_per_s", "time_s"}
-//     at the end of each epoch;
+//   {"kind": "epoch", "epoch", "step", "loss", "loss_batches", "seconds", "samples",
+//    "samples_per_s", "time_s"}
+//     at the end of each epoch; loss is the mean training loss of the epoch's batches this run
+//     trained, every rank's (Note [Epoch loss]), over loss_batches batch losses (batches x ranks);
 //   {"kind": "eval", "epoch", "step", "loss", "accuracy", "correct", "count", "time_s"}
 //     after each evaluation (accuracy as a fraction, loss the average per sample).
 // TensorBoard gets the same numbers as scalars against the step: train/loss, train/lr,
 // train/samples_per_s, train/phase_ms/<phase>, train/epoch_loss, train/epoch_samples_per_s,
-// eval/loss, eval/accuracy.
+// eval/loss, eval/accuracy (train/epoch_loss is the epoch's mean loss).
+//
+// Note [Epoch loss]
+// An epoch's loss is the mean of every batch loss of the epoch, every rank's: the mean over ranks
+// of each rank's mean, as the gradients are averaged, which for equal local batches is the loss of
+// the global batch, averaged over the epoch (as Lightning's and Keras's epoch figures). Each rank
+// sums its own batch losses; at the end of the epoch the sums and counts go to every rank once
+// (the trainer's SumAcrossRanks, a few numbers through the store) instead of a number per step.
+// The step lines stay rank 0's own batch loss.
 #pragma once
 
 #include <chrono>
@@ -23,6 +33,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.hpp"
 #include "observability/tensorboard_writer.hpp"
@@ -54,8 +65,13 @@ class Reporter {
   void StartEpoch();
   // Before each batch: the optimizer step it works towards (for the trace and stall reports).
   void StartBatch(int64_t global_step);
+  // Every rank, after each batch (every rank sums its batch losses: Note [Epoch loss]).
   void OnBatch(const BatchReport& report, const StepProfile& profile);
-  void OnEpochEnd(int64_t epoch, int64_t samples, float loss);
+  // This rank's {sum of its batch losses, batches} of the epoch under way; the trainer sums them
+  // over the ranks for OnEpochEnd.
+  std::vector<double> EpochLossTotals() const;
+  // `loss_totals`: EpochLossTotals summed over every rank.
+  void OnEpochEnd(int64_t epoch, int64_t samples, const std::vector<double>& loss_totals);
   void OnTrainingEnd(int64_t steps, int64_t samples, float loss, const StepProfile& profile);
   void OnEvaluation(double loss_sum, double correct, double count);
 
@@ -84,6 +100,8 @@ class Reporter {
   int64_t steps_ = 0;          // optimizer steps done in all
   int64_t run_samples_ = 0;    // global samples of this run
   int64_t epoch_samples_seen_ = 0;
+  double epoch_loss_sum_ = 0.0;  // this rank's batch losses of the epoch under way
+  int64_t epoch_loss_batches_ = 0;
   std::unique_ptr<std::ofstream> metrics_;
   std::unique_ptr<observability::TensorBoardWriter> tensorboard_;
   Clock::time_point run_start_ = Clock::now();

@@ -164,7 +164,11 @@ Status Trainer::TrainEpoch(int64_t epoch) {
   const Status prefetched = prefetcher_->Wait();  // none may outlive the epoch's indices
   DPL_RETURN_IF_ERROR(trained);
   DPL_RETURN_IF_ERROR(prefetched);
-  reporter_->OnEpochEnd(epoch, epoch_samples_, last_loss_);
+  std::vector<double> losses = reporter_->EpochLossTotals();  // Note [Epoch loss]
+  if (identity_.world_size > 1) {
+    DPL_RETURN_IF_ERROR(sum_across_ranks_("epoch-loss-" + std::to_string(epoch), &losses));
+  }
+  reporter_->OnEpochEnd(epoch, epoch_samples_, losses);
   return Status::Ok();
 }
 

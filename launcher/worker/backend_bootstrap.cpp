@@ -39,6 +39,7 @@ Result<ConnectedBackend> StartBackend(const plugin_host::LoadedPlugin& plugin,
                                       const training::WorkerIdentity& identity,
                                       rendezvous::StoreClient& store, const std::string& prefix) {
   ConnectedBackend connected;
+  connected.plugin = plugin;
   // The address of the interface that routes to machine 0, which the peers can reach.
   const std::string local_address = cluster::SourceAddressTowards(options.master_addr);
   connected.store_view =

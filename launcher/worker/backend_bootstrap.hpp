@@ -15,6 +15,7 @@ namespace dpl::worker {
 
 // A connected backend, and the store view it holds on to (valid while this lives).
 struct ConnectedBackend {
+  plugin_host::LoadedPlugin plugin;  // whose instance it is
   std::unique_ptr<rendezvous::PluginStoreView> store_view;
   std::unique_ptr<training::Backend> backend;
 };

@@ -57,11 +57,10 @@ Status RanksThroughTheBackend(training::Backend& backend, int rank, int world_si
 
 }  // namespace
 
-Status RunSelftest(rendezvous::StoreClient& store, const std::string& prefix,
-                   const training::WorkerIdentity& identity, training::Backend& backend,
-                   std::chrono::milliseconds timeout) {
-  Result<std::string> ranks =
-      RanksThroughTheStore(store, prefix, identity.rank, identity.world_size, timeout);
+Status RunSelftest(const LinkTestSetup& setup, training::Backend& backend) {
+  const training::WorkerIdentity& identity = setup.identity;
+  Result<std::string> ranks = RanksThroughTheStore(*setup.store, setup.prefix, identity.rank,
+                                                   identity.world_size, setup.timeout);
   if (!ranks.ok()) return ranks.status().WithContext("selftest");
   DPL_RETURN_IF_ERROR(
       RanksThroughTheBackend(backend, identity.rank, identity.world_size).WithContext("selftest"));
@@ -69,6 +68,20 @@ Status RunSelftest(rendezvous::StoreClient& store, const std::string& prefix,
     log::Info("selftest ok: world size " + std::to_string(identity.world_size) + ", ranks " +
               *ranks + "; barrier and allgather through backend " + backend.name());
   }
+  Result<LinkReport> links = RunLinkTest(setup);
+  if (!links.ok()) return links.status().WithContext("selftest");
+  if (identity.rank != 0) return Status::Ok();
+  for (const std::string& line : LinkTable(*links, LinkRows::kAll)) log::Info(line);
+  for (const std::string& warning : SlowLinkWarnings(*links)) log::Warning(warning);
+  return Status::Ok();
+}
+
+Status RunPreflight(const LinkTestSetup& setup) {
+  Result<LinkReport> links = RunLinkTest(setup);
+  if (!links.ok()) return links.status().WithContext("--preflight");
+  if (setup.identity.rank != 0) return Status::Ok();
+  for (const std::string& line : LinkTable(*links, LinkRows::kNone)) log::Info(line);
+  for (const std::string& warning : SlowLinkWarnings(*links)) log::Warning(warning);
   return Status::Ok();
 }
 

@@ -1,17 +1,21 @@
 // `launcher --selftest`: after the join, every rank posts its rank to the store and reads every
 // other rank's back, then runs a barrier and an allgather of ranks through the chosen backend, so
-// both the rendezvous and the backend's connections are checked without a model.
+// both the rendezvous and the backend's connections are checked without a model; then the link
+// test (worker/link_test.hpp) measures every link, and rank 0 prints its table. --preflight runs
+// the link test alone before training.
 #pragma once
 
 #include "common/status.hpp"
-#include "rendezvous/store.hpp"
 #include "training/backend.hpp"
-#include "training/worker_identity.hpp"
+#include "worker/link_test.hpp"
 
 namespace dpl::worker {
 
-Status RunSelftest(rendezvous::StoreClient& store, const std::string& prefix,
-                   const training::WorkerIdentity& identity, training::Backend& backend,
-                   std::chrono::milliseconds timeout);
+// `backend` is the job's instance of `setup.plugin`.
+Status RunSelftest(const LinkTestSetup& setup, training::Backend& backend);
+
+// --preflight: the link test; rank 0 logs the slowest link and warns of every slow link (Note
+// [Slow links]). A link that fails fails the job, as it would fail training.
+Status RunPreflight(const LinkTestSetup& setup);
 
 }  // namespace dpl::worker

@@ -60,6 +60,21 @@ Result<ConnectedBackend> ConnectBackend(const cli::Options& options,
   return StartBackend(*plugin, options, identity, store, prefix);
 }
 
+// The link test's setup (--selftest, --preflight) for this worker and its job's backend.
+LinkTestSetup LinkTestOf(const cli::Options& options, const training::WorkerIdentity& identity,
+                         rendezvous::StoreClient& store, const std::string& prefix,
+                         const ConnectedBackend& backend) {
+  LinkTestSetup setup;
+  setup.store = &store;
+  setup.prefix = prefix;
+  setup.identity = identity;
+  setup.options = &options;
+  setup.plugin = backend.plugin;
+  setup.backend_device_type = backend.backend->device_type();
+  setup.timeout = options.rendezvous_timeout;
+  return setup;
+}
+
 }  // namespace
 
 training::ModelPlugin ModelPluginOf(const plugin_host::LoadedPlugin& plugin) {
@@ -96,9 +111,9 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
   if (!discovery.ok()) return Fail(discovery.status());
   auto backend = ConnectBackend(options, *discovery, identity, cuda_devices, **store, prefix);
   if (!backend.ok()) return Fail(backend.status());
+  const LinkTestSetup links = LinkTestOf(options, identity, **store, prefix, *backend);
   if (options.selftest_job) {
-    const Status checked =
-        RunSelftest(**store, prefix, identity, *backend->backend, options.rendezvous_timeout);
+    const Status checked = RunSelftest(links, *backend->backend);
     return checked.ok() ? 0 : Fail(checked);
   }
   auto model_plugin =
@@ -108,6 +123,10 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
   rendezvous::StoreClient& client = **store;
   auto observed = WorkerObservability::Start(options, identity, client, prefix);
   if (!observed.ok()) return Fail(observed.status());
+  if (options.preflight) {
+    const Status checked = RunPreflight(links);
+    if (!checked.ok()) return Fail(checked);
+  }
   auto sum_across_ranks = [&](const std::string& name, std::vector<double>* values) {
     return rendezvous::SumAcrossRanks(client, prefix, name, identity.rank, identity.world_size,
                                       values, options.backend_timeout);

@@ -3,6 +3,7 @@
 // settings every machine must share, and the ssh command of --hostfile.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -131,6 +132,57 @@ TEST_F(ClusterOptionsTest, AContradictoryEnvironmentIsRefusedNamingTheVariables)
   EXPECT_EQ(ErrorOf({}),
             "--num-machines (from the torchrun/kubernetes environment) must be between 1 and 1024 "
             "(got 2000)");
+}
+
+// sbatch -N2 running the launcher without srun: one machine's job, whose first line names the
+// allocation and the srun command with this command line.
+TEST_F(ClusterOptionsTest, AnAllocationOutsideAStepNamesTheSrunCommand) {
+  Set({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_NUM_NODES", "2"}, {"SLURM_JOB_NODELIST", "n[1-2]"}});
+  Options options = MustParse({"--num-processes", "2", "--epochs", "3"});
+  EXPECT_EQ(options.num_machines, 1);
+  EXPECT_EQ(options.cluster_environment,
+            "Slurm job 42 holds 2 nodes (n[1-2]), but this launcher runs outside a job step: it "
+            "trains on this node alone. To train on every node, start one launcher per node: srun "
+            "--ntasks-per-node=1 launcher --num-processes 2 --epochs 3");
+  // A batch script's MASTER_ADDR: the torchrun convention, still one machine.
+  Set({{"MASTER_ADDR", "n1"}});
+  options = MustParse({});
+  EXPECT_EQ(options.cluster_environment,
+            "Slurm job 42 holds 2 nodes (n[1-2]), but this launcher runs outside a job step: it "
+            "trains on this node alone. To train on every node, start one launcher per node: srun "
+            "--ntasks-per-node=1 launcher; torchrun/Kubernetes environment: master n1 "
+            "(MASTER_ADDR)");
+  // Machines the user arranged: the plain description, as before.
+  unsetenv("MASTER_ADDR");
+  options = MustParse({"--num-machines", "2", "--master-addr", "n1"});
+  EXPECT_EQ(options.cluster_environment.rfind("Slurm job 42 but no srun step", 0), 0u)
+      << options.cluster_environment;
+  // One node: nothing to add.
+  Set({{"SLURM_JOB_NUM_NODES", "1"}, {"SLURM_JOB_NODELIST", "n1"}});
+  options = MustParse({});
+  EXPECT_EQ(options.cluster_environment.rfind("Slurm job 42 but no srun step", 0), 0u)
+      << options.cluster_environment;
+}
+
+// The launcher binary itself: its first line.
+TEST_F(ClusterOptionsTest, TheLaunchersFirstLineNamesTheAllocation) {
+  Set({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_NUM_NODES", "2"}, {"SLURM_JOB_NODELIST", "n[1-2]"}});
+  const std::string command = std::string(DPL_TEST_LAUNCHER) + " --plugin-dir " +
+                              DPL_TEST_PLUGIN_DIR +
+                              " --backend tcp --selftest --master-port 0 --log-time none";
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  EXPECT_EQ(::pclose(pipe), 0) << output;
+  EXPECT_EQ(output.substr(0, output.find('\n')),
+            "[launcher 0] Slurm job 42 holds 2 nodes (n[1-2]), but this launcher runs outside a "
+            "job step: it trains on this node alone. To train on every node, start one launcher "
+            "per node: srun --ntasks-per-node=1 " +
+                std::string(DPL_TEST_LAUNCHER) + " --plugin-dir " + DPL_TEST_PLUGIN_DIR +
+                " --backend tcp --selftest --master-port 0 --log-time none")
+      << output;
 }
 
 TEST_F(ClusterOptionsTest, WorkersAndOtherCommandsIgnoreTheClusterEnvironment) {

@@ -188,6 +188,44 @@ TEST(ClusterEnvironmentTest, SlurmOutsideAStepIsNotUsed) {
   EXPECT_EQ(Read({{"SLURM_JOB_ID", "9"}, {"MASTER_ADDR", "n1"}}).convention, Convention::kTorchrun);
 }
 
+// The allocation a batch script or salloc shell sees, kept for the launcher's first line whatever
+// convention the rest reads; a count that is no number is left out, not refused.
+TEST(ClusterEnvironmentTest, AnAllocationOutsideAStepIsDescribed) {
+  const ClusterEnvironment environment =
+      Read({{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NUM_NODES", "2"}, {"SLURM_JOB_NODELIST", "n[1-2]"}});
+  ASSERT_TRUE(environment.allocation_outside_step.has_value());
+  EXPECT_EQ(environment.allocation_outside_step->job_id, 9);
+  EXPECT_EQ(environment.allocation_outside_step->nodes, 2);
+  EXPECT_EQ(environment.allocation_outside_step->node_list, "n[1-2]");
+  const ClusterEnvironment older = Read({{"SLURM_JOBID", "10"},
+                                         {"SLURM_NNODES", "4"},
+                                         {"SLURM_NODELIST", "a,b,c,d"},
+                                         {"MASTER_ADDR", "a"}});
+  EXPECT_EQ(older.convention, Convention::kTorchrun);
+  ASSERT_TRUE(older.allocation_outside_step.has_value());
+  EXPECT_EQ(older.allocation_outside_step->nodes, 4);
+  EXPECT_EQ(older.allocation_outside_step->node_list, "a,b,c,d");
+  const ClusterEnvironment garbled = Read({{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NUM_NODES", "2x"}});
+  ASSERT_TRUE(garbled.allocation_outside_step.has_value());
+  EXPECT_EQ(garbled.allocation_outside_step->nodes, 0);
+  EXPECT_FALSE(Read(SlurmStep(0)).allocation_outside_step.has_value());
+  EXPECT_FALSE(Read({{"MASTER_ADDR", "a"}}).allocation_outside_step.has_value());
+}
+
+TEST(ClusterEnvironmentTest, TheAllocationsLineGivesTheSrunCommand) {
+  SlurmAllocation allocation;
+  allocation.job_id = 42;
+  allocation.nodes = 2;
+  allocation.node_list = "gpu[01-02]";
+  EXPECT_EQ(SlurmAllocationLine(
+                allocation, {"/opt/dpl/launcher", "--num-processes", "4", "--data-options",
+                             "mean=0.5, std=0.25", "--job-token", "secret", "--job_token=secret"}),
+            "Slurm job 42 holds 2 nodes (gpu[01-02]), but this launcher runs outside a job step: "
+            "it trains on this node alone. To train on every node, start one launcher per node: "
+            "srun --ntasks-per-node=1 /opt/dpl/launcher --num-processes 4 --data-options "
+            "'mean=0.5, std=0.25'");
+}
+
 TEST(ClusterEnvironmentTest, KubeflowBefore17OneEntryPerPod) {
   const ClusterEnvironment environment = Read({{"MASTER_ADDR", "job-master-0"},
                                                {"MASTER_PORT", "23456"},

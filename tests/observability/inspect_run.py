@@ -2,7 +2,8 @@
 
 Usage: inspect_run.py metrics FILE
          Checks that every line is a JSON object of a known kind with its keys, and prints one
-         line per object: "step STEP EPOCH BATCH LOSS LR", "epoch EPOCH STEP LOSS SAMPLES",
+         line per object: "step STEP EPOCH BATCH LOSS LR", "epoch EPOCH STEP LOSS SAMPLES
+         LOSS_BATCHES",
          "eval STEP LOSS ACCURACY CORRECT COUNT" (numbers as Python's repr).
        inspect_run.py trace FILE RANKS
          Checks the --trace file: valid JSON trace events; every rank's process and threads named;
@@ -20,7 +21,8 @@ import sys
 
 STEP_KEYS = {"kind", "epoch", "step", "batch", "loss", "lr", "samples_per_s", "time_s", "phase_ms"}
 PHASES = {"data", "forward_backward", "communication_wait", "optimizer", "host_copies"}
-EPOCH_KEYS = {"kind", "epoch", "step", "loss", "seconds", "samples", "samples_per_s", "time_s"}
+EPOCH_KEYS = {"kind", "epoch", "step", "loss", "loss_batches", "seconds", "samples", "samples_per_s",
+              "time_s"}
 EVAL_KEYS = {"kind", "epoch", "step", "loss", "accuracy", "correct", "count", "time_s"}
 EPSILON_US = 0.002  # the file's microseconds have three decimals
 
@@ -49,7 +51,8 @@ def metrics(path):
                 print("step", row["step"], row["epoch"], row["batch"], repr(row["loss"]),
                       repr(row["lr"]))
             elif kind == "epoch":
-                print("epoch", row["epoch"], row["step"], repr(row["loss"]), row["samples"])
+                print("epoch", row["epoch"], row["step"], repr(row["loss"]), row["samples"],
+                      row["loss_batches"])
             else:
                 print("eval", row["step"], repr(row["loss"]), repr(row["accuracy"]),
                       row["correct"], row["count"])

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -180,6 +181,62 @@ TEST_F(LauncherObservabilityTest, WithoutATerminalLinesArePlainAndEachHasATime) 
     EXPECT_NE(run.output.find("epoch: 0 [10/30] training loss: "), std::string::npos) << run.output;
     EXPECT_NE(run.output.find("bucket(s) of at most 25 MiB"), std::string::npos) << run.output;
   }
+}
+
+// Note [Epoch loss]: the epoch's loss is the mean of every rank's batch losses of the epoch, in
+// the log, the metrics and the TensorBoard events. Every sample is alike (one image, one label),
+// so both ranks' batches are the same and rank 0's logged step losses are every rank's: their
+// mean is the epoch's, and it differs from the last step's as training goes on.
+TEST_F(LauncherObservabilityTest, TheEpochLossIsTheMeanOfItsStepLossesOverEveryRank) {
+  using namespace dpl::testing;
+  std::vector<uint8_t> images = IdxImages(1280, 28, 28), labels = IdxLabels(1280);
+  std::fill(images.begin() + 16, images.end(), uint8_t(77));  // after the 16-byte header
+  std::fill(labels.begin() + 8, labels.end(), uint8_t(3));    // after the 8-byte header
+  WriteRaw(dir_ + "/train-images-idx3-ubyte", images);
+  WriteRaw(dir_ + "/train-labels-idx1-ubyte", labels);
+  const std::string metrics = dir_ + "/metrics.jsonl";
+  const CommandRun run =
+      RunCommand(Launcher("--num-processes 2 --model mlp --epochs 2 --no-eval "
+                          "--log-interval 1 --log-time none --lr 0.05 "
+                          "--metrics " +
+                          metrics));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const CommandRun lines = Inspect("metrics " + metrics);
+  ASSERT_EQ(lines.exit_code, 0) << lines.output;
+  std::map<int, std::vector<double>> step_losses;  // by epoch
+  std::map<int, double> epoch_loss;
+  for (const std::string& line : Lines(lines.output)) {
+    std::istringstream fields(line);
+    std::string kind;
+    int a = 0, b = 0, batch = 0, loss_batches = 0, samples = 0;
+    double loss = 0;
+    fields >> kind >> a >> b;
+    if (kind == "step") {
+      fields >> batch >> loss;
+      step_losses[b].push_back(loss);  // b: the epoch
+    } else if (kind == "epoch") {
+      fields >> loss >> samples >> loss_batches;
+      epoch_loss[a] = loss;
+      EXPECT_EQ(loss_batches, 80) << line;  // 40 batches x 2 ranks
+    }
+  }
+  ASSERT_EQ(epoch_loss.size(), 2u) << lines.output;
+  for (const auto& [epoch, loss] : epoch_loss) {
+    const std::vector<double>& steps = step_losses[epoch];
+    ASSERT_EQ(steps.size(), 40u) << "epoch " << epoch;
+    double sum = 0;
+    for (double step : steps) sum += step;
+    // The step lines have six decimals, each half a unit of the last off at most.
+    EXPECT_NEAR(loss, sum / double(steps.size()), 1e-6) << "epoch " << epoch;
+    const std::regex said("epoch " + std::to_string(epoch) +
+                          R"( done in [0-9.]+ s, [0-9.]+ samples/s, mean loss ([0-9.]+) over 40 )"
+                          R"(batches x 2 ranks\n)");
+    std::smatch match;
+    ASSERT_TRUE(std::regex_search(run.output, match, said)) << run.output;
+    EXPECT_NEAR(std::stod(match[1]), loss, 1e-6);
+  }
+  EXPECT_GT(std::fabs(epoch_loss[0] - step_losses[0].back()), 1e-3)
+      << "the first epoch's loss is its last step's";
 }
 
 // The metrics lines, and the same numbers in the TensorBoard file, read back by

@@ -106,6 +106,43 @@ TEST_F(PlotMetricsTest, SeveralRunsGetTheirOwnColours) {
   EXPECT_EQ(DescribePng(png), "(1200, 1080) True True\n");
 }
 
+// Epoch lines with "loss_batches" hold the epoch's mean loss, drawn across the epoch's steps: from
+// the previous epoch line's step (the first epoch from step 0, or after --resume from its first
+// logged step); a null mean is left out.
+TEST_F(PlotMetricsTest, EpochMeansSpanTheirEpochs) {
+  const std::string metrics =
+      Write("means.jsonl",
+            R"({"kind": "step", "epoch": 0, "step": 10, "batch": 10, "loss": 1.7, "lr": 0.5, )"
+            R"("samples_per_s": 1100.5, "time_s": 1.2, "phase_ms": {"data": 0.1}})"
+            "\n"
+            R"({"kind": "epoch", "epoch": 0, "step": 30, "loss": 0.9, "loss_batches": 60, )"
+            R"("seconds": 2.5, "samples": 3840, "samples_per_s": 1540.9, "time_s": 2.5})"
+            "\n"
+            R"({"kind": "epoch", "epoch": 1, "step": 60, "loss": 0.5, "loss_batches": 60, )"
+            R"("seconds": 2.5, "samples": 3840, "samples_per_s": 1540.9, "time_s": 5.0})"
+            "\n"
+            R"({"kind": "epoch", "epoch": 2, "step": 90, "loss": null, "loss_batches": 60, )"
+            R"("seconds": 2.5, "samples": 3840, "samples_per_s": 1540.9, "time_s": 7.5})"
+            "\n");
+  const std::string resumed =
+      Write("resumed.jsonl",
+            R"({"kind": "step", "epoch": 3, "step": 100, "batch": 10, "loss": 0.4, "lr": 0.5, )"
+            R"("samples_per_s": 1100.5, "time_s": 1.2, "phase_ms": {"data": 0.1}})"
+            "\n"
+            R"({"kind": "epoch", "epoch": 3, "step": 120, "loss": 0.45, "loss_batches": 40, )"
+            R"("seconds": 2.5, "samples": 3840, "samples_per_s": 1540.9, "time_s": 2.5})"
+            "\n");
+  const CommandRun spans = RunCommand(
+      std::string(kPython) + " -c \"import sys; sys.path.insert(0, sys.argv[1]); import " +
+      "plot_metrics as p; [print(p.epoch_spans(p.read_metrics(f))) for f in sys.argv[2:]]\" " +
+      DPL_TEST_SOURCE_DIR + "/tools " + metrics + " " + resumed);
+  EXPECT_EQ(spans.output, "[(0, 30, 0.9), (30, 60, 0.5), (60, 90, None)]\n[(100, 120, 0.45)]\n");
+  const std::string png = dir_ + "/means.png";
+  const CommandRun run = Plot(metrics + " --out " + png);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "wrote " + png + ": 1 step, 3 epoch and 0 evaluation line(s)\n");
+}
+
 TEST_F(PlotMetricsTest, RefusesWhatIsNotAMetricsFile) {
   const std::string broken =
       Write("broken.jsonl", std::string(kRun).substr(0, std::string(kRun).find('\n') + 1) +

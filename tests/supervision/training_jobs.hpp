@@ -40,9 +40,9 @@ class TrainingJobTest : public ::testing::Test {
   }
 
   // The flags of a job of `processes` workers on this machine training `model` through `backend`
-  // on the test's data, many epochs of 8-sample global batches; `extra` comes last.
+  // on the test's data, many epochs of `global_batch`-sample global batches; `extra` comes last.
   Args Job(const std::string& backend, const std::string& model, int processes,
-           const Args& extra = {}) const {
+           const Args& extra = {}, int global_batch = 8) const {
     Args args = {"--plugin-dir",
                  DPL_TEST_PLUGIN_DIR,
                  "--plugin-dir",
@@ -61,7 +61,7 @@ class TrainingJobTest : public ::testing::Test {
                  "--num-processes",
                  std::to_string(processes),
                  "--batch-size",
-                 "8",
+                 std::to_string(global_batch),
                  "--epochs",
                  "1000",
                  "--no-eval"};
