@@ -130,7 +130,7 @@ struct NpyTraits : dpl::datasets::TransformAndClassesTraits {
 
 }  // namespace
 
-DPL_PLUGIN_EXPORT extern const dpl_dataset_plugin_v1 npy_dataset_plugin
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_dataset_plugin_v1);
-const dpl_dataset_plugin_v1 npy_dataset_plugin = dpl::datasets::PluginTable<NpyTraits>(
+DPL_PLUGIN_EXPORT extern const dpl_dataset_plugin_v2 npy_dataset_plugin
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_dataset_plugin_v2);
+const dpl_dataset_plugin_v2 npy_dataset_plugin = dpl::datasets::PluginTable<NpyTraits>(
     "1.0.0", "NumPy .npy arrays: x.npy samples (uint8, float32, int64), y.npy labels");
