@@ -8,10 +8,10 @@
 
 #include "common/files.hpp"
 #include "common/labels.hpp"
+#include "common/npy_format.hpp"
 #include "common/plugin.hpp"
 #include "common/sample_transform.hpp"
 #include "common/transformed_dataset.hpp"
-#include "npy_format.hpp"
 
 namespace {
 
