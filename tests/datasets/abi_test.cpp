@@ -15,7 +15,7 @@ using ::dpl::testing::WriteGz;
 namespace {
 
 std::vector<std::string> PluginNames() {
-  std::vector<std::string> names = {"idx", "npy", "cifar10", "tokens"};
+  std::vector<std::string> names = {"idx", "npy", "cifar10", "tokens", "text"};
   if (std::filesystem::exists(std::string(DPL_TEST_PLUGIN_DIR) +
                               "/libdpl_dataset_imagefolder.so")) {
     names.push_back("imagefolder");
