@@ -198,6 +198,14 @@ class Dataset {
   std::string error_;
 };
 
+// The message of a create of `plugin` with `settings` that fails with `expected`.
+inline std::string CreateError(const std::string& plugin, const Settings& settings,
+                               dpl_status expected) {
+  Dataset dataset(plugin, settings);
+  EXPECT_EQ(dataset.status(), expected) << dataset.error();
+  return dataset.error();
+}
+
 // A fresh folder under /tmp, removed with the fixture.
 class ScratchTest : public ::testing::Test {
  protected:
@@ -211,6 +219,12 @@ class ScratchTest : public ::testing::Test {
     Settings settings;
     settings.path = dir_;
     settings.options = options;
+    return settings;
+  }
+  Settings AtSplit(int32_t split, const std::string& options, uint64_t seed = 0) const {
+    Settings settings = At(options);
+    settings.split = split;
+    settings.seed = seed;
     return settings;
   }
   std::string dir_;

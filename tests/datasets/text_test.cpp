@@ -35,15 +35,8 @@ std::vector<int64_t> Tokens(const std::string& text, size_t begin, size_t count)
 
 class TextTest : public ScratchTest {
  protected:
-  Settings Split(int32_t split, const std::string& options) const {
-    Settings settings = At(options);
-    settings.split = split;
-    return settings;
-  }
   std::string Refusal(const Settings& settings, dpl_status expected = DPL_ERR_INVALID_ARGUMENT) {
-    Dataset dataset("text", settings);
-    EXPECT_EQ(dataset.status(), expected) << dataset.error();
-    return dataset.error();
+    return CreateError("text", settings, expected);
   }
   std::string Error(const std::string& message) const { return "dataset \"text\": " + message; }
 
@@ -89,7 +82,7 @@ TEST_F(TextTest, BytesAreTokensInAVocabularyOf256) {
   const std::string val = "naïve café — déjà vu.\n";
   WriteText(Path("train.txt"), train);
   WriteText(Path("val.txt"), val);
-  Dataset dataset("text", Split(DPL_DATASET_SPLIT_VALIDATION, "block=4"));
+  Dataset dataset("text", AtSplit(DPL_DATASET_SPLIT_VALIDATION, "block=4"));
   ASSERT_TRUE(dataset.ok()) << dataset.error();
   const dpl_dataset_info_v2 info = dataset.Info();
   EXPECT_EQ(info.num_classes, 256);
@@ -102,7 +95,7 @@ TEST_F(TextTest, BytesAreTokensInAVocabularyOf256) {
   EXPECT_EQ(batch.input, (std::vector<int64_t>{'n', 'a', 0xC3, 0xAF, 'v', 'e', ' ', 'c'}));
   EXPECT_EQ(batch.target, (std::vector<int64_t>{'a', 0xC3, 0xAF, 'v', 'e', ' ', 'c', 'a'}));
   EXPECT_EQ(GridOffset(dataset, 3, val, 0, val.size()), 0);
-  Dataset training("text", Split(DPL_DATASET_SPLIT_TRAIN, "block=4"));
+  Dataset training("text", AtSplit(DPL_DATASET_SPLIT_TRAIN, "block=4"));
   ASSERT_TRUE(training.ok()) << training.error();
   EXPECT_EQ(training.Info().count, int64_t((train.size() - 1) / 4 - 1));
   GridOffset(training, 0, train, 0, train.size());
@@ -111,8 +104,8 @@ TEST_F(TextTest, BytesAreTokensInAVocabularyOf256) {
 TEST_F(TextTest, OneFileIsSplitByValFraction) {
   const std::string text = Letters(1000);
   WriteText(Path("input.txt"), text);
-  Dataset validation("text", Split(DPL_DATASET_SPLIT_VALIDATION, "block=8"));
-  Dataset train("text", Split(DPL_DATASET_SPLIT_TRAIN, "block=8"));
+  Dataset validation("text", AtSplit(DPL_DATASET_SPLIT_VALIDATION, "block=8"));
+  Dataset train("text", AtSplit(DPL_DATASET_SPLIT_TRAIN, "block=8"));
   ASSERT_TRUE(validation.ok()) << validation.error();
   ASSERT_TRUE(train.ok()) << train.error();
   EXPECT_EQ(validation.Info().count, 12);  // (100 - 1) / 8
@@ -120,7 +113,7 @@ TEST_F(TextTest, OneFileIsSplitByValFraction) {
   EXPECT_EQ(train.Info().count, 111);  // (900 - 1) / 8 - 1
   for (int64_t epoch = 0; epoch < 4; ++epoch) GridOffset(train, epoch, text, 0, 900);
   // val_fraction=0.25, and --data-dir naming the file itself.
-  Settings file = Split(DPL_DATASET_SPLIT_TEST, "block=8,val_fraction=0.25");
+  Settings file = AtSplit(DPL_DATASET_SPLIT_TEST, "block=8,val_fraction=0.25");
   file.path = Path("input.txt");
   Dataset quarter("text", file);
   ASSERT_TRUE(quarter.ok()) << quarter.error();
@@ -132,7 +125,7 @@ TEST_F(TextTest, TheCutKeepsACharacterWhole) {
   std::string text = Letters(1000);
   text.replace(899, 2, "\xc3\xa9");  // é across the cut at 900
   WriteText(Path("input.txt"), text);
-  Dataset validation("text", Split(DPL_DATASET_SPLIT_VALIDATION, "block=4"));
+  Dataset validation("text", AtSplit(DPL_DATASET_SPLIT_VALIDATION, "block=4"));
   ASSERT_TRUE(validation.ok()) << validation.error();
   EXPECT_EQ(validation.Info().count, 25);  // (101 - 1) / 4
   EXPECT_EQ(validation.FillTokens({0}).input[0], 0xC3);
@@ -143,7 +136,7 @@ TEST_F(TextTest, TheCacheIsWrittenOnceReadLaterAndRebuiltWhenTheTextChanges) {
   const std::string text = Letters(500);
   WriteText(Path("input.txt"), text);
   LogLines log;
-  Settings settings = Split(DPL_DATASET_SPLIT_TRAIN, "block=8");
+  Settings settings = AtSplit(DPL_DATASET_SPLIT_TRAIN, "block=8");
   settings.cache_dir = Path("cache");
   settings.log = &log;
   {
@@ -195,7 +188,7 @@ TEST_F(TextTest, ABadCacheEntryIsReplaced) {
   WriteText(Path("val.txt"), text);
   WriteText(Path("train.txt"), Letters(300, 2));
   LogLines log;
-  Settings settings = Split(DPL_DATASET_SPLIT_VALIDATION, "block=8");
+  Settings settings = AtSplit(DPL_DATASET_SPLIT_VALIDATION, "block=8");
   settings.cache_dir = Path("cache");
   settings.log = &log;
   { Dataset first("text", settings); }
@@ -217,7 +210,7 @@ TEST_F(TextTest, RefusesWhatIsNotText) {
   WriteText(Path("train.txt"), Letters(100));
   auto refusal = [&](const std::string& val) {
     WriteText(Path("val.txt"), val);
-    return Refusal(Split(DPL_DATASET_SPLIT_VALIDATION, "block=4"));
+    return Refusal(AtSplit(DPL_DATASET_SPLIT_VALIDATION, "block=4"));
   };
   auto not_utf8 = [&](const char* byte, size_t offset, int line) {
     return Error(Path("val.txt") + ": not UTF-8 text: byte " + byte + " at offset " +
@@ -249,7 +242,7 @@ TEST_F(TextTest, RefusesMissingTextAndBadOptions) {
   WriteText(Path("input.txt"), Letters(100));
   std::filesystem::remove(Path("a.txt"));
   std::filesystem::remove(Path("b.txt"));
-  EXPECT_EQ(Refusal(Split(DPL_DATASET_SPLIT_VALIDATION, "block=16")),
+  EXPECT_EQ(Refusal(AtSplit(DPL_DATASET_SPLIT_VALIDATION, "block=16")),
             Error(Path("input.txt") +
                   " (its validation part, val_fraction=0.1): 10 tokens, shorter than one sample "
                   "(block=16 takes 17 tokens); use a smaller block or more data"));

@@ -28,16 +28,8 @@ std::vector<uint16_t> Ramp(int count, int first = 0) {
 
 class TokensTest : public ScratchTest {
  protected:
-  Settings Split(int32_t split, const std::string& options, uint64_t seed = 0) const {
-    Settings settings = At(options);
-    settings.split = split;
-    settings.seed = seed;
-    return settings;
-  }
   std::string Refusal(const Settings& settings, dpl_status expected = DPL_ERR_INVALID_ARGUMENT) {
-    Dataset dataset("tokens", settings);
-    EXPECT_EQ(dataset.status(), expected) << dataset.error();
-    return dataset.error();
+    return CreateError("tokens", settings, expected);
   }
   std::string Error(const std::string& message) const { return "dataset \"tokens\": " + message; }
 
@@ -65,7 +57,7 @@ class TokensTest : public ScratchTest {
 TEST_F(TokensTest, ValidationWindowsAndTargetsExactly) {
   WriteIds(Path("train.bin"), Ramp(50));
   WriteIds(Path("val.bin"), Ramp(30, 100));
-  Dataset dataset("tokens", Split(DPL_DATASET_SPLIT_VALIDATION, "block=4"));
+  Dataset dataset("tokens", AtSplit(DPL_DATASET_SPLIT_VALIDATION, "block=4"));
   ASSERT_TRUE(dataset.ok()) << dataset.error();
   const dpl_dataset_info_v2 info = dataset.Info();
   EXPECT_EQ(info.input.dtype.code, kDLInt);
@@ -82,7 +74,7 @@ TEST_F(TokensTest, ValidationWindowsAndTargetsExactly) {
   EXPECT_EQ(batch.target,
             (std::vector<int64_t>{125, 126, 127, 128, 101, 102, 103, 104, 113, 114, 115, 116}));
   // The test split reads val.bin too, on the same fixed grid.
-  Dataset test("tokens", Split(DPL_DATASET_SPLIT_TEST, "block=4"));
+  Dataset test("tokens", AtSplit(DPL_DATASET_SPLIT_TEST, "block=4"));
   ASSERT_TRUE(test.ok()) << test.error();
   EXPECT_EQ(test.FillTokens({6, 0, 3}, 9).input, batch.input);
 }
@@ -90,11 +82,11 @@ TEST_F(TokensTest, ValidationWindowsAndTargetsExactly) {
 TEST_F(TokensTest, TheTrainGridShiftsPerEpochAlikeOnEveryRank) {
   WriteIds(Path("train.bin"), Ramp(1000));
   WriteIds(Path("val.bin"), Ramp(20));
-  Dataset rank0("tokens", Split(DPL_DATASET_SPLIT_TRAIN, "block=16", 7));
-  Settings other = Split(DPL_DATASET_SPLIT_TRAIN, "block=16", 7);
+  Dataset rank0("tokens", AtSplit(DPL_DATASET_SPLIT_TRAIN, "block=16", 7));
+  Settings other = AtSplit(DPL_DATASET_SPLIT_TRAIN, "block=16", 7);
   other.num_threads = 3;
   Dataset rank1("tokens", other);
-  Dataset reseeded("tokens", Split(DPL_DATASET_SPLIT_TRAIN, "block=16", 8));
+  Dataset reseeded("tokens", AtSplit(DPL_DATASET_SPLIT_TRAIN, "block=16", 8));
   ASSERT_TRUE(rank0.ok() && rank1.ok() && reseeded.ok()) << rank0.error();
   // (1000 - 1) / 16 = 62 windows fit at offset 0; one is kept as room for every offset.
   EXPECT_EQ(rank0.Info().count, 61);
@@ -128,8 +120,8 @@ TEST_F(TokensTest, TheCountIsWhatEveryOffsetCanServe) {
     WriteIds(Path("train.bin"), Ramp(c.tokens));
     WriteIds(Path("val.bin"), Ramp(c.tokens));
     const std::string options = "block=" + std::to_string(c.block);
-    Dataset train("tokens", Split(DPL_DATASET_SPLIT_TRAIN, options, 3));
-    Dataset validation("tokens", Split(DPL_DATASET_SPLIT_VALIDATION, options));
+    Dataset train("tokens", AtSplit(DPL_DATASET_SPLIT_TRAIN, options, 3));
+    Dataset validation("tokens", AtSplit(DPL_DATASET_SPLIT_VALIDATION, options));
     ASSERT_TRUE(train.ok()) << train.error();
     ASSERT_TRUE(validation.ok()) << validation.error();
     EXPECT_EQ(train.Info().count, c.train);
@@ -147,13 +139,13 @@ TEST_F(TokensTest, Uint32FilesWithDtypeUint32) {
   for (uint32_t i = 0; i < 21; ++i) ids.push_back(70000 + i * 1000);
   WriteIds(Path("train.bin"), ids);
   WriteIds(Path("val.bin"), std::vector<uint32_t>(ids.begin(), ids.begin() + 11));
-  Dataset dataset("tokens", Split(DPL_DATASET_SPLIT_VALIDATION, "block=5,dtype=uint32"));
+  Dataset dataset("tokens", AtSplit(DPL_DATASET_SPLIT_VALIDATION, "block=5,dtype=uint32"));
   ASSERT_TRUE(dataset.ok()) << dataset.error();
   EXPECT_EQ(dataset.Info().num_classes, 90001);
   const TokenBatch batch = dataset.FillTokens({1});
   EXPECT_EQ(batch.input, (std::vector<int64_t>{75000, 76000, 77000, 78000, 79000}));
   EXPECT_EQ(batch.target, (std::vector<int64_t>{76000, 77000, 78000, 79000, 80000}));
-  Dataset given("tokens", Split(DPL_DATASET_SPLIT_TRAIN, "block=5,dtype=uint32,vocab=100000"));
+  Dataset given("tokens", AtSplit(DPL_DATASET_SPLIT_TRAIN, "block=5,dtype=uint32,vocab=100000"));
   ASSERT_TRUE(given.ok()) << given.error();
   EXPECT_EQ(given.Info().num_classes, 100000);
 }
@@ -166,7 +158,7 @@ TEST_F(TokensTest, NpyFilesOfEveryIntegerDtype) {
                         "))\nnumpy.save('val.npy', numpy.array([5, 9, 2, 7, 1, 0, 8], "
                         "dtype=numpy." +
                         dtype + "))\n");
-    Dataset dataset("tokens", Split(DPL_DATASET_SPLIT_VALIDATION, "block=3"));
+    Dataset dataset("tokens", AtSplit(DPL_DATASET_SPLIT_VALIDATION, "block=3"));
     ASSERT_TRUE(dataset.ok()) << dataset.error();
     EXPECT_EQ(dataset.Info().count, 2);
     EXPECT_EQ(dataset.Info().num_classes, 43);  // train's largest, 42, + 1
@@ -183,16 +175,16 @@ TEST_F(TokensTest, TheVocabularyIsTheLargestIdOfBothFilesOrVocab) {
   WriteIds(Path("train.bin"), train);
   WriteIds(Path("val.bin"), val);
   for (const int32_t split : {int32_t{DPL_DATASET_SPLIT_TRAIN}, DPL_DATASET_SPLIT_VALIDATION}) {
-    Dataset inferred("tokens", Split(split, "block=2"));
+    Dataset inferred("tokens", AtSplit(split, "block=2"));
     ASSERT_TRUE(inferred.ok()) << inferred.error();
     EXPECT_EQ(inferred.Info().num_classes, 51) << "split " << split;
-    Dataset given("tokens", Split(split, "block=2,vocab=64"));
+    Dataset given("tokens", AtSplit(split, "block=2,vocab=64"));
     ASSERT_TRUE(given.ok()) << given.error();
     EXPECT_EQ(given.Info().num_classes, 64);
   }
   // Without val.bin the train split alone gives the vocabulary.
   std::filesystem::remove(Path("val.bin"));
-  Dataset alone("tokens", Split(DPL_DATASET_SPLIT_TRAIN, "block=2"));
+  Dataset alone("tokens", AtSplit(DPL_DATASET_SPLIT_TRAIN, "block=2"));
   ASSERT_TRUE(alone.ok()) << alone.error();
   EXPECT_EQ(alone.Info().num_classes, 41);
 }

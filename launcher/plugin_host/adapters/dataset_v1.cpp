@@ -10,6 +10,7 @@
 #include "dpl/dataset_v1.h"
 #include "plugin_host/adapters/adapter_support.hpp"
 #include "plugin_host/adapters/builtin_adapters.hpp"
+#include "plugin_host/adapters/dataset_v1.hpp"
 
 namespace dpl::plugin_host::adapters {
 namespace {
@@ -17,10 +18,7 @@ namespace {
 using Table = dpl_dataset_plugin_v1;
 
 RequiredEntries Required(const void* table) {
-  const auto* t = static_cast<const Table*>(table);
-  return {DPL_REQUIRED_ENTRY(t, create), DPL_REQUIRED_ENTRY(t, destroy),
-          DPL_REQUIRED_ENTRY(t, describe), DPL_REQUIRED_ENTRY(t, fill),
-          DPL_REQUIRED_ENTRY(t, last_error)};
+  return RequiredDatasetEntries(static_cast<const Table*>(table));
 }
 
 // v1's info as the newest (Note [Adapting dataset ABI v1]).
@@ -46,7 +44,6 @@ DatasetInterface Adapt(const void* table) {
     if (own.split == DPL_DATASET_SPLIT_VALIDATION) own.split = DPL_DATASET_SPLIT_TEST;
     return create(&own, out);
   };
-  dataset.destroy = t.destroy;
   dataset.describe = [describe = t.describe](dpl_dataset* instance, dpl_dataset_info* info) {
     dpl_dataset_info_v1 own{};
     own.struct_size = sizeof own;
@@ -54,8 +51,7 @@ DatasetInterface Adapt(const void* table) {
     *info = TypedInfo(own);
     return status;
   };
-  dataset.fill = t.fill;
-  dataset.last_error = t.last_error;
+  TakeDatasetEntries(t, &dataset);
   return dataset;
 }
 

@@ -3,6 +3,7 @@
 #include "dpl/dataset_v2.h"
 #include "plugin_host/adapters/adapter_support.hpp"
 #include "plugin_host/adapters/builtin_adapters.hpp"
+#include "plugin_host/adapters/dataset_v1.hpp"
 
 namespace dpl::plugin_host::adapters {
 namespace {
@@ -10,20 +11,15 @@ namespace {
 using Table = dpl_dataset_plugin_v2;
 
 RequiredEntries Required(const void* table) {
-  const auto* t = static_cast<const Table*>(table);
-  return {DPL_REQUIRED_ENTRY(t, create), DPL_REQUIRED_ENTRY(t, destroy),
-          DPL_REQUIRED_ENTRY(t, describe), DPL_REQUIRED_ENTRY(t, fill),
-          DPL_REQUIRED_ENTRY(t, last_error)};
+  return RequiredDatasetEntries(static_cast<const Table*>(table));
 }
 
 DatasetInterface Adapt(const void* table) {
   const Table& t = TableAt<Table>(table);
   DatasetInterface dataset;
   dataset.create = CreateWithPrefix<dpl_dataset_config_v2>(t.create, DPL_DATASET_ABI_VERSION_2);
-  dataset.destroy = t.destroy;
   dataset.describe = t.describe;
-  dataset.fill = t.fill;
-  dataset.last_error = t.last_error;
+  TakeDatasetEntries(t, &dataset);
   return dataset;
 }
 
