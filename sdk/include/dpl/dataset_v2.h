@@ -47,8 +47,8 @@ typedef struct dpl_sample_tensor_v2 {
 } dpl_sample_tensor_v2;
 
 typedef struct dpl_dataset_info_v2 {
-  uint32_t struct_size; /* set by the host to sizeof(dpl_dataset_info_v2) before the call */
-  uint32_t reserved;    /* 0 */
+  uint32_t struct_size;        /* set by the host to sizeof(dpl_dataset_info_v2) before the call */
+  uint32_t reserved;           /* 0 */
   dpl_sample_tensor_v2 input;  /* one sample's input, as `fill` writes it */
   dpl_sample_tensor_v2 target; /* one sample's target, as `fill` writes it */
   int64_t count;               /* samples in this split, >= 1 */
