@@ -140,7 +140,7 @@ struct Cifar10Traits {
 
 }  // namespace
 
-DPL_PLUGIN_EXPORT extern const dpl_dataset_plugin_v1 cifar10_dataset_plugin
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_dataset_plugin_v1);
-const dpl_dataset_plugin_v1 cifar10_dataset_plugin = dpl::datasets::PluginTable<Cifar10Traits>(
+DPL_PLUGIN_EXPORT extern const dpl_dataset_plugin_v2 cifar10_dataset_plugin
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_dataset_plugin_v2);
+const dpl_dataset_plugin_v2 cifar10_dataset_plugin = dpl::datasets::PluginTable<Cifar10Traits>(
     "1.0.0", "the CIFAR-10 binary version (data_batch_1..5.bin, test_batch.bin)");

@@ -1,4 +1,4 @@
-// The C++ side of dataset ABI v1 (dpl/dataset_v1.h) that the in-tree plugins share. A plugin
+// The C++ side of dataset ABI v2 (dpl/dataset_v2.h) that the in-tree plugins share. A plugin
 // writes a Traits struct:
 //     struct Traits {
 //       static constexpr char kName[] = "idx";
@@ -6,9 +6,10 @@
 //       static Options ReadOptions(const support::KeyValueOptions& options);  // every key
 //       static std::unique_ptr<Dataset> Open(const OpenRequest& request, const Options& options);
 //     };
-// and exports PluginTable<Traits>(version, description). The table checks the config, refuses
-// unknown options before Open touches a file, checks every fill's tensors and indices, and turns
-// every exception into a status and a message starting with `dataset "<name>": `.
+// and exports PluginTable<Traits>(version, description), a dpl_dataset_plugin_v2. The table checks
+// the config, refuses unknown options before Open touches a file, checks every fill's tensors and
+// indices, and turns every exception into a status and a message starting with
+// `dataset "<name>": `.
 #pragma once
 
 #include <cstdint>
@@ -41,38 +42,62 @@ class Logger {
 
 // What create hands a plugin's Open, read from the checked config.
 struct OpenRequest {
-  std::string path;       // --data-dir
-  std::string cache_dir;  // Note [Data cache]; "" = none
-  dpl_dataset_split split = DPL_DATASET_SPLIT_TRAIN;
+  std::string path;                         // --data-dir
+  std::string cache_dir;                    // Note [Data cache]; "" = none
+  int32_t split = DPL_DATASET_SPLIT_TRAIN;  // a dpl_dataset_split or DPL_DATASET_SPLIT_VALIDATION
   int num_threads = 1;
   uint64_t seed = 0;
   Logger log{nullptr, nullptr, ""};
 
   bool train() const { return split == DPL_DATASET_SPLIT_TRAIN; }
+  // The part of the data that serves the split: "train", or "test" for the test split and for the
+  // validation split of data without a validation part of its own (dpl/dataset_v2.h).
   const char* split_name() const { return train() ? "train" : "test"; }
 };
 
-// An open split. The shape, count and classes are fixed when it is made.
+// One tensor of a sample as `fill` writes it: its element type and shape (() for a scalar).
+struct SampleTensor {
+  DLDataType dtype{kDLFloat, 32, 1};
+  std::vector<int64_t> shape;
+
+  static SampleTensor Float32(std::vector<int64_t> shape) {
+    return {{kDLFloat, 32, 1}, std::move(shape)};
+  }
+  static SampleTensor Int64(std::vector<int64_t> shape) {
+    return {{kDLInt, 64, 1}, std::move(shape)};
+  }
+  int64_t elements() const;
+  size_t bytes() const;  // of one sample
+};
+
+// An open split. Its input and target, count and classes are fixed when it is made.
 class Dataset {
  public:
-  Dataset(std::vector<int64_t> sample_shape, int64_t count, int64_t num_classes)
-      : sample_shape_(std::move(sample_shape)), count_(count), num_classes_(num_classes) {}
+  Dataset(SampleTensor input, SampleTensor target, int64_t count, int64_t num_classes)
+      : input_(std::move(input)),
+        target_(std::move(target)),
+        count_(count),
+        num_classes_(num_classes) {}
   virtual ~Dataset() = default;
   Dataset(const Dataset&) = delete;
   Dataset& operator=(const Dataset&) = delete;
 
-  const std::vector<int64_t>& sample_shape() const { return sample_shape_; }
+  const SampleTensor& input() const { return input_; }
+  const SampleTensor& target() const { return target_; }
   int64_t count() const { return count_; }
   int64_t num_classes() const { return num_classes_; }
-  int64_t SampleElements() const;
+  // The input's shape and elements.
+  const std::vector<int64_t>& sample_shape() const { return input_.shape; }
+  int64_t SampleElements() const { return input_.elements(); }
 
-  // Writes samples indices[0..n) (each already checked to be below count()) of `epoch` to
-  // input[i * SampleElements() ..] and their labels to labels[i].
-  virtual void Fill(const int64_t* indices, int64_t n, int64_t epoch, float* input,
-                    int64_t* labels) = 0;
+  // Writes samples indices[0..n) (each already checked to be below count()) of `epoch` to the
+  // rows of `input` (input().bytes() each, of input().dtype) and of `target` (likewise).
+  virtual void Fill(const int64_t* indices, int64_t n, int64_t epoch, void* input,
+                    void* target) = 0;
 
  private:
-  std::vector<int64_t> sample_shape_;
+  SampleTensor input_;
+  SampleTensor target_;
   int64_t count_;
   int64_t num_classes_;
 };
@@ -81,17 +106,17 @@ namespace detail {
 
 std::string Prefix(const char* name);
 // Checks the config (size, version, path, split, threads) and reads it into a request.
-OpenRequest ReadConfig(const dpl_dataset_config_v1* config, const char* name);
+OpenRequest ReadConfig(const dpl_dataset_config_v2* config, const char* name);
 // Takes ownership of `dataset` as the ABI's opaque instance.
 dpl_dataset* Wrap(std::unique_ptr<Dataset> dataset);
 void Destroy(dpl_dataset* dataset);
-dpl_status Describe(const char* name, dpl_dataset* dataset, dpl_dataset_info_v1* info);
+dpl_status Describe(const char* name, dpl_dataset* dataset, dpl_dataset_info_v2* info);
 dpl_status Fill(const char* name, dpl_dataset* dataset, const int64_t* indices, int64_t epoch,
-                DLTensor* input, DLTensor* labels);
+                DLTensor* input, DLTensor* target);
 
 template <typename Traits>
 struct Functions {
-  static dpl_status Create(const dpl_dataset_config_v1* config, dpl_dataset** out) {
+  static dpl_status Create(const dpl_dataset_config_v2* config, dpl_dataset** out) {
     return support::Guarded(Prefix(Traits::kName), [&] {
       support::Require(out != nullptr, "out is NULL");
       *out = nullptr;
@@ -102,22 +127,22 @@ struct Functions {
       *out = Wrap(Traits::Open(request, read));
     });
   }
-  static dpl_status Describe(dpl_dataset* dataset, dpl_dataset_info_v1* info) {
+  static dpl_status Describe(dpl_dataset* dataset, dpl_dataset_info_v2* info) {
     return detail::Describe(Traits::kName, dataset, info);
   }
   static dpl_status Fill(dpl_dataset* dataset, const int64_t* indices, int64_t epoch,
-                         DLTensor* input, DLTensor* labels) {
-    return detail::Fill(Traits::kName, dataset, indices, epoch, input, labels);
+                         DLTensor* input, DLTensor* target) {
+    return detail::Fill(Traits::kName, dataset, indices, epoch, input, target);
   }
 };
 
 }  // namespace detail
 
 template <typename Traits>
-constexpr dpl_dataset_plugin_v1 PluginTable(const char* version, const char* description) {
-  return dpl_dataset_plugin_v1{
-      {uint32_t(sizeof(dpl_dataset_plugin_v1)), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_DATASET,
-       DPL_DATASET_ABI_VERSION_1, Traits::kName, version, description},
+constexpr dpl_dataset_plugin_v2 PluginTable(const char* version, const char* description) {
+  return dpl_dataset_plugin_v2{
+      {uint32_t(sizeof(dpl_dataset_plugin_v2)), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_DATASET,
+       DPL_DATASET_ABI_VERSION_2, Traits::kName, version, description},
       &detail::Functions<Traits>::Create,
       &detail::Destroy,
       &detail::Functions<Traits>::Describe,

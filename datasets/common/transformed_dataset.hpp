@@ -1,7 +1,9 @@
 // The class-and-options skeleton of a plugin whose stored samples go through the split's
 // SampleTransform: the plugin says where sample `index` is stored and what its label is, the
 // skeleton fills batches from that (FillTransformedBatch), and a plugin whose options are the
-// transform's and `classes=N` takes its traits' ReadOptions from TransformAndClassesTraits.
+// transform's and `classes=N` takes its traits' ReadOptions from TransformAndClassesTraits. A
+// sample is typed as image classification is: input float32 of the transform's shape, target one
+// int64 label (shape ()).
 #pragma once
 
 #include <cstdint>
@@ -16,12 +18,20 @@ namespace dpl::datasets {
 class TransformedDataset : public Dataset {
  public:
   TransformedDataset(SampleTransform transform, int64_t count, int64_t num_classes, int num_threads)
-      : Dataset(transform.sample_shape(), count, num_classes),
+      : Dataset(SampleTensor::Float32(transform.sample_shape()), SampleTensor::Int64({}), count,
+                num_classes),
         transform_(std::move(transform)),
         num_threads_(num_threads) {}
 
-  void Fill(const int64_t* indices, int64_t n, int64_t epoch, float* input,
-            int64_t* labels) override {
+  void Fill(const int64_t* indices, int64_t n, int64_t epoch, void* input, void* target) final {
+    FillSamples(indices, n, epoch, static_cast<float*>(input), static_cast<int64_t*>(target));
+  }
+
+ protected:
+  // Writes samples indices[0..n) of `epoch` to input[i * SampleElements() ..] and their labels to
+  // labels[i].
+  virtual void FillSamples(const int64_t* indices, int64_t n, int64_t epoch, float* input,
+                           int64_t* labels) {
     BeforeFill();
     FillTransformedBatch(
         transform_, num_threads_, indices, n, epoch, input, labels,
@@ -29,7 +39,6 @@ class TransformedDataset : public Dataset {
         [&](int64_t index) { return LabelAt(index); });
   }
 
- protected:
   // Where stored sample `index` starts (what SampleTransform::Apply reads), and its label. Both
   // are called from several threads at once.
   virtual const void* SampleAt(int64_t index) const = 0;

@@ -244,7 +244,7 @@ struct IdxTraits : dpl::datasets::TransformAndClassesTraits {
 
 }  // namespace
 
-DPL_PLUGIN_EXPORT extern const dpl_dataset_plugin_v1 idx_dataset_plugin
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_dataset_plugin_v1);
-const dpl_dataset_plugin_v1 idx_dataset_plugin = dpl::datasets::PluginTable<IdxTraits>(
+DPL_PLUGIN_EXPORT extern const dpl_dataset_plugin_v2 idx_dataset_plugin
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_dataset_plugin_v2);
+const dpl_dataset_plugin_v2 idx_dataset_plugin = dpl::datasets::PluginTable<IdxTraits>(
     "1.0.0", "MNIST-format IDX files, gzipped or raw (MNIST, Fashion-MNIST)");

@@ -174,10 +174,10 @@ class ImageFolderDataset : public dpl::datasets::TransformedDataset {
         loader_(std::move(loader)),
         decoded_(std::move(decoded)) {}
 
-  void Fill(const int64_t* indices, int64_t n, int64_t epoch, float* input,
-            int64_t* labels) override {
+  void FillSamples(const int64_t* indices, int64_t n, int64_t epoch, float* input,
+                   int64_t* labels) override {
     if (decoded_.data() != nullptr) {
-      TransformedDataset::Fill(indices, n, epoch, input, labels);
+      TransformedDataset::FillSamples(indices, n, epoch, input, labels);
       return;
     }
     const int64_t elements = SampleElements();
@@ -303,9 +303,9 @@ struct ImageFolderTraits {
 
 }  // namespace
 
-DPL_PLUGIN_EXPORT extern const dpl_dataset_plugin_v1 imagefolder_dataset_plugin
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_dataset_plugin_v1);
-const dpl_dataset_plugin_v1 imagefolder_dataset_plugin =
+DPL_PLUGIN_EXPORT extern const dpl_dataset_plugin_v2 imagefolder_dataset_plugin
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_dataset_plugin_v2);
+const dpl_dataset_plugin_v2 imagefolder_dataset_plugin =
     dpl::datasets::PluginTable<ImageFolderTraits>(
         "1.0.0",
         "a folder of PNG and JPEG images, <split>/<class>/<image> (torchvision's "

@@ -8,10 +8,10 @@
 
 #include "common/files.hpp"
 #include "common/labels.hpp"
+#include "common/npy_format.hpp"
 #include "common/plugin.hpp"
 #include "common/sample_transform.hpp"
 #include "common/transformed_dataset.hpp"
-#include "npy_format.hpp"
 
 namespace {
 
@@ -130,7 +130,7 @@ struct NpyTraits : dpl::datasets::TransformAndClassesTraits {
 
 }  // namespace
 
-DPL_PLUGIN_EXPORT extern const dpl_dataset_plugin_v1 npy_dataset_plugin
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_dataset_plugin_v1);
-const dpl_dataset_plugin_v1 npy_dataset_plugin = dpl::datasets::PluginTable<NpyTraits>(
+DPL_PLUGIN_EXPORT extern const dpl_dataset_plugin_v2 npy_dataset_plugin
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_dataset_plugin_v2);
+const dpl_dataset_plugin_v2 npy_dataset_plugin = dpl::datasets::PluginTable<NpyTraits>(
     "1.0.0", "NumPy .npy arrays: x.npy samples (uint8, float32, int64), y.npy labels");

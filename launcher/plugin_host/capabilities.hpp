@@ -81,8 +81,10 @@ enum class BackendCapability : uint32_t {
   kLocalAddress = 1,
 };
 
-// What a dataset plugin can do beyond dataset ABI v1 (dpl/dataset.h): nothing yet, v1 is the
-// only version; the next one appends its capabilities here.
+// What a dataset plugin can do beyond dataset ABI v1 (dpl/dataset.h): nothing a host must ask
+// for. Version 2's typed samples and validation split are adapted whole for a v1 plugin (float32
+// input, an int64 target of shape (), its test split for validation: Note [Adapting dataset ABI
+// v1]); a later version appends its capabilities here.
 enum class DatasetCapability : uint32_t {};
 
 }  // namespace dpl::plugin_host

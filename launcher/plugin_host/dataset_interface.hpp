@@ -15,18 +15,18 @@ namespace dpl::plugin_host {
 
 struct DatasetInterface {
   CapabilitySet<DatasetCapability> capabilities;
-  // The plugin's ABI for messages, e.g. "dataset ABI v1" (never for decisions: ask Has).
+  // The plugin's ABI for messages, e.g. "dataset ABI v2" (never for decisions: ask Has).
   std::string abi;
 
   bool Has(DatasetCapability capability) const { return capabilities.Has(capability); }
 
   // The caller fills the newest config; the adapter sets struct_size and version for the plugin.
-  // describe fills the newest info whole (struct_size included).
+  // describe fills the newest info whole (struct_size included): typed input and target.
   std::function<dpl_status(const dpl_dataset_config* config, dpl_dataset** out)> create;
   std::function<void(dpl_dataset* dataset)> destroy;
   std::function<dpl_status(dpl_dataset* dataset, dpl_dataset_info* info)> describe;
   std::function<dpl_status(dpl_dataset* dataset, const int64_t* indices, int64_t epoch,
-                           DLTensor* input, DLTensor* labels)>
+                           DLTensor* input, DLTensor* target)>
       fill;
   std::function<const char*()> last_error;
 };

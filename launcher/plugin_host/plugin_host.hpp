@@ -73,7 +73,7 @@ Result<LoadedPlugin> FindPlugin(const Discovery& discovery, dpl_plugin_kind kind
 std::string FormatPluginList(const Discovery& discovery);
 
 // The ABI versions this launcher loads, for `launcher --version`: "backend ABI v1..v2, model ABI
-// v1..v3, dataset ABI v1..v1".
+// v1..v3, dataset ABI v1..v2".
 std::string SupportedAbiText();
 
 // Picks the backend for --backend `requested` on `device` (cpu|cuda). For "auto": nccl when the

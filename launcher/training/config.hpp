@@ -100,7 +100,8 @@ struct TrainingConfig {
   int64_t max_steps = 0;               // stop after this many optimizer steps; 0 = no limit
   uint64_t seed = 0;                   // initialisation, shuffling and dropout
   bool drop_last = false;
-  bool evaluate = true;  // the test-set evaluation at the end
+  bool evaluate = true;    // the test-set evaluation at the end
+  int64_t eval_every = 0;  // evaluate the validation split every N optimizer steps; 0 = never
 
   // Where the model computes; mirror_parameters runs a CPU model through the host copy of the
   // parameters, as a CUDA model always does (Note [Host copy of the parameters]).

@@ -31,7 +31,7 @@ Result<std::unique_ptr<Model>> CreateModelForData(const ModelPlugin& plugin,
   if (!model.ok()) return model.status();
   // A plugin without kDataShape is not told the shape: what it describes must fit the data.
   const dpl_model_info& info = (*model)->info();
-  for (const DataSplit* split : {data.train.get(), data.test.get()}) {
+  for (const DataSplit* split : {data.train.get(), data.test.get(), data.validation.get()}) {
     if (split == nullptr) continue;
     DPL_RETURN_IF_ERROR(CheckDataFitsModel(*split, (*model)->name(), info.input_ndim,
                                            info.input_shape, info.num_classes));

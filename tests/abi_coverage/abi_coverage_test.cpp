@@ -5,7 +5,8 @@
 // checkpoints and --resume, and creates that fail (last_error). The union of the calls must hold
 // every function the recording plugins expose, which must be the functions the plugin host
 // requires of the newest ABI of each kind (plugin_host::RequiredFunctions). Older ABIs (backend
-// v1, model v2) train through the launcher as well; model v1: tests/training/end_to_end_test.cpp.
+// v1, model v2) train through the launcher as well; model v1: tests/training/end_to_end_test.cpp;
+// dataset v1: the recording dataset itself (it is a v1 table around the newest idx).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -21,8 +21,8 @@
 namespace dpl::datasets::testing {
 
 // Loads libdpl_dataset_<name>.so once per process.
-inline const dpl_dataset_plugin_v1& Plugin(const std::string& name) {
-  static std::map<std::string, const dpl_dataset_plugin_v1*> loaded;
+inline const dpl_dataset_plugin_v2& Plugin(const std::string& name) {
+  static std::map<std::string, const dpl_dataset_plugin_v2*> loaded;
   auto found = loaded.find(name);
   if (found != loaded.end()) return *found->second;
   const std::string path = std::string(DPL_TEST_PLUGIN_DIR) + "/libdpl_dataset_" + name + ".so";
@@ -31,9 +31,9 @@ inline const dpl_dataset_plugin_v1& Plugin(const std::string& name) {
     ADD_FAILURE() << "dlopen " << path << ": " << dlerror();
     std::abort();
   }
-  auto* table = static_cast<const dpl_dataset_plugin_v1*>(dlsym(handle, "dpl_dataset_plugin_v1"));
+  auto* table = static_cast<const dpl_dataset_plugin_v2*>(dlsym(handle, "dpl_dataset_plugin_v2"));
   if (table == nullptr) {
-    ADD_FAILURE() << path << " has no dpl_dataset_plugin_v1";
+    ADD_FAILURE() << path << " has no dpl_dataset_plugin_v2";
     std::abort();
   }
   loaded[name] = table;
@@ -61,10 +61,10 @@ struct Settings {
   LogLines* log = nullptr;
 };
 
-inline dpl_dataset_config_v1 ConfigOf(const Settings& settings) {
-  dpl_dataset_config_v1 config{};
+inline dpl_dataset_config_v2 ConfigOf(const Settings& settings) {
+  dpl_dataset_config_v2 config{};
   config.struct_size = sizeof config;
-  config.version = DPL_DATASET_ABI_VERSION_1;
+  config.version = DPL_DATASET_ABI_VERSION_2;
   config.path = settings.path.c_str();
   config.options = settings.options.c_str();
   config.split = settings.split;
@@ -82,11 +82,42 @@ struct Batch {
   std::vector<int64_t> labels;
 };
 
+// A filled batch of int64 inputs and int64 targets, row by row.
+struct TokenBatch {
+  std::vector<int64_t> input;
+  std::vector<int64_t> target;
+};
+
+// The shape of one sample's tensor, and its elements.
+inline std::vector<int64_t> ShapeOf(const dpl_sample_tensor_v2& tensor) {
+  return std::vector<int64_t>(tensor.shape, tensor.shape + tensor.ndim);
+}
+inline int64_t ElementsOf(const dpl_sample_tensor_v2& tensor) {
+  int64_t elements = 1;
+  for (const int64_t extent : ShapeOf(tensor)) elements *= extent;
+  return elements;
+}
+
+// A batch's tensor over `data`: `dtype`, shape (n, sample.shape...), host memory.
+struct BatchTensor {
+  BatchTensor(void* data, DLDataType dtype, int64_t n, const dpl_sample_tensor_v2& sample)
+      : shape{n} {
+    for (const int64_t extent : ShapeOf(sample)) shape.push_back(extent);
+    tensor.data = data;
+    tensor.device = {kDLCPU, 0};
+    tensor.ndim = int32_t(shape.size());
+    tensor.dtype = dtype;
+    tensor.shape = shape.data();
+  }
+  std::vector<int64_t> shape;
+  DLTensor tensor{};
+};
+
 // One dataset instance, destroyed at scope end. A failed create leaves status() and error().
 class Dataset {
  public:
   Dataset(const std::string& plugin, const Settings& settings) : plugin_(Plugin(plugin)) {
-    const dpl_dataset_config_v1 config = ConfigOf(settings);
+    const dpl_dataset_config_v2 config = ConfigOf(settings);
     status_ = plugin_.create(&config, &dataset_);
     if (status_ != DPL_OK) error_ = plugin_.last_error();
   }
@@ -98,47 +129,52 @@ class Dataset {
   dpl_status status() const { return status_; }
   const std::string& error() const { return error_; }
   dpl_dataset* get() const { return dataset_; }
-  const dpl_dataset_plugin_v1& plugin() const { return plugin_; }
+  const dpl_dataset_plugin_v2& plugin() const { return plugin_; }
 
-  dpl_dataset_info_v1 Info() const {
-    dpl_dataset_info_v1 info{};
+  dpl_dataset_info_v2 Info() const {
+    dpl_dataset_info_v2 info{};
     info.struct_size = sizeof info;
     EXPECT_EQ(plugin_.describe(dataset_, &info), DPL_OK) << plugin_.last_error();
     return info;
   }
-  std::vector<int64_t> SampleShape() const {
-    const dpl_dataset_info_v1 info = Info();
-    return std::vector<int64_t>(info.sample_shape, info.sample_shape + info.sample_ndim);
-  }
-  int64_t SampleElements() const {
-    int64_t elements = 1;
-    for (const int64_t extent : SampleShape()) elements *= extent;
-    return elements;
-  }
+  // The input's shape and elements.
+  std::vector<int64_t> SampleShape() const { return ShapeOf(Info().input); }
+  int64_t SampleElements() const { return ElementsOf(Info().input); }
 
-  // Fills `indices` of `epoch`; on failure returns the status and leaves the message in *error.
-  dpl_status TryFill(const std::vector<int64_t>& indices, int64_t epoch, Batch* batch,
-                     std::string* error) const {
-    std::vector<int64_t> input_shape{int64_t(indices.size())};
-    for (const int64_t extent : SampleShape()) input_shape.push_back(extent);
-    std::vector<int64_t> label_shape{int64_t(indices.size())};
-    batch->input.assign(indices.size() * size_t(SampleElements()), -1234.5f);
-    batch->labels.assign(indices.size(), -1);
-    DLTensor input{};
-    input.data = batch->input.data();
-    input.device = {kDLCPU, 0};
-    input.ndim = int32_t(input_shape.size());
-    input.dtype = {kDLFloat, 32, 1};
-    input.shape = input_shape.data();
-    DLTensor labels{};
-    labels.data = batch->labels.data();
-    labels.device = {kDLCPU, 0};
-    labels.ndim = 1;
-    labels.dtype = {kDLInt, 64, 1};
-    labels.shape = label_shape.data();
-    const dpl_status status = plugin_.fill(dataset_, indices.data(), epoch, &input, &labels);
+  // Fills `indices` of `epoch` into `input` and `target` (of `input_dtype` and `target_dtype`,
+  // room for the batch); on failure returns the status and leaves the message in *error.
+  dpl_status TryFillInto(const std::vector<int64_t>& indices, int64_t epoch, DLDataType input_dtype,
+                         void* input, DLDataType target_dtype, void* target,
+                         std::string* error) const {
+    const dpl_dataset_info_v2 info = Info();
+    BatchTensor in(input, input_dtype, int64_t(indices.size()), info.input);
+    BatchTensor out(target, target_dtype, int64_t(indices.size()), info.target);
+    const dpl_status status =
+        plugin_.fill(dataset_, indices.data(), epoch, &in.tensor, &out.tensor);
     if (status != DPL_OK && error != nullptr) *error = plugin_.last_error();
     return status;
+  }
+
+  // Fills `indices` of `epoch` as float32 samples with one int64 label each.
+  dpl_status TryFill(const std::vector<int64_t>& indices, int64_t epoch, Batch* batch,
+                     std::string* error) const {
+    batch->input.assign(indices.size() * size_t(SampleElements()), -1234.5f);
+    batch->labels.assign(indices.size() * size_t(ElementsOf(Info().target)), -1);
+    return TryFillInto(indices, epoch, {kDLFloat, 32, 1}, batch->input.data(), {kDLInt, 64, 1},
+                       batch->labels.data(), error);
+  }
+
+  // Fills `indices` of `epoch` as int64 input and int64 target (token windows).
+  TokenBatch FillTokens(const std::vector<int64_t>& indices, int64_t epoch = 0) const {
+    TokenBatch batch;
+    batch.input.assign(indices.size() * size_t(ElementsOf(Info().input)), -1);
+    batch.target.assign(indices.size() * size_t(ElementsOf(Info().target)), -1);
+    std::string error;
+    EXPECT_EQ(TryFillInto(indices, epoch, {kDLInt, 64, 1}, batch.input.data(), {kDLInt, 64, 1},
+                          batch.target.data(), &error),
+              DPL_OK)
+        << error;
+    return batch;
   }
 
   Batch Fill(const std::vector<int64_t>& indices, int64_t epoch = 0) const {
@@ -156,11 +192,19 @@ class Dataset {
   }
 
  private:
-  const dpl_dataset_plugin_v1& plugin_;
+  const dpl_dataset_plugin_v2& plugin_;
   dpl_dataset* dataset_ = nullptr;
   dpl_status status_ = DPL_OK;
   std::string error_;
 };
+
+// The message of a create of `plugin` with `settings` that fails with `expected`.
+inline std::string CreateError(const std::string& plugin, const Settings& settings,
+                               dpl_status expected) {
+  Dataset dataset(plugin, settings);
+  EXPECT_EQ(dataset.status(), expected) << dataset.error();
+  return dataset.error();
+}
 
 // A fresh folder under /tmp, removed with the fixture.
 class ScratchTest : public ::testing::Test {
@@ -175,6 +219,12 @@ class ScratchTest : public ::testing::Test {
     Settings settings;
     settings.path = dir_;
     settings.options = options;
+    return settings;
+  }
+  Settings AtSplit(int32_t split, const std::string& options, uint64_t seed = 0) const {
+    Settings settings = At(options);
+    settings.split = split;
+    settings.seed = seed;
     return settings;
   }
   std::string dir_;

@@ -154,7 +154,7 @@ TEST_F(PluginHostTest, RefusesLibraryWithoutEntrySymbol) {
   const std::string path = kBroken + "/libnosymbol.so";
   EXPECT_EQ(Refusal(path), path +
                                ": not a dpl plugin: no symbol dpl_backend_plugin_v2, "
-                               "dpl_model_plugin_v3 or dpl_dataset_plugin_v1");
+                               "dpl_model_plugin_v3 or dpl_dataset_plugin_v2");
 }
 
 TEST_F(PluginHostTest, RefusesBadMagic) {
@@ -227,7 +227,7 @@ TEST_F(PluginHostTest, DiscoveryListsGoodAndRefusedInOrder) {
   EXPECT_EQ(refused, expected);
   EXPECT_EQ(discovery->refused[6].reason,
             "not a dpl plugin: no symbol dpl_backend_plugin_v2, dpl_model_plugin_v3 or "
-            "dpl_dataset_plugin_v1");
+            "dpl_dataset_plugin_v2");
 }
 
 TEST_F(PluginHostTest, DuplicateNamesNameBothPaths) {

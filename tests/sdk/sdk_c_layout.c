@@ -8,6 +8,7 @@
 #include "dpl/common.h"
 #include "dpl/dataset.h"
 #include "dpl/dataset_v1.h"
+#include "dpl/dataset_v2.h"
 #include "dpl/dpl.h"
 #include "dpl/model.h"
 #include "dpl/model_v1.h"

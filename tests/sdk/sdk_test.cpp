@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dpl/dataset_v2.h"
 #include "dpl/dpl.h"
 #include "sdk_c_layout.h"
 
@@ -67,6 +68,7 @@ TEST(SdkTest, EnumValuesAreFixed) {
   EXPECT_EQ(DPL_PLUGIN_KIND_DATASET, 3);
   EXPECT_EQ(DPL_DATASET_SPLIT_TRAIN, 0);
   EXPECT_EQ(DPL_DATASET_SPLIT_TEST, 1);
+  EXPECT_EQ(DPL_DATASET_SPLIT_VALIDATION, 2);
   EXPECT_EQ(DPL_PRECISION_FP32, 0);
   EXPECT_EQ(DPL_PRECISION_BF16, 1);
   EXPECT_EQ(DPL_PRECISION_FP16, 2);
@@ -84,7 +86,7 @@ TEST(SdkTest, EnumValuesAreFixed) {
   EXPECT_EQ(DPL_MODEL_MODE_EVAL, 1);
   EXPECT_EQ(DPL_BACKEND_ABI_VERSION, 2u);
   EXPECT_EQ(DPL_MODEL_ABI_VERSION, 3u);
-  EXPECT_EQ(DPL_DATASET_ABI_VERSION, 1u);
+  EXPECT_EQ(DPL_DATASET_ABI_VERSION, 2u);
   EXPECT_EQ(DPL_MODEL_TENSORS_VALUES, 0);
   EXPECT_EQ(DPL_MODEL_TENSORS_GRADIENTS, 1);
   EXPECT_EQ(DPL_STORE_VERSION, 1u);
@@ -117,6 +119,19 @@ TEST(SdkTest, ModelAbiV3AppendsToV2AndItsStructsToV1s) {
   EXPECT_EQ(offsetof(dpl_backend_plugin_v2, synchronize), sizeof(dpl_backend_plugin_v1));
   EXPECT_EQ(offsetof(dpl_backend_config_v2, options), offsetof(dpl_backend_config_v1, options));
   EXPECT_EQ(offsetof(dpl_backend_config_v2, local_address), sizeof(dpl_backend_config_v1));
+}
+
+// Dataset ABI v2 keeps version 1's config and the places of its functions; its info is new
+// (typed input and target), so the host converts a v1 plugin's info whole.
+TEST(SdkTest, DatasetAbiV2KeepsV1sConfigAndEntries) {
+  EXPECT_EQ(sizeof(dpl_dataset_config_v2), sizeof(dpl_dataset_config_v1));
+  EXPECT_EQ(sizeof(dpl_dataset_plugin_v2), sizeof(dpl_dataset_plugin_v1));
+  EXPECT_EQ(offsetof(dpl_dataset_plugin_v2, fill), offsetof(dpl_dataset_plugin_v1, fill));
+  EXPECT_EQ(offsetof(dpl_dataset_plugin_v2, last_error),
+            offsetof(dpl_dataset_plugin_v1, last_error));
+  EXPECT_EQ(offsetof(dpl_dataset_info_v2, input), 8u);
+  EXPECT_EQ(sizeof(dpl_sample_tensor_v2), 8u + 8u * DPL_DATASET_MAX_SAMPLE_DIMS);
+  EXPECT_EQ(offsetof(dpl_dataset_info_v2, count), 8u + 2 * sizeof(dpl_sample_tensor_v2));
 }
 
 TEST(SdkTest, MagicSpellsDplpInMemory) {

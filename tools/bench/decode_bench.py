@@ -41,7 +41,7 @@ class DLTensor(ctypes.Structure):
                 ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
 
 
-class Config(ctypes.Structure):  # dpl_dataset_config_v1
+class Config(ctypes.Structure):  # dpl_dataset_config_v2 (v1's)
     _fields_ = [("struct_size", ctypes.c_uint32), ("version", ctypes.c_uint32),
                 ("path", ctypes.c_char_p), ("options", ctypes.c_char_p),
                 ("split", ctypes.c_int32), ("num_threads", ctypes.c_int32),
@@ -49,9 +49,13 @@ class Config(ctypes.Structure):  # dpl_dataset_config_v1
                 ("log", ctypes.c_void_p), ("log_context", ctypes.c_void_p)]
 
 
-class Info(ctypes.Structure):  # dpl_dataset_info_v1
-    _fields_ = [("struct_size", ctypes.c_uint32), ("sample_ndim", ctypes.c_uint32),
-                ("sample_shape", ctypes.c_int64 * 8), ("count", ctypes.c_int64),
+class SampleTensor(ctypes.Structure):  # dpl_sample_tensor_v2
+    _fields_ = [("dtype", DLDataType), ("ndim", ctypes.c_uint32), ("shape", ctypes.c_int64 * 8)]
+
+
+class Info(ctypes.Structure):  # dpl_dataset_info_v2
+    _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("input", SampleTensor), ("target", SampleTensor), ("count", ctypes.c_int64),
                 ("num_classes", ctypes.c_int64)]
 
 
@@ -62,7 +66,7 @@ class Header(ctypes.Structure):
                 ("description", ctypes.c_char_p)]
 
 
-class Table(ctypes.Structure):  # dpl_dataset_plugin_v1
+class Table(ctypes.Structure):  # dpl_dataset_plugin_v2
     _fields_ = [
         ("header", Header),
         ("create", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Config),
@@ -94,10 +98,10 @@ def write_folder(root, count):
 class Plugin:
     def __init__(self, path):
         self.library = ctypes.CDLL(path)
-        self.table = Table.in_dll(self.library, "dpl_dataset_plugin_v1")
+        self.table = Table.in_dll(self.library, "dpl_dataset_plugin_v2")
 
     def create(self, root, options, threads):
-        config = Config(ctypes.sizeof(Config), 1, root.encode(), options.encode(), 0, threads,
+        config = Config(ctypes.sizeof(Config), 2, root.encode(), options.encode(), 0, threads,
                         b"", 0, None, None)
         handle = ctypes.c_void_p()
         if self.table.create(ctypes.byref(config), ctypes.byref(handle)) != 0:
@@ -108,14 +112,14 @@ class Plugin:
         info = Info(ctypes.sizeof(Info))
         self.table.describe(handle, ctypes.byref(info))
         elements = 1
-        for d in range(info.sample_ndim):
-            elements *= info.sample_shape[d]
+        for d in range(info.input.ndim):
+            elements *= info.input.shape[d]
         inputs = numpy.empty((batch, elements), numpy.float32)
         labels = numpy.empty(batch, numpy.int64)
         for first in range(0, info.count, batch):
             n = min(batch, info.count - first)
             indices = numpy.arange(first, first + n, dtype=numpy.int64)
-            input_shape = (ctypes.c_int64 * 4)(n, *info.sample_shape[:3])
+            input_shape = (ctypes.c_int64 * 4)(n, *info.input.shape[:3])
             label_shape = (ctypes.c_int64 * 1)(n)
             x = DLTensor(inputs.ctypes.data, DLDevice(1, 0), 4, DLDataType(2, 32, 1),
                          input_shape, None, 0)

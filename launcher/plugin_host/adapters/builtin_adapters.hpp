@@ -13,6 +13,7 @@ Adapter ModelV1Adapter();    // model_v1.cpp
 Adapter ModelV2Adapter();    // model_v2.cpp
 Adapter ModelV3Adapter();    // model_v3.cpp
 Adapter DatasetV1Adapter();  // dataset_v1.cpp
+Adapter DatasetV2Adapter();  // dataset_v2.cpp
 
 // All of the above.
 std::vector<Adapter> BuiltinAdapters();

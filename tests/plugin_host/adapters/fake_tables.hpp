@@ -7,9 +7,11 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dpl/backend_v1.h"
+#include "dpl/dataset.h"
 #include "dpl/model_v2.h"
 #include "plugin_host/adapter_registry.hpp"
 
@@ -295,5 +297,70 @@ inline const std::vector<std::string>& RequiredNames() {
 }
 
 }  // namespace backend_v1
+
+// The fake entries of the types dataset ABI v1 defined, which v2 kept (its config is v1's); each
+// test adds its version's describe.
+namespace dataset_v1 {
+inline dpl_dataset_config_v1& CreatedWith() {
+  static dpl_dataset_config_v1 config;
+  return config;
+}
+inline dpl_status Create(const dpl_dataset_config_v1* config, dpl_dataset** out) {
+  CreatedWith() = *config;
+  *out = nullptr;
+  return DPL_OK;
+}
+inline void Destroy(dpl_dataset*) {
+  Called("destroy");
+}
+// The data of the tensors the last fill got: input, target.
+inline std::pair<void*, void*>& FilledData() {
+  static std::pair<void*, void*> data;
+  return data;
+}
+inline dpl_status Fill(dpl_dataset*, const int64_t*, int64_t, DLTensor* input, DLTensor* target) {
+  FilledData() = {input->data, target->data};
+  return Called("fill");
+}
+inline const char* LastError() {
+  Called("last_error");
+  return "fake error";
+}
+
+// A dataset table of `version` with the entries above and `describe`.
+template <typename Table, typename Describe>
+Table MakeTable(uint32_t version, Describe describe) {
+  Table table{};
+  table.header = Header(DPL_PLUGIN_KIND_DATASET, version, sizeof table);
+  table.create = Create;
+  table.destroy = Destroy;
+  table.describe = describe;
+  table.fill = Fill;
+  table.last_error = LastError;
+  return table;
+}
+
+// Calls destroy, fill and last_error through `dataset`: each must reach the table's own, fill
+// with the very tensors it was given.
+inline void ExpectEntriesReachTheTable(const DatasetInterface& dataset) {
+  Calls().clear();
+  const int64_t index = 0;
+  int64_t input_values[4], target_values[4];
+  DLTensor input{}, target{};
+  input.data = input_values;
+  target.data = target_values;
+  dataset.destroy(nullptr);
+  EXPECT_EQ(dataset.fill(nullptr, &index, 0, &input, &target), DPL_OK);
+  EXPECT_EQ(FilledData(), (std::pair<void*, void*>(input_values, target_values)));
+  EXPECT_STREQ(dataset.last_error(), "fake error");
+  EXPECT_EQ(Calls(), (std::vector<std::string>{"destroy", "fill", "last_error"}));
+}
+
+inline const std::vector<std::string>& RequiredNames() {
+  static const std::vector<std::string> names = {"create", "destroy", "describe", "fill",
+                                                 "last_error"};
+  return names;
+}
+}  // namespace dataset_v1
 
 }  // namespace dpl::plugin_host::testing

@@ -9,8 +9,8 @@ namespace {
 TEST(AdapterRegistry, TheBuiltInVersions) {
   EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_BACKEND), (std::vector<uint32_t>{1, 2}));
   EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_MODEL), (std::vector<uint32_t>{1, 2, 3}));
-  EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_DATASET), (std::vector<uint32_t>{1}));
-  EXPECT_EQ(SupportedAbiText(), "backend ABI v1..v2, model ABI v1..v3, dataset ABI v1..v1");
+  EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_DATASET), (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(SupportedAbiText(), "backend ABI v1..v2, model ABI v1..v3, dataset ABI v1..v2");
   EXPECT_EQ(FindAdapter(DPL_PLUGIN_KIND_MODEL, 4), nullptr);
   EXPECT_EQ(FindAdapter(DPL_PLUGIN_KIND_MODEL, 0), nullptr);
 }
@@ -29,7 +29,7 @@ TEST(AdapterRegistry, TheNewestTablesRequiredEntries) {
   EXPECT_EQ(RequiredFunctions(DPL_PLUGIN_KIND_MODEL),
             Names(AdapterOf(DPL_PLUGIN_KIND_MODEL, 3).required(nullptr)));
   EXPECT_EQ(RequiredFunctions(DPL_PLUGIN_KIND_DATASET),
-            Names(AdapterOf(DPL_PLUGIN_KIND_DATASET, 1).required(nullptr)));
+            Names(AdapterOf(DPL_PLUGIN_KIND_DATASET, 2).required(nullptr)));
 }
 
 RequiredEntries NoEntries(const void*) {
@@ -58,7 +58,7 @@ TEST(AdapterRegistry, AnAddedVersionJoinsTheSupportedOnes) {
   ASSERT_TRUE(
       RegisterAdapter(MakeAdapter(5, 8, CapabilitySet<DatasetCapability>{}, &NoEntries, &NoDataset))
           .ok());
-  EXPECT_EQ(SupportedVersionsText(DPL_PLUGIN_KIND_DATASET), "v1..v1, v5..v5");
+  EXPECT_EQ(SupportedVersionsText(DPL_PLUGIN_KIND_DATASET), "v1..v2, v5..v5");
   ASSERT_NE(FindAdapter(DPL_PLUGIN_KIND_DATASET, 5), nullptr);
   EXPECT_EQ(AbiName(DPL_PLUGIN_KIND_DATASET, 5), "dataset ABI v5");
 }

@@ -1,4 +1,4 @@
-#include "npy_format.hpp"
+#include "common/npy_format.hpp"
 
 #include <algorithm>
 #include <cctype>
