@@ -3,8 +3,8 @@
 namespace dpl::plugin_host::adapters {
 
 std::vector<Adapter> BuiltinAdapters() {
-  return {BackendV1Adapter(), BackendV2Adapter(), ModelV1Adapter(),
-          ModelV2Adapter(),   ModelV3Adapter(),   DatasetV1Adapter()};
+  return {BackendV1Adapter(), BackendV2Adapter(), ModelV1Adapter(),  ModelV2Adapter(),
+          ModelV3Adapter(),   ModelV4Adapter(),   DatasetV1Adapter()};
 }
 
 }  // namespace dpl::plugin_host::adapters

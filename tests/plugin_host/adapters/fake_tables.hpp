@@ -7,9 +7,11 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dpl/backend_v1.h"
+#include "dpl/model.h"
 #include "dpl/model_v2.h"
 #include "plugin_host/adapter_registry.hpp"
 
@@ -55,11 +57,10 @@ inline std::vector<std::string> Unset(const RequiredEntries& entries) {
 // Every model capability, for checking an adapter's set whole.
 inline const std::vector<ModelCapability>& AllModelCapabilities() {
   static const std::vector<ModelCapability> all = {
-      ModelCapability::kHostCopy,     ModelCapability::kHostBatchSlots,
-      ModelCapability::kBuffers,      ModelCapability::kRngState,
-      ModelCapability::kAutocast,     ModelCapability::kLossScale,
-      ModelCapability::kDeviceStream, ModelCapability::kStateFiles,
-      ModelCapability::kDataShape};
+      ModelCapability::kHostCopy,     ModelCapability::kHostBatchSlots, ModelCapability::kBuffers,
+      ModelCapability::kRngState,     ModelCapability::kAutocast,       ModelCapability::kLossScale,
+      ModelCapability::kDeviceStream, ModelCapability::kStateFiles,     ModelCapability::kDataShape,
+      ModelCapability::kTypedSamples, ModelCapability::kDeviceOptimizer};
   return all;
 }
 
@@ -93,6 +94,10 @@ inline dpl_model_config NewestModelConfig() {
   config.input_shape[0] = 1, config.input_shape[1] = 28, config.input_shape[2] = 28;
   config.num_classes = 10;
   config.precision = DPL_PRECISION_BF16;
+  config.input.dtype = DLDataType{kDLFloat, 32, 1};
+  config.input.ndim = 3;
+  config.input.shape[0] = 1, config.input.shape[1] = 28, config.input.shape[2] = 28;
+  config.target.dtype = DLDataType{kDLInt, 64, 1};
   return config;
 }
 
@@ -116,7 +121,11 @@ inline dpl_status ZeroGradients(dpl_model*) {
 inline dpl_status TrainStep(dpl_model*, const DLTensor*, const DLTensor*, float*) {
   return Called("train_step");
 }
-inline dpl_status EvalStep(dpl_model*, const DLTensor*, const DLTensor*, double*, int64_t*) {
+// Model ABI v1 to v3's eval_step: a loss sum of 2.5 and 3 samples right.
+inline dpl_status EvalStep(dpl_model*, const DLTensor*, const DLTensor*, double* loss_sum,
+                           int64_t* correct) {
+  *loss_sum = 2.5;
+  *correct = 3;
   return Called("eval_step");
 }
 inline dpl_status SaveState(dpl_model*, const char*) {
@@ -130,7 +139,8 @@ inline const char* LastError() {
   return "fake error";
 }
 
-// Sets the entries above in a model table of ABI v1 or later.
+// Sets the entries above in a model table of ABI v1 or later (eval_step only in tables of v1 to
+// v3, whose eval_step it is).
 template <typename Table>
 void Fill(Table* table) {
   table->destroy = Destroy;
@@ -139,7 +149,9 @@ void Fill(Table* table) {
   table->set_mode = SetMode;
   table->zero_gradients = ZeroGradients;
   table->train_step = TrainStep;
-  table->eval_step = EvalStep;
+  if constexpr (std::is_same_v<decltype(table->eval_step), decltype(&EvalStep)>) {
+    table->eval_step = EvalStep;
+  }
   table->save_state = SaveState;
   table->load_state = LoadState;
   table->last_error = LastError;
@@ -151,15 +163,15 @@ inline void ExpectEntriesReachTheTable(const ModelInterface& model) {
   dpl_parameter parameter{};
   DLTensor tensor{};
   float loss = 0;
-  double loss_sum = 0;
-  int64_t correct = 0;
+  dpl_eval_result result{};
+  result.struct_size = sizeof result;
   model.destroy(nullptr);
   EXPECT_EQ(model.parameter(nullptr, 0, &parameter), DPL_OK);
   EXPECT_EQ(model.set_gradient_ready_callback(nullptr, nullptr, nullptr), DPL_OK);
   EXPECT_EQ(model.set_mode(nullptr, DPL_MODEL_MODE_EVAL), DPL_OK);
   EXPECT_EQ(model.zero_gradients(nullptr), DPL_OK);
   EXPECT_EQ(model.train_step(nullptr, &tensor, &tensor, &loss), DPL_OK);
-  EXPECT_EQ(model.eval_step(nullptr, &tensor, &tensor, &loss_sum, &correct), DPL_OK);
+  EXPECT_EQ(model.eval_step(nullptr, &tensor, &tensor, &result), DPL_OK);
   EXPECT_EQ(model.save_state(nullptr, "a"), DPL_OK);
   EXPECT_EQ(model.load_state(nullptr, "a"), DPL_OK);
   EXPECT_STREQ(model.last_error(), "fake error");
@@ -176,6 +188,33 @@ inline const std::vector<std::string>& RequiredNames() {
       "set_mode",   "zero_gradients", "train_step", "eval_step", "save_state",
       "load_state", "last_error"};
   return names;
+}
+
+// Checks that an adapter of ABI v1 to v3 reports eval_step's result with one element per sample
+// and describes float32 samples of the info's input shape with one int64 label each.
+inline void ExpectClassLabels(const ModelInterface& model) {
+  int64_t labels_shape[1] = {7};
+  DLTensor labels{};
+  labels.ndim = 1;
+  labels.shape = labels_shape;
+  dpl_eval_result result{};
+  result.struct_size = sizeof result;
+  ASSERT_EQ(model.eval_step(nullptr, &labels, &labels, &result), DPL_OK);
+  EXPECT_EQ(result.loss_sum, 2.5);
+  EXPECT_EQ(result.elements, 7);
+  EXPECT_EQ(result.correct, 3);
+  dpl_model_info info;
+  std::memset(&info, 0xFF, sizeof info);
+  ASSERT_EQ(model.describe(nullptr, &info), DPL_OK);
+  EXPECT_EQ(info.input.dtype.code, kDLFloat);
+  EXPECT_EQ(info.input.dtype.bits, 32);
+  EXPECT_EQ(info.input.dtype.lanes, 1);
+  ASSERT_EQ(info.input.ndim, info.input_ndim);
+  for (uint32_t d = 0; d < info.input_ndim; ++d)
+    EXPECT_EQ(info.input.shape[d], info.input_shape[d]);
+  EXPECT_EQ(info.target.dtype.code, kDLInt);
+  EXPECT_EQ(info.target.dtype.bits, 64);
+  EXPECT_EQ(info.target.ndim, 0u);
 }
 
 // Checks what a plugin that knows v1's config got from the newest config: its prefix, with
