@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/log.hpp"
+#include "dpl/dataset_v2.h"
 
 namespace dpl::training {
 namespace {
@@ -80,6 +81,12 @@ Result<TrainingData> OpenTrainingData(const DatasetPlugin& plugin, const Trainin
     auto test = DataSplit::Open(plugin, config, DPL_DATASET_SPLIT_TEST, threads);
     if (!test.ok()) return test.status().WithContext("opening the test set");
     data.test = std::move(*test);
+  }
+  if (config.eval_every > 0) {
+    auto validation =
+        DataSplit::Open(plugin, config, dpl_dataset_split(DPL_DATASET_SPLIT_VALIDATION), threads);
+    if (!validation.ok()) return validation.status().WithContext("opening the validation set");
+    data.validation = std::move(*validation);
   }
   return data;
 }

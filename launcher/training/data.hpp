@@ -57,7 +57,8 @@ class DataSplit {
 // The data sets a run reads: the training set and, unless --no-eval, the test set.
 struct TrainingData {
   std::unique_ptr<DataSplit> train;
-  std::unique_ptr<DataSplit> test;  // null with --no-eval
+  std::unique_ptr<DataSplit> test;        // null with --no-eval
+  std::unique_ptr<DataSplit> validation;  // null unless config.eval_every > 0
 };
 
 // Opens the training split and, when the run evaluates, the test split.

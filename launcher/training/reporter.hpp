@@ -12,10 +12,15 @@
 //   {"kind": "epoch", "epoch", "step", "loss", "seconds", "samples", "samples_per_s", "time_s"}
 //     at the end of each epoch;
 //   {"kind": "eval", "epoch", "step", "loss", "accuracy", "correct", "count", "time_s"}
-//     after each evaluation (accuracy as a fraction, loss the average per sample).
+//     after the test-set evaluation (accuracy as a fraction, loss the average per target element:
+//     per sample for class labels, count the elements); for a target per position (tokens) also
+//     "perplexity" (exp of the loss) and "tokens" (= count);
+//   {"kind": "validation", the keys of "eval", "best_loss"} after each evaluation of the
+//     validation split (--eval-every), best_loss the lowest loss so far.
 // TensorBoard gets the same numbers as scalars against the step: train/loss, train/lr,
 // train/samples_per_s, train/phase_ms/<phase>, train/epoch_loss, train/epoch_samples_per_s,
-// eval/loss, eval/accuracy.
+// eval/loss, eval/accuracy (eval/perplexity), validation/loss, validation/accuracy
+// (validation/perplexity).
 #pragma once
 
 #include <chrono>
@@ -42,6 +47,17 @@ struct BatchReport {
   double learning_rate = 0.0;  // of the optimizer step this batch belongs to
 };
 
+// One evaluation's sums over every rank (evaluation.hpp), for the log and the metrics.
+struct EvaluationReport {
+  bool validation = false;    // the validation split while training, else the test set
+  bool per_position = false;  // a target per position (tokens): per-token loss and perplexity
+  double loss_sum = 0.0;
+  double elements = 0.0;  // target elements: samples, or tokens
+  double correct = 0.0;
+  double best_loss = 0.0;  // validation: the lowest mean loss so far
+  int64_t step = -1;       // the optimizer steps done; -1: the last batch's
+};
+
 class Reporter {
  public:
   using Clock = std::chrono::steady_clock;
@@ -57,7 +73,7 @@ class Reporter {
   void OnBatch(const BatchReport& report, const StepProfile& profile);
   void OnEpochEnd(int64_t epoch, int64_t samples, float loss);
   void OnTrainingEnd(int64_t steps, int64_t samples, float loss, const StepProfile& profile);
-  void OnEvaluation(double loss_sum, double correct, double count);
+  void OnEvaluation(const EvaluationReport& report);
 
  private:
   struct Snapshot {
