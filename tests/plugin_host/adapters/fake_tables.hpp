@@ -253,6 +253,65 @@ void Fill(Table* table) {
 }
 }  // namespace model_v2
 
+// The fake entries model ABI v3 added, which later versions kept.
+namespace model_v3 {
+inline dpl_status Buffer(dpl_model*, uint32_t, dpl_buffer_v3*) {
+  return Called("buffer");
+}
+inline dpl_status ReadBuffers(dpl_model*, void*, uint64_t) {
+  return Called("read_buffers");
+}
+inline dpl_status WriteBuffers(dpl_model*, const void*, uint64_t) {
+  return Called("write_buffers");
+}
+inline dpl_status RngState(dpl_model*, void*, uint64_t, uint64_t*) {
+  return Called("rng_state");
+}
+inline dpl_status SetRngState(dpl_model*, const void*, uint64_t) {
+  return Called("set_rng_state");
+}
+inline dpl_status HostBatchSlot(dpl_model*, uint32_t, int64_t, DLTensor*, DLTensor*) {
+  return Called("host_batch_slot");
+}
+inline dpl_status SetLossScale(dpl_model*, float) {
+  return Called("set_loss_scale");
+}
+
+template <typename Table>
+void Fill(Table* table) {
+  table->buffer = Buffer;
+  table->read_buffers = ReadBuffers;
+  table->write_buffers = WriteBuffers;
+  table->rng_state = RngState;
+  table->set_rng_state = SetRngState;
+  table->host_batch_slot = HostBatchSlot;
+  table->set_loss_scale = SetLossScale;
+}
+
+// Calls the host copy's entries and v3's through `model`: each must reach the table's own.
+inline void ExpectEntriesReachTheTable(const ModelInterface& model) {
+  Calls().clear();
+  DLTensor tensor{};
+  dpl_buffer buffer{};
+  float host = 0;
+  uint64_t size = 0;
+  EXPECT_EQ(model.host_batch(nullptr, 1, &tensor, &tensor), DPL_OK);
+  EXPECT_EQ(model.read_tensors(nullptr, DPL_MODEL_TENSORS_VALUES, &host, 1), DPL_OK);
+  EXPECT_EQ(model.write_tensors(nullptr, DPL_MODEL_TENSORS_VALUES, &host, 1), DPL_OK);
+  EXPECT_EQ(model.buffer(nullptr, 0, &buffer), DPL_OK);
+  EXPECT_EQ(model.read_buffers(nullptr, &host, 4), DPL_OK);
+  EXPECT_EQ(model.write_buffers(nullptr, &host, 4), DPL_OK);
+  EXPECT_EQ(model.rng_state(nullptr, &host, 4, &size), DPL_OK);
+  EXPECT_EQ(model.set_rng_state(nullptr, &host, 4), DPL_OK);
+  EXPECT_EQ(model.host_batch_slot(nullptr, 1, 1, &tensor, &tensor), DPL_OK);
+  EXPECT_EQ(model.set_loss_scale(nullptr, 2.0f), DPL_OK);
+  EXPECT_EQ(Calls(),
+            (std::vector<std::string>{"host_batch", "read_tensors", "write_tensors", "buffer",
+                                      "read_buffers", "write_buffers", "rng_state", "set_rng_state",
+                                      "host_batch_slot", "set_loss_scale"}));
+}
+}  // namespace model_v3
+
 // The fake entries of the types backend ABI v1 defined, which later versions kept.
 namespace backend_v1 {
 inline void Destroy(dpl_backend*) {

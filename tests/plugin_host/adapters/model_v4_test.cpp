@@ -54,15 +54,7 @@ dpl_model_plugin_v4 Table(bool device_optimizer = false) {
   model_v1::Fill(&table);
   table.eval_step = EvalStep;
   model_v2::Fill(&table);
-  table.buffer = [](dpl_model*, uint32_t, dpl_buffer_v3*) { return Called("buffer"); };
-  table.read_buffers = [](dpl_model*, void*, uint64_t) { return Called("read_buffers"); };
-  table.write_buffers = [](dpl_model*, const void*, uint64_t) { return Called("write_buffers"); };
-  table.rng_state = [](dpl_model*, void*, uint64_t, uint64_t*) { return Called("rng_state"); };
-  table.set_rng_state = [](dpl_model*, const void*, uint64_t) { return Called("set_rng_state"); };
-  table.host_batch_slot = [](dpl_model*, uint32_t, int64_t, DLTensor*, DLTensor*) {
-    return Called("host_batch_slot");
-  };
-  table.set_loss_scale = [](dpl_model*, float) { return Called("set_loss_scale"); };
+  model_v3::Fill(&table);
   if (device_optimizer) {
     table.set_optimizer = SetOptimizer;
     table.gradient_statistics = GradientStatistics;
@@ -79,19 +71,7 @@ TEST(ModelV4Adapter, HasEveryCapability) {
   EXPECT_EQ(model.abi, "model ABI v4");
   EXPECT_EQ(CapabilitiesOf(model).size(), AllModelCapabilities().size());
   model_v1::ExpectEntriesReachTheTable(model);
-  Calls().clear();
-  DLTensor tensor{};
-  dpl_buffer buffer{};
-  float host = 0;
-  uint64_t size = 0;
-  EXPECT_EQ(model.host_batch(nullptr, 1, &tensor, &tensor), DPL_OK);
-  EXPECT_EQ(model.buffer(nullptr, 0, &buffer), DPL_OK);
-  EXPECT_EQ(model.read_buffers(nullptr, &host, 4), DPL_OK);
-  EXPECT_EQ(model.rng_state(nullptr, &host, 4, &size), DPL_OK);
-  EXPECT_EQ(model.host_batch_slot(nullptr, 1, 1, &tensor, &tensor), DPL_OK);
-  EXPECT_EQ(model.set_loss_scale(nullptr, 2.0f), DPL_OK);
-  EXPECT_EQ(Calls(), (std::vector<std::string>{"host_batch", "buffer", "read_buffers", "rng_state",
-                                               "host_batch_slot", "set_loss_scale"}));
+  model_v3::ExpectEntriesReachTheTable(model);
 }
 
 TEST(ModelV4Adapter, CreateGetsTheWholeConfig) {
