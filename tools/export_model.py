@@ -144,8 +144,9 @@ def export(args):
         with torch.no_grad():
             output = loaded(example)
         summary += f"; input {input_shape} -> output {tuple(output.shape[1:])}"
-        if output.dim() == 2 and not torch.allclose(output.double().exp().sum(1),
-                                                    torch.ones(output.shape[0],
+        # Class scores on the last axis: (batch, classes), or (batch, T, classes) for tokens.
+        if output.dim() >= 2 and not torch.allclose(output.double().exp().sum(-1),
+                                                    torch.ones(output.shape[:-1],
                                                                dtype=torch.float64),
                                                     atol=1e-3):
             options += ",loss=cross_entropy"

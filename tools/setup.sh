@@ -19,6 +19,9 @@ required=(
   slurm-wlm munge openssh-server openssh-client
   # The etcd store's tests (--store etcd://): real etcd clusters the tests start on loopback.
   etcd-server
+  # English text for the language-model tests and the README's first GPT
+  # (/usr/share/games/fortunes).
+  fortunes
 )
 # Only for plotting benchmark results; a missing one is a warning, not a failure.
 optional=(python3-matplotlib)

@@ -98,6 +98,10 @@ void AddOutputFlags(TableRows add) {
       Text("export", "FILE", EmptyText::kAllowed, In<&TrainingConfig::export_file>),
       "at the end, rank 0 writes the trained model for Python to FILE (torch.load or "
       "torch.jit.load)");
+  add(Section::kCheckpoints, MayDiffer("rank 0's file"),
+      Text("export-best", "FILE", EmptyText::kAllowed, In<&TrainingConfig::export_best_file>),
+      "--eval-every: rank 0 writes the model of the lowest validation loss so far to FILE, as "
+      "--export writes (atomically, at each new best)");
   add(Section::kCheckpoints,
       MayDiffer("the state rank 0 reads is broadcast to every rank; a resumed run starts from "
                 "its checkpoint instead"),

@@ -211,13 +211,35 @@ void AddScalingAndBucketFlags(TableRows add) {
       "gradient bucket size in MiB, > 0 and <= 4096 (default 25)");
 }
 
+// Validation while training (training/evaluation.hpp).
+void AddValidationFlags(TableRows add) {
+  const Agreement collective = SameOnEveryMachine(
+      "every rank evaluates its share and stops together; a resumed run may validate otherwise");
+  add(Section::kTraining, collective,
+      Integer<int64_t>("eval-every", "N", 0, Constant<kInt64Max>, In<&TrainingConfig::eval_every>),
+      "evaluate the validation split every N optimizer steps: loss, and perplexity (tokens) or "
+      "accuracy, logged and in --metrics/--tensorboard; 0 = never (default 0)");
+  add(Section::kTraining, collective,
+      Integer<int64_t>("eval-batches", "K", 0, Constant<kInt64Max>,
+                       In<&TrainingConfig::eval_batches>),
+      "--eval-every: evaluate the first K global batches of the validation split, 0 = all of it "
+      "(default 20)");
+  add(Section::kTraining, collective,
+      Integer<int64_t>("early-stop-patience", "P", 0, Constant<kInt64Max>,
+                       In<&TrainingConfig::early_stop_patience>),
+      "--eval-every: end the run (checkpoint, test set, export) after P evaluations in a row "
+      "without a lower validation loss; 0 = never (default 0)");
+}
+
 }  // namespace
 
-// What is trained and how: epochs, batches, data, the optimizer, the schedule, precision.
+// What is trained and how: epochs, batches, data, the optimizer, the schedule, precision,
+// validation.
 void AddTrainingFlags(TableRows add) {
   AddScheduleAndDataFlags(add);
   AddOptimizerFlags(add);
   AddScalingAndBucketFlags(add);
+  AddValidationFlags(add);
 }
 
 }  // namespace dpl::cli::table

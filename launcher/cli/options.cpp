@@ -325,9 +325,24 @@ Status CheckBatchSplits(const Options& options) {
   return Status::Ok();
 }
 
+// --early-stop-patience and --export-best act on validation while training.
+Status CheckValidationFlags(const training::TrainingConfig& training) {
+  if (training.eval_every > 0) return Status::Ok();
+  if (training.early_stop_patience > 0) {
+    return Status::InvalidArgument(
+        "--early-stop-patience counts evaluations of the validation split: give --eval-every N");
+  }
+  if (!training.export_best_file.empty()) {
+    return Status::InvalidArgument(
+        "--export-best keeps the model of the lowest validation loss: give --eval-every N");
+  }
+  return Status::Ok();
+}
+
 // Checks that involve more than one flag.
 Status CheckConsistency(const Options& options) {
   DPL_RETURN_IF_ERROR(CheckBatchSplits(options));
+  DPL_RETURN_IF_ERROR(CheckValidationFlags(options.training));
   if (options.training.lr_schedule == training::LrScheduleKind::kStep &&
       options.training.lr_step_size == 0) {
     return Status::InvalidArgument(

@@ -28,6 +28,12 @@ class CapabilitySet {
   }
 
   constexpr bool Has(Capability capability) const { return (bits_ & Bit(capability)) != 0; }
+  // This set and `more` (a later ABI version's set: the earlier one's and its own).
+  constexpr CapabilitySet With(std::initializer_list<Capability> more) const {
+    CapabilitySet set = *this;
+    for (Capability capability : more) set.bits_ |= Bit(capability);
+    return set;
+  }
   constexpr uint64_t bits() const { return bits_; }
 
   static constexpr uint64_t Bit(Capability capability) {
@@ -68,6 +74,16 @@ enum class ModelCapability : uint32_t {
   // config.input_shape and config.num_classes: the model is told the data's shape. Without it
   // the model keeps its own and the host checks that the data fits.
   kDataShape = 8,
+  // Typed samples (model ABI v4): config.input / config.target and info.input / info.target say
+  // the dtypes and shapes of a sample's input and target, train_step's loss is the mean over every
+  // target element and eval_step reports (loss sum, elements, correct) per element. Without it
+  // the model takes float32 input of info.input_shape and one int64 class label per sample (the
+  // adapter describes exactly that), and the host refuses other data.
+  kTypedSamples = 9,
+  // set_optimizer, gradient_statistics, apply_update can be in the table: the optimizer runs where
+  // the parameters are. A plugin of such an ABI implements them only when its info.flags says
+  // DPL_MODEL_DEVICE_OPTIMIZER (Model::HasDeviceOptimizer asks both).
+  kDeviceOptimizer = 10,
 };
 
 // What a backend plugin can do beyond backend ABI v1 (dpl/backend.h).

@@ -33,18 +33,22 @@ struct ModelInterface {
       set_gradient_ready_callback;
   std::function<dpl_status(dpl_model* model, dpl_model_mode mode)> set_mode;
   std::function<dpl_status(dpl_model* model)> zero_gradients;
-  std::function<dpl_status(dpl_model* model, const DLTensor* input, const DLTensor* labels,
+  // Typed batches of the described input and target (kTypedSamples; else float32 input and int64
+  // class labels). *loss is the mean over every target element.
+  std::function<dpl_status(dpl_model* model, const DLTensor* input, const DLTensor* target,
                            float* loss)>
       train_step;
-  std::function<dpl_status(dpl_model* model, const DLTensor* input, const DLTensor* labels,
-                           double* loss_sum, int64_t* correct)>
+  // Fills *result (struct_size set by the caller): an older plugin's (loss_sum, correct) with one
+  // element per sample.
+  std::function<dpl_status(dpl_model* model, const DLTensor* input, const DLTensor* target,
+                           dpl_eval_result* result)>
       eval_step;
   std::function<dpl_status(dpl_model* model, const char* path)> save_state;
   std::function<dpl_status(dpl_model* model, const char* path)> load_state;
   std::function<const char*()> last_error;
 
   // kHostCopy.
-  std::function<dpl_status(dpl_model* model, int64_t capacity, DLTensor* input, DLTensor* labels)>
+  std::function<dpl_status(dpl_model* model, int64_t capacity, DLTensor* input, DLTensor* target)>
       host_batch;
   std::function<dpl_status(dpl_model* model, dpl_model_tensors which, float* host, uint64_t count)>
       read_tensors;
@@ -61,10 +65,16 @@ struct ModelInterface {
   std::function<dpl_status(dpl_model* model, const void* state, uint64_t size)> set_rng_state;
   // kHostBatchSlots.
   std::function<dpl_status(dpl_model* model, uint32_t slot, int64_t capacity, DLTensor* input,
-                           DLTensor* labels)>
+                           DLTensor* target)>
       host_batch_slot;
   // kLossScale.
   std::function<dpl_status(dpl_model* model, float scale)> set_loss_scale;
+  // kDeviceOptimizer, and only where the plugin says DPL_MODEL_DEVICE_OPTIMIZER in info.flags
+  // (else empty).
+  std::function<dpl_status(dpl_model* model, const dpl_optimizer_config* config)> set_optimizer;
+  std::function<dpl_status(dpl_model* model, dpl_gradient_statistics* statistics)>
+      gradient_statistics;
+  std::function<dpl_status(dpl_model* model, const dpl_update* update)> apply_update;
 };
 
 // The oldest model ABI with `capability`, for messages ("model ABI v3"): the version a plugin

@@ -2,50 +2,88 @@
 
 #include <algorithm>
 
+#include "dpl/support/tensor.hpp"
 #include "training/host_tensor.hpp"
 
 namespace dpl::training {
+namespace {
+
+std::vector<int64_t> BatchShape(int64_t capacity, const dpl_sample_tensor_v2& sample) {
+  std::vector<int64_t> shape{capacity};
+  shape.insert(shape.end(), sample.shape,
+               sample.shape + std::min<uint32_t>(sample.ndim, DPL_DATASET_MAX_SAMPLE_DIMS));
+  return shape;
+}
+
+bool SameDtype(const DLDataType& a, const DLDataType& b) {
+  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
+
+// Ok when the model's host batch `tensor` holds `capacity` samples of `sample`.
+Status CheckModelBatch(const Model& model, const char* what, const DLTensor& tensor,
+                       int64_t capacity, const dpl_sample_tensor_v2& sample) {
+  const std::vector<int64_t> wanted = BatchShape(capacity, sample);
+  const bool fits = SameDtype(tensor.dtype, sample.dtype) && tensor.data != nullptr &&
+                    tensor.ndim == int32_t(wanted.size()) && tensor.shape != nullptr &&
+                    std::equal(wanted.begin(), wanted.end(), tensor.shape);
+  if (fits) return Status::Ok();
+  DLTensor expected{};
+  expected.dtype = sample.dtype;
+  expected.ndim = int32_t(wanted.size());
+  expected.shape = const_cast<int64_t*>(wanted.data());
+  return Status::Error(DPL_ERR_INTERNAL, "model '" + model.name() + "' hands out a host batch " +
+                                             what + " of " + BatchText(tensor) + " where " +
+                                             BatchText(expected) +
+                                             " was asked for; fix the plugin's host_batch");
+}
+
+}  // namespace
+
+std::string BatchText(const DLTensor& tensor) {
+  std::string text = support::DtypeName(tensor.dtype) + " (";
+  for (int32_t d = 0; d < tensor.ndim && tensor.shape != nullptr; ++d) {
+    text += (d == 0 ? "" : ", ") + std::to_string(tensor.shape[d]);
+  }
+  return text + ")";
+}
+
+void BatchBuffer::Part::Own(int64_t capacity, const dpl_sample_tensor_v2& sample) {
+  own_shape = BatchShape(capacity, sample);
+  int64_t elements = 1;
+  for (int64_t extent : own_shape) elements *= extent;
+  const size_t bytes = size_t(elements) * support::ElementSize(sample.dtype);
+  own_memory.assign((bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
+  whole = HostTensor(own_memory.data(), sample.dtype, int32_t(own_shape.size()), own_shape.data());
+}
+
+const DLTensor& BatchBuffer::Part::First(int64_t n) {
+  view = whole;
+  std::copy(whole.shape, whole.shape + whole.ndim, view_shape);
+  view_shape[0] = n;
+  view.shape = view_shape;
+  return view;
+}
 
 Status BatchBuffer::Allocate(Model& model, uint32_t slot, int64_t capacity,
-                             const std::vector<int64_t>& sample_shape) {
+                             const dpl_sample_tensor_v2& input,
+                             const dpl_sample_tensor_v2& target) {
   // The model's own memory where it has it for this slot (page-locked for a GPU model).
   if (slot < model.host_batch_slots()) {
-    return model.HostBatch(slot, capacity, &input_, &labels_);
+    DPL_RETURN_IF_ERROR(model.HostBatch(slot, capacity, &input_.whole, &target_.whole));
+    DPL_RETURN_IF_ERROR(CheckModelBatch(model, "input", input_.whole, capacity, input));
+    return CheckModelBatch(model, "target", target_.whole, capacity, target);
   }
-  int64_t sample = 1;
-  for (int64_t extent : sample_shape) sample *= extent;
-  own_input_.assign(size_t(capacity * sample), 0.0f);
-  own_labels_.assign(size_t(capacity), 0);
-  own_input_shape_.assign(1, capacity);
-  own_input_shape_.insert(own_input_shape_.end(), sample_shape.begin(), sample_shape.end());
-  own_label_shape_.assign(1, capacity);
-  input_ = HostTensor(own_input_.data(), DLDataType{kDLFloat, 32, 1},
-                      int32_t(own_input_shape_.size()), own_input_shape_.data());
-  labels_ = HostTensor(own_labels_.data(), DLDataType{kDLInt, 64, 1}, 1, own_label_shape_.data());
+  input_.Own(capacity, input);
+  target_.Own(capacity, target);
   return Status::Ok();
 }
 
-float* BatchBuffer::input_data() const {
-  return HostData<float>(input_);
-}
-
-int64_t* BatchBuffer::label_data() const {
-  return HostData<int64_t>(labels_);
-}
-
 const DLTensor& BatchBuffer::Input(int64_t n) {
-  input_view_ = input_;
-  std::copy(input_.shape, input_.shape + input_.ndim, input_shape_);
-  input_shape_[0] = n;
-  input_view_.shape = input_shape_;
-  return input_view_;
+  return input_.First(n);
 }
 
-const DLTensor& BatchBuffer::Labels(int64_t n) {
-  labels_view_ = labels_;
-  label_shape_[0] = n;
-  labels_view_.shape = label_shape_;
-  return labels_view_;
+const DLTensor& BatchBuffer::Target(int64_t n) {
+  return target_.First(n);
 }
 
 }  // namespace dpl::training

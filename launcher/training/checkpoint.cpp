@@ -176,6 +176,26 @@ Status ReadScaler(const TorchValue& root, const std::string& path, CheckpointSta
   return Status::Ok();
 }
 
+// The optional "validation" of runs that validate while training.
+Status ReadValidation(const TorchValue& root, const std::string& path, CheckpointState* state) {
+  if (root.Find("validation") == nullptr) return Status::Ok();
+  auto dict = Field<TorchDict>(root, "validation", AsDict, path);
+  if (!dict.ok()) return dict.status();
+  const TorchValue& validation = *root.Find("validation");
+  ValidationCheckpoint read;
+  auto best = Field<double>(validation, "best_loss", AsFloat, path);
+  if (!best.ok()) return best.status();
+  read.best_loss = **best;
+  for (auto [key, target] : {std::pair<const char*, int64_t*>{"evaluations", &read.evaluations},
+                             {"without_improvement", &read.without_improvement}}) {
+    auto value = Field<int64_t>(validation, key, AsInt, path);
+    if (!value.ok()) return value.status();
+    *target = **value;
+  }
+  state->validation = read;
+  return Status::Ok();
+}
+
 Status ReadTensors(const TorchValue& root, const std::string& path, CheckpointState* state) {
   auto model = Field<TorchDict>(root, "model", AsDict, path);
   if (!model.ok()) return model.status();
@@ -225,16 +245,25 @@ Status WriteCheckpoint(const std::string& directory, const CheckpointState& stat
   for (const auto& [key, value] : state.options) {
     options.emplace_back(key, TorchValue::String(value));
   }
-  const TorchValue root =
-      TorchValue::Dict({{"format", TorchValue::String(kCheckpointFormat)},
-                        {"version", TorchValue::Int(kCheckpointVersion)},
-                        {"position", Position(state)},
-                        {"model", TorchValue::OrderedDict(std::move(model))},
-                        {"optimizer", Optimizer(state)},
-                        {"rng", TorchValue::Tensor(TorchTensor::Of<uint8_t>(
-                                    {int64_t(state.rng_state.size())}, state.rng_state))},
-                        {"scaler", Scaler(state)},
-                        {"options", TorchValue::Dict(std::move(options))}});
+  TorchValue::Entries root_entries = {
+      {"format", TorchValue::String(kCheckpointFormat)},
+      {"version", TorchValue::Int(kCheckpointVersion)},
+      {"position", Position(state)},
+      {"model", TorchValue::OrderedDict(std::move(model))},
+      {"optimizer", Optimizer(state)},
+      {"rng", TorchValue::Tensor(
+                  TorchTensor::Of<uint8_t>({int64_t(state.rng_state.size())}, state.rng_state))},
+      {"scaler", Scaler(state)},
+      {"options", TorchValue::Dict(std::move(options))}};
+  if (state.validation) {
+    const ValidationCheckpoint& validation = *state.validation;
+    root_entries.emplace_back(
+        "validation", TorchValue::Dict({{"best_loss", TorchValue::Float(validation.best_loss)},
+                                        {"evaluations", TorchValue::Int(validation.evaluations)},
+                                        {"without_improvement",
+                                         TorchValue::Int(validation.without_improvement)}}));
+  }
+  const TorchValue root = TorchValue::Dict(std::move(root_entries));
   return WriteTorchArchive(directory + "/" + CheckpointFileName(state.global_step), root,
                            "checkpoint");
 }
@@ -262,6 +291,7 @@ Result<CheckpointState> ReadCheckpoint(const std::string& path) {
   DPL_RETURN_IF_ERROR(ReadOptimizer(*root, path, &state));
   DPL_RETURN_IF_ERROR(ReadTensors(*root, path, &state));
   if (**version >= 3) DPL_RETURN_IF_ERROR(ReadScaler(*root, path, &state));
+  DPL_RETURN_IF_ERROR(ReadValidation(*root, path, &state));
   return state;
 }
 

@@ -9,7 +9,9 @@
 //    "rng": tensor(uint8),                 # the model's random generators ([] when none)
 //    "scaler": {"scale": S, "growth_factor": G, "backoff_factor": B, "growth_interval": I,
 //               "_growth_tracker": T, "skipped_steps": K},  # fp16's loss scaler, else {}
-//    "options": {name: value text}}        # what a resumed run must match
+//    "options": {name: value text},        # what a resumed run must match
+//    "validation": {"best_loss": L, "evaluations": N, "without_improvement": K}}
+//                                          # only in runs that validate (--eval-every)
 //
 // "scaler" is GradScaler.state_dict() (torch.cuda.amp.GradScaler.load_state_dict takes it) plus
 // the optimizer steps it skipped. It came with version 3; version 2 files, which have none, are
@@ -57,6 +59,14 @@ struct ScalerCheckpoint {
   int64_t skipped_steps = 0;
 };
 
+// Validation while training (--eval-every): the lowest validation loss so far (inf before the
+// first evaluation), the evaluations made and those since the loss last improved.
+struct ValidationCheckpoint {
+  double best_loss = 0.0;
+  int64_t evaluations = 0;
+  int64_t without_improvement = 0;
+};
+
 struct CheckpointState {
   int64_t epoch = 0;          // the epoch to continue in
   int64_t step_in_epoch = 0;  // batches of that epoch already done
@@ -66,7 +76,8 @@ struct CheckpointState {
   int64_t optimizer_steps = 0;
   std::vector<OptimizerStateTensor> optimizer_state;
   std::vector<uint8_t> rng_state;
-  std::optional<ScalerCheckpoint> scaler;  // none but for fp16
+  std::optional<ScalerCheckpoint> scaler;          // none but for fp16
+  std::optional<ValidationCheckpoint> validation;  // none in runs that do not validate
   std::vector<std::pair<std::string, std::string>> options;
 };
 

@@ -176,6 +176,10 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
   DPL_RETURN_IF_ERROR(RestoreOptimizer(*state, placement, update.optimizer(), *newest));
   DPL_RETURN_IF_ERROR(RestoreLossScaling(*state, update, *newest));
   if (!state->rng_state.empty()) DPL_RETURN_IF_ERROR(model.SetRngState(state->rng_state));
+  if (validation_ != nullptr && state->validation) {
+    *validation_ = ValidationState{state->validation->best_loss, state->validation->evaluations,
+                                   state->validation->without_improvement};
+  }
   const TrainingPosition position{state->epoch, state->step_in_epoch, state->global_step};
   if (rank_ == 0) {
     log::Info("resumed from " + *newest + " at epoch " + std::to_string(position.epoch) +
@@ -232,6 +236,10 @@ Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
         ScalerCheckpoint{double(scaling->scaler.scale),     config_.loss_scale_growth_factor,
                          config_.loss_scale_backoff_factor, config_.loss_scale_growth_interval,
                          scaling->scaler.growth_tracker,    scaling->skipped_steps};
+  }
+  if (validation_ != nullptr) {
+    state.validation = ValidationCheckpoint{validation_->best_loss, validation_->evaluations,
+                                            validation_->without_improvement};
   }
   return WriteCheckpoint(config_.checkpoint_dir, state)
       .WithContext("writing a checkpoint to --checkpoint-dir " + config_.checkpoint_dir);

@@ -13,6 +13,7 @@
 
 #include "common/status.hpp"
 #include "training/config.hpp"
+#include "training/evaluation.hpp"
 #include "training/model.hpp"
 #include "training/parameter_update.hpp"
 #include "training/placement.hpp"
@@ -34,10 +35,14 @@ class CheckpointPolicy {
   // Writes one (on rank 0, when --checkpoint-dir is set; a no-op elsewhere).
   Status Save(const TrainingPosition& position, Model& model, const ParameterPlacement& placement,
               ParameterUpdate& update) const;
+  // Checkpoints carry `*state` (validation while training), and Resume restores it from a
+  // checkpoint that has one. Set before Resume; outlives the policy's calls.
+  void TrackValidation(ValidationState* state) { validation_ = state; }
 
  private:
   const TrainingConfig& config_;
   int rank_;
+  ValidationState* validation_ = nullptr;
 };
 
 }  // namespace dpl::training

@@ -22,6 +22,7 @@ inline constexpr double kDefaultLossScaleInit = 65536.0;  // 2^16
 inline constexpr double kDefaultLossScaleGrowthFactor = 2.0;
 inline constexpr double kDefaultLossScaleBackoffFactor = 0.5;
 inline constexpr int64_t kDefaultLossScaleGrowthInterval = 2000;
+inline constexpr int64_t kDefaultEvalBatches = 20;  // validation batches per evaluation
 
 enum class Device { kCpu, kCuda };
 enum class OptimizerKind { kAdadelta, kSgd, kAdam };
@@ -100,8 +101,13 @@ struct TrainingConfig {
   int64_t max_steps = 0;               // stop after this many optimizer steps; 0 = no limit
   uint64_t seed = 0;                   // initialisation, shuffling and dropout
   bool drop_last = false;
-  bool evaluate = true;    // the test-set evaluation at the end
-  int64_t eval_every = 0;  // evaluate the validation split every N optimizer steps; 0 = never
+  bool evaluate = true;  // the test-set evaluation at the end
+  // Validation while training (training/evaluation.hpp): every eval_every optimizer steps (0 =
+  // never) on eval_batches global batches of the validation split (0 = all of it); the run ends
+  // after early_stop_patience evaluations in a row without a lower loss (0 = never).
+  int64_t eval_every = 0;
+  int64_t eval_batches = kDefaultEvalBatches;
+  int64_t early_stop_patience = 0;
 
   // Where the model computes; mirror_parameters runs a CPU model through the host copy of the
   // parameters, as a CUDA model always does (Note [Host copy of the parameters]).
@@ -159,6 +165,8 @@ struct TrainingConfig {
   // The trained model for Python, written by rank 0 at the end ("" = not): the model's own
   // export (a TorchScript module, or a state dict of the module's names).
   std::string export_file;
+  // The model of the lowest validation loss so far, written as export_file is ("" = not).
+  std::string export_best_file;
   // A state dict (torch.save of {name: tensor}) to start from ("" = the model's initialisation).
   std::string init_from;
 };

@@ -21,7 +21,19 @@ Result<std::unique_ptr<Model>> Model::Create(const ModelPlugin& plugin,
 Status Model::Describe() {
   info_ = dpl_model_info{};
   info_.struct_size = sizeof info_;
-  return Call("describe", table_.describe(instance_, &info_));
+  DPL_RETURN_IF_ERROR(Call("describe", table_.describe(instance_, &info_)));
+  const bool entries = table_.set_optimizer && table_.gradient_statistics && table_.apply_update;
+  if (HasDeviceOptimizer() && !entries) {
+    return Status::Error(DPL_ERR_INTERNAL, ModelAbiText(plugin_,
+                                                        "says DPL_MODEL_DEVICE_OPTIMIZER but lacks "
+                                                        "set_optimizer, gradient_statistics or "
+                                                        "apply_update; fix the plugin"));
+  }
+  return Status::Ok();
+}
+
+bool Model::HasDeviceOptimizer() const {
+  return Has(ModelCapability::kDeviceOptimizer) && (info_.flags & DPL_MODEL_DEVICE_OPTIMIZER) != 0;
 }
 
 Status Model::Call(const char* function, dpl_status status) const {
@@ -66,25 +78,26 @@ Status Model::ZeroGradients() {
   return Call("zero_gradients", table_.zero_gradients(instance_));
 }
 
-Status Model::TrainStep(const DLTensor& input, const DLTensor& labels, float* loss) {
-  return Call("train_step", table_.train_step(instance_, &input, &labels, loss));
+Status Model::TrainStep(const DLTensor& input, const DLTensor& target, float* loss) {
+  return Call("train_step", table_.train_step(instance_, &input, &target, loss));
 }
 
-Status Model::EvalStep(const DLTensor& input, const DLTensor& labels, double* loss_sum,
-                       int64_t* correct) {
-  return Call("eval_step", table_.eval_step(instance_, &input, &labels, loss_sum, correct));
+Status Model::EvalStep(const DLTensor& input, const DLTensor& target, dpl_eval_result* result) {
+  *result = dpl_eval_result{};
+  result->struct_size = sizeof *result;
+  return Call("eval_step", table_.eval_step(instance_, &input, &target, result));
 }
 
-Status Model::HostBatch(uint32_t slot, int64_t capacity, DLTensor* input, DLTensor* labels) {
+Status Model::HostBatch(uint32_t slot, int64_t capacity, DLTensor* input, DLTensor* target) {
   if (slot >= host_batch_slots()) {
     return Status::Error(DPL_ERR_UNSUPPORTED,
                          "model '" + name() + "' has no host batch slot " + std::to_string(slot));
   }
   if (slot != 0) {  // slot 0 is host_batch's buffer (dpl/model.h)
     return Call("host_batch_slot",
-                table_.host_batch_slot(instance_, slot, capacity, input, labels));
+                table_.host_batch_slot(instance_, slot, capacity, input, target));
   }
-  return Call("host_batch", table_.host_batch(instance_, capacity, input, labels));
+  return Call("host_batch", table_.host_batch(instance_, capacity, input, target));
 }
 
 Status Model::ReadTensors(dpl_model_tensors which, float* host, uint64_t count) {

@@ -51,11 +51,15 @@ class Model {
   Status SetGradientReadyCallback(dpl_gradient_ready_fn callback, void* context);
   Status SetMode(dpl_model_mode mode);
   Status ZeroGradients();
-  Status TrainStep(const DLTensor& input, const DLTensor& labels, float* loss);
-  Status EvalStep(const DLTensor& input, const DLTensor& labels, double* loss_sum,
-                  int64_t* correct);
+  // A batch of info().input and info().target; *loss the mean over every target element.
+  Status TrainStep(const DLTensor& input, const DLTensor& target, float* loss);
+  // The loss sum, target elements and elements predicted right of a batch.
+  Status EvalStep(const DLTensor& input, const DLTensor& target, dpl_eval_result* result);
   // Host batch memory of `slot` < host_batch_slots().
-  Status HostBatch(uint32_t slot, int64_t capacity, DLTensor* input, DLTensor* labels);
+  Status HostBatch(uint32_t slot, int64_t capacity, DLTensor* input, DLTensor* target);
+  // Whether the model runs the optimizer on its device (set_optimizer, gradient_statistics,
+  // apply_update): its ABI has them and its info says DPL_MODEL_DEVICE_OPTIMIZER.
+  bool HasDeviceOptimizer() const;
   Status ReadTensors(dpl_model_tensors which, float* host, uint64_t count);
   Status WriteTensors(dpl_model_tensors which, const float* host, uint64_t count);
   Status ReadBuffers(void* host, uint64_t bytes);

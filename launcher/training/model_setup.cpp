@@ -3,9 +3,65 @@
 #include <algorithm>
 
 #include "common/log.hpp"
+#include "dpl/support/tensor.hpp"
 #include "training/precision.hpp"
 
 namespace dpl::training {
+namespace {
+
+// One sample's input and target of `data` as the model ABI says them.
+// TODO(data v2): data.input() / data.target() once the data is typed.
+dpl_sample_tensor_v2 DataInput(const DataSplit& data) {
+  dpl_sample_tensor_v2 input{};
+  input.dtype = DLDataType{kDLFloat, 32, 1};
+  const std::vector<int64_t>& shape = data.sample_shape();
+  input.ndim = uint32_t(std::min<size_t>(shape.size(), DPL_DATASET_MAX_SAMPLE_DIMS));
+  std::copy(shape.begin(), shape.begin() + input.ndim, input.shape);
+  return input;
+}
+
+dpl_sample_tensor_v2 DataTarget(const DataSplit&) {
+  dpl_sample_tensor_v2 target{};
+  target.dtype = DLDataType{kDLInt, 64, 1};
+  return target;
+}
+
+bool SameSample(const dpl_sample_tensor_v2& a, const dpl_sample_tensor_v2& b) {
+  return a.dtype.code == b.dtype.code && a.dtype.bits == b.dtype.bits &&
+         a.dtype.lanes == b.dtype.lanes && a.ndim == b.ndim &&
+         std::equal(a.shape, a.shape + std::min<uint32_t>(a.ndim, DPL_DATASET_MAX_SAMPLE_DIMS),
+                    b.shape);
+}
+
+// "int64 (32)".
+std::string SampleText(const dpl_sample_tensor_v2& sample) {
+  std::string text = support::DtypeName(sample.dtype) + " (";
+  for (uint32_t d = 0; d < std::min<uint32_t>(sample.ndim, DPL_DATASET_MAX_SAMPLE_DIMS); ++d) {
+    text += (d == 0 ? "" : ", ") + std::to_string(sample.shape[d]);
+  }
+  return text + ")";
+}
+
+// A model of typed samples (ModelCapability::kTypedSamples) takes exactly the data's input and
+// target, and at least the data's classes (for token data: every id of the data is in the
+// model's vocabulary).
+Status CheckTypedModelTakesData(const DataSplit& data, const Model& model) {
+  const dpl_model_info& info = model.info();
+  const dpl_sample_tensor_v2 input = DataInput(data), target = DataTarget(data);
+  if (SameSample(info.input, input) && SameSample(info.target, target) &&
+      info.num_classes >= data.num_classes()) {
+    return Status::Ok();
+  }
+  return Status::InvalidArgument(
+      "wrong samples: the model '" + model.name() + "' takes " + SampleText(info.input) +
+      " samples with " + SampleText(info.target) + " targets in " +
+      std::to_string(info.num_classes) + " classes, but " + data.Describe() + " has " +
+      SampleText(input) + " samples with " + SampleText(target) + " targets in " +
+      std::to_string(data.num_classes()) +
+      " classes; use data that fits the model or another --model");
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Model>> CreateModelForData(const ModelPlugin& plugin,
                                                   const TrainingConfig& config,
@@ -22,19 +78,24 @@ Result<std::unique_ptr<Model>> CreateModelForData(const ModelPlugin& plugin,
   model_config.log = log::PluginLogCallback;
   model_config.log_context = nullptr;
   model_config.precision = DplPrecision(config.precision);
-  // The data's shape and classes, for a model that adapts to them (ModelCapability::kDataShape).
-  const std::vector<int64_t>& shape = data.train->sample_shape();
-  model_config.input_ndim = uint32_t(std::min<size_t>(shape.size(), DPL_MODEL_MAX_INPUT_DIMS));
-  std::copy(shape.begin(), shape.begin() + model_config.input_ndim, model_config.input_shape);
+  // The data's samples and classes, for a model that adapts to them (ModelCapability::kDataShape,
+  // kTypedSamples); input_shape repeats input's shape for the v3 prefix.
+  model_config.input = DataInput(*data.train);
+  model_config.target = DataTarget(*data.train);
+  model_config.input_ndim = std::min<uint32_t>(model_config.input.ndim, DPL_MODEL_MAX_INPUT_DIMS);
+  std::copy(model_config.input.shape, model_config.input.shape + model_config.input_ndim,
+            model_config.input_shape);
   model_config.num_classes = data.train->num_classes();
   Result<std::unique_ptr<Model>> model = Model::Create(plugin, model_config);
   if (!model.ok()) return model.status();
-  // A plugin without kDataShape is not told the shape: what it describes must fit the data.
+  // What the model describes must fit every split of the data, whether it was told or not.
   const dpl_model_info& info = (*model)->info();
   for (const DataSplit* split : {data.train.get(), data.test.get(), data.validation.get()}) {
     if (split == nullptr) continue;
-    DPL_RETURN_IF_ERROR(CheckDataFitsModel(*split, (*model)->name(), info.input_ndim,
-                                           info.input_shape, info.num_classes));
+    DPL_RETURN_IF_ERROR((*model)->Has(ModelCapability::kTypedSamples)
+                            ? CheckTypedModelTakesData(*split, **model)
+                            : CheckDataFitsModel(*split, (*model)->name(), info.input_ndim,
+                                                 info.input_shape, info.num_classes));
   }
   return model;
 }

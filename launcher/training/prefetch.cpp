@@ -42,7 +42,7 @@ void BatchPrefetcher::Loop() {
     const int64_t* indices = indices_;
     const int64_t n = count_, epoch = epoch_;
     lock.unlock();
-    Status filled = data_.Fill(indices, epoch, buffer->Input(n), buffer->Labels(n));
+    Status filled = data_.Fill(indices, epoch, buffer->Input(n), buffer->Target(n));
     lock.lock();
     result_ = std::move(filled);
     pending_ = false;

@@ -205,26 +205,43 @@ void Reporter::OnTrainingEnd(int64_t steps, int64_t samples, float loss,
   log::Info(profile.Describe());
 }
 
-void Reporter::OnEvaluation(double loss_sum, double correct, double count) {
+void Reporter::OnEvaluation(const EvaluationReport& report) {
   if (!rank0()) return;
-  const double loss = count > 0 ? loss_sum / count : 0.0;
-  const double accuracy = count > 0 ? correct / count : 0.0;
-  char line[256];
-  std::snprintf(line, sizeof line, "test set: average loss: %.4f, accuracy: %.0f/%.0f (%.2f%%)",
-                loss, correct, count, 100.0 * accuracy);
+  const double count = report.elements;
+  const double loss = count > 0 ? report.loss_sum / count : 0.0;
+  const double accuracy = count > 0 ? report.correct / count : 0.0;
+  const double perplexity = std::exp(loss);
+  const int64_t step = report.step >= 0 ? report.step : steps_;
+  const std::string what =
+      report.validation ? "validation at step " + std::to_string(step) : std::string("test set");
+  char line[320];
+  if (report.per_position) {
+    std::snprintf(line, sizeof line,
+                  "%s: loss per token: %.4f, perplexity: %.3f, accuracy: %.0f/%.0f tokens "
+                  "(%.2f%%)",
+                  what.c_str(), loss, perplexity, report.correct, count, 100.0 * accuracy);
+  } else {
+    std::snprintf(line, sizeof line, "%s: average loss: %.4f, accuracy: %.0f/%.0f (%.2f%%)",
+                  what.c_str(), loss, report.correct, count, 100.0 * accuracy);
+  }
   log::Info(line);
-  WriteMetrics(JsonObject()
-                   .Add("kind", "eval")
-                   .Add("epoch", std::max<int64_t>(0, epoch_))
-                   .Add("step", steps_)
-                   .Add("loss", loss, 6)
-                   .Add("accuracy", accuracy, 6)
-                   .Add("correct", int64_t(std::llround(correct)))
-                   .Add("count", int64_t(std::llround(count)))
-                   .Add("time_s", SecondsSinceStart(), 3)
-                   .str());
-  AddScalar("eval/loss", steps_, loss);
-  AddScalar("eval/accuracy", steps_, accuracy);
+  JsonObject json;
+  json.Add("kind", report.validation ? "validation" : "eval")
+      .Add("epoch", std::max<int64_t>(0, epoch_))
+      .Add("step", step)
+      .Add("loss", loss, 6)
+      .Add("accuracy", accuracy, 6)
+      .Add("correct", int64_t(std::llround(report.correct)))
+      .Add("count", int64_t(std::llround(count)));
+  if (report.per_position) {
+    json.Add("perplexity", perplexity, 6).Add("tokens", int64_t(std::llround(count)));
+  }
+  if (report.validation) json.Add("best_loss", report.best_loss, 6);
+  WriteMetrics(json.Add("time_s", SecondsSinceStart(), 3).str());
+  const std::string group = report.validation ? "validation/" : "eval/";
+  AddScalar(group + "loss", step, loss);
+  AddScalar(group + "accuracy", step, accuracy);
+  if (report.per_position) AddScalar(group + "perplexity", step, perplexity);
   FlushScalars();
 }
 

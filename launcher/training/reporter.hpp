@@ -14,10 +14,15 @@
 //     at the end of each epoch; loss is the mean training loss of the epoch's batches this run
 //     trained, every rank's (Note [Epoch loss]), over loss_batches batch losses (batches x ranks);
 //   {"kind": "eval", "epoch", "step", "loss", "accuracy", "correct", "count", "time_s"}
-//     after each evaluation (accuracy as a fraction, loss the average per sample).
+//     after the test-set evaluation (accuracy as a fraction, loss the average per target element:
+//     per sample for class labels, count the elements); for a target per position (tokens) also
+//     "perplexity" (exp of the loss) and "tokens" (= count);
+//   {"kind": "validation", the keys of "eval", "best_loss"} after each evaluation of the
+//     validation split (--eval-every), best_loss the lowest loss so far.
 // TensorBoard gets the same numbers as scalars against the step: train/loss, train/lr,
 // train/samples_per_s, train/phase_ms/<phase>, train/epoch_loss, train/epoch_samples_per_s,
-// eval/loss, eval/accuracy (train/epoch_loss is the epoch's mean loss).
+// eval/loss, eval/accuracy (eval/perplexity), validation/loss, validation/accuracy
+// (validation/perplexity); train/epoch_loss is the epoch's mean loss.
 //
 // Note [Epoch loss]
 // An epoch's loss is the mean of every batch loss of the epoch, every rank's: the mean over ranks
@@ -53,6 +58,17 @@ struct BatchReport {
   double learning_rate = 0.0;  // of the optimizer step this batch belongs to
 };
 
+// One evaluation's sums over every rank (evaluation.hpp), for the log and the metrics.
+struct EvaluationReport {
+  bool validation = false;    // the validation split while training, else the test set
+  bool per_position = false;  // a target per position (tokens): per-token loss and perplexity
+  double loss_sum = 0.0;
+  double elements = 0.0;  // target elements: samples, or tokens
+  double correct = 0.0;
+  double best_loss = 0.0;  // validation: the lowest mean loss so far
+  int64_t step = -1;       // the optimizer steps done; -1: the last batch's
+};
+
 class Reporter {
  public:
   using Clock = std::chrono::steady_clock;
@@ -73,7 +89,7 @@ class Reporter {
   // `loss_totals`: EpochLossTotals summed over every rank.
   void OnEpochEnd(int64_t epoch, int64_t samples, const std::vector<double>& loss_totals);
   void OnTrainingEnd(int64_t steps, int64_t samples, float loss, const StepProfile& profile);
-  void OnEvaluation(double loss_sum, double correct, double count);
+  void OnEvaluation(const EvaluationReport& report);
 
  private:
   struct Snapshot {

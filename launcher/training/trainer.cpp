@@ -1,19 +1,16 @@
 #include "training/trainer.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "common/log.hpp"
 #include "observability/tracer.hpp"
 #include "training/batch_buffer.hpp"
 #include "training/buffers.hpp"
 #include "training/checkpoint_policy.hpp"
+#include "training/model_export.hpp"
 #include "training/model_setup.hpp"
 #include "training/parameter_update.hpp"
 #include "training/placement.hpp"
@@ -51,6 +48,10 @@ class Trainer {
   Status TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices);
   void Prefetch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices);
   Status Evaluate();
+  Status ValidateIfDue(int64_t epoch, int64_t batch);
+  Status ExportBest();
+  TrainingPosition EndPosition() const;
+  EvaluationSetup Evaluation() const;
   Status InitFrom();
   Status Export() const;
   Status DumpParameters() const;
@@ -77,24 +78,30 @@ class Trainer {
   int64_t epoch_samples_ = 0;  // global samples of the epoch under way
   int64_t samples_done_ = 0;   // global samples, this run
   float last_loss_ = 0.0f;
+  ValidationState validation_;  // --eval-every; carried by checkpoints
+  // Where --early-stop-patience ended the run, once it has.
+  std::optional<TrainingPosition> stopped_at_;
 };
 
 Status Trainer::Run() {
   DPL_RETURN_IF_ERROR(Setup());
   DPL_RETURN_IF_ERROR(InitFrom());
   DPL_RETURN_IF_ERROR(placement_->BroadcastInitialState());
+  checkpoints_.TrackValidation(&validation_);
   Result<TrainingPosition> start = checkpoints_.Resume(*model_, *placement_, *update_);
   if (!start.ok()) return start.status();
   position_ = *start;
   plan_ = StepPlan(config_, plan_.batches_per_epoch(), *start);
+  // A run resumed after its patience ran out ends where the straight run did.
+  if (PatienceRunOut(validation_, config_.early_stop_patience)) stopped_at_ = *start;
   reporter_->OnRunStart(plan_);
-  for (int64_t epoch = plan_.start().epoch; epoch < plan_.EndEpoch(); ++epoch) {
+  for (int64_t epoch = plan_.start().epoch; epoch < plan_.EndEpoch() && !stopped_at_; ++epoch) {
     DPL_RETURN_IF_ERROR(TrainEpoch(epoch));
   }
   // The last forward pass updated each rank's buffers from its own batch: rank 0's, the ones
   // checkpointed and exported, go to every rank, so all evaluate and end with the same model.
   DPL_RETURN_IF_ERROR(placement_->BeforeForward());
-  DPL_RETURN_IF_ERROR(checkpoints_.Save(plan_.EndPosition(), *model_, *placement_, *update_));
+  DPL_RETURN_IF_ERROR(checkpoints_.Save(EndPosition(), *model_, *placement_, *update_));
   reporter_->OnTrainingEnd(position_.global_step, samples_done_, last_loss_, profile_);
   update_->LogSummary(position_.global_step);
   if (config_.evaluate) DPL_RETURN_IF_ERROR(Evaluate());
@@ -126,9 +133,9 @@ Status Trainer::Setup() {
       ParameterPlacement::Create(*model_, backend_, settings);
   if (!placement.ok()) return placement.status();
   placement_ = std::move(*placement);
-  const std::vector<int64_t> sample_shape(info.input_shape, info.input_shape + info.input_ndim);
   for (uint32_t slot = 0; slot < 2; ++slot) {
-    DPL_RETURN_IF_ERROR(buffers_[slot].Allocate(*model_, slot, local_batch_, sample_shape));
+    DPL_RETURN_IF_ERROR(
+        buffers_[slot].Allocate(*model_, slot, local_batch_, info.input, info.target));
   }
   prefetcher_ = std::make_unique<BatchPrefetcher>(*data_.train);
 
@@ -158,7 +165,8 @@ Status Trainer::TrainEpoch(int64_t epoch) {
   Prefetch(epoch, plan_.FirstBatch(epoch), indices);
   Status trained = Status::Ok();
   const int64_t end_batch = plan_.EndBatch(epoch);
-  for (int64_t batch = plan_.FirstBatch(epoch); batch < end_batch && trained.ok(); ++batch) {
+  for (int64_t batch = plan_.FirstBatch(epoch); batch < end_batch && trained.ok() && !stopped_at_;
+       ++batch) {
     trained = TrainBatch(epoch, batch, indices);
   }
   const Status prefetched = prefetcher_->Wait();  // none may outlive the epoch's indices
@@ -195,7 +203,7 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
   if (optimizer_step) placement_->BeginStep(scale);
   profile_.Lap(StepPhase::kCommunicationWait);
   float loss = 0.0f;
-  const Status step = model_->TrainStep(buffer.Input(n), buffer.Labels(n), &loss);
+  const Status step = model_->TrainStep(buffer.Input(n), buffer.Target(n), &loss);
   profile_.Lap(StepPhase::kCompute);
   DPL_RETURN_IF_ERROR(optimizer_step ? placement_->FinishGradients(step, scale, &profile_) : step);
   last_loss_ = loss;
@@ -209,6 +217,7 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
     DPL_RETURN_IF_ERROR(placement_->PublishValues(&profile_));
     ++position_.global_step;
     profile_.CountStep();
+    DPL_RETURN_IF_ERROR(ValidateIfDue(epoch, batch));
     if (checkpoints_.DueAfter(position_.global_step)) {
       TrainingPosition next = position_;
       next.epoch = epoch;
@@ -221,37 +230,68 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
   return Status::Ok();
 }
 
-// Each rank evaluates a contiguous shard of the test set; the sums go through one allreduce.
+EvaluationSetup Trainer::Evaluation() const {
+  return EvaluationSetup{identity_.rank, identity_.world_size, sum_across_ranks_};
+}
+
+// The test set, each rank a contiguous shard (Note [Evaluation totals]).
 Status Trainer::Evaluate() {
-  const observability::TraceScope span("eval", "evaluation");
-  DPL_RETURN_IF_ERROR(model_->SetMode(DPL_MODEL_MODE_EVAL));
   DataSplit& test = *data_.test;
-  const int64_t begin = test.count() * identity_.rank / identity_.world_size;
-  const int64_t end = test.count() * (identity_.rank + 1) / identity_.world_size;
   const dpl_model_info& info = model_->info();
-  const std::vector<int64_t> sample_shape(info.input_shape, info.input_shape + info.input_ndim);
   BatchBuffer& buffer = buffers_[0];
-  DPL_RETURN_IF_ERROR(buffer.Allocate(*model_, 0, kEvaluationChunk, sample_shape));
-  std::vector<int64_t> indices(static_cast<size_t>(kEvaluationChunk));
-  double loss_sum = 0.0;
-  int64_t correct = 0;
-  for (int64_t first = begin; first < end; first += kEvaluationChunk) {
-    const int64_t n = std::min(kEvaluationChunk, end - first);
-    for (int64_t i = 0; i < n; ++i) indices[size_t(i)] = first + i;
-    DPL_RETURN_IF_ERROR(test.Fill(indices.data(), 0, buffer.Input(n), buffer.Labels(n))
-                            .WithContext("reading the test data"));
-    double batch_loss = 0.0;
-    int64_t batch_correct = 0;
-    DPL_RETURN_IF_ERROR(
-        model_->EvalStep(buffer.Input(n), buffer.Labels(n), &batch_loss, &batch_correct));
-    loss_sum += batch_loss;
-    correct += batch_correct;
-  }
-  // Three numbers: through the store, whatever memory the backend moves.
-  std::vector<double> totals = {loss_sum, double(correct), double(end - begin)};
-  if (identity_.world_size > 1) DPL_RETURN_IF_ERROR(sum_across_ranks_("test-set", &totals));
-  reporter_->OnEvaluation(totals[0], totals[1], totals[2]);
+  DPL_RETURN_IF_ERROR(buffer.Allocate(*model_, 0, kEvaluationChunk, info.input, info.target));
+  Result<EvaluationTotals> totals = EvaluateSplit(*model_, test, test.count(), buffer,
+                                                  kEvaluationChunk, Evaluation(), "test-set");
+  if (!totals.ok()) return totals.status();
+  reporter_->OnEvaluation(
+      {false, info.target.ndim > 0, totals->loss_sum, totals->elements, totals->correct, 0.0});
   return Status::Ok();
+}
+
+// --eval-every: after the optimizer step that made position_.global_step steps (batch `batch` of
+// `epoch`), the first --eval-batches global batches of the validation split, through the slot
+// the step has just used; then --export-best and --early-stop-patience. Before the step's
+// checkpoint, so that it carries the evaluation.
+Status Trainer::ValidateIfDue(int64_t epoch, int64_t batch) {
+  const int64_t step = position_.global_step;
+  if (config_.eval_every <= 0 || step % config_.eval_every != 0) return Status::Ok();
+  DataSplit& validation = *data_.validation;
+  const int64_t batches = config_.eval_batches;  // 0: the whole split
+  const bool part = batches > 0 && batches <= validation.count() / config_.batch_size;
+  const int64_t count = part ? batches * config_.batch_size : validation.count();
+  DPL_RETURN_IF_ERROR(placement_->BeforeForward());  // every rank evaluates rank 0's buffers
+  Result<EvaluationTotals> totals =
+      EvaluateSplit(*model_, validation, count, buffers_[batch % 2], local_batch_, Evaluation(),
+                    "validation-step-" + std::to_string(step));
+  if (!totals.ok()) return totals.status();
+  DPL_RETURN_IF_ERROR(model_->SetMode(DPL_MODEL_MODE_TRAIN));
+  const bool improved = RecordValidationLoss(totals->MeanLoss(), &validation_);
+  reporter_->OnEvaluation({true, model_->info().target.ndim > 0, totals->loss_sum, totals->elements,
+                           totals->correct, validation_.best_loss, step});
+  if (improved) DPL_RETURN_IF_ERROR(ExportBest());
+  if (PatienceRunOut(validation_, config_.early_stop_patience)) {
+    stopped_at_ = TrainingPosition{epoch, batch + 1, step};
+    if (batch + 1 == plan_.batches_per_epoch()) stopped_at_ = TrainingPosition{epoch + 1, 0, step};
+    if (identity_.rank == 0) {
+      log::Info("early stop after step " + std::to_string(step) +
+                ": the validation loss has not "
+                "improved for " +
+                std::to_string(validation_.without_improvement) +
+                " evaluations (--early-stop-patience)");
+    }
+  }
+  return Status::Ok();
+}
+
+// --export-best: rank 0 writes the model of the new lowest validation loss.
+Status Trainer::ExportBest() {
+  if (config_.export_best_file.empty() || identity_.rank != 0) return Status::Ok();
+  return ExportModel(*model_, *placement_, config_.export_best_file).WithContext("--export-best");
+}
+
+// Where the run ends: where --early-stop-patience stopped it, else the plan's end.
+TrainingPosition Trainer::EndPosition() const {
+  return stopped_at_ ? *stopped_at_ : plan_.EndPosition();
 }
 
 // --init-from: rank 0 reads the state dict; the initial broadcast takes it to every rank.
@@ -265,23 +305,11 @@ Status Trainer::InitFrom() {
   return Status::Ok();
 }
 
-// --export: the model's own export (kStateFiles), written to a temporary name and renamed; for
-// other plugins a state dict of the host's parameters.
+// --export: rank 0 writes the trained model (model_export.hpp).
 Status Trainer::Export() const {
   if (config_.export_file.empty() || identity_.rank != 0) return Status::Ok();
-  if (!model_->Has(ModelCapability::kStateFiles)) {
-    return WriteParameterStateDict(config_.export_file, *placement_).WithContext("--export");
-  }
-  const std::string temporary = config_.export_file + ".tmp." + std::to_string(::getpid());
-  Status saved = model_->SaveState(temporary);
-  if (saved.ok() && std::rename(temporary.c_str(), config_.export_file.c_str()) != 0) {
-    saved = Status::Io("renaming " + temporary + " to " + config_.export_file +
-                       " failed: " + std::strerror(errno));
-  }
-  if (!saved.ok()) {
-    std::remove(temporary.c_str());
-    return saved.WithContext("--export");
-  }
+  DPL_RETURN_IF_ERROR(
+      ExportModel(*model_, *placement_, config_.export_file).WithContext("--export"));
   log::Info("the trained model is in " + config_.export_file);
   return Status::Ok();
 }

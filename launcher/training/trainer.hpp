@@ -1,27 +1,20 @@
 // The data-parallel training loop run by each worker process (docs/recipe.md): sharded
 // sampling, per-rank batch = global batch / world size, parameters broadcast from rank 0,
 // gradients averaged through the backend in buckets overlapping backward, identical optimizer
-// steps on every rank, rank-0 reporting, checkpoints. The loop itself is short; its parts are
-// the placement strategy (placement.hpp), the reporter (reporter.hpp) and the checkpoint policy
-// (checkpoint_policy.hpp).
+// steps on every rank, rank-0 reporting, checkpoints, evaluation. The loop itself is short; its
+// parts are the placement strategy (placement.hpp), the reporter (reporter.hpp), the checkpoint
+// policy (checkpoint_policy.hpp) and the evaluation (evaluation.hpp).
 #pragma once
-
-#include <functional>
-#include <string>
-#include <vector>
 
 #include "common/status.hpp"
 #include "training/backend.hpp"
 #include "training/config.hpp"
 #include "training/data.hpp"
+#include "training/evaluation.hpp"
 #include "training/model.hpp"
 #include "training/worker_identity.hpp"
 
 namespace dpl::training {
-
-// Adds a few host numbers element-wise over all ranks; every rank gets the same sums. The test-set
-// totals go through it whatever memory the backend moves (the launcher uses the store).
-using SumAcrossRanks = std::function<Status(const std::string& name, std::vector<double>* values)>;
 
 // Runs the whole training job for this rank on `data` (OpenTrainingData). `backend` is
 // connected (NULL at world size 1 is allowed); the model plugin is loaded but no instance exists

@@ -113,13 +113,14 @@ void CheckGptConfig(const GptConfig& config) {
   }
 }
 
-GptConfig ReadGptConfig(const support::KeyValueOptions& options, int64_t vocab) {
+GptConfig ReadGptConfig(const support::KeyValueOptions& options, int64_t vocab,
+                        int64_t default_block) {
   GptConfig config;
   config.vocab = vocab;
   config.layers = options.GetInt("layers", GptConfig::kDefaultLayers);
   config.heads = options.GetInt("heads", GptConfig::kDefaultHeads);
   config.dim = options.GetInt("dim", GptConfig::kDefaultDim);
-  config.block = options.GetInt("block", GptConfig::kDefaultBlock);
+  config.block = options.GetInt("block", default_block);
   config.dropout = options.GetDouble("dropout", config.dropout);
   config.bias = options.GetBool("bias", config.bias);
   CheckGptConfig(config);

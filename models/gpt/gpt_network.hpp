@@ -42,9 +42,10 @@ struct GptConfig {
 // cannot have: anything below 1, dim not divisible by heads, dropout outside [0, 1).
 void CheckGptConfig(const GptConfig& config);
 
-// The model options layers, heads, dim, block, dropout and bias (defaults: GptConfig's) for a
-// vocabulary of `vocab` tokens, checked.
-GptConfig ReadGptConfig(const support::KeyValueOptions& options, int64_t vocab);
+// The model options layers, heads, dim, block, dropout and bias (defaults: GptConfig's, block
+// `default_block`) for a vocabulary of `vocab` tokens, checked.
+GptConfig ReadGptConfig(const support::KeyValueOptions& options, int64_t vocab,
+                        int64_t default_block = GptConfig::kDefaultBlock);
 
 // nanoGPT's LayerNorm: a weight, and a bias only when `bias`; eps 1e-5.
 class LayerNormImpl : public torch::nn::Module {

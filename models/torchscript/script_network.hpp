@@ -158,10 +158,51 @@ inline std::string LastLine(const std::string& text) {
                      end + 1 - (start == std::string::npos ? 0 : start + 1));
 }
 
+// The checks of Note [Checking forward at create] on the probe's `output` for a batch of `sizes`:
+// (2, target shape..., classes), and log-probabilities for loss=nll.
+inline void CheckProbeOutput(const torch::Tensor& output, const std::vector<int64_t>& sizes,
+                             const torch_model::BuildContext& context, Loss loss,
+                             const std::string& prefix) {
+  const int64_t classes = context.data.num_classes;
+  const std::vector<int64_t>& target_shape = context.data.target_shape;
+  std::vector<int64_t> leading{2};
+  leading.insert(leading.end(), target_shape.begin(), target_shape.end());
+  const auto dims = static_cast<int64_t>(leading.size());
+  const bool fits = output.dim() == dims + 1 &&
+                    output.sizes().slice(0, size_t(dims)) == c10::IntArrayRef(leading) &&
+                    output.size(-1) >= 1 && (classes == 0 || output.size(-1) == classes);
+  if (!fits) {
+    std::string wanted = "(2";
+    for (int64_t extent : target_shape) wanted += ", " + std::to_string(extent);
+    wanted += ", " + (classes > 0 ? std::to_string(classes) : std::string("classes")) + ")";
+    throw InvalidArgument(prefix + ": forward returns shape " + ShapeText(output.sizes()) +
+                          " for a batch of shape " + ShapeText(sizes) + "; the " +
+                          torch_model::LossName(loss) + " loss needs " + wanted +
+                          (target_shape.empty() ? ", one row of class scores per sample"
+                                                : ", a row of class scores per target element"));
+  }
+  if (loss != Loss::kNll) return;
+  const torch::Tensor rows = output.reshape({-1, output.size(-1)}).to(torch::kFloat64);
+  const double worst = (rows.exp().sum(1) - 1.0).abs().max().item<double>();
+  if (!(worst <= 1e-3)) {
+    const double sum = rows[0].exp().sum().item<double>();
+    std::ostringstream text;
+    text << prefix
+         << ": with loss=nll forward must return log-probabilities (end it with "
+            "log_softmax), but on a zero batch exp(output) sums to "
+         << std::setprecision(3) << sum
+         << " over the classes, not 1; use loss=cross_entropy for a module that "
+         << "returns logits";
+    throw InvalidArgument(text.str());
+  }
+}
+
 // Note [Checking forward at create]: the output must fit the loss before the first step, so
 // create runs forward once, in eval mode and without gradients, on a batch of two zero samples of
-// the data's shape. It must return one tensor (2, classes) (classes = the data's, when the host
-// says). For loss=nll it must be log-probabilities: every row's exp() sums to 1 (within 1e-3).
+// the data's shape and input dtype (integer input: token id 0, as int64). It must return one
+// tensor (2, target shape..., classes): (2, classes) for one label per sample, (2, T, classes) for
+// a label per position (classes = the data's, when the host says). For loss=nll it must be
+// log-probabilities: the exp() of every row of classes sums to 1 (within 1e-3).
 // That holds for any input when forward ends with log_softmax, and only by chance for logits, so
 // a module returning logits is refused with loss=nll (cross_entropy is the loss for logits). The
 // probe leaves no trace: buffers (a traced BatchNorm updates its statistics even in eval mode) and
@@ -171,6 +212,8 @@ inline int64_t CheckForward(ScriptNetwork& network, const torch_model::BuildCont
   const std::string prefix = "TorchScript file " + file;
   std::vector<int64_t> sizes{2};
   sizes.insert(sizes.end(), context.data.input_shape.begin(), context.data.input_shape.end());
+  const torch::ScalarType input_type =
+      torch_model::IsIntegerType(context.data.input_dtype) ? torch::kInt64 : torch::kFloat32;
   torch::NoGradGuard no_grad;
   torch_model::RngStateKeeper keep_rng(context.device);
   NamedTensors buffers = network.NamedBuffers();
@@ -179,7 +222,8 @@ inline int64_t CheckForward(ScriptNetwork& network, const torch_model::BuildCont
   network.SetTraining(false);
   torch::Tensor output;
   try {
-    output = network.Forward(torch::zeros(sizes, torch::TensorOptions().device(context.device)));
+    output = network.Forward(
+        torch::zeros(sizes, torch::TensorOptions().device(context.device).dtype(input_type)));
   } catch (const PluginError&) {
     throw;
   } catch (const std::exception& error) {  // the interpreter's errors are not all c10::Errors
@@ -189,31 +233,8 @@ inline int64_t CheckForward(ScriptNetwork& network, const torch_model::BuildCont
   }
   for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.copy_(saved_buffers[i]);
   network.SetTraining(true);
-  const int64_t classes = context.data.num_classes;
-  if (output.dim() != 2 || output.size(0) != 2 || output.size(1) < 1 ||
-      (classes > 0 && output.size(1) != classes)) {
-    const std::string wanted =
-        "(2, " + (classes > 0 ? std::to_string(classes) : std::string("classes")) + ")";
-    throw InvalidArgument(prefix + ": forward returns shape " + ShapeText(output.sizes()) +
-                          " for a batch of shape " + ShapeText(sizes) + "; the " +
-                          torch_model::LossName(loss) + " loss needs " + wanted +
-                          ", one row of class scores per sample");
-  }
-  if (loss == Loss::kNll) {
-    const double worst = (output.to(torch::kFloat64).exp().sum(1) - 1.0).abs().max().item<double>();
-    if (!(worst <= 1e-3)) {
-      const double sum = output.to(torch::kFloat64)[0].exp().sum().item<double>();
-      std::ostringstream text;
-      text << prefix
-           << ": with loss=nll forward must return log-probabilities (end it with "
-              "log_softmax), but on a zero batch exp(output) sums to "
-           << std::setprecision(3) << sum
-           << " over the classes, not 1; use loss=cross_entropy for a module that "
-           << "returns logits";
-      throw InvalidArgument(text.str());
-    }
-  }
-  return output.size(1);
+  CheckProbeOutput(output, sizes, context, loss, prefix);
+  return output.size(-1);
 }
 
 // Note [Traced modules keep their mode]: torch.jit.trace records Python's bools as constants,

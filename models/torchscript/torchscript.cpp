@@ -15,9 +15,11 @@ struct TorchScriptTraits {
       "any module saved from Python with torch.jit.save (--model-options "
       "file=net.pt[,loss=nll|cross_entropy|mse])";
 
-  // The data's shape and classes, whatever they are: the module is checked against them.
+  // The data's samples, shape and classes, whatever they are: the module is checked against
+  // them.
   static torch_model::DataSpec Accepts() {
-    return {torch_model::AnyInputShape({}), torch_model::AnyNumClasses(0)};
+    return {torch_model::AnyInputShape({}), torch_model::AnyNumClasses(0),
+            torch_model::Samples::kAny};
   }
 
   static torch_model::NetworkSpec Build(Options& options,
@@ -54,8 +56,8 @@ struct TorchScriptTraits {
 }  // namespace dpl::torchscript
 
 extern "C" {
-DPL_PLUGIN_EXPORT extern const dpl_model_plugin_v3 dpl_torchscript_model_table
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v3);
-const dpl_model_plugin_v3 dpl_torchscript_model_table =
-    ::dpl::torch_model::Plugin<::dpl::torchscript::TorchScriptTraits>::TableV3();
+DPL_PLUGIN_EXPORT extern const dpl_model_plugin_v4 dpl_torchscript_model_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v4);
+const dpl_model_plugin_v4 dpl_torchscript_model_table =
+    ::dpl::torch_model::Plugin<::dpl::torchscript::TorchScriptTraits>::TableV4();
 }

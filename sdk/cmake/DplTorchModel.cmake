@@ -1,13 +1,13 @@
-# dpl_torch_model_plugin(<target> [ABI_VERSION 1|2|3])
+# dpl_torch_model_plugin(<target> [ABI_VERSION 1|2|3|4])
 # Makes the MODULE library <target>, whose one .cpp uses DPL_EXPORT_TORCH_MODEL from
 # dpl/torch_model.hpp, a dpl model plugin: links dpl::sdk, dpl::torch_files (the state files are
 # torch.save archives, read and written by the SDK's library) and libtorch, exports nothing but the
-# entry table of model ABI <ABI_VERSION> (default 3, the newest), and refuses undefined symbols
+# entry table of model ABI <ABI_VERSION> (default 4, the newest), and refuses undefined symbols
 # at link time. Used by the in-tree models and, through find_package(dpl), by outside ones.
 function(dpl_torch_model_plugin target)
   cmake_parse_arguments(ARG "" "ABI_VERSION" "" ${ARGN})
   if(NOT ARG_ABI_VERSION)
-    set(ARG_ABI_VERSION 3)
+    set(ARG_ABI_VERSION 4)
   endif()
   if(NOT TARGET dpl::torch_files)
     message(FATAL_ERROR "dpl_torch_model_plugin(${target}) needs dpl::torch_files, which "

@@ -1,5 +1,5 @@
 // A test-only model plugin with buffers: BatchNorm's running statistics and counter, and a frozen
-// parameter. Built as model ABI v3 and, with DPL_TORCH_MODEL_ABI_VERSION 2, as v2.
+// parameter. Built as model ABI v4 and, with DPL_TORCH_MODEL_ABI_VERSION 2, as v2.
 #include "dpl/torch_model.hpp"
 
 namespace {

@@ -28,14 +28,14 @@ plugin=$template_build/libdpl_model_logreg.so
 [[ -f $plugin ]] || fail "the template build made no $plugin"
 
 exported=$(nm -D --defined-only "$plugin" | awk '{print $NF}')
-[[ $exported == dpl_model_plugin_v3 ]] ||
-  fail "$plugin exports more than dpl_model_plugin_v3: $exported"
+[[ $exported == dpl_model_plugin_v4 ]] ||
+  fail "$plugin exports more than dpl_model_plugin_v4: $exported"
 
 status=0
 listing=$(env -u DPL_PLUGIN_PATH "$prefix/bin/launcher" plugins --plugin-dir "$template_build" 2>&1) ||
   status=$?
 echo "$listing"
-grep -Eq "^model +logreg +1\.0\.0 +v3 +$plugin\$" <<<"$listing" ||
+grep -Eq "^model +logreg +1\.0\.0 +v4 +$plugin\$" <<<"$listing" ||
   fail "the installed launcher does not list the template model (exit status $status)"
 # Dropped into a plugin folder, it trains with the unchanged, installed launcher (2 workers, the
 # default Fashion-MNIST data).

@@ -1,5 +1,6 @@
 // Model ABI v3 of the SDK's libtorch helper, through the C ABI: the data at create, buffers,
-// random state, two host batch slots, state files for and from Python torch, precision.
+// random state, two host batch slots, state files for and from Python torch (precision:
+// precision_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,7 +38,7 @@ TEST(ModelAbiV3, ConvNetTakesTheRecipeDataAndRefusesOtherData) {
             "model \"convnet\": the data has samples of shape (1, 28, 28) and 5 classes; this "
             "model takes shape (1, 28, 28) and 10 classes; train it on data of that shape, or "
             "train a model that takes this data");
-  dpl_model_config_v3 bad = WithData(Config(""), {1, 0, 28}, 10);
+  dpl_model_config_v4 bad = WithData(Config(""), {1, 0, 28}, 10);
   EXPECT_EQ(CreateStatus(Plugin("convnet"), bad, &message), DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message, "model \"convnet\": config input_shape (1, 0, 28) has an extent below 1");
   bad.input_ndim = 9;
@@ -48,11 +49,12 @@ TEST(ModelAbiV3, ConvNetTakesTheRecipeDataAndRefusesOtherData) {
   // A host that does not know the data (input_ndim 0, num_classes 0), and a v1-sized config,
   // get the model's own shape.
   for (const uint32_t size :
-       {uint32_t(sizeof(dpl_model_config_v3)), uint32_t(sizeof(dpl_model_config_v1))}) {
-    dpl_model_config_v3 unknown = WithData(Config(""), {}, 0);
+       {uint32_t(sizeof(dpl_model_config_v4)), uint32_t(sizeof(dpl_model_config_v3)),
+        uint32_t(sizeof(dpl_model_config_v1))}) {
+    dpl_model_config_v4 unknown = WithData(Config(""), {}, 0);
     unknown.struct_size = size;
     const Model model(Plugin("convnet"), unknown);
-    const dpl_model_info_v3 info = model.Info();
+    const dpl_model_info_v4 info = model.Info();
     ASSERT_EQ(info.input_ndim, 3u);
     EXPECT_EQ(info.input_shape[1], 28);
     EXPECT_EQ(info.num_classes, 10);
@@ -61,11 +63,11 @@ TEST(ModelAbiV3, ConvNetTakesTheRecipeDataAndRefusesOtherData) {
 
 TEST(ModelAbiV3, DescribeFillsTheV3FieldsOnlyForAV3SizedInfo) {
   const Model model("convnet", "");
-  const dpl_model_info_v3 info = model.Info();
+  const dpl_model_info_v4 info = model.Info();
   EXPECT_EQ(info.buffer_count, 0u);
   EXPECT_EQ(info.flags, DPL_MODEL_BROADCAST_BUFFERS);
   EXPECT_EQ(info.stream, nullptr);  // a CPU model
-  dpl_model_info_v3 v1_sized{};
+  dpl_model_info_v4 v1_sized{};
   v1_sized.struct_size = sizeof(dpl_model_info_v1);
   v1_sized.buffer_count = 77;
   v1_sized.flags = 99;
@@ -77,7 +79,7 @@ TEST(ModelAbiV3, DescribeFillsTheV3FieldsOnlyForAV3SizedInfo) {
 
 TEST(Mlp, TakesAnySampleShapeAndNumberOfClasses) {
   const Model model(Plugin("mlp"), WithData(Config("hidden=16"), {3, 8, 8}, 5));
-  const dpl_model_info_v3 info = model.Info();
+  const dpl_model_info_v4 info = model.Info();
   ASSERT_EQ(info.input_ndim, 3u);
   EXPECT_EQ(std::vector<int64_t>(info.input_shape, info.input_shape + 3),
             (std::vector<int64_t>{3, 8, 8}));
@@ -105,7 +107,7 @@ TEST(Mlp, TakesAnySampleShapeAndNumberOfClasses) {
 
 TEST(BatchNorm, ListsItsBuffersAndFrozenParametersWithFixedAddresses) {
   const Model model(TestPlugin("batchnorm"), Config(""));
-  const dpl_model_info_v3 info = model.Info();
+  const dpl_model_info_v4 info = model.Info();
   EXPECT_EQ(info.parameter_count, 6u);  // conv, bn, fc weights and biases; not the frozen scale
   ASSERT_EQ(info.buffer_count, 4u);
   EXPECT_EQ(info.flags, DPL_MODEL_BROADCAST_BUFFERS);
@@ -418,86 +420,6 @@ TEST(BatchNorm, TheV2BuildKeepsItsTableAndItsArchive) {
   EXPECT_EQ(convnet.plugin().load_state(convnet.get(), path.c_str()), DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(std::string(convnet.error()),
             "model \"convnet\": state file " + path + " was not saved by this model (\"convnet\")");
-}
-
-TEST(Precision, Bf16ForwardIsCloseToFp32OnTheCpu) {
-  const Model fp32(Plugin("convnet"), Config("dropout=0", 3));
-  const Model bf16(Plugin("convnet"), WithPrecision(Config("dropout=0", 3), DPL_PRECISION_BF16));
-  EXPECT_EQ(fp32.Values(), bf16.Values()) << "float32 master parameters, the same initialisation";
-  const Batch batch(16);
-  const float loss32 = TrainStep(fp32, batch), loss16 = TrainStep(bf16, batch);
-  EXPECT_NEAR(loss16, loss32, 0.02 * loss32);
-  EXPECT_NE(loss16, loss32) << "the forward pass must run in bfloat16";
-  std::vector<float> g32(300426), g16(300426);
-  ASSERT_EQ(
-      fp32.plugin().read_tensors(fp32.get(), DPL_MODEL_TENSORS_GRADIENTS, g32.data(), g32.size()),
-      DPL_OK);
-  ASSERT_EQ(
-      bf16.plugin().read_tensors(bf16.get(), DPL_MODEL_TENSORS_GRADIENTS, g16.data(), g16.size()),
-      DPL_OK);
-  double dot = 0, norm32 = 0, norm16 = 0;
-  for (size_t i = 0; i < g32.size(); ++i) {
-    dot += double(g32[i]) * g16[i];
-    norm32 += double(g32[i]) * g32[i];
-    norm16 += double(g16[i]) * g16[i];
-  }
-  EXPECT_GT(dot / std::sqrt(norm32 * norm16), 0.99) << "the gradients point the same way";
-  EXPECT_NEAR(std::sqrt(norm16), std::sqrt(norm32), 0.05 * std::sqrt(norm32));
-  const Evaluation eval32 = EvalStep(fp32, batch), eval16 = EvalStep(bf16, batch);
-  EXPECT_NEAR(eval16.loss_sum, eval32.loss_sum, 0.02 * eval32.loss_sum);
-  // And it trains.
-  for (int step = 0; step < 5; ++step) {
-    Sgd(bf16, 0.05f);
-    ASSERT_EQ(bf16.plugin().zero_gradients(bf16.get()), DPL_OK);
-    TrainStep(bf16, batch);
-  }
-  EXPECT_LT(TrainStep(bf16, batch), 0.9f * loss16);
-}
-
-// set_loss_scale: backward runs on loss * scale; the loss is reported unscaled. A power of two
-// changes no bit of the arithmetic, so the gradients are exactly the scale times the unscaled ones.
-TEST(Precision, TheLossScaleMultipliesTheGradientsNotTheLoss) {
-  for (const dpl_precision precision : {DPL_PRECISION_FP32, DPL_PRECISION_BF16}) {
-    const Model model(Plugin("convnet"), WithPrecision(Config("dropout=0", 5), precision));
-    const Batch batch(8);
-    const size_t count = model.Values().size();
-    std::vector<float> unscaled(count), scaled(count);
-    const float loss = TrainStep(model, batch);
-    ASSERT_EQ(model.plugin().read_tensors(model.get(), DPL_MODEL_TENSORS_GRADIENTS, unscaled.data(),
-                                          count),
-              DPL_OK);
-    ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
-    ASSERT_EQ(model.plugin().set_loss_scale(model.get(), 1024.0f), DPL_OK) << model.error();
-    EXPECT_EQ(TrainStep(model, batch), loss) << "the loss is reported unscaled";
-    ASSERT_EQ(
-        model.plugin().read_tensors(model.get(), DPL_MODEL_TENSORS_GRADIENTS, scaled.data(), count),
-        DPL_OK);
-    size_t exact = 0;
-    for (size_t i = 0; i < count; ++i) exact += scaled[i] == 1024.0f * unscaled[i];
-    EXPECT_EQ(exact, count) << "precision " << precision;
-  }
-  const Model model("mlp", "");
-  for (const float bad : {0.0f, -2.0f, INFINITY, NAN}) {
-    EXPECT_EQ(model.plugin().set_loss_scale(model.get(), bad), DPL_ERR_INVALID_ARGUMENT);
-  }
-  EXPECT_STREQ(model.error(), "model \"mlp\": loss scale nan is not a positive finite number");
-  ASSERT_EQ(model.plugin().set_loss_scale(model.get(), -2.0f), DPL_ERR_INVALID_ARGUMENT);
-  EXPECT_STREQ(model.error(), "model \"mlp\": loss scale -2 is not a positive finite number");
-}
-
-TEST(Precision, WhatTheDeviceCannotRunIsRefused) {
-  std::string message;
-  EXPECT_EQ(
-      CreateStatus(Plugin("convnet"), WithPrecision(Config(""), DPL_PRECISION_FP16), &message),
-      DPL_ERR_UNSUPPORTED);
-  EXPECT_EQ(message,
-            "model \"convnet\": precision fp16 is not supported on the CPU: the CPU autocast of "
-            "libtorch 1.13.0 runs bfloat16 only; use --precision bf16 or fp32");
-  EXPECT_EQ(CreateStatus(Plugin("convnet"), WithPrecision(Config(""), dpl_precision(7)), &message),
-            DPL_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(message,
-            "model \"convnet\": precision 7 is unknown; model ABI v3 knows 0 (fp32), 1 (bf16) "
-            "and 2 (fp16)");
 }
 
 }  // namespace

@@ -22,9 +22,9 @@ TEST(ConvNet, DescribesTheRecipeShapes) {
   EXPECT_STREQ(model.plugin().header.name, "convnet");
   EXPECT_STREQ(model.plugin().header.version, "1.0.0");
   EXPECT_EQ(model.plugin().header.kind, static_cast<uint32_t>(DPL_PLUGIN_KIND_MODEL));
-  EXPECT_EQ(model.plugin().header.abi_version, DPL_MODEL_ABI_VERSION_3);
-  EXPECT_EQ(model.plugin().header.struct_size, sizeof(dpl_model_plugin_v3));
-  const dpl_model_info_v3 info = model.Info();
+  EXPECT_EQ(model.plugin().header.abi_version, DPL_MODEL_ABI_VERSION_4);
+  EXPECT_EQ(model.plugin().header.struct_size, sizeof(dpl_model_plugin_v4));
+  const dpl_model_info_v4 info = model.Info();
   ASSERT_EQ(info.input_ndim, 3u);
   EXPECT_EQ(info.input_shape[0], 1);
   EXPECT_EQ(info.input_shape[1], 28);
@@ -184,7 +184,7 @@ TEST(ConvNet, SaveAndLoadRoundTripIntoTheSameTensors) {
             "model \"convnet\": state file " + mlp_path + " has no tensor \"cn1.weight\"");
 }
 
-dpl_status CreateStatus(const std::string& name, const dpl_model_config_v3& config,
+dpl_status CreateStatus(const std::string& name, const dpl_model_config_v4& config,
                         std::string* message) {
   return dpl_test::CreateStatus(Plugin(name), config, message);
 }
@@ -211,18 +211,18 @@ TEST(ConvNet, BadOptionsAreRefusedWithTheirExactError) {
             "model \"mlp\": unknown option \"dropout\" in --model-options; known options: hidden, "
             "broadcast_buffers");
 
-  dpl_model_config_v3 cuda = Config("");
+  dpl_model_config_v4 cuda = Config("");
   cuda.device_type = kDLCUDA;
   EXPECT_EQ(CreateStatus("convnet", cuda, &message), DPL_ERR_NO_DEVICE);
   // Debian's libtorch has no CUDA: the plugin says so instead of failing inside libtorch.
   EXPECT_EQ(message,
             "model \"convnet\": this plugin's libtorch is a CPU-only build (no CUDA support); use "
             "--device cpu, or rebuild the plugin against a libtorch with CUDA");
-  dpl_model_config_v3 no_threads = Config("");
+  dpl_model_config_v4 no_threads = Config("");
   no_threads.num_threads = 0;
   EXPECT_EQ(CreateStatus("convnet", no_threads, &message), DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message, "model \"convnet\": num_threads must be >= 1, got 0");
-  dpl_model_config_v3 old_host = Config("");
+  dpl_model_config_v4 old_host = Config("");
   old_host.struct_size = 8;
   EXPECT_EQ(CreateStatus("convnet", old_host, &message), DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message, "model \"convnet\": config struct_size 8 is smaller than " +
@@ -269,8 +269,7 @@ TEST(ConvNet, EvalStepSumsTheLossCountsHitsAndRestoresTrainMode) {
   const Batch batch(32);
   double loss_sum = 0;
   int64_t correct = -1;
-  ASSERT_EQ(model.plugin().eval_step(model.get(), &batch.input, &batch.target, &loss_sum, &correct),
-            DPL_OK)
+  ASSERT_EQ(EvalStepInto(model, batch.input, batch.target, &loss_sum, &correct), DPL_OK)
       << model.plugin().last_error();
   EXPECT_GE(correct, 0);
   EXPECT_LE(correct, 32);
@@ -281,14 +280,13 @@ TEST(ConvNet, EvalStepSumsTheLossCountsHitsAndRestoresTrainMode) {
   EXPECT_FLOAT_EQ(TrainStep(model, batch), eval_mean) << "eval mode must be deterministic";
   // Back in train mode dropout draws differ per step; eval_step must not leave eval mode on.
   ASSERT_EQ(model.plugin().set_mode(model.get(), DPL_MODEL_MODE_TRAIN), DPL_OK);
-  ASSERT_EQ(model.plugin().eval_step(model.get(), &batch.input, &batch.target, &loss_sum, &correct),
-            DPL_OK);
+  ASSERT_EQ(EvalStepInto(model, batch.input, batch.target, &loss_sum, &correct), DPL_OK);
   EXPECT_NE(TrainStep(model, batch), TrainStep(model, batch));
 }
 
 TEST(Mlp, IsADifferentNetworkBehindTheSameAbi) {
   Model model("mlp", "hidden=32");
-  const dpl_model_info_v3 info = model.Info();
+  const dpl_model_info_v4 info = model.Info();
   EXPECT_EQ(info.num_classes, 10);
   ASSERT_EQ(info.parameter_count, 4u);
   int64_t elements = 0;
@@ -300,17 +298,13 @@ TEST(Mlp, IsADifferentNetworkBehindTheSameAbi) {
   const Batch batch(8);
   double initial_loss_sum = 0;
   int64_t correct = 0;
-  ASSERT_EQ(model.plugin().eval_step(model.get(), &batch.input, &batch.target, &initial_loss_sum,
-                                     &correct),
-            DPL_OK);
+  ASSERT_EQ(EvalStepInto(model, batch.input, batch.target, &initial_loss_sum, &correct), DPL_OK);
   double loss_sum = initial_loss_sum;
   for (int step = 0; step < 200 && correct < 8; ++step) {
     ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
     TrainStep(model, batch);
     Sgd(model, 0.1f);
-    ASSERT_EQ(
-        model.plugin().eval_step(model.get(), &batch.input, &batch.target, &loss_sum, &correct),
-        DPL_OK);
+    ASSERT_EQ(EvalStepInto(model, batch.input, batch.target, &loss_sum, &correct), DPL_OK);
   }
   EXPECT_EQ(correct, 8);
   EXPECT_LT(loss_sum, initial_loss_sum);
@@ -352,8 +346,7 @@ TEST(ConvNet, MatchesPythonTorchOnTheSameWeightsAndBatch) {
   const float loss = TrainStep(model, batch);
   double loss_sum = 0;
   int64_t correct = -1;
-  ASSERT_EQ(model.plugin().eval_step(model.get(), &batch.input, &batch.target, &loss_sum, &correct),
-            DPL_OK);
+  ASSERT_EQ(EvalStepInto(model, batch.input, batch.target, &loss_sum, &correct), DPL_OK);
 
   std::ifstream reference(out_path, std::ios::binary);
   double reference_loss = 0;
@@ -499,7 +492,7 @@ TEST(Plugins, ExportOnlyTheEntrySymbol) {
       const auto last_space = line.find_last_of(' ');
       if (last_space != std::string::npos) symbols.insert(line.substr(last_space + 1));
     }
-    EXPECT_EQ(symbols, std::set<std::string>{"dpl_model_plugin_v3"}) << path << ":\n" << output;
+    EXPECT_EQ(symbols, std::set<std::string>{"dpl_model_plugin_v4"}) << path << ":\n" << output;
   }
 }
 

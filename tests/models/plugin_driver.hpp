@@ -47,23 +47,24 @@ inline const void* LoadTable(const std::string& path, const char* symbol) {
 }
 
 // An in-tree model plugin, libdpl_model_<name>.so of the build's plugin folder.
-inline const dpl_model_plugin_v3& Plugin(const std::string& name) {
-  return *static_cast<const dpl_model_plugin_v3*>(LoadTable(
-      std::string(DPL_TEST_PLUGIN_DIR) + "/libdpl_model_" + name + ".so", "dpl_model_plugin_v3"));
+inline const dpl_model_plugin_v4& Plugin(const std::string& name) {
+  return *static_cast<const dpl_model_plugin_v4*>(LoadTable(
+      std::string(DPL_TEST_PLUGIN_DIR) + "/libdpl_model_" + name + ".so", "dpl_model_plugin_v4"));
 }
 
 // A test-only plugin of tests/models (e.g. "batchnorm").
-inline const dpl_model_plugin_v3& TestPlugin(const std::string& name) {
-  return *static_cast<const dpl_model_plugin_v3*>(
+inline const dpl_model_plugin_v4& TestPlugin(const std::string& name) {
+  return *static_cast<const dpl_model_plugin_v4*>(
       LoadTable(std::string(DPL_TEST_MODEL_DIR) + "/libdpl_test_model_" + name + ".so",
-                "dpl_model_plugin_v3"));
+                "dpl_model_plugin_v4"));
 }
 
-// A v3 config as the launcher writes it for 28x28 grayscale images of 10 classes.
-inline dpl_model_config_v3 Config(const char* options, uint64_t seed = 0) {
-  dpl_model_config_v3 config{};
+// A config as the launcher writes it for 28x28 grayscale images of 10 classes: float32 input and
+// one int64 label per sample.
+inline dpl_model_config_v4 Config(const char* options, uint64_t seed = 0) {
+  dpl_model_config_v4 config{};
   config.struct_size = sizeof config;
-  config.version = DPL_MODEL_ABI_VERSION_3;
+  config.version = DPL_MODEL_ABI_VERSION_4;
   config.options = options;
   config.device_type = kDLCPU;
   config.device_id = 0;
@@ -75,26 +76,45 @@ inline dpl_model_config_v3 Config(const char* options, uint64_t seed = 0) {
   config.input_shape[2] = 28;
   config.num_classes = 10;
   config.precision = DPL_PRECISION_FP32;
+  config.input.dtype = DLDataType{kDLFloat, 32, 1};
+  config.input.ndim = 3;
+  config.input.shape[0] = 1;
+  config.input.shape[1] = 28;
+  config.input.shape[2] = 28;
+  config.target.dtype = DLDataType{kDLInt, 64, 1};
   return config;
 }
 
-inline dpl_model_config_v3 WithData(dpl_model_config_v3 config, std::vector<int64_t> shape,
+// `config` for float32 samples of `shape` (empty: the host does not say) in `classes` classes.
+inline dpl_model_config_v4 WithData(dpl_model_config_v4 config, std::vector<int64_t> shape,
                                     int64_t classes) {
   config.input_ndim = static_cast<uint32_t>(shape.size());
+  config.input.ndim = config.input_ndim;
   for (size_t i = 0; i < DPL_MODEL_MAX_INPUT_DIMS; ++i) {
     config.input_shape[i] = i < shape.size() ? shape[i] : 0;
+    config.input.shape[i] = config.input_shape[i];
   }
+  if (shape.empty()) config.input.dtype = DLDataType{0, 0, 0};
+  if (shape.empty()) config.target.dtype = DLDataType{0, 0, 0};
   config.num_classes = classes;
   return config;
 }
 
-inline dpl_model_config_v3 WithPrecision(dpl_model_config_v3 config, dpl_precision precision) {
+// `config` for token data: int64 ids (block) in, the next id per position as the target.
+inline dpl_model_config_v4 WithTokens(dpl_model_config_v4 config, int64_t block, int64_t vocab) {
+  config = WithData(config, {block}, vocab);
+  config.input.dtype = DLDataType{kDLInt, 64, 1};
+  config.target = config.input;
+  return config;
+}
+
+inline dpl_model_config_v4 WithPrecision(dpl_model_config_v4 config, dpl_precision precision) {
   config.precision = precision;
   return config;
 }
 
 // The status and message of a create that is expected to fail (the instance, if any, freed).
-inline dpl_status CreateStatus(const dpl_model_plugin_v3& plugin, const dpl_model_config_v3& config,
+inline dpl_status CreateStatus(const dpl_model_plugin_v4& plugin, const dpl_model_config_v4& config,
                                std::string* message) {
   dpl_model* model = nullptr;
   const dpl_status status = plugin.create(&config, &model);
@@ -106,7 +126,7 @@ inline dpl_status CreateStatus(const dpl_model_plugin_v3& plugin, const dpl_mode
 // One model instance, destroyed at scope end.
 class Model {
  public:
-  Model(const dpl_model_plugin_v3& plugin, const dpl_model_config_v3& config) : plugin_(plugin) {
+  Model(const dpl_model_plugin_v4& plugin, const dpl_model_config_v4& config) : plugin_(plugin) {
     const dpl_status status = plugin_.create(&config, &model_);
     if (status != DPL_OK) {
       ADD_FAILURE() << "create " << plugin_.header.name << " (" << config.options
@@ -119,12 +139,12 @@ class Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  const dpl_model_plugin_v3& plugin() const { return plugin_; }
+  const dpl_model_plugin_v4& plugin() const { return plugin_; }
   dpl_model* get() const { return model_; }
   const char* error() const { return plugin_.last_error(); }
 
-  dpl_model_info_v3 Info() const {
-    dpl_model_info_v3 info{};
+  dpl_model_info_v4 Info() const {
+    dpl_model_info_v4 info{};
     info.struct_size = sizeof info;
     EXPECT_EQ(plugin_.describe(model_, &info), DPL_OK) << plugin_.last_error();
     return info;
@@ -180,7 +200,7 @@ class Model {
   }
 
  private:
-  const dpl_model_plugin_v3& plugin_;
+  const dpl_model_plugin_v4& plugin_;
   dpl_model* model_ = nullptr;
 };
 
@@ -283,12 +303,25 @@ inline float TrainStep(const Model& model, const Batch& batch) {
 struct Evaluation {
   double loss_sum = NAN;
   int64_t correct = -1;
+  int64_t elements = -1;
 };
+
+// eval_step on `input` and `target`, its result in *loss_sum and *correct.
+inline dpl_status EvalStepInto(const Model& model, const DLTensor& input, const DLTensor& target,
+                               double* loss_sum, int64_t* correct, int64_t* elements = nullptr) {
+  dpl_eval_result_v4 result{};
+  result.struct_size = sizeof result;
+  const dpl_status status = model.plugin().eval_step(model.get(), &input, &target, &result);
+  *loss_sum = result.loss_sum;
+  *correct = result.correct;
+  if (elements != nullptr) *elements = result.elements;
+  return status;
+}
 
 inline Evaluation EvalStep(const Model& model, const Batch& batch) {
   Evaluation result;
-  EXPECT_EQ(model.plugin().eval_step(model.get(), &batch.input, &batch.target, &result.loss_sum,
-                                     &result.correct),
+  EXPECT_EQ(EvalStepInto(model, batch.input, batch.target, &result.loss_sum, &result.correct,
+                         &result.elements),
             DPL_OK)
       << model.plugin().last_error();
   return result;

@@ -56,7 +56,7 @@ std::pair<float, float> Train(const Model& model, const Batch& batch, int steps,
 TEST_F(TorchScript, TrainsAScriptedCnnWithBatchNormAndAResidualConnection) {
   const std::string options = Options("cnn_scripted.pt");
   const Model model(Plugin("torchscript"), Config(options.c_str(), 2));
-  const dpl_model_info_v3 info = model.Info();
+  const dpl_model_info_v4 info = model.Info();
   ASSERT_EQ(info.input_ndim, 3u);
   EXPECT_EQ(info.num_classes, 10);
   ASSERT_EQ(info.parameter_count, 10u);
@@ -92,7 +92,7 @@ TEST_F(TorchScript, TrainsAScriptedCnnWithBatchNormAndAResidualConnection) {
 
 TEST_F(TorchScript, TrainsATracedModuleAndSaysWhichLayersIgnoreTheMode) {
   const std::string options = Options("cnn_traced.pt");
-  dpl_model_config_v3 config = Config(options.c_str(), 2);
+  dpl_model_config_v4 config = Config(options.c_str(), 2);
   config.log = &CollectLog;
   {
     std::lock_guard<std::mutex> lock(g_log_mutex);
@@ -199,7 +199,7 @@ TEST_F(TorchScript, Bf16ForwardIsCloseToFp32) {
 
 TEST_F(TorchScript, RefusesBadFilesAndOptionsBeforeTheFirstStep) {
   auto refusal = [](const std::string& options, dpl_status expected,
-                    dpl_model_config_v3 config = Config("")) {
+                    dpl_model_config_v4 config = Config("")) {
     config.options = options.c_str();
     std::string message;
     EXPECT_EQ(CreateStatus(Plugin("torchscript"), config, &message), expected) << options;

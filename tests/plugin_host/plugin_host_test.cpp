@@ -101,8 +101,8 @@ TEST_F(PluginHostTest, RefusesNewerModelAbi) {
   const std::string path = kBrokenModels + "/libmodelabi99.so";
   EXPECT_EQ(Refusal(path), path +
                                ": model plugin ABI v99 is newer than this launcher supports "
-                               "(v1..v3); upgrade the launcher or rebuild the plugin against SDK "
-                               "v3");
+                               "(v1..v4); upgrade the launcher or rebuild the plugin against SDK "
+                               "v4");
 }
 
 TEST_F(PluginHostTest, BackendCreateFailureCarriesPluginMessage) {
@@ -154,7 +154,7 @@ TEST_F(PluginHostTest, RefusesLibraryWithoutEntrySymbol) {
   const std::string path = kBroken + "/libnosymbol.so";
   EXPECT_EQ(Refusal(path), path +
                                ": not a dpl plugin: no symbol dpl_backend_plugin_v2, "
-                               "dpl_model_plugin_v3 or dpl_dataset_plugin_v2");
+                               "dpl_model_plugin_v4 or dpl_dataset_plugin_v2");
 }
 
 TEST_F(PluginHostTest, RefusesBadMagic) {
@@ -226,7 +226,7 @@ TEST_F(PluginHostTest, DiscoveryListsGoodAndRefusedInOrder) {
       kBroken + "/libnosymbol.so", kBroken + "/libnullcreate.so", kBroken + "/libsmalltable.so"};
   EXPECT_EQ(refused, expected);
   EXPECT_EQ(discovery->refused[6].reason,
-            "not a dpl plugin: no symbol dpl_backend_plugin_v2, dpl_model_plugin_v3 or "
+            "not a dpl plugin: no symbol dpl_backend_plugin_v2, dpl_model_plugin_v4 or "
             "dpl_dataset_plugin_v2");
 }
 

@@ -14,6 +14,7 @@
 #include "dpl/model_v1.h"
 #include "dpl/model_v2.h"
 #include "dpl/model_v3.h"
+#include "dpl/model_v4.h"
 #include "dpl/store.h"
 #include "sdk_c_layout.h"
 

@@ -85,12 +85,18 @@ TEST(SdkTest, EnumValuesAreFixed) {
   EXPECT_EQ(DPL_MODEL_MODE_TRAIN, 0);
   EXPECT_EQ(DPL_MODEL_MODE_EVAL, 1);
   EXPECT_EQ(DPL_BACKEND_ABI_VERSION, 2u);
-  EXPECT_EQ(DPL_MODEL_ABI_VERSION, 3u);
+  EXPECT_EQ(DPL_MODEL_ABI_VERSION, 4u);
   EXPECT_EQ(DPL_DATASET_ABI_VERSION, 2u);
   EXPECT_EQ(DPL_MODEL_TENSORS_VALUES, 0);
   EXPECT_EQ(DPL_MODEL_TENSORS_GRADIENTS, 1);
   EXPECT_EQ(DPL_STORE_VERSION, 1u);
   EXPECT_EQ(DPL_MODEL_MAX_INPUT_DIMS, 8);
+  EXPECT_EQ(DPL_MODEL_DEVICE_OPTIMIZER, 2u);
+  EXPECT_EQ(DPL_MODEL_TENSORS_OPTIMIZER_STATE, 16);
+  EXPECT_EQ(DPL_OPTIMIZER_SGD, 0);
+  EXPECT_EQ(DPL_OPTIMIZER_ADAM, 1);
+  EXPECT_EQ(DPL_OPTIMIZER_ADAMW, 2);
+  EXPECT_EQ(DPL_OPTIMIZER_ADADELTA, 3);
 }
 
 // Note [Adapting model ABI v1] of the plugin host: version 2 keeps version 1's functions in
@@ -119,6 +125,18 @@ TEST(SdkTest, ModelAbiV3AppendsToV2AndItsStructsToV1s) {
   EXPECT_EQ(offsetof(dpl_backend_plugin_v2, synchronize), sizeof(dpl_backend_plugin_v1));
   EXPECT_EQ(offsetof(dpl_backend_config_v2, options), offsetof(dpl_backend_config_v1, options));
   EXPECT_EQ(offsetof(dpl_backend_config_v2, local_address), sizeof(dpl_backend_config_v1));
+}
+
+// Version 4 appends to version 3's table, config and info, so a v3 plugin gets the prefix it
+// knows.
+TEST(SdkTest, ModelAbiV4AppendsToV3) {
+  EXPECT_EQ(offsetof(dpl_model_plugin_v4, set_loss_scale),
+            offsetof(dpl_model_plugin_v3, set_loss_scale));
+  EXPECT_EQ(offsetof(dpl_model_plugin_v4, set_optimizer), sizeof(dpl_model_plugin_v3));
+  EXPECT_EQ(offsetof(dpl_model_config_v4, precision), offsetof(dpl_model_config_v3, precision));
+  EXPECT_EQ(offsetof(dpl_model_config_v4, input), sizeof(dpl_model_config_v3));
+  EXPECT_EQ(offsetof(dpl_model_info_v4, stream), offsetof(dpl_model_info_v3, stream));
+  EXPECT_EQ(offsetof(dpl_model_info_v4, input), sizeof(dpl_model_info_v3));
 }
 
 // Dataset ABI v2 keeps version 1's config and the places of its functions; its info is new

@@ -1,4 +1,4 @@
-// A model plugin for the mixed-precision tests, of model ABI v3 and without libtorch, so it builds
+// A model plugin for the mixed-precision tests, of model ABI v4 and without libtorch, so it builds
 // in seconds: softmax regression (Linear(784, 10), mean cross-entropy) computed in float32 for
 // every --precision, fp16 included, which the libtorch helper refuses on a CPU. It honours
 // set_loss_scale (the gradients are the scale times the loss's, the loss reported unscaled) and
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "dpl/model_v3.h"
+#include "dpl/model_v4.h"
 #include "dpl/support/error.hpp"
 #include "dpl/support/options.hpp"
 
@@ -103,10 +103,10 @@ int64_t LabelAt(const DLTensor* labels, int64_t i) {
   return label;
 }
 
-dpl_status Create(const dpl_model_config_v3* config, dpl_model** out) {
+dpl_status Create(const dpl_model_config_v4* config, dpl_model** out) {
   return dpl::support::Guarded(kPluginName, [&] {
-    if (config == nullptr || out == nullptr || config->struct_size < sizeof(dpl_model_config_v3)) {
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "needs a model ABI v3 config");
+    if (config == nullptr || out == nullptr || config->struct_size < sizeof(dpl_model_config_v4)) {
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "needs a model ABI v4 config");
     }
     const dpl::support::KeyValueOptions options(config->options, "--model-options");
     auto model = std::make_unique<ScaledModel>();
@@ -128,7 +128,7 @@ void Destroy(dpl_model* model) {
   delete reinterpret_cast<ScaledModel*>(model);
 }
 
-dpl_status Describe(dpl_model* model, dpl_model_info_v3* info) {
+dpl_status Describe(dpl_model* model, dpl_model_info_v4* info) {
   return dpl::support::Guarded(kPluginName, [&] {
     As(model);
     info->input_ndim = 3;
@@ -140,6 +140,8 @@ dpl_status Describe(dpl_model* model, dpl_model_info_v3* info) {
     info->buffer_count = 0;
     info->flags = 0;
     info->stream = nullptr;
+    info->input = dpl_sample_tensor_v2{{kDLFloat, 32, 1}, 3, {1, 28, 28}};
+    info->target = dpl_sample_tensor_v2{{kDLInt, 64, 1}, 0, {}};
   });
 }
 
@@ -213,19 +215,20 @@ dpl_status TrainStep(dpl_model* model, const DLTensor* input, const DLTensor* la
 }
 
 dpl_status EvalStep(dpl_model* model, const DLTensor* input, const DLTensor* labels,
-                    double* loss_sum, int64_t* correct) {
+                    dpl_eval_result_v4* result) {
   return dpl::support::Guarded(kPluginName, [&] {
     const ScaledModel& m = *As(model);
     CheckBatch(input, labels);
     const float* images = static_cast<const float*>(input->data);
     double p[kClasses];
-    *loss_sum = 0.0;
-    *correct = 0;
+    result->loss_sum = 0.0;
+    result->correct = 0;
+    result->elements = labels->shape[0];
     for (int64_t n = 0; n < labels->shape[0]; ++n) {
       m.Probabilities(images + n * kFeatures, p);
       const int64_t label = LabelAt(labels, n);
-      *loss_sum -= std::log(p[label]);
-      *correct += int64_t(std::max_element(p, p + kClasses) - p) == label;
+      result->loss_sum -= std::log(p[label]);
+      result->correct += int64_t(std::max_element(p, p + kClasses) - p) == label;
     }
   });
 }
@@ -330,10 +333,10 @@ dpl_status SetLossScale(dpl_model* model, float scale) {
 
 }  // namespace
 
-extern "C" DPL_PLUGIN_EXPORT const dpl_model_plugin_v3 dpl_scaled_model_table
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v3);
-extern "C" const dpl_model_plugin_v3 dpl_scaled_model_table = {
-    {sizeof(dpl_model_plugin_v3), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_MODEL, DPL_MODEL_ABI_VERSION_3,
+extern "C" DPL_PLUGIN_EXPORT const dpl_model_plugin_v4 dpl_scaled_model_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v4);
+extern "C" const dpl_model_plugin_v4 dpl_scaled_model_table = {
+    {sizeof(dpl_model_plugin_v4), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_MODEL, DPL_MODEL_ABI_VERSION_4,
      "scaled", "1.0.0", "softmax regression in float32 that takes any precision (tests only)"},
     Create,
     Destroy,
@@ -357,4 +360,7 @@ extern "C" const dpl_model_plugin_v3 dpl_scaled_model_table = {
     SetRngState,
     HostBatchSlot,
     SetLossScale,
+    nullptr,  // set_optimizer: the host runs the optimizer
+    nullptr,
+    nullptr,
 };

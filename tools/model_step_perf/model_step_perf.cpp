@@ -119,14 +119,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   const auto* plugin =
-      static_cast<const dpl_model_plugin_v3*>(dlsym(library, "dpl_model_plugin_v3"));
+      static_cast<const dpl_model_plugin_v4*>(dlsym(library, "dpl_model_plugin_v4"));
   if (plugin == nullptr) {
-    std::fprintf(stderr, "model_step_perf: %s exports no dpl_model_plugin_v3\n", path.c_str());
+    std::fprintf(stderr, "model_step_perf: %s exports no dpl_model_plugin_v4\n", path.c_str());
     return 1;
   }
-  dpl_model_config_v3 config{};
+  dpl_model_config_v4 config{};
   config.struct_size = sizeof config;
-  config.version = DPL_MODEL_ABI_VERSION_3;
+  config.version = DPL_MODEL_ABI_VERSION_4;
   config.options = settings.options.c_str();
   config.device_type = kDLCPU;
   config.num_threads = settings.threads;

@@ -12,6 +12,7 @@ Adapter BackendV2Adapter();  // backend_v2.cpp
 Adapter ModelV1Adapter();    // model_v1.cpp
 Adapter ModelV2Adapter();    // model_v2.cpp
 Adapter ModelV3Adapter();    // model_v3.cpp
+Adapter ModelV4Adapter();    // model_v4.cpp
 Adapter DatasetV1Adapter();  // dataset_v1.cpp
 Adapter DatasetV2Adapter();  // dataset_v2.cpp
 

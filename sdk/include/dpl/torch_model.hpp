@@ -12,17 +12,20 @@
 //     DPL_EXPORT_TORCH_MODEL(ConvNet, "convnet", "1.0.0", "one-line description",
 //                            (std::vector<int64_t>{1, 28, 28}), 10)
 //
-// The macro defines the plugin's one exported symbol, `dpl_model_plugin_v3`, implementing every
-// entry of dpl/model_v3.h. Define DPL_TORCH_MODEL_ABI_VERSION 2 (or 1) before including this header
-// (dpl_torch_model_plugin(<target> ABI_VERSION 2) does it) to export `dpl_model_plugin_v2` (or
-// _v1) instead, for launchers that know only those.
+// The macro defines the plugin's one exported symbol, `dpl_model_plugin_v4`, implementing every
+// entry of dpl/model_v4.h but the optional device optimizer (Note [Room for the device
+// optimizer]). Define DPL_TORCH_MODEL_ABI_VERSION 3 (or 2, 1) before including this header
+// (dpl_torch_model_plugin(<target> ABI_VERSION 3) does it) to export `dpl_model_plugin_v3` (or
+// _v2, _v1) instead, for launchers that know only those.
 //
 // The data. The last two arguments say what the module takes: exactly this sample shape and
 // number of classes (the host's data must match, or create fails naming both), or, with
 // dpl::torch_model::AnyInputShape({1, 28, 28}) / AnyNumClasses(10), whatever the data has (the
 // argument is the default for hosts that do not say). The constructor reads the shape it is built
 // for from ModelOptions::input_shape() and num_classes(): the MLP (models/mlp) flattens any
-// sample shape that way.
+// sample shape that way. Such a module takes float32 samples with one class label each; a
+// network of other samples (token ids with a label per position: models/gpt) writes its own
+// Traits (dpl/torch_model/plugin.hpp) with DataSpec::samples.
 //
 // Options. --model-options "key=value,..." is ONE string shared by the module and this helper.
 // The constructor reads its keys through ModelOptions (GetBool, GetInt, GetDouble, GetString,
@@ -42,9 +45,11 @@
 //    running statistics) and frozen parameters are the ABI's buffers. Update buffers in place in
 //    forward (BatchNorm does): the host holds their addresses.
 //  - train_step: forward (under autocast for config.precision bf16 or fp16, Note [Mixed
-//    precision]), nll_loss in float32, backward; eval_step the same in eval mode without
-//    gradients. Under autocast, end forward with torch::log_softmax(x, 1, torch::kFloat32) so the
-//    log-probabilities are float32 (libtorch 1.13's CPU autocast keeps log_softmax in bfloat16).
+//    precision]), nll_loss in float32 over every target element (Note [The loss over every target
+//    element]), backward; eval_step the same in eval mode without gradients, reporting the loss
+//    sum, the target elements and those predicted right. Under autocast, end forward with
+//    torch::log_softmax(x, 1, torch::kFloat32) so the log-probabilities are float32
+//    (libtorch 1.13's CPU autocast keeps log_softmax in bfloat16).
 //  - save_state writes {name: tensor} for Python's torch.load (state_dict names: the module's own),
 //    load_state reads such a file, Python's torch.save(model.state_dict(), path) or a TorchScript
 //    archive (dpl/torch_model/state_file.hpp).
@@ -75,10 +80,10 @@
 #include "dpl/torch_model/plugin.hpp"
 
 #ifndef DPL_TORCH_MODEL_ABI_VERSION
-#define DPL_TORCH_MODEL_ABI_VERSION 3
+#define DPL_TORCH_MODEL_ABI_VERSION 4
 #endif
-#if DPL_TORCH_MODEL_ABI_VERSION < 1 || DPL_TORCH_MODEL_ABI_VERSION > 3
-#error "DPL_TORCH_MODEL_ABI_VERSION must be 1, 2 or 3"
+#if DPL_TORCH_MODEL_ABI_VERSION < 1 || DPL_TORCH_MODEL_ABI_VERSION > 4
+#error "DPL_TORCH_MODEL_ABI_VERSION must be 1, 2, 3 or 4"
 #endif
 
 namespace dpl {
@@ -112,6 +117,8 @@ class ModelOptions : public support::KeyValueOptions {
   // ABI v3), else the defaults the model declared.
   const std::vector<int64_t>& input_shape() const { return data_.input_shape; }
   int64_t num_classes() const { return data_.num_classes; }
+  // The whole description of a sample: input and target dtypes and shapes (model ABI v4).
+  const DataShape& data() const { return data_; }
   // The forward pass's precision; the helper runs the autocast, the module needs not act on it.
   dpl_precision precision() const { return precision_; }
 
@@ -166,7 +173,10 @@ NetworkSpec BuildModule(ModelOptions& options, const BuildContext& context) {
 }  // namespace torch_model
 }  // namespace dpl
 
-#if DPL_TORCH_MODEL_ABI_VERSION == 3
+#if DPL_TORCH_MODEL_ABI_VERSION == 4
+#define DPL_TORCH_MODEL_TABLE_TYPE dpl_model_plugin_v4
+#define DPL_TORCH_MODEL_TABLE_FUNCTION TableV4
+#elif DPL_TORCH_MODEL_ABI_VERSION == 3
 #define DPL_TORCH_MODEL_TABLE_TYPE dpl_model_plugin_v3
 #define DPL_TORCH_MODEL_TABLE_FUNCTION TableV3
 #elif DPL_TORCH_MODEL_ABI_VERSION == 2
@@ -177,8 +187,8 @@ NetworkSpec BuildModule(ModelOptions& options, const BuildContext& context) {
 #define DPL_TORCH_MODEL_TABLE_FUNCTION TableV1
 #endif
 
-// Exports `ModuleType` as the plugin's `dpl_model_plugin_v3` (or _v2, _v1) table. `input_shape` is
-// one sample's shape as a parenthesised std::vector<int64_t> expression, e.g.
+// Exports `ModuleType` as the plugin's `dpl_model_plugin_v4` (or _v3, _v2, _v1) table.
+// `input_shape` is one sample's shape as a parenthesised std::vector<int64_t> expression, e.g.
 // (std::vector<int64_t>{1, 28, 28}), or dpl::torch_model::AnyInputShape({1, 28, 28});
 // `num_classes` the number of output classes, or dpl::torch_model::AnyNumClasses(10).
 #define DPL_EXPORT_TORCH_MODEL(ModuleType, name, version, description, input_shape, num_classes) \

@@ -7,11 +7,13 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "dpl/backend_v1.h"
 #include "dpl/dataset.h"
+#include "dpl/model.h"
 #include "dpl/model_v2.h"
 #include "plugin_host/adapter_registry.hpp"
 
@@ -57,11 +59,10 @@ inline std::vector<std::string> Unset(const RequiredEntries& entries) {
 // Every model capability, for checking an adapter's set whole.
 inline const std::vector<ModelCapability>& AllModelCapabilities() {
   static const std::vector<ModelCapability> all = {
-      ModelCapability::kHostCopy,     ModelCapability::kHostBatchSlots,
-      ModelCapability::kBuffers,      ModelCapability::kRngState,
-      ModelCapability::kAutocast,     ModelCapability::kLossScale,
-      ModelCapability::kDeviceStream, ModelCapability::kStateFiles,
-      ModelCapability::kDataShape};
+      ModelCapability::kHostCopy,     ModelCapability::kHostBatchSlots, ModelCapability::kBuffers,
+      ModelCapability::kRngState,     ModelCapability::kAutocast,       ModelCapability::kLossScale,
+      ModelCapability::kDeviceStream, ModelCapability::kStateFiles,     ModelCapability::kDataShape,
+      ModelCapability::kTypedSamples, ModelCapability::kDeviceOptimizer};
   return all;
 }
 
@@ -95,6 +96,10 @@ inline dpl_model_config NewestModelConfig() {
   config.input_shape[0] = 1, config.input_shape[1] = 28, config.input_shape[2] = 28;
   config.num_classes = 10;
   config.precision = DPL_PRECISION_BF16;
+  config.input.dtype = DLDataType{kDLFloat, 32, 1};
+  config.input.ndim = 3;
+  config.input.shape[0] = 1, config.input.shape[1] = 28, config.input.shape[2] = 28;
+  config.target.dtype = DLDataType{kDLInt, 64, 1};
   return config;
 }
 
@@ -118,7 +123,11 @@ inline dpl_status ZeroGradients(dpl_model*) {
 inline dpl_status TrainStep(dpl_model*, const DLTensor*, const DLTensor*, float*) {
   return Called("train_step");
 }
-inline dpl_status EvalStep(dpl_model*, const DLTensor*, const DLTensor*, double*, int64_t*) {
+// Model ABI v1 to v3's eval_step: a loss sum of 2.5 and 3 samples right.
+inline dpl_status EvalStep(dpl_model*, const DLTensor*, const DLTensor*, double* loss_sum,
+                           int64_t* correct) {
+  *loss_sum = 2.5;
+  *correct = 3;
   return Called("eval_step");
 }
 inline dpl_status SaveState(dpl_model*, const char*) {
@@ -132,7 +141,8 @@ inline const char* LastError() {
   return "fake error";
 }
 
-// Sets the entries above in a model table of ABI v1 or later.
+// Sets the entries above in a model table of ABI v1 or later (eval_step only in tables of v1 to
+// v3, whose eval_step it is).
 template <typename Table>
 void Fill(Table* table) {
   table->destroy = Destroy;
@@ -141,7 +151,9 @@ void Fill(Table* table) {
   table->set_mode = SetMode;
   table->zero_gradients = ZeroGradients;
   table->train_step = TrainStep;
-  table->eval_step = EvalStep;
+  if constexpr (std::is_same_v<decltype(table->eval_step), decltype(&EvalStep)>) {
+    table->eval_step = EvalStep;
+  }
   table->save_state = SaveState;
   table->load_state = LoadState;
   table->last_error = LastError;
@@ -153,15 +165,15 @@ inline void ExpectEntriesReachTheTable(const ModelInterface& model) {
   dpl_parameter parameter{};
   DLTensor tensor{};
   float loss = 0;
-  double loss_sum = 0;
-  int64_t correct = 0;
+  dpl_eval_result result{};
+  result.struct_size = sizeof result;
   model.destroy(nullptr);
   EXPECT_EQ(model.parameter(nullptr, 0, &parameter), DPL_OK);
   EXPECT_EQ(model.set_gradient_ready_callback(nullptr, nullptr, nullptr), DPL_OK);
   EXPECT_EQ(model.set_mode(nullptr, DPL_MODEL_MODE_EVAL), DPL_OK);
   EXPECT_EQ(model.zero_gradients(nullptr), DPL_OK);
   EXPECT_EQ(model.train_step(nullptr, &tensor, &tensor, &loss), DPL_OK);
-  EXPECT_EQ(model.eval_step(nullptr, &tensor, &tensor, &loss_sum, &correct), DPL_OK);
+  EXPECT_EQ(model.eval_step(nullptr, &tensor, &tensor, &result), DPL_OK);
   EXPECT_EQ(model.save_state(nullptr, "a"), DPL_OK);
   EXPECT_EQ(model.load_state(nullptr, "a"), DPL_OK);
   EXPECT_STREQ(model.last_error(), "fake error");
@@ -178,6 +190,33 @@ inline const std::vector<std::string>& RequiredNames() {
       "set_mode",   "zero_gradients", "train_step", "eval_step", "save_state",
       "load_state", "last_error"};
   return names;
+}
+
+// Checks that an adapter of ABI v1 to v3 reports eval_step's result with one element per sample
+// and describes float32 samples of the info's input shape with one int64 label each.
+inline void ExpectClassLabels(const ModelInterface& model) {
+  int64_t labels_shape[1] = {7};
+  DLTensor labels{};
+  labels.ndim = 1;
+  labels.shape = labels_shape;
+  dpl_eval_result result{};
+  result.struct_size = sizeof result;
+  ASSERT_EQ(model.eval_step(nullptr, &labels, &labels, &result), DPL_OK);
+  EXPECT_EQ(result.loss_sum, 2.5);
+  EXPECT_EQ(result.elements, 7);
+  EXPECT_EQ(result.correct, 3);
+  dpl_model_info info;
+  std::memset(&info, 0xFF, sizeof info);
+  ASSERT_EQ(model.describe(nullptr, &info), DPL_OK);
+  EXPECT_EQ(info.input.dtype.code, kDLFloat);
+  EXPECT_EQ(info.input.dtype.bits, 32);
+  EXPECT_EQ(info.input.dtype.lanes, 1);
+  ASSERT_EQ(info.input.ndim, info.input_ndim);
+  for (uint32_t d = 0; d < info.input_ndim; ++d)
+    EXPECT_EQ(info.input.shape[d], info.input_shape[d]);
+  EXPECT_EQ(info.target.dtype.code, kDLInt);
+  EXPECT_EQ(info.target.dtype.bits, 64);
+  EXPECT_EQ(info.target.ndim, 0u);
 }
 
 // Checks what a plugin that knows v1's config got from the newest config: its prefix, with
@@ -215,6 +254,65 @@ void Fill(Table* table) {
   table->write_tensors = WriteTensors;
 }
 }  // namespace model_v2
+
+// The fake entries model ABI v3 added, which later versions kept.
+namespace model_v3 {
+inline dpl_status Buffer(dpl_model*, uint32_t, dpl_buffer_v3*) {
+  return Called("buffer");
+}
+inline dpl_status ReadBuffers(dpl_model*, void*, uint64_t) {
+  return Called("read_buffers");
+}
+inline dpl_status WriteBuffers(dpl_model*, const void*, uint64_t) {
+  return Called("write_buffers");
+}
+inline dpl_status RngState(dpl_model*, void*, uint64_t, uint64_t*) {
+  return Called("rng_state");
+}
+inline dpl_status SetRngState(dpl_model*, const void*, uint64_t) {
+  return Called("set_rng_state");
+}
+inline dpl_status HostBatchSlot(dpl_model*, uint32_t, int64_t, DLTensor*, DLTensor*) {
+  return Called("host_batch_slot");
+}
+inline dpl_status SetLossScale(dpl_model*, float) {
+  return Called("set_loss_scale");
+}
+
+template <typename Table>
+void Fill(Table* table) {
+  table->buffer = Buffer;
+  table->read_buffers = ReadBuffers;
+  table->write_buffers = WriteBuffers;
+  table->rng_state = RngState;
+  table->set_rng_state = SetRngState;
+  table->host_batch_slot = HostBatchSlot;
+  table->set_loss_scale = SetLossScale;
+}
+
+// Calls the host copy's entries and v3's through `model`: each must reach the table's own.
+inline void ExpectEntriesReachTheTable(const ModelInterface& model) {
+  Calls().clear();
+  DLTensor tensor{};
+  dpl_buffer buffer{};
+  float host = 0;
+  uint64_t size = 0;
+  EXPECT_EQ(model.host_batch(nullptr, 1, &tensor, &tensor), DPL_OK);
+  EXPECT_EQ(model.read_tensors(nullptr, DPL_MODEL_TENSORS_VALUES, &host, 1), DPL_OK);
+  EXPECT_EQ(model.write_tensors(nullptr, DPL_MODEL_TENSORS_VALUES, &host, 1), DPL_OK);
+  EXPECT_EQ(model.buffer(nullptr, 0, &buffer), DPL_OK);
+  EXPECT_EQ(model.read_buffers(nullptr, &host, 4), DPL_OK);
+  EXPECT_EQ(model.write_buffers(nullptr, &host, 4), DPL_OK);
+  EXPECT_EQ(model.rng_state(nullptr, &host, 4, &size), DPL_OK);
+  EXPECT_EQ(model.set_rng_state(nullptr, &host, 4), DPL_OK);
+  EXPECT_EQ(model.host_batch_slot(nullptr, 1, 1, &tensor, &tensor), DPL_OK);
+  EXPECT_EQ(model.set_loss_scale(nullptr, 2.0f), DPL_OK);
+  EXPECT_EQ(Calls(),
+            (std::vector<std::string>{"host_batch", "read_tensors", "write_tensors", "buffer",
+                                      "read_buffers", "write_buffers", "rng_state", "set_rng_state",
+                                      "host_batch_slot", "set_loss_scale"}));
+}
+}  // namespace model_v3
 
 // The fake entries of the types backend ABI v1 defined, which later versions kept.
 namespace backend_v1 {

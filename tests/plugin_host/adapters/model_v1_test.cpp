@@ -43,6 +43,12 @@ TEST(ModelV1Adapter, HasNoCapability) {
   model_v1::ExpectEntriesReachTheTable(model);
 }
 
+TEST(ModelV1Adapter, TakesClassLabelsOneElementPerSample) {
+  const dpl_model_plugin_v1 table = Table();
+  model_v1::ExpectClassLabels(
+      AdaptTable<ModelInterface>(AdapterOf(DPL_PLUGIN_KIND_MODEL, 1), &table));
+}
+
 TEST(ModelV1Adapter, CreateGetsTheV1PrefixOfTheConfig) {
   const dpl_model_plugin_v1 table = Table();
   const ModelInterface model =

@@ -51,6 +51,12 @@ TEST(ModelV2Adapter, HasTheHostCopyOnly) {
   EXPECT_EQ(Calls(), (std::vector<std::string>{"host_batch", "read_tensors", "write_tensors"}));
 }
 
+TEST(ModelV2Adapter, TakesClassLabelsOneElementPerSample) {
+  const dpl_model_plugin_v2 table = Table();
+  model_v1::ExpectClassLabels(
+      AdaptTable<ModelInterface>(AdapterOf(DPL_PLUGIN_KIND_MODEL, 2), &table));
+}
+
 TEST(ModelV2Adapter, CreateGetsTheV1PrefixOfTheConfigAsVersion2) {
   const dpl_model_plugin_v2 table = Table();
   const ModelInterface model =

@@ -8,10 +8,10 @@ namespace {
 
 TEST(AdapterRegistry, TheBuiltInVersions) {
   EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_BACKEND), (std::vector<uint32_t>{1, 2}));
-  EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_MODEL), (std::vector<uint32_t>{1, 2, 3}));
+  EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_MODEL), (std::vector<uint32_t>{1, 2, 3, 4}));
   EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_DATASET), (std::vector<uint32_t>{1, 2}));
-  EXPECT_EQ(SupportedAbiText(), "backend ABI v1..v2, model ABI v1..v3, dataset ABI v1..v2");
-  EXPECT_EQ(FindAdapter(DPL_PLUGIN_KIND_MODEL, 4), nullptr);
+  EXPECT_EQ(SupportedAbiText(), "backend ABI v1..v2, model ABI v1..v4, dataset ABI v1..v2");
+  EXPECT_EQ(FindAdapter(DPL_PLUGIN_KIND_MODEL, 5), nullptr);
   EXPECT_EQ(FindAdapter(DPL_PLUGIN_KIND_MODEL, 0), nullptr);
 }
 
@@ -19,7 +19,10 @@ TEST(AdapterRegistry, TheFirstAbiWithACapability) {
   EXPECT_EQ(FirstAbiWith(ModelCapability::kHostCopy), "model ABI v2");
   for (ModelCapability capability : AllModelCapabilities()) {
     if (capability == ModelCapability::kHostCopy) continue;
-    EXPECT_EQ(FirstAbiWith(capability), "model ABI v3") << uint32_t(capability);
+    const bool v4 = capability == ModelCapability::kTypedSamples ||
+                    capability == ModelCapability::kDeviceOptimizer;
+    EXPECT_EQ(FirstAbiWith(capability), v4 ? "model ABI v4" : "model ABI v3")
+        << uint32_t(capability);
   }
 }
 
@@ -27,7 +30,7 @@ TEST(AdapterRegistry, TheNewestTablesRequiredEntries) {
   EXPECT_EQ(RequiredFunctions(DPL_PLUGIN_KIND_BACKEND),
             Names(AdapterOf(DPL_PLUGIN_KIND_BACKEND, 2).required(nullptr)));
   EXPECT_EQ(RequiredFunctions(DPL_PLUGIN_KIND_MODEL),
-            Names(AdapterOf(DPL_PLUGIN_KIND_MODEL, 3).required(nullptr)));
+            Names(AdapterOf(DPL_PLUGIN_KIND_MODEL, 4).required(nullptr)));
   EXPECT_EQ(RequiredFunctions(DPL_PLUGIN_KIND_DATASET),
             Names(AdapterOf(DPL_PLUGIN_KIND_DATASET, 2).required(nullptr)));
 }

@@ -1,5 +1,6 @@
-// Model ABI v99 (model_v99.h) as the newest model interface: the config and info rearranged,
-// one `step` split into train_step and eval_step, the random state as bytes.
+// Model ABI v99 (model_v99.h) as the newest model interface: the config and info rearranged (its
+// samples: float32 with one class label each), one `step` split into train_step and eval_step
+// (an element per sample), the random state as bytes.
 #include "model_abi_v99/model_v99_adapter.hpp"
 
 #include <cstring>
@@ -39,6 +40,7 @@ dpl_model_config_v99 ConfigV99(const dpl_model_config& config) {
   return own;
 }
 
+// v99 takes float32 samples and one int64 class label each, as the newest info says.
 dpl_model_info InfoOf(const dpl_model_info_v99& own) {
   dpl_model_info info{};
   info.struct_size = sizeof info;
@@ -46,6 +48,10 @@ dpl_model_info InfoOf(const dpl_model_info_v99& own) {
   std::memcpy(info.input_shape, own.sample_shape, sizeof info.input_shape);
   info.num_classes = own.num_classes;
   info.parameter_count = own.parameter_count;
+  info.input.dtype = DLDataType{kDLFloat, 32, 1};
+  info.input.ndim = own.sample_ndim;
+  std::memcpy(info.input.shape, own.sample_shape, sizeof info.input.shape);
+  info.target.dtype = DLDataType{kDLInt, 64, 1};
   return info;
 }
 
@@ -72,8 +78,10 @@ void TakeSteps(const Table& t, ModelInterface* model) {
     return status;
   };
   model->eval_step = [step = t.step](dpl_model* instance, const DLTensor* input,
-                                     const DLTensor* labels, double* loss_sum, int64_t* correct) {
-    return StepSum(step, instance, DPL_MODEL_MODE_EVAL, input, labels, loss_sum, correct);
+                                     const DLTensor* labels, dpl_eval_result* result) {
+    result->elements = labels->shape[0];
+    return StepSum(step, instance, DPL_MODEL_MODE_EVAL, input, labels, &result->loss_sum,
+                   &result->correct);
   };
 }
 

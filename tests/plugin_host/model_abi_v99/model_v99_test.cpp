@@ -127,8 +127,8 @@ Counts PluginCounts() {
 
 TEST_F(ModelAbiV99Test, RefusedUntilItsAdapterIsRegistered) {
   EXPECT_EQ(refusal_, kV99Plugin +
-                          ": model plugin ABI v99 is newer than this launcher supports (v1..v3); "
-                          "upgrade the launcher or rebuild the plugin against SDK v3");
+                          ": model plugin ABI v99 is newer than this launcher supports (v1..v4); "
+                          "upgrade the launcher or rebuild the plugin against SDK v4");
   auto plugin = LoadPluginFile(kV99Plugin);
   ASSERT_TRUE(plugin.ok()) << plugin.status().message();
   EXPECT_EQ(plugin->abi_version, 99u);
@@ -138,7 +138,7 @@ TEST_F(ModelAbiV99Test, RefusedUntilItsAdapterIsRegistered) {
   EXPECT_TRUE(plugin->model->Has(ModelCapability::kRngState));
   EXPECT_FALSE(plugin->model->Has(ModelCapability::kHostCopy));
   EXPECT_EQ(SupportedAbiText(),
-            "backend ABI v1..v2, model ABI v1..v3, v99..v99, dataset ABI v1..v2");
+            "backend ABI v1..v2, model ABI v1..v4, v99..v99, dataset ABI v1..v2");
   EXPECT_EQ(RegisterAdapter(testing::ModelV99Adapter()).message(),
             "an adapter for model ABI v99 is registered already");
 }

@@ -1,7 +1,7 @@
 // dpl SDK, libtorch model helper (internal part of dpl/torch_model.hpp): one model instance, the
 // object behind a dpl_model handle. It implements what every entry of the model ABI does, for
 // any Network (dpl/torch_model/network.hpp); dpl/torch_model/plugin.hpp turns these methods into
-// the C tables of model ABI v1, v2 and v3.
+// the C tables of model ABI v1 to v4.
 #ifndef DPL_TORCH_MODEL_INSTANCE_HPP
 #define DPL_TORCH_MODEL_INSTANCE_HPP
 
@@ -22,6 +22,7 @@
 #include "dpl/model.h"
 #include "dpl/torch_model/errors.hpp"
 #include "dpl/torch_model/host_batches.hpp"
+#include "dpl/torch_model/loss.hpp"
 #include "dpl/torch_model/network.hpp"
 #include "dpl/torch_model/precision.hpp"
 #include "dpl/torch_model/rng_state.hpp"
@@ -62,14 +63,16 @@ class GradientReadyHook : public torch::autograd::FunctionPostHook {
 
 class Instance {
  public:
-  Instance(InstanceSettings settings, NetworkSpec spec, std::unique_ptr<WarningLog> warnings)
+  // `data`: the typed samples the network was built for (its input shape and classes as `spec`
+  // says them).
+  Instance(InstanceSettings settings, NetworkSpec spec, DataShape data,
+           std::unique_ptr<WarningLog> warnings)
       : settings_(std::move(settings)),
         warnings_(std::move(warnings)),
         network_(std::move(spec.network)),
-        input_shape_(std::move(spec.input_shape)),
-        num_classes_(spec.num_classes),
+        data_(std::move(data)),
         loss_(spec.loss),
-        batches_(settings_.device, input_shape_) {
+        batches_(settings_.device, data_) {
     network_->SetTraining(true);
     CollectParameters();
     CollectBuffers();
@@ -105,15 +108,16 @@ class Instance {
   // --- describe, parameter, buffer ---
 
   void FillInfo(dpl_model_info_v1* info) const {
-    if (input_shape_.size() > DPL_MODEL_MAX_INPUT_DIMS) {
+    const std::vector<int64_t>& input_shape = data_.input_shape;
+    if (input_shape.size() > DPL_MODEL_MAX_INPUT_DIMS) {
       throw PluginError(DPL_ERR_INTERNAL, std::string("input has more than ") +
                                               std::to_string(DPL_MODEL_MAX_INPUT_DIMS) + " dims");
     }
-    info->input_ndim = static_cast<uint32_t>(input_shape_.size());
+    info->input_ndim = static_cast<uint32_t>(input_shape.size());
     for (uint32_t i = 0; i < DPL_MODEL_MAX_INPUT_DIMS; ++i) {
-      info->input_shape[i] = i < info->input_ndim ? input_shape_[i] : 0;
+      info->input_shape[i] = i < info->input_ndim ? input_shape[i] : 0;
     }
-    info->num_classes = num_classes_;
+    info->num_classes = data_.num_classes;
     info->parameter_count = static_cast<uint32_t>(parameters_.size());
     info->reserved = 0;
   }
@@ -126,6 +130,26 @@ class Instance {
     info->buffer_count = static_cast<uint32_t>(buffers_.size());
     info->flags = settings_.broadcast_buffers ? DPL_MODEL_BROADCAST_BUFFERS : 0u;
     info->stream = nullptr;
+  }
+
+  // The typed samples (model ABI v4). No DPL_MODEL_DEVICE_OPTIMIZER: the host runs the optimizer.
+  void FillInfoV4(dpl_model_info_v4* info) const {
+    info->input = SampleTensor(data_.input_dtype, data_.input_shape);
+    info->target = SampleTensor(data_.target_dtype, data_.target_shape);
+  }
+
+  static dpl_sample_tensor_v2 SampleTensor(const DLDataType& dtype,
+                                           const std::vector<int64_t>& shape) {
+    if (shape.size() > DPL_DATASET_MAX_SAMPLE_DIMS) {
+      throw PluginError(
+          DPL_ERR_INTERNAL,
+          "a sample has more than " + std::to_string(DPL_DATASET_MAX_SAMPLE_DIMS) + " dims");
+    }
+    dpl_sample_tensor_v2 tensor{};
+    tensor.dtype = dtype;
+    tensor.ndim = static_cast<uint32_t>(shape.size());
+    std::copy(shape.begin(), shape.end(), tensor.shape);
+    return tensor;
   }
 
   void FillParameter(uint32_t index, dpl_parameter_v1* parameter) const {
@@ -187,7 +211,8 @@ class Instance {
       output = network_->Forward(batch.first);
     }
     CheckBuffersKept();
-    torch::Tensor mean_loss = LossOf(output, batch.second, at::Reduction::Mean);
+    torch::Tensor mean_loss =
+        ElementLoss(loss_, output, batch.second, data_.num_classes, at::Reduction::Mean);
     if (loss_scale_ == 1.0f) {
       mean_loss.backward();
     } else {
@@ -196,7 +221,7 @@ class Instance {
     return mean_loss.item<float>();
   }
 
-  void EvalStep(const DLTensor* input, const DLTensor* labels, double* loss_sum, int64_t* correct) {
+  Evaluation EvalStep(const DLTensor* input, const DLTensor* labels) {
     const std::pair<torch::Tensor, torch::Tensor> batch = batches_.Wrap(input, labels);
     torch::NoGradGuard no_grad;
     const bool was_training = network_->IsTraining();
@@ -212,42 +237,7 @@ class Instance {
       output = network_->Forward(batch.first);
     }
     CheckBuffersKept();
-    *loss_sum = LossOf(output, batch.second, at::Reduction::Sum).item<double>();
-    *correct = output.argmax(1).eq(batch.second).sum().item<int64_t>();
-  }
-
-  // The loss in float32, whatever the forward's precision (Note [Mixed precision]).
-  torch::Tensor LossOf(const torch::Tensor& output, const torch::Tensor& labels,
-                       at::Reduction::Reduction reduction) const {
-    const int64_t batch = labels.size(0);
-    if (output.dim() != 2 || output.size(0) != batch || output.size(1) != num_classes_) {
-      throw InvalidArgument("forward returned a tensor of shape " + ShapeText(output.sizes()) +
-                            " for a batch of " + std::to_string(batch) + "; the " +
-                            LossName(loss_) + " loss needs (" + std::to_string(batch) + ", " +
-                            std::to_string(num_classes_) + ")");
-    }
-    const torch::Tensor scores = output.to(torch::kFloat32);
-    switch (loss_) {
-      case Loss::kNll:
-        return torch::nll_loss(scores, labels, {}, reduction);
-      case Loss::kCrossEntropy:
-        return torch::nll_loss(torch::log_softmax(scores, 1), labels, {}, reduction);
-      case Loss::kMse: {
-        const auto range = torch::aminmax(labels);
-        const int64_t lowest = std::get<0>(range).item<int64_t>();
-        const int64_t highest = std::get<1>(range).item<int64_t>();
-        if (lowest < 0 || highest >= num_classes_) {
-          throw InvalidArgument("label " + std::to_string(lowest < 0 ? lowest : highest) +
-                                " is outside [0, " + std::to_string(num_classes_) + ")");
-        }
-        const torch::Tensor targets = torch::one_hot(labels, num_classes_).to(torch::kFloat32);
-        torch::Tensor squared = torch::mse_loss(scores, targets, at::Reduction::Sum);
-        // Per sample, the mean over the classes: train's mean is then eval's sum / batch.
-        return reduction == at::Reduction::Sum ? squared / double(num_classes_)
-                                               : squared / double(num_classes_ * batch);
-      }
-    }
-    throw PluginError(DPL_ERR_INTERNAL, "unknown loss");
+    return Evaluate(loss_, output, batch.second, data_.num_classes);
   }
 
   void HostBatch(uint32_t slot, int64_t capacity, DLTensor* input, DLTensor* labels) {
@@ -324,8 +314,8 @@ class Instance {
                        network_->NamedBuffers());
   }
 
-  // Copies every saved tensor INTO the existing one, so parameter and buffer views stay valid.
-  // Everything is checked before anything is copied.
+  // Copies every saved tensor INTO the existing one, so parameter and buffer views stay valid
+  // (the network's Load; Network::Load checks everything before it copies anything).
   void LoadState(const std::string& path) {
     const std::string prefix = "state file " + path;
     StateFile file = ReadStateFile(path, prefix);
@@ -333,28 +323,11 @@ class Instance {
       throw InvalidArgument(prefix + " was not saved by this model (\"" + settings_.model_name +
                             "\")");
     }
-    std::map<std::string, torch::Tensor> saved;
-    for (auto& named : file.tensors) saved.emplace(named.first, named.second);
-    NamedTensors targets = network_->NamedParameters();
-    for (auto& buffer : network_->NamedBuffers()) targets.push_back(std::move(buffer));
-    std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;
-    for (auto& [name, target] : targets) {
-      const auto found = saved.find(name);
-      if (found == saved.end()) throw InvalidArgument(prefix + " has no tensor \"" + name + "\"");
-      if (found->second.sizes() != target.sizes()) {
-        throw InvalidArgument(prefix + ": tensor \"" + name + "\" has shape " +
-                              c10::str(found->second.sizes()) + ", the model expects " +
-                              c10::str(target.sizes()));
-      }
-      copies.emplace_back(target, found->second);
-      saved.erase(found);
-    }
-    torch::NoGradGuard no_grad;
-    for (auto& [target, source] : copies) target.copy_(source);
-    if (!saved.empty()) {
+    const std::vector<std::string> ignored = network_->Load(file.tensors, prefix);
+    if (!ignored.empty()) {
       std::string names;
-      for (const auto& entry : saved) names += (names.empty() ? "" : ", ") + entry.first;
-      Log(DPL_LOG_WARNING, prefix + " holds " + std::to_string(saved.size()) +
+      for (const auto& name : ignored) names += (names.empty() ? "" : ", ") + name;
+      Log(DPL_LOG_WARNING, prefix + " holds " + std::to_string(ignored.size()) +
                                " tensors this model does not have, ignored: " + names);
     }
   }
@@ -487,8 +460,7 @@ class Instance {
   InstanceSettings settings_;
   std::unique_ptr<WarningLog> warnings_;  // outlives the network, which may warn when freed
   std::unique_ptr<Network> network_;
-  std::vector<int64_t> input_shape_;
-  int64_t num_classes_;
+  DataShape data_;  // the typed samples the network takes
   Loss loss_;
 
   std::vector<std::string> parameter_names_;

@@ -9,22 +9,25 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "dpl/support/error.hpp"
 #include "dpl/torch_model/state_file.hpp"
 
 namespace dpl {
 namespace torch_model {
 namespace {
 
-// What the output of forward is compared with (labels are class indices).
+// What the output of forward is compared with (labels are class indices; `...` the target's
+// shape per sample: nothing for one label per sample, (T) for a label per position).
 enum class Loss {
-  kNll,           // output: log-probabilities (batch, classes); nll_loss
-  kCrossEntropy,  // output: logits (batch, classes); cross_entropy (log_softmax + nll_loss)
-  kMse            // output (batch, classes) against the one-hot labels; mean squared error
+  kNll,           // output: log-probabilities (batch, ..., classes); nll_loss
+  kCrossEntropy,  // output: logits (batch, ..., classes); cross_entropy (log_softmax + nll_loss)
+  kMse            // output (batch, ..., classes) against the one-hot labels; mean squared error
 };
 
 inline const char* LossName(Loss loss) {
@@ -42,7 +45,8 @@ inline const char* LossName(Loss loss) {
 class Network {
  public:
   virtual ~Network() = default;
-  // (batch, input_shape...) -> (batch, classes), as the network's Loss expects.
+  // (batch, input_shape...) -> (batch, target shape..., classes), as the network's Loss expects
+  // (Note [The loss over every target element]).
   virtual torch::Tensor Forward(const torch::Tensor& input) = 0;
   virtual void SetTraining(bool training) = 0;
   virtual bool IsTraining() const = 0;
@@ -55,6 +59,34 @@ class Network {
     NamedTensors tensors = NamedParameters();
     for (auto& buffer : NamedBuffers()) tensors.push_back(std::move(buffer));
     WriteStateDict(path, tensors);
+  }
+  // load_state: copies `saved` (a state file's tensors; `prefix` names it in messages) into the
+  // network's own tensors. By default every parameter and buffer must be there by name with its
+  // shape; everything is checked before anything is copied. Returns the names it ignored.
+  virtual std::vector<std::string> Load(const NamedTensors& saved, const std::string& prefix) {
+    std::map<std::string, torch::Tensor> remaining(saved.begin(), saved.end());
+    NamedTensors targets = NamedParameters();
+    for (auto& buffer : NamedBuffers()) targets.push_back(std::move(buffer));
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;
+    for (auto& [name, target] : targets) {
+      const auto found = remaining.find(name);
+      if (found == remaining.end()) {
+        throw PluginError(DPL_ERR_INVALID_ARGUMENT, prefix + " has no tensor \"" + name + "\"");
+      }
+      if (found->second.sizes() != target.sizes()) {
+        throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                          prefix + ": tensor \"" + name + "\" has shape " +
+                              c10::str(found->second.sizes()) + ", the model expects " +
+                              c10::str(target.sizes()));
+      }
+      copies.emplace_back(target, found->second);
+      remaining.erase(found);
+    }
+    torch::NoGradGuard no_grad;
+    for (auto& [target, source] : copies) target.copy_(source);
+    std::vector<std::string> ignored;
+    for (const auto& entry : remaining) ignored.push_back(entry.first);
+    return ignored;
   }
 };
 

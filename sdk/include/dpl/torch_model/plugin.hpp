@@ -1,5 +1,5 @@
 // dpl SDK, libtorch model helper (internal part of dpl/torch_model.hpp): the C entry points of
-// model ABI v1, v2 and v3 over an Instance (dpl/torch_model/instance.hpp).
+// model ABI v1 to v4 over an Instance (dpl/torch_model/instance.hpp).
 //
 // Plugin<Traits> is the whole plugin but the network. Traits says what it is and builds it:
 //     struct Traits {
@@ -10,7 +10,13 @@
 //     };
 // DPL_EXPORT_TORCH_MODEL (dpl/torch_model.hpp) writes such a Traits for a torch::nn::Module; the
 // TorchScript plugin (models/torchscript) writes one that loads a file. Either exports one table:
-//     const dpl_model_plugin_v3 table = Plugin<Traits>::TableV3();  // or TableV2(), TableV1()
+//     const dpl_model_plugin_v4 table = Plugin<Traits>::TableV4();  // or TableV3() .. TableV1()
+//
+// Note [Room for the device optimizer]: model ABI v4's set_optimizer, gradient_statistics and
+// apply_update are NULL in TableV4 and info.flags says no DPL_MODEL_DEVICE_OPTIMIZER, so the host
+// runs the optimizer. An optimizer on the model's device adds three entries here and their bodies
+// as Instance methods next to ReadTensors (the flat parameters and gradients are there), and sets
+// the flag in Instance::FillInfoV4; nothing else changes shape.
 #ifndef DPL_TORCH_MODEL_PLUGIN_HPP
 #define DPL_TORCH_MODEL_PLUGIN_HPP
 
@@ -67,8 +73,24 @@ struct Plugin {
     });
   }
 
-  // `Config` is dpl_model_config_v1 (ABI v1, v2) or dpl_model_config_v3 (ABI v3, which also
-  // reads a v1-sized config as one that says nothing about the data).
+  // The data `config` describes, and its precision into `context` (model ABI v3 and later).
+  template <uint32_t kAbi, typename Config>
+  static DataShape HostDataOf(const Config& config, BuildContext* context) {
+    if constexpr (kAbi >= 3) {
+      if (config.struct_size >= sizeof(dpl_model_config_v3)) {
+        context->precision = CheckPrecision(config.precision, context->device);
+        if constexpr (kAbi >= 4) {
+          if (config.struct_size >= sizeof(dpl_model_config_v4)) return HostData(config);
+        }
+        return HostData(reinterpret_cast<const dpl_model_config_v3&>(config));
+      }
+    }
+    return DataShape{};
+  }
+
+  // `Config` is dpl_model_config_v1 (ABI v1, v2), dpl_model_config_v3 (ABI v3, which also reads
+  // a v1-sized config as one that says nothing about the data) or dpl_model_config_v4 (ABI v4,
+  // which reads a v3-sized config as one that says nothing about the samples' types).
   template <uint32_t kAbi, typename Config>
   static dpl_status Create(const Config* config, dpl_model** out) {
     return Guarded(Traits::kName, "create", [&] {
@@ -89,14 +111,7 @@ struct Plugin {
       DeviceScope device(context.device);
       ConfigureThreads(config->num_threads);
       KeepLargeBuffersInHeap();
-      DataShape host_data;
-      if constexpr (kAbi >= 3) {
-        if (config->struct_size >= sizeof(dpl_model_config_v3)) {
-          context.precision = CheckPrecision(config->precision, context.device);
-          host_data = HostData(*config);
-        }
-      }
-      context.data = ResolveData(Traits::Accepts(), host_data);
+      context.data = ResolveData(Traits::Accepts(), HostDataOf<kAbi>(*config, &context));
       if (context.precision == DPL_PRECISION_BF16 && context.device.is_cpu() &&
           !CpuHasBfloat16Instructions()) {
         context.Log(DPL_LOG_WARNING,
@@ -117,8 +132,11 @@ struct Plugin {
       settings.log = config->log;
       settings.log_context = config->log_context;
       options.CheckAllKnown();
-      auto instance =
-          std::make_unique<Instance>(std::move(settings), std::move(spec), std::move(warnings));
+      DataShape data = context.data;
+      data.input_shape = spec.input_shape;
+      data.num_classes = spec.num_classes;
+      auto instance = std::make_unique<Instance>(std::move(settings), std::move(spec),
+                                                 std::move(data), std::move(warnings));
       instance->Log(DPL_LOG_INFO, instance->Summary());
       *out = reinterpret_cast<dpl_model*>(instance.release());
     });
@@ -160,6 +178,18 @@ struct Plugin {
     });
   }
 
+  static dpl_status DescribeV4(dpl_model* model, dpl_model_info_v4* info) {
+    return OnInstance(model, "describe", [&](Instance& instance) {
+      RequireNotNull(info, "info");
+      RequireStructSize(info->struct_size, sizeof(dpl_model_info_v1), "info");
+      instance.FillInfo(reinterpret_cast<dpl_model_info_v1*>(info));
+      if (info->struct_size >= sizeof(dpl_model_info_v3)) {
+        instance.FillInfoV3(reinterpret_cast<dpl_model_info_v3*>(info));
+      }
+      if (info->struct_size >= sizeof(dpl_model_info_v4)) instance.FillInfoV4(info);
+    });
+  }
+
   static dpl_status Parameter(dpl_model* model, uint32_t index, dpl_parameter_v1* parameter) {
     return OnInstance(model, "parameter", [&](Instance& instance) {
       RequireNotNull(parameter, "parameter");
@@ -196,7 +226,21 @@ struct Plugin {
     return OnInstance(model, "eval_step", [&](Instance& instance) {
       RequireNotNull(loss_sum, "loss_sum");
       RequireNotNull(correct, "correct");
-      instance.EvalStep(input, labels, loss_sum, correct);
+      const Evaluation evaluation = instance.EvalStep(input, labels);
+      *loss_sum = evaluation.loss_sum;
+      *correct = evaluation.correct;
+    });
+  }
+
+  static dpl_status EvalStepV4(dpl_model* model, const DLTensor* input, const DLTensor* target,
+                               dpl_eval_result_v4* result) {
+    return OnInstance(model, "eval_step", [&](Instance& instance) {
+      RequireNotNull(result, "result");
+      RequireStructSize(result->struct_size, sizeof(dpl_eval_result_v4), "result");
+      const Evaluation evaluation = instance.EvalStep(input, target);
+      result->loss_sum = evaluation.loss_sum;
+      result->elements = evaluation.elements;
+      result->correct = evaluation.correct;
     });
   }
 
@@ -344,6 +388,35 @@ struct Plugin {
                                &SetRngState,
                                &HostBatchSlot,
                                &SetLossScale};
+  }
+
+  static constexpr dpl_model_plugin_v4 TableV4() {
+    return dpl_model_plugin_v4{Header(sizeof(dpl_model_plugin_v4), DPL_MODEL_ABI_VERSION_4),
+                               &Create<4, dpl_model_config_v4>,
+                               &Destroy,
+                               &DescribeV4,
+                               &Parameter,
+                               &SetGradientReadyCallback,
+                               &SetMode,
+                               &ZeroGradients,
+                               &TrainStep,
+                               &EvalStepV4,
+                               &SaveState<4>,
+                               &LoadState,
+                               &LastError,
+                               &HostBatch,
+                               &ReadTensors,
+                               &WriteTensors,
+                               &Buffer,
+                               &ReadBuffers,
+                               &WriteBuffers,
+                               &RngState,
+                               &SetRngState,
+                               &HostBatchSlot,
+                               &SetLossScale,
+                               nullptr,   // set_optimizer (Note [Room for the device optimizer])
+                               nullptr,   // gradient_statistics
+                               nullptr};  // apply_update
   }
 };
 

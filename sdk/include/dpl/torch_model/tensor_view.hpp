@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dpl/support/tensor.hpp"
 #include "dpl/torch_model/errors.hpp"
 
 namespace dpl {
@@ -46,6 +47,33 @@ inline DLDataType DlpackType(c10::ScalarType type) {
                                                  " cannot cross the model ABI (no DLPack type)");
   }
   return dtype;
+}
+
+// The libtorch scalar type of a DLPack dtype the model ABI carries (dpl/support/tensor.hpp's
+// element types).
+inline c10::ScalarType ScalarTypeOf(const DLDataType& dtype) {
+  switch (support::ElementTypeOf(dtype)) {
+    case support::ElementType::kFloat16:
+      return c10::kHalf;
+    case support::ElementType::kBFloat16:
+      return c10::kBFloat16;
+    case support::ElementType::kFloat32:
+      return c10::kFloat;
+    case support::ElementType::kFloat64:
+      return c10::kDouble;
+    case support::ElementType::kInt32:
+      return c10::kInt;
+    case support::ElementType::kInt64:
+      return c10::kLong;
+    case support::ElementType::kUInt8:
+      return c10::kByte;
+    case support::ElementType::kInt8:
+      return c10::kChar;
+    case support::ElementType::kUnknown:
+      break;
+  }
+  throw PluginError(DPL_ERR_UNSUPPORTED,
+                    "tensors of dtype " + support::DtypeName(dtype) + " have no libtorch type");
 }
 
 // A tensor's DLTensor view with its own copy of the shape, valid as long as the tensor's storage.

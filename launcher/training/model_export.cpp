@@ -1,0 +1,25 @@
+#include "training/model_export.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "training/state_dict.hpp"
+
+namespace dpl::training {
+
+Status ExportModel(Model& model, const ParameterPlacement& placement, const std::string& path) {
+  if (!model.Has(ModelCapability::kStateFiles)) return WriteParameterStateDict(path, placement);
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  Status saved = model.SaveState(temporary);
+  if (saved.ok() && std::rename(temporary.c_str(), path.c_str()) != 0) {
+    saved =
+        Status::Io("renaming " + temporary + " to " + path + " failed: " + std::strerror(errno));
+  }
+  if (!saved.ok()) std::remove(temporary.c_str());
+  return saved;
+}
+
+}  // namespace dpl::training

@@ -1,0 +1,207 @@
+// The gpt model plugin (models/gpt/gpt_plugin.cpp) through the C ABI, as the launcher drives it,
+// against tools/gpt_model.py's GPT (Debian's python3-torch; skipped without): the loss of the
+// Python class's state dict loaded as --init-from loads it, exports Python loads strictly, typed
+// samples and the data it refuses; and a TorchScript export of the Python class trained through
+// the torchscript plugin on token data.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "gpt_test_support.hpp"
+#include "plugin_driver.hpp"
+
+namespace dpl::gpt_test {
+namespace {
+
+using dpl_test::CreateStatus;
+using dpl_test::Model;
+using dpl_test::Plugin;
+using dpl_test::WithTokens;
+
+constexpr double kTolerance = 1e-5;  // losses, the plugin against Python
+constexpr const char* kTinyOptions = "layers=2,heads=4,dim=64";
+
+// One batch of token ids and next tokens as DLTensors over `idx` and `targets` (int64 (n, T)).
+struct TokenBatch {
+  TokenBatch(torch::Tensor ids, torch::Tensor next)
+      : idx(ids.contiguous()), targets(next.contiguous()) {
+    input = View(idx);
+    target = View(targets);
+  }
+  static DLTensor View(const torch::Tensor& tensor) {
+    DLTensor view{};
+    view.data = tensor.data_ptr();
+    view.device = {kDLCPU, 0};
+    view.ndim = static_cast<int32_t>(tensor.dim());
+    view.dtype = {kDLInt, 64, 1};
+    view.shape = const_cast<int64_t*>(tensor.sizes().data());
+    return view;
+  }
+  torch::Tensor idx, targets;
+  DLTensor input{}, target{};
+};
+
+TokenBatch FixtureBatch() {
+  const auto batch = ReadTensors(Fixture("batch.pt"));
+  return TokenBatch(batch.at("idx"), batch.at("targets"));
+}
+
+dpl_model_config_v4 TinyGptConfig(const char* options, int64_t block = 32) {
+  return WithTokens(dpl_test::Config(options), block, 256);
+}
+
+dpl_eval_result_v4 Evaluate(const Model& model, const TokenBatch& batch) {
+  dpl_eval_result_v4 result{};
+  result.struct_size = sizeof result;
+  EXPECT_EQ(model.plugin().eval_step(model.get(), &batch.input, &batch.target, &result), DPL_OK)
+      << model.error();
+  return result;
+}
+
+float Train(const Model& model, const TokenBatch& batch) {
+  float loss = NAN;
+  EXPECT_EQ(model.plugin().train_step(model.get(), &batch.input, &batch.target, &loss), DPL_OK)
+      << model.error();
+  return loss;
+}
+
+class GptPluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!dpl::testing::PythonHasTorch()) GTEST_SKIP() << "python3 has no torch";
+  }
+};
+
+TEST_F(GptPluginTest, DescribesTokenSamplesAndTheDatasVocabulary) {
+  const Model model(Plugin("gpt"), TinyGptConfig(kTinyOptions));
+  const dpl_model_info_v4 info = model.Info();
+  EXPECT_EQ(info.num_classes, 256);
+  EXPECT_EQ(info.input.dtype.code, kDLInt);
+  EXPECT_EQ(info.input.dtype.bits, 64);
+  ASSERT_EQ(info.input.ndim, 1u);
+  EXPECT_EQ(info.input.shape[0], 32);
+  ASSERT_EQ(info.target.ndim, 1u);
+  EXPECT_EQ(info.target.shape[0], 32);
+  EXPECT_EQ(info.flags & DPL_MODEL_DEVICE_OPTIMIZER, 0u);
+  EXPECT_EQ(model.plugin().set_optimizer, nullptr);
+  int64_t elements = 0;
+  for (const auto& parameter : model.Parameters()) {
+    elements += dpl_test::Elements(parameter.value);
+  }
+  EXPECT_EQ(elements, 118528);  // the tied weight once (models/gpt/README.md)
+}
+
+// --init-from: the plugin's load_state takes the Python class's state dict (lm_head.weight and
+// all) and gives its loss on the same batch, in eval_step and in train_step (no dropout).
+TEST_F(GptPluginTest, GivesPythonsLossFromItsStateDict) {
+  const TokenBatch batch = FixtureBatch();
+  for (const bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "bias on" : "bias off");
+    const std::string suffix = bias ? "1.pt" : "0.pt";
+    const Model model(Plugin("gpt"),
+                      TinyGptConfig(bias ? kTinyOptions : "layers=2,heads=4,dim=64,bias=0"));
+    const std::string state = Fixture("state_bias" + suffix);
+    ASSERT_EQ(model.plugin().load_state(model.get(), state.c_str()), DPL_OK) << model.error();
+    const double python = ReadTensors(Fixture("expected_bias" + suffix)).at("loss").item<double>();
+    const dpl_eval_result_v4 result = Evaluate(model, batch);
+    EXPECT_EQ(result.elements, batch.targets.numel());
+    EXPECT_NEAR(result.loss_sum / double(result.elements), python, kTolerance);
+    EXPECT_NEAR(Train(model, batch), python, kTolerance);
+    std::cout << "bias " << bias << ": loss " << result.loss_sum / double(result.elements)
+              << " (Python " << python << ")\n";
+  }
+}
+
+// --export: save_state after training writes nanoGPT's state dict, which Python's GPT loads
+// strictly (gpt_reference.py logits); its logits give the plugin's loss and arg-max counts.
+TEST_F(GptPluginTest, ExportLoadsIntoPythonStrictlyWithThePluginsLogits) {
+  const TokenBatch batch = FixtureBatch();
+  const Model model(Plugin("gpt"), TinyGptConfig(kTinyOptions, 32));
+  const float first = Train(model, batch);
+  for (int step = 0; step < 5; ++step) {
+    dpl_test::Sgd(model, 0.5f);
+    ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
+    Train(model, batch);
+  }
+  const dpl_eval_result_v4 trained = Evaluate(model, batch);
+  EXPECT_LT(trained.loss_sum / double(trained.elements), first) << "SGD lowers the loss";
+  const std::string exported = ScratchDir() + "/plugin_export.pt";
+  const std::string logits = ScratchDir() + "/plugin_export_logits.pt";
+  ASSERT_EQ(model.plugin().save_state(model.get(), exported.c_str()), DPL_OK) << model.error();
+  const std::string output =
+      RunReference("logits " + exported + " " + Fixture("batch.pt") + " " + logits + " 4");
+  EXPECT_NE(output.find("keys 29 "), std::string::npos) << output;  // lm_head.weight included
+  const torch::Tensor python = ReadTensors(logits).at("logits");
+  const double python_loss = gpt::GptLoss(python, batch.targets).item<double>();
+  const int64_t python_correct = python.argmax(-1).eq(batch.targets).sum().item<int64_t>();
+  EXPECT_NEAR(trained.loss_sum / double(trained.elements), python_loss, kTolerance);
+  EXPECT_EQ(trained.correct, python_correct);
+  // The C++ network from the same file gives the same logits element for element.
+  gpt::Gpt network(TinyConfig());
+  network.LoadStateDict(ReadTensorList(exported), exported);
+  network.eval();
+  torch::NoGradGuard no_grad;
+  EXPECT_LE(MaxDifference(network.forward(batch.idx), python), kTolerance);
+}
+
+TEST_F(GptPluginTest, RefusesABlockThatDiffersFromTheDataNamingBoth) {
+  std::string message;
+  EXPECT_EQ(
+      CreateStatus(Plugin("gpt"), TinyGptConfig("layers=2,heads=4,dim=64,block=64", 32), &message),
+      DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(message,
+            "model \"gpt\": option \"block\" is 64 but the data's samples hold 32 tokens; give the "
+            "model block=32 or the data block=64");
+  // Without the option the block is the data's.
+  const Model model(Plugin("gpt"), TinyGptConfig(kTinyOptions, 16));
+  EXPECT_EQ(model.Info().input.shape[0], 16);
+}
+
+TEST_F(GptPluginTest, RefusesDataThatIsNotTokens) {
+  std::string message;
+  EXPECT_EQ(CreateStatus(Plugin("gpt"), dpl_test::Config(kTinyOptions), &message),
+            DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(message,
+            "model \"gpt\": the data has float32 (1, 28, 28) samples with int64 () targets; this "
+            "model takes integer token ids (T) with an integer target per position (T); train it "
+            "on such data, or train a model that takes this data");
+  // And batches of another dtype or length than the data it was built for.
+  const Model model(Plugin("gpt"), TinyGptConfig(kTinyOptions));
+  const TokenBatch batch(torch::zeros({2, 31}, torch::kLong), torch::zeros({2, 31}, torch::kLong));
+  float loss = 0;
+  EXPECT_EQ(model.plugin().train_step(model.get(), &batch.input, &batch.target, &loss),
+            DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(model.error()),
+            "model \"gpt\": input must be an int64 tensor of shape (batch, 32) with batch >= 1; "
+            "got (2, 31) of dtype code 0 bits 64");
+}
+
+// A TorchScript GPT of the Python class (export_model.py --module tools/gpt_model.py:GPT) trains
+// through the torchscript plugin on token data: the loss over every position falls.
+TEST_F(GptPluginTest, TorchScriptGptOfThePythonClassTrainsOnTokens) {
+  const std::string options = "file=" + Fixture("gpt_script.pt") + ",loss=cross_entropy";
+  const Model model(Plugin("torchscript"), WithTokens(dpl_test::Config(options.c_str()), 32, 256));
+  const dpl_model_info_v4 info = model.Info();
+  EXPECT_EQ(info.num_classes, 256);
+  EXPECT_EQ(info.target.ndim, 1u);
+  const TokenBatch batch = FixtureBatch();
+  const float first = Train(model, batch);
+  EXPECT_NEAR(first, std::log(256.0), 0.1) << "nanoGPT's init predicts nearly uniformly";
+  float last = first;
+  for (int step = 0; step < 10; ++step) {
+    dpl_test::Sgd(model, 0.5f);
+    ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
+    last = Train(model, batch);
+  }
+  EXPECT_LT(last, first - 0.5f);
+  const dpl_eval_result_v4 result = Evaluate(model, batch);
+  EXPECT_EQ(result.elements, batch.targets.numel());
+  std::cout << "torchscript gpt: loss " << first << " -> " << last << "\n";
+}
+
+}  // namespace
+}  // namespace dpl::gpt_test
