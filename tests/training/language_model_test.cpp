@@ -78,7 +78,8 @@ double LastMetric(const std::string& metrics, const std::string& kind, const std
 class LanguageModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(kText)) GTEST_SKIP() << kText << " is missing: install fortunes (tools/setup.sh)";
+    if (!fs::exists(kText))
+      GTEST_SKIP() << kText << " is missing: install fortunes (tools/setup.sh)";
     char pattern[] = "/tmp/dpl-lm-XXXXXX";
     dir_ = ::mkdtemp(pattern);
     // The text's first 90 % train, the rest validation and test, cut at a line's end.
@@ -117,9 +118,9 @@ TEST_F(LanguageModelTest, ValidationLossFallsReplicasAgreeAndAResumeEndsAsTheStr
   const std::string options = Job() +
                               "--batch-size 16 --optimizer adam --lr 0.002 --max-steps 300 "
                               "--eval-every 50 --eval-batches 4 --log-interval 50 ";
-  const RunResult run = RunLauncher(options + "--checkpoint-every 150 --checkpoint-dir " +
-                                    checkpoints + " --metrics " + Path("straight.jsonl") +
-                                    " --dump-parameters " + straight);
+  const RunResult run =
+      RunLauncher(options + "--checkpoint-every 150 --checkpoint-dir " + checkpoints +
+                  " --metrics " + Path("straight.jsonl") + " --dump-parameters " + straight);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const std::vector<std::string> validations = ValidationLines(Path("straight.jsonl"));
   ASSERT_EQ(validations.size(), 6u) << run.output;
@@ -137,9 +138,9 @@ TEST_F(LanguageModelTest, ValidationLossFallsReplicasAgreeAndAResumeEndsAsTheStr
   // The checkpoint of step 150 alone, resumed to step 300.
   const std::string resumed = Folder("resumed"), from150 = Folder("from150");
   fs::copy_file(checkpoints + "/checkpoint-0000000150.pt", from150 + "/checkpoint-0000000150.pt");
-  const RunResult resume = RunLauncher(options + "--resume --checkpoint-dir " + from150 +
-                                       " --metrics " + Path("resumed.jsonl") +
-                                       " --dump-parameters " + resumed);
+  const RunResult resume =
+      RunLauncher(options + "--resume --checkpoint-dir " + from150 + " --metrics " +
+                  Path("resumed.jsonl") + " --dump-parameters " + resumed);
   ASSERT_EQ(resume.exit_code, 0) << resume.output;
   EXPECT_TRUE(Contains(resume.output, "resumed from ")) << resume.output;
   EXPECT_TRUE(rank0 == ReadFloats(resumed + "/rank-0.bin")) << "the resumed run ends elsewhere";
@@ -165,19 +166,19 @@ TEST_F(LanguageModelTest, InitFromPythonGivesItsLossAndTheExportGivesTheLauncher
                   "--log-interval 1 --init-from " + Path("python.pt") + " --export " +
                   Path("export.pt") + " --metrics " + Path("m.jsonl"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const std::string python_first = Reference("loss " + Path("python.pt") + " " +
-                                             Path("one/train.txt") + " 4");
+  const std::string python_first =
+      Reference("loss " + Path("python.pt") + " " + Path("one/train.txt") + " 4");
   std::smatch match;
   const std::string line = python_first.substr(python_first.rfind("loss "));
   ASSERT_TRUE(std::regex_search(line, match, std::regex(R"(loss ([-0-9.e]+) correct)")));
   const double launcher_first = dpl::test::StepMetric(Path("m.jsonl"), "loss").at(0);
   EXPECT_NEAR(launcher_first, std::stod(match[1]), 1e-5) << python_first;
 
-  const std::string python_export = Reference("loss " + Path("export.pt") + " " +
-                                              Path("one/val.txt") + " 4");
+  const std::string python_export =
+      Reference("loss " + Path("export.pt") + " " + Path("one/val.txt") + " 4");
   const std::string result = python_export.substr(python_export.rfind("loss "));
-  ASSERT_TRUE(std::regex_search(
-      result, match, std::regex(R"(loss ([-0-9.e]+) correct ([0-9]+) count ([0-9]+))")));
+  ASSERT_TRUE(std::regex_search(result, match,
+                                std::regex(R"(loss ([-0-9.e]+) correct ([0-9]+) count ([0-9]+))")));
   EXPECT_NEAR(LastMetric(Path("m.jsonl"), "eval", "loss"), std::stod(match[1]), 1e-5) << result;
   EXPECT_EQ(LastMetric(Path("m.jsonl"), "eval", "correct"), std::stod(match[2])) << result;
   EXPECT_EQ(LastMetric(Path("m.jsonl"), "eval", "tokens"), std::stod(match[3])) << result;
@@ -185,8 +186,9 @@ TEST_F(LanguageModelTest, InitFromPythonGivesItsLossAndTheExportGivesTheLauncher
 }
 
 // With a learning rate that moves no float32 parameter (and no biases, which would move away from
-// zero), the validation loss never improves on the first evaluation's: --early-stop-patience 2 ends the run after the third evaluation with a
-// checkpoint, the test set and the export, and a resume from that checkpoint trains nothing.
+// zero), the validation loss never improves on the first evaluation's: --early-stop-patience 2 ends
+// the run after the third evaluation with a checkpoint, the test set and the export, and a resume
+// from that checkpoint trains nothing.
 TEST_F(LanguageModelTest, EarlyStopEndsTheRunCleanlyAndExportBestKeepsTheBest) {
   const std::string checkpoints = Folder("stop_checkpoints");
   const std::string options = Job("text", ",bias=0") +

@@ -3,7 +3,7 @@
 namespace dpl::plugin_host::adapters {
 
 std::vector<Adapter> BuiltinAdapters() {
-  return {BackendV1Adapter(), BackendV2Adapter(), ModelV1Adapter(),  ModelV2Adapter(),
+  return {BackendV1Adapter(), BackendV2Adapter(), ModelV1Adapter(),   ModelV2Adapter(),
           ModelV3Adapter(),   ModelV4Adapter(),   DatasetV1Adapter(), DatasetV2Adapter()};
 }
 
