@@ -319,6 +319,13 @@ Status CheckConsistency(const Options& options) {
         "--lr-schedule step needs --lr-step-size N, the optimizer steps between decays by "
         "--lr-gamma (StepLR's step_size)");
   }
+  if (options.training.decay_all && options.training.optimizer != training::OptimizerKind::kAdamW) {
+    return Status::InvalidArgument(
+        std::string("--decay-all applies to --optimizer adamw, whose weight decay skips biases "
+                    "and norm weights; ") +
+        training::NameOf(training::OptimizerNames(), options.training.optimizer) +
+        " decays every tensor already");
+  }
   if (!options.hostfile.empty() && options.elastic()) {
     return Status::InvalidArgument(
         "--hostfile starts one launcher on each of its hosts: give --num-machines as one number "

@@ -17,6 +17,10 @@ inline constexpr int64_t kDefaultBucketCapBytes = 25LL * 1024 * 1024;  // as DDP
 inline constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";
 inline constexpr double kDefaultAdadeltaLearningRate = 0.5;  // the recipe's
 inline constexpr double kDefaultLrGamma = 0.1;               // StepLR's default
+// torch.optim.Adam's and AdamW's defaults.
+inline constexpr double kDefaultAdamBeta1 = 0.9;
+inline constexpr double kDefaultAdamBeta2 = 0.999;
+inline constexpr double kDefaultAdamEps = 1e-8;
 // torch.cuda.amp.GradScaler's defaults (torch 1.13).
 inline constexpr double kDefaultLossScaleInit = 65536.0;  // 2^16
 inline constexpr double kDefaultLossScaleGrowthFactor = 2.0;
@@ -24,7 +28,7 @@ inline constexpr double kDefaultLossScaleBackoffFactor = 0.5;
 inline constexpr int64_t kDefaultLossScaleGrowthInterval = 2000;
 
 enum class Device { kCpu, kCuda };
-enum class OptimizerKind { kAdadelta, kSgd, kAdam };
+enum class OptimizerKind { kAdadelta, kSgd, kAdam, kAdamW };
 // kAuto: the compute precision's 16-bit format (bf16 for --precision bf16, fp16 for fp16), none
 // for fp32 (training/precision.hpp).
 enum class GradientCompression { kNone, kFp16, kBf16, kAuto };
@@ -42,7 +46,8 @@ inline const Spellings<Device>& DeviceNames() {
 inline const Spellings<OptimizerKind>& OptimizerNames() {
   static const Spellings<OptimizerKind> names = {{"adadelta", OptimizerKind::kAdadelta},
                                                  {"sgd", OptimizerKind::kSgd},
-                                                 {"adam", OptimizerKind::kAdam}};
+                                                 {"adam", OptimizerKind::kAdam},
+                                                 {"adamw", OptimizerKind::kAdamW}};
   return names;
 }
 inline const Spellings<GradientCompression>& CompressionNames() {
@@ -113,8 +118,15 @@ struct TrainingConfig {
   // The optimizer step.
   OptimizerKind optimizer = OptimizerKind::kAdadelta;
   double learning_rate = kDefaultAdadeltaLearningRate;
-  double momentum = 0.0;        // sgd
-  double weight_decay = 0.0;    // L2 penalty added to the gradients, as torch.optim's
+  double momentum = 0.0;                  // sgd
+  double adam_beta1 = kDefaultAdamBeta1;  // adam, adamw
+  double adam_beta2 = kDefaultAdamBeta2;
+  double adam_eps = kDefaultAdamEps;
+  // As torch.optim's weight_decay: an L2 term in the gradients (sgd, adam, adadelta), decoupled
+  // for adamw; on the tensors Note [Weight decay groups] (optimizer.hpp) says, every one with
+  // decay_all.
+  double weight_decay = 0.0;
+  bool decay_all = false;
   int grad_accum = 1;           // micro-batches per optimizer step
   double clip_grad_norm = 0.0;  // max global L2 norm of the averaged gradients; 0 = no clipping
 

@@ -140,10 +140,8 @@ Status Trainer::Setup() {
       ShuffleMode::kShuffle, config_.drop_last ? RemainderMode::kDrop : RemainderMode::kPad);
   plan_ = StepPlan(config_, StepPlan::BatchesPerEpoch(sampler_->samples_per_rank(), local_batch_));
 
-  std::vector<size_t> sizes;
-  for (const HostParameter& p : placement_->parameters()) sizes.push_back(p.elements);
   Result<std::unique_ptr<ParameterUpdate>> update =
-      ParameterUpdate::Create(config_, sizes, plan_, identity_.rank);
+      ParameterUpdate::Create(config_, placement_->parameters(), plan_, identity_.rank);
   if (!update.ok()) return update.status();
   update_ = std::move(*update);
   return Status::Ok();

@@ -172,7 +172,7 @@ TEST_F(OptionsTest, RangeErrorsNameFlagAndRange) {
 TEST_F(OptionsTest, ChoiceErrorsListChoices) {
   EXPECT_EQ(ErrorOf({"--device", "tpu"}), "--device must be one of cpu|cuda (got 'tpu')");
   EXPECT_EQ(ErrorOf({"--optimizer", "lbfgs"}),
-            "--optimizer must be one of adadelta|sgd|adam (got 'lbfgs')");
+            "--optimizer must be one of adadelta|sgd|adam|adamw (got 'lbfgs')");
   EXPECT_EQ(ErrorOf({"--grad-compression", "int8"}),
             "--grad-compression must be one of auto|none|fp16|bf16 (got 'int8')");
   EXPECT_EQ(ErrorOf({"--backend", ""}), "--backend must not be empty");
