@@ -21,6 +21,8 @@ inline constexpr double kDefaultLrGamma = 0.1;               // StepLR's default
 inline constexpr double kDefaultAdamBeta1 = 0.9;
 inline constexpr double kDefaultAdamBeta2 = 0.999;
 inline constexpr double kDefaultAdamEps = 1e-8;
+// Note [Checkpoint retention] in training/checkpoint_policy.hpp.
+inline constexpr int kDefaultKeepCheckpoints = 5;
 // torch.cuda.amp.GradScaler's defaults (torch 1.13).
 inline constexpr double kDefaultLossScaleInit = 65536.0;  // 2^16
 inline constexpr double kDefaultLossScaleGrowthFactor = 2.0;
@@ -155,9 +157,11 @@ struct TrainingConfig {
   std::string trace_file;
   bool progress = true;
 
-  // Checkpoints: written by rank 0 every checkpoint_every steps (0 = only at the end).
+  // Checkpoints: written by rank 0 every checkpoint_every steps (0 = only at the end); the
+  // newest keep_checkpoints stay (0 = all; Note [Checkpoint retention]).
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
+  int keep_checkpoints = kDefaultKeepCheckpoints;
   bool resume = false;
   // What a checkpoint records and a resumed run must match: the flag table's list
   // (cli::ResumeSettings, filled in by the command line).
