@@ -249,6 +249,13 @@ void AddScalingAndBucketFlags(TableRows add) {
       "(default 2000)");
   add(SameOnEveryMachine("the buckets' size; a checkpoint holds whole parameters"), BucketCap(),
       "gradient bucket size in MiB, > 0 and <= 4096 (default 25)");
+  add(SameOnEveryMachine("a collective every rank joins at the same steps; a resumed run may "
+                         "check at another interval"),
+      Integer<int64_t>("check-replicas", "N", 0, Constant<kInt64Max>,
+                       In<&TrainingConfig::check_replicas>),
+      "every N optimizer steps, compare a 64-bit hash of every rank's parameters (8 bytes a "
+      "rank through the backend) and fail naming the ranks whose replica differs, which a "
+      "restart would not cure; 0 = never (default 0; cost: docs/observability.md)");
 }
 
 }  // namespace

@@ -167,6 +167,10 @@ struct TrainingConfig {
   // (cli::ResumeSettings, filled in by the command line).
   std::vector<ResumeSetting> resume_settings;
 
+  // Every check_replicas optimizer steps the ranks compare a hash of their parameters (0 = never;
+  // training/replica_check.hpp).
+  int64_t check_replicas = 0;
+
   // Each rank writes its final parameters to dump_parameters_dir/rank-N.bin and its buffers to
   // rank-N.buffers.bin ("" = not).
   std::string dump_parameters_dir;

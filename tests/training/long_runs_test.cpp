@@ -1,6 +1,6 @@
 // What long runs rely on, through the launcher with the test model plugin "scaled"
-// (scaled_model.cpp): --keep-checkpoints (Note [Checkpoint retention]) and a checkpoint write
-// killed with SIGKILL.
+// (scaled_model.cpp): --keep-checkpoints (Note [Checkpoint retention]), a checkpoint write
+// killed with SIGKILL, --check-replicas (Note [Replica check]) and AdamW with its param groups.
 #include <gtest/gtest.h>
 
 #include <poll.h>
@@ -131,6 +131,78 @@ TEST_F(LongRunTest, AKillDuringTheWriteLeavesThePreviousCheckpointsResumable) {
       << resumed.output;
   EXPECT_EQ(FilesIn(checkpoints),
             (std::vector<std::string>{"checkpoint-0000000006.pt", "checkpoint-0000000008.pt"}));
+}
+
+// Note [Replica check]: rank 1's fc.bias[0] grows by 0.001 at its 25th step; the check of
+// step 20 passes, that of step 30 fails on every rank naming rank 1 and the tensor, and the job
+// is not restarted although --max-restarts allows it.
+TEST_F(LongRunTest, AReplicaThatDiffersIsNamedAndTheJobFailsUnrestarted) {
+  const std::string checkpoints = dir_ + "/checkpoints";
+  RunResult run =
+      RunLauncher(Job(3, "--optimizer sgd --lr 0.002", 48) +
+                  "--backend gloo --model-options perturb_rank=1,perturb_step=25 " +
+                  "--check-replicas 10 --max-steps 40 --max-restarts 2 --checkpoint-every 5 " +
+                  "--checkpoint-dir " + checkpoints);
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(Contains(run.output,
+                       "the replicas differ at step 30 (--check-replicas 10): rank 1 (fc.bias) "
+                       "differs from rank 0; rank 2 agrees with rank 0; all agreed at step 20. "))
+      << run.output;
+  EXPECT_TRUE(Contains(run.output, "exit code 4 (a failure a restart would repeat)")) << run.output;
+  EXPECT_FALSE(Contains(run.output, "restarting the job")) << run.output;
+  // Step 30's checkpoint, due after the check, was not written.
+  EXPECT_TRUE(fs::exists(checkpoints + "/checkpoint-0000000025.pt"));
+  EXPECT_FALSE(fs::exists(checkpoints + "/checkpoint-0000000030.pt"));
+}
+
+// Without a fault the check passes at every step, through each host backend.
+TEST_F(LongRunTest, IdenticalReplicasPassEveryCheck) {
+  for (const char* backend : {"tcp", "gloo"}) {
+    const std::string out = Folder(std::string("out-") + backend);
+    RunResult run = RunLauncher(Job(2, "--optimizer adamw --lr 0.001") + "--backend " + backend +
+                                " --check-replicas 1 --max-steps 12 --dump-parameters " + out);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_TRUE(ReadFloats(out + "/rank-0.bin") == ReadFloats(out + "/rank-1.bin"));
+  }
+}
+
+// --optimizer adamw decays fc.weight only and says so once; its checkpoint names torch's state,
+// and a resume with other --betas is refused naming both values.
+TEST_F(LongRunTest, AdamwSaysItsGroupsAndResumesOnlyWithItsBetas) {
+  const std::string checkpoints = dir_ + "/checkpoints";
+  const std::string args = Job(2, "--optimizer adamw --lr 0.001 --weight-decay 0.1") +
+                           "--backend tcp --checkpoint-dir " + checkpoints + " ";
+  RunResult first = RunLauncher(args + "--max-steps 4");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string said =
+      "--weight-decay 0.1 (adamw, decoupled) on 1 tensor of two or more dimensions (7840 "
+      "elements); none on 1 bias or norm weight (fc.bias) (10 elements); --decay-all decays "
+      "every tensor";
+  EXPECT_TRUE(Contains(first.output, said)) << first.output;
+  EXPECT_EQ(first.output.find(said), first.output.rfind(said)) << "said once";
+  const std::string checkpoint = checkpoints + "/checkpoint-0000000004.pt";
+  Result<training::CheckpointState> state = training::ReadCheckpoint(checkpoint);
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  EXPECT_EQ(state->optimizer_name, "adamw");
+  std::vector<std::string> names;
+  for (const auto& entry : state->optimizer_state)
+    names.push_back(entry.parameter + "/" + entry.state);
+  EXPECT_EQ(names, (std::vector<std::string>{"fc.weight/exp_avg", "fc.weight/exp_avg_sq",
+                                             "fc.bias/exp_avg", "fc.bias/exp_avg_sq"}));
+
+  RunResult other = RunLauncher(args + "--max-steps 8 --resume --betas 0.9,0.95");
+  EXPECT_NE(other.exit_code, 0) << other.output;
+  EXPECT_TRUE(Contains(other.output, "checkpoint " + checkpoint +
+                                         " was written with --betas 0.9,0.999 but this run has "
+                                         "--betas 0.9,0.95"))
+      << other.output;
+  RunResult all = RunLauncher(args + "--max-steps 8 --resume --decay-all");
+  EXPECT_TRUE(Contains(all.output,
+                       "was written with --decay-all false but this run has "
+                       "--decay-all true"))
+      << all.output;
+  RunResult same = RunLauncher(args + "--max-steps 8 --resume");
+  EXPECT_EQ(same.exit_code, 0) << same.output;
 }
 
 }  // namespace

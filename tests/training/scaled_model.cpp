@@ -5,6 +5,10 @@
 // can put an inf into one rank's gradient at one step. Options:
 //   inf_rank=R  the rank whose gradient gets the inf (-1, the default: none)
 //   inf_step=S  at its S-th train_step of the run (from 1; default 1)
+//   perturb_rank=R  the rank whose fc.bias[0] grows by 0.001, as a faulty plugin might change a
+//                   parameter outside the optimizer (-1, the default: none); not by one float:
+//                   the updates that follow could round the two values back together
+//   perturb_step=S  at its S-th train_step (from 1; default 1)
 //   ballast=N   a third parameter of N floats that nothing uses (zero gradients), to make
 //               checkpoints large (default 0: none)
 // The train_step counter is the model's "random state" (rng_state), so a resumed run counts on
@@ -29,6 +33,7 @@ constexpr const char* kPluginName = "model \"scaled\"";
 constexpr int64_t kClasses = 10;
 constexpr int64_t kFeatures = 28 * 28;
 constexpr int64_t kWeights = kClasses * kFeatures;
+constexpr float kPerturbation = 0.001f;
 
 struct HostSlot {
   std::vector<float> input;
@@ -49,6 +54,8 @@ struct ScaledModel {
   int rank = 0;
   int64_t inf_rank = -1;
   int64_t inf_step = 1;
+  int64_t perturb_rank = -1;
+  int64_t perturb_step = 1;
   uint64_t steps = 0;  // train_steps of the run (the "random state")
   float loss_scale = 1.0f;
   dpl_gradient_ready_fn callback = nullptr;
@@ -116,6 +123,8 @@ dpl_status Create(const dpl_model_config_v3* config, dpl_model** out) {
     auto model = std::make_unique<ScaledModel>();
     model->inf_rank = options.GetInt("inf_rank", -1);
     model->inf_step = options.GetInt("inf_step", 1);
+    model->perturb_rank = options.GetInt("perturb_rank", -1);
+    model->perturb_step = options.GetInt("perturb_step", 1);
     model->ballast_shape[0] = options.GetInt("ballast", 0);
     options.CheckAllKnown();
     if (model->ballast_shape[0] < 0) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "ballast < 0");
@@ -192,6 +201,9 @@ dpl_status TrainStep(dpl_model* model, const DLTensor* input, const DLTensor* la
     ScaledModel& m = *As(model);
     CheckBatch(input, labels);
     ++m.steps;
+    if (m.rank == m.perturb_rank && int64_t(m.steps) == m.perturb_step) {
+      m.values[size_t(kWeights)] += kPerturbation;
+    }
     const int64_t batch = labels->shape[0];
     const float* images = static_cast<const float*>(input->data);
     std::vector<double> weight_sum(size_t(kWeights), 0.0), bias_sum(size_t(kClasses), 0.0);
