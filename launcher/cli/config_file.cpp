@@ -16,6 +16,7 @@ namespace dpl::cli {
 namespace {
 
 constexpr size_t kShownLineLength = 60;
+constexpr const char* kByteOrderMark = "\xef\xbb\xbf";
 
 std::string Trimmed(const std::string& text) {
   const auto first = text.find_first_not_of(" \t\r");
@@ -95,6 +96,7 @@ Result<std::vector<ConfigEntry>> ReadConfigFile(const std::string& path) {
   for (std::string line; std::getline(file, line);) {
     ++number;
     bytes += line.size() + 1;
+    if (number == 1 && line.rfind(kByteOrderMark, 0) == 0) line.erase(0, 3);  // Windows editors
     if (bytes > kMaxConfigFileBytes + 1) {  // a file that grew, or one stat could not size
       return Status::InvalidArgument(ConfigPlace(path, number) + ": the file is over " +
                                      std::to_string(kMaxConfigFileBytes) +

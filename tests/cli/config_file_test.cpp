@@ -56,8 +56,10 @@ TEST_F(ConfigFileTest, GoodFormsAreRead) {
   EXPECT_EQ((*entries)[1].value, "64");
   EXPECT_EQ((*entries)[4].line, 7);
   EXPECT_EQ((*entries)[4].value, "adamw");
-  // UTF-8 text is text.
-  const std::string accented = Write("data-dir = /données/jeu\n");
+  // UTF-8 text is text, after the byte order mark some editors put first.
+  const std::string accented = Write(
+      "\xef\xbb\xbf"
+      "data-dir = /données/jeu\n");
   auto utf8 = Parse({"--config", accented});
   ASSERT_TRUE(utf8.ok()) << utf8.status().message();
   EXPECT_EQ(utf8->training.data_dir, "/données/jeu");
