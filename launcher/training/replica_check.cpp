@@ -210,7 +210,7 @@ Status ReplicaMismatch(int64_t step, int64_t every, const std::vector<uint64_t>&
               ? "; no other rank agrees with rank 0"
               : "; " + RankList(agree) + (agree.size() > 1 ? " agree" : " agrees") + " with rank 0";
   text += last_agreed >= 0 ? "; all agreed at step " + std::to_string(last_agreed)
-                           : "; this was the first check";
+                           : "; no check had passed before in this run";
   return Status::Error(
       text +
       ". Every rank applies the same update to the same averaged gradients, so the replicas "

@@ -77,8 +77,8 @@ TEST(ReplicaCheck, TheFailureSaysWhichRanksAgreeWhichDoNotAndWhen) {
   const Status rank0_odd = ReplicaMismatch(7, 7, {1, 2, 2, 2}, {}, -1);
   EXPECT_EQ(rank0_odd.message(),
             "the replicas differ at step 7 (--check-replicas 7): ranks 1, 2 and 3 differ from "
-            "rank 0 (and agree with each other); no other rank agrees with rank 0; this was the "
-            "first check" +
+            "rank 0 (and agree with each other); no other rank agrees with rank 0; no check had "
+            "passed before in this run" +
                 advice);
   std::vector<uint64_t> many(12, 9);
   many[3] = many[5] = 4;
