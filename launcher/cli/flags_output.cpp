@@ -87,6 +87,12 @@ void AddOutputFlags(TableRows add) {
       Integer<int64_t>("checkpoint-every", "N", 0, Constant<kInt64Max>,
                        In<&TrainingConfig::checkpoint_every>),
       "checkpoint every N steps, 0 = only at the end (default 0)");
+  add(Section::kCheckpoints, MayDiffer("which of rank 0's checkpoints stay on disk"),
+      Integer<int>("keep-checkpoints", "K", 0, Constant<kIntMax>,
+                   In<&TrainingConfig::keep_checkpoints>),
+      "keep the newest K checkpoints, removing an older one only once a newer one is complete on "
+      "disk; 0 = keep all (default 5: a long run would fill the disk, and a resume or a restart "
+      "needs the newest, with a few before it in case it is not the one wanted)");
   add(Section::kJob, MayDiffer("each launcher's own; a failure anywhere stops every machine"),
       Integer<int>("max-restarts", "N", 0, Constant<kMaxRestarts>, In<&Options::max_restarts>),
       "restart a failed job up to N times, 0..1000 (default 0)");

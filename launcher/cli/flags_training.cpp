@@ -87,6 +87,37 @@ bool Positive(double x) {
 bool NotNegative(double x) {
   return x >= 0;
 }
+bool Coefficient(double x) {
+  return x >= 0 && x < 1;
+}
+
+// --betas B1,B2: Adam's and AdamW's coefficients of the running averages, each in [0, 1).
+Flag Betas() {
+  Flag betas = Base("betas", "B1,B2");
+  betas.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    const auto comma = text.find(',');
+    double first = 0, second = 0;
+    const bool read = comma != std::string::npos &&
+                      ParseReal(label, text.substr(0, comma), "", Coefficient, &first).ok() &&
+                      ParseReal(label, text.substr(comma + 1), "", Coefficient, &second).ok();
+    if (!read) {
+      return Status::InvalidArgument(label +
+                                     " must be two numbers B1,B2, each at least 0 and less than 1 "
+                                     "(got '" +
+                                     text + "')");
+    }
+    parsed->options.training.adam_beta1 = first;
+    parsed->options.training.adam_beta2 = second;
+    return Status::Ok();
+  };
+  betas.recorded_value = [](const Options& o) {
+    return RecordedNumber(o.training.adam_beta1) + "," + RecordedNumber(o.training.adam_beta2);
+  };
+  betas.forward = [](const Options& o) {
+    return Args("betas", ExactText(o.training.adam_beta1) + "," + ExactText(o.training.adam_beta2));
+  };
+  return betas;
+}
 
 // The schedule of the run and its data.
 void AddScheduleAndDataFlags(TableRows add) {
@@ -124,12 +155,13 @@ void AddScheduleAndDataFlags(TableRows add) {
       "cpu|cuda (default cpu)");
 }
 
-// The optimizer step and its schedule.
+// The optimizer step.
 void AddOptimizerFlags(TableRows add) {
   add(Section::kOptimizer, ChangesTheMath(),
       Choice<training::OptimizerKind>("optimizer", "NAME", training::OptimizerNames,
                                       In<&TrainingConfig::optimizer>),
-      "adadelta|sgd|adam (default adadelta)");
+      "adadelta|sgd|adam|adamw (default adadelta), torch.optim's arithmetic; adamw's weight "
+      "decay is decoupled (AdamW)");
   add(Section::kOptimizer, ChangesTheMath(),
       Real("lr", "RATE", "greater than 0", Positive, In<&TrainingConfig::learning_rate>),
       "learning rate, > 0 (default 0.5)");
@@ -157,8 +189,24 @@ void AddOptimizerFlags(TableRows add) {
       "whose gradients overflow");
   add(Section::kOptimizer, ChangesTheMath(),
       Real("weight-decay", "L2", "at least 0", NotNegative, In<&TrainingConfig::weight_decay>),
-      "L2 penalty the optimizer adds to the gradients, as torch.optim's weight_decay, >= 0 "
-      "(default 0)");
+      "torch.optim's weight_decay, >= 0 (default 0): sgd, adam and adadelta add it to the "
+      "gradients of every tensor (L2); adamw decays the parameters themselves, those of two or "
+      "more dimensions only, never biases or norm weights, as nanoGPT's param groups "
+      "(--decay-all: every tensor); the log says which");
+  add(Section::kOptimizer, ChangesTheMath(),
+      Switch("decay-all", SwitchSets::kTrue, In<&TrainingConfig::decay_all>),
+      "--optimizer adamw: decay every tensor, biases and norm weights too (torch's default for "
+      "one param group)");
+  add(Section::kOptimizer, ChangesTheMath(), Betas(),
+      "adam and adamw: the running averages' coefficients, each >= 0 and < 1 (default 0.9,0.999)");
+  add(Section::kOptimizer, ChangesTheMath(),
+      Real("eps", "EPS", "greater than 0", Positive, In<&TrainingConfig::adam_eps>),
+      "adam and adamw: the term added to the denominator, > 0 (default 1e-08; adadelta keeps "
+      "torch's 1e-06)");
+}
+
+// Clipping and the learning rate's schedule.
+void AddClippingAndScheduleFlags(TableRows add) {
   add(Section::kOptimizer, ChangesTheMath(),
       Real("clip-grad-norm", "MAX", "at least 0", NotNegative, In<&TrainingConfig::clip_grad_norm>),
       "scale the averaged gradients down to this global L2 norm when above it (clip_grad_norm_), "
@@ -209,6 +257,14 @@ void AddScalingAndBucketFlags(TableRows add) {
   add(Section::kTraining,
       SameOnEveryMachine("the buckets' size; a checkpoint holds whole parameters"), BucketCap(),
       "gradient bucket size in MiB, > 0 and <= 4096 (default 25)");
+  add(Section::kTraining,
+      SameOnEveryMachine("a collective every rank joins at the same steps; a resumed run may "
+                         "check at another interval"),
+      Integer<int64_t>("check-replicas", "N", 0, Constant<kInt64Max>,
+                       In<&TrainingConfig::check_replicas>),
+      "every N optimizer steps, compare a 64-bit hash of every rank's parameters (8 bytes a "
+      "rank through the backend) and fail naming the ranks whose replica differs, which a "
+      "restart would not cure; 0 = never (default 0; cost: docs/observability.md)");
 }
 
 // Validation while training (training/evaluation.hpp).
@@ -238,6 +294,7 @@ void AddValidationFlags(TableRows add) {
 void AddTrainingFlags(TableRows add) {
   AddScheduleAndDataFlags(add);
   AddOptimizerFlags(add);
+  AddClippingAndScheduleFlags(add);
   AddScalingAndBucketFlags(add);
   AddValidationFlags(add);
 }

@@ -16,15 +16,11 @@
 // the variables. The launcher's first line is its description, with the flags that won over it.
 #include "cli/options.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <thread>
 
+#include "cli/config_file.hpp"
 #include "cli/flags.hpp"
 #include "cluster/environment.hpp"
 #include "cluster/torchrun_flags.hpp"
@@ -35,10 +31,11 @@ namespace {
 
 constexpr const char* kSeeHelp = "see launcher --help";
 
-// The values a flag was given, and where (for messages: "" or " in config file F").
+// The values a flag was given, and where each came from: "" for the command line, else its
+// ConfigPlace ("config file F, line N").
 struct GivenValues {
   std::vector<std::string> values;
-  std::string source;
+  std::vector<std::string> places;
 };
 using GivenFlags = std::map<std::string, GivenValues>;  // by canonical flag name
 
@@ -75,34 +72,38 @@ std::string DidYouMean(const std::string& name, const std::string& dashes) {
   return " (did you mean " + dashes + best->name + "?)";
 }
 
-Status UnknownFlag(const std::string& shown, const std::string& name, const std::string& dashes,
-                   const std::string& source) {
-  return Status::InvalidArgument("unknown flag " + shown + source + DidYouMean(name, dashes) +
-                                 "; " + kSeeHelp);
+Status UnknownFlag(const std::string& shown, const std::string& name, const std::string& dashes) {
+  return Status::InvalidArgument("unknown flag " + shown + DidYouMean(name, dashes) + "; " +
+                                 kSeeHelp);
+}
+
+// "PLACE: message", or the message alone for the command line.
+std::string At(const std::string& place, const std::string& message) {
+  return place.empty() ? message : place + ": " + message;
 }
 
 Status Record(const Flag& flag, const std::string& shown, std::string value,
-              const std::string& source, GivenFlags* given) {
+              const std::string& place, GivenFlags* given) {
   GivenValues& entry = (*given)[flag.name];
   if (!entry.values.empty() && !flag.repeatable) {
-    return Status::InvalidArgument(shown + " was given more than once" + source + "; give it once");
+    return Status::InvalidArgument(At(place, shown + " was given more than once; give it once"));
   }
   entry.values.push_back(std::move(value));
-  entry.source = source;
+  entry.places.push_back(place);
   return Status::Ok();
 }
 
 // A torchrun flag (--nnodes 2) as the dpl flags it stands for (--num-machines 2).
 Status RecordAlias(const cluster::FlagAlias& alias, const std::string& value,
-                   const std::string& source, GivenFlags* given) {
+                   const std::string& place, GivenFlags* given) {
   const int cpu_count = static_cast<int>(std::thread::hardware_concurrency());
   auto translated = cluster::TranslateTorchrunFlag(alias, value, cpu_count, std::nullopt);
-  if (!translated.ok()) return translated.status();
+  if (!translated.ok()) return Status::InvalidArgument(At(place, translated.status().message()));
   for (const auto& [name, text] : *translated) {
     const Flag* flag = FindFlag(name);
     if (flag == nullptr) return Status::Error("torchrun alias of unknown flag --" + name);
     const std::string shown = std::string("--") + alias.name + " (--" + flag->name + ")";
-    DPL_RETURN_IF_ERROR(Record(*flag, shown, text, source, given));
+    DPL_RETURN_IF_ERROR(Record(*flag, shown, text, place, given));
   }
   return Status::Ok();
 }
@@ -124,7 +125,7 @@ Status CollectCommandLine(const std::vector<std::string>& arguments, GivenFlags*
     const Flag* flag = FindFlag(name);
     const std::string shown = "--" + name;
     const cluster::FlagAlias* alias = flag ? nullptr : cluster::FindTorchrunAlias(name);
-    if (flag == nullptr && alias == nullptr) return UnknownFlag(shown, name, "--", "");
+    if (flag == nullptr && alias == nullptr) return UnknownFlag(shown, name, "--");
     if (alias != nullptr) {
       if (!value) {
         if (i + 1 >= arguments.size() || arguments[i + 1].rfind("--", 0) == 0) {
@@ -152,46 +153,28 @@ Status CollectCommandLine(const std::vector<std::string>& arguments, GivenFlags*
   return Status::Ok();
 }
 
-std::string Trimmed(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t\r");
-  if (first == std::string::npos) return "";
-  return text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
-}
-
-// `name = value` lines; '#' starts a comment. Flags the command line gave are left as they are.
+// The entries of a config file (config_file.hpp). Flags the command line gave are left as they
+// are.
 Status CollectConfigFile(const std::string& path, GivenFlags* given) {
-  struct stat info {};
-  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
-    return Status::InvalidArgument("--config: '" + path +
-                                   "' is a folder; pass a file of `name = value` lines");
-  }
-  std::ifstream file(path);
-  if (!file) {
-    return Status::InvalidArgument("--config: cannot open '" + path + "' (" + std::strerror(errno) +
-                                   ")");
-  }
-  const std::string source = " in config file " + path;
+  Result<std::vector<ConfigEntry>> entries = ReadConfigFile(path);
+  if (!entries.ok()) return entries.status();
   const GivenFlags from_command_line = *given;
-  for (std::string line; std::getline(file, line);) {
-    line = Trimmed(line.substr(0, line.find('#')));
-    if (line.empty()) continue;
-    const auto equals = line.find('=');
-    const std::string name = Trimmed(line.substr(0, equals));
-    const Flag* flag = FindFlag(name);
-    const cluster::FlagAlias* alias = flag ? nullptr : cluster::FindTorchrunAlias(name);
-    if (flag == nullptr && alias == nullptr) return UnknownFlag(name, name, "", source);
-    if (equals == std::string::npos) {
-      return Status::InvalidArgument("'" + line + "'" + source + " is not `name = value`");
+  for (const ConfigEntry& entry : *entries) {
+    const std::string place = ConfigPlace(path, entry.line);
+    const Flag* flag = FindFlag(entry.name);
+    const cluster::FlagAlias* alias = flag ? nullptr : cluster::FindTorchrunAlias(entry.name);
+    if (flag == nullptr && alias == nullptr) {
+      return Status::InvalidArgument(At(place, UnknownFlag(entry.name, entry.name, "").message()));
     }
     if (alias != nullptr) {
-      DPL_RETURN_IF_ERROR(RecordAlias(*alias, Trimmed(line.substr(equals + 1)), source, given));
+      DPL_RETURN_IF_ERROR(RecordAlias(*alias, entry.value, place, given));
       continue;
     }
     if (flag->name == "config") {
-      return Status::InvalidArgument("config" + source + ": a config file cannot name another");
+      return Status::InvalidArgument(place + ": a config file cannot name another");
     }
     if (from_command_line.count(flag->name) != 0) continue;  // the command line wins
-    DPL_RETURN_IF_ERROR(Record(*flag, flag->name, Trimmed(line.substr(equals + 1)), source, given));
+    DPL_RETURN_IF_ERROR(Record(*flag, flag->name, entry.value, place, given));
   }
   return Status::Ok();
 }
@@ -251,15 +234,18 @@ Status ApplyFlags(const GivenFlags& given, const ClusterDefaults& cluster, Parse
     std::optional<std::pair<std::string, std::string>> fallback;
     if (found == given.end() && flag.environment) fallback = flag.environment();
     if (found != given.end()) {
-      for (const std::string& value : found->second.values) {
-        DPL_RETURN_IF_ERROR(flag.apply("--" + flag.name, value, parsed));
+      const GivenValues& values = found->second;
+      for (size_t i = 0; i < values.values.size(); ++i) {
+        const std::string& place = values.places[i];
+        DPL_RETURN_IF_ERROR(flag.apply("--" + flag.name + (place.empty() ? "" : " (" + place + ")"),
+                                       values.values[i], parsed));
       }
-      if (cluster_has_it && found->second.values.back() != from_cluster->second) {
+      if (cluster_has_it && values.values.back() != from_cluster->second) {
         const std::string source =
-            found->second.source.empty() ? "the command line" : found->second.source.substr(4);
+            values.places.back().empty() ? "the command line" : values.places.back();
         const bool secret = flag.name == "job-token";  // never in a log
-        overridden->push_back("--" + flag.name + (secret ? "" : " " + found->second.values.back()) +
-                              " (" + source + ")");
+        overridden->push_back("--" + flag.name + (secret ? "" : " " + values.values.back()) + " (" +
+                              source + ")");
       }
     } else if (fallback) {
       DPL_RETURN_IF_ERROR(flag.apply(fallback->first, fallback->second, parsed));
@@ -348,6 +334,13 @@ Status CheckConsistency(const Options& options) {
     return Status::InvalidArgument(
         "--lr-schedule step needs --lr-step-size N, the optimizer steps between decays by "
         "--lr-gamma (StepLR's step_size)");
+  }
+  if (options.training.decay_all && options.training.optimizer != training::OptimizerKind::kAdamW) {
+    return Status::InvalidArgument(
+        std::string("--decay-all applies to --optimizer adamw, whose weight decay skips biases "
+                    "and norm weights; ") +
+        training::NameOf(training::OptimizerNames(), options.training.optimizer) +
+        " decays every tensor already");
   }
   if (!options.hostfile.empty() && options.elastic()) {
     return Status::InvalidArgument(

@@ -25,6 +25,14 @@ inline constexpr int kPeerFailureExitCode = 3;
 // Whether a worker's waitpid status is kPeerFailureExitCode's.
 bool IsPeerFailure(int wait_status);
 
+// The exit code of a worker whose failure a restart would repeat: --check-replicas found that
+// the replicas differ (Note [Replica check] in training/replica_check.hpp). The launcher does
+// not restart the job after it (--max-restarts).
+inline constexpr int kNotRestartableExitCode = 4;
+
+// Whether a worker's waitpid status is kNotRestartableExitCode's.
+bool IsNotRestartable(int wait_status);
+
 struct WorkerLine {
   enum class Kind { kLog, kProgress };
   Kind kind = Kind::kLog;

@@ -11,6 +11,7 @@ namespace dpl::supervision {
 std::string DescribeExit(int wait_status) {
   if (WIFSIGNALED(wait_status)) return "killed by signal " + SignalName(WTERMSIG(wait_status));
   const std::string code = "exit code " + std::to_string(WEXITSTATUS(wait_status));
+  if (protocol::IsNotRestartable(wait_status)) return code + " (a failure a restart would repeat)";
   return protocol::IsPeerFailure(wait_status) ? code + " (it lost a peer or the rendezvous store)"
                                               : code;
 }

@@ -123,6 +123,13 @@ Status Supervisor::Spawn(const std::string& store_addr) {
   return Status::Ok();
 }
 
+bool Supervisor::WorthRestarting() const {
+  for (const auto& worker : workers_) {
+    if (worker.exited && protocol::IsNotRestartable(worker.wait_status)) return false;
+  }
+  return !outputs_unusable_ && !job_refused_;
+}
+
 Status Supervisor::Failed(const std::string& message) {
   StopAll();  // first: an unresponsive store must not keep the workers running
   const std::string full = message + stalls_.Addendum();

@@ -40,8 +40,9 @@ class Supervisor {
   Status Supervise();
   // False after a failure that a restart cannot cure: an output (log, checkpoint folder,
   // --dump-parameters, ...) that cannot be written, or data or a model the worker loader refused,
-  // fails every attempt the same way.
-  bool WorthRestarting() const { return !outputs_unusable_ && !job_refused_; }
+  // fails every attempt the same way, and so does a worker that says so by its exit code
+  // (protocol::kNotRestartableExitCode: replicas that differ).
+  bool WorthRestarting() const;
   // SIGTERM to every running worker, SIGKILL to those still alive after the grace period (at
   // once to a stopped one, which could not act on SIGTERM).
   void StopAll();

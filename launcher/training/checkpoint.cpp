@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -224,6 +226,22 @@ Status ReadTensors(const TorchValue& root, const std::string& path, CheckpointSt
   return Status::Ok();
 }
 
+// The step of a file named CheckpointFileName(step) (with `temporary`, followed by
+// ".tmp.<pid>"), or -1.
+int64_t StepOfName(const std::string& name, bool* temporary) {
+  constexpr size_t kPrefixLength = 11;  // "checkpoint-"
+  if (name.rfind("checkpoint-", 0) != 0) return -1;
+  size_t end = kPrefixLength;
+  while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+  if (end == kPrefixLength || end - kPrefixLength > 18) return -1;
+  const std::string rest = name.substr(end);
+  const std::string temporary_mark = std::string(kSuffix) + ".tmp.";
+  *temporary = rest.rfind(temporary_mark, 0) == 0 && rest.size() > temporary_mark.size() &&
+               rest.find_first_not_of("0123456789", temporary_mark.size()) == std::string::npos;
+  if (rest != kSuffix && !*temporary) return -1;
+  return std::stoll(name.substr(kPrefixLength, end - kPrefixLength));
+}
+
 }  // namespace
 
 std::string CheckpointFileName(int64_t global_step) {
@@ -316,6 +334,51 @@ Result<std::string> NewestCheckpoint(const std::string& directory) {
     return OldFormat(directory + "/" + newest_old);
   }
   return newest.empty() ? std::string() : directory + "/" + newest;
+}
+
+Result<std::vector<CheckpointFile>> ListCheckpointFiles(const std::string& directory) {
+  std::vector<CheckpointFile> files;
+  DIR* dir = ::opendir(directory.c_str());
+  if (!dir) {
+    if (errno == ENOENT) return files;
+    return Status::Io("listing checkpoint folder " + directory +
+                      " failed: " + std::strerror(errno));
+  }
+  while (const dirent* entry = ::readdir(dir)) {
+    bool temporary = false;
+    const int64_t step = StepOfName(entry->d_name, &temporary);
+    if (step >= 0) files.push_back({directory + "/" + entry->d_name, step, temporary});
+  }
+  ::closedir(dir);
+  std::sort(files.begin(), files.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
+    return a.step != b.step ? a.step < b.step : a.path < b.path;
+  });
+  return files;
+}
+
+Result<std::vector<std::string>> RemoveOlderCheckpoints(const std::string& directory,
+                                                        int64_t written_step, int keep) {
+  std::vector<std::string> removed;
+  if (keep <= 0) return removed;
+  Result<std::vector<CheckpointFile>> files = ListCheckpointFiles(directory);
+  if (!files.ok()) return files.status();
+  int64_t older_kept = 0;  // complete checkpoints older than written_step kept so far, newest first
+  Status failed = Status::Ok();
+  for (auto file = files->rbegin(); file != files->rend(); ++file) {
+    if (file->step > written_step || (file->step == written_step && !file->temporary)) continue;
+    if (!file->temporary && file->step < written_step && older_kept < keep - 1) {
+      ++older_kept;
+      continue;
+    }
+    if (::unlink(file->path.c_str()) == 0 || errno == ENOENT) {
+      removed.push_back(file->path);
+    } else if (failed.ok()) {
+      failed = Status::Io("removing the old checkpoint " + file->path +
+                          " failed: " + std::strerror(errno));
+    }
+  }
+  if (!failed.ok()) return failed;
+  return removed;
 }
 
 }  // namespace dpl::training

@@ -96,4 +96,22 @@ Result<CheckpointState> ReadCheckpoint(const std::string& path);
 // old format is refused.
 Result<std::string> NewestCheckpoint(const std::string& directory);
 
+// A file of a checkpoint folder: a checkpoint, or the temporary of a write that did not finish
+// (CheckpointFileName + ".tmp.<pid>", left by a writer that was killed).
+struct CheckpointFile {
+  std::string path;
+  int64_t step = 0;
+  bool temporary = false;
+};
+
+// The checkpoints and temporaries in `directory`, by step (none when it does not exist).
+Result<std::vector<CheckpointFile>> ListCheckpointFiles(const std::string& directory);
+
+// Note [Checkpoint retention] (checkpoint_policy.hpp), after the checkpoint of `written_step` is
+// complete on disk: removes the checkpoints older than it but the newest keep - 1 of them, and
+// the temporaries of steps up to it; keep 0 removes nothing. Returns the paths removed; an error
+// names the file that could not be removed (the others are still tried).
+Result<std::vector<std::string>> RemoveOlderCheckpoints(const std::string& directory,
+                                                        int64_t written_step, int keep);
+
 }  // namespace dpl::training

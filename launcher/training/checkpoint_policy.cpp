@@ -191,8 +191,27 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
 
 Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
                               const ParameterPlacement& placement, ParameterUpdate& update) const {
-  Optimizer& optimizer = update.optimizer();
   if (config_.checkpoint_dir.empty() || rank_ != 0) return Status::Ok();
+  Result<CheckpointState> state = Capture(position, model, placement, update);
+  if (!state.ok()) return state.status();
+  DPL_RETURN_IF_ERROR(
+      WriteCheckpoint(config_.checkpoint_dir, *state)
+          .WithContext("writing a checkpoint to --checkpoint-dir " + config_.checkpoint_dir));
+  // Note [Checkpoint retention]: only now is the new one complete on disk.
+  Result<std::vector<std::string>> removed =
+      RemoveOlderCheckpoints(config_.checkpoint_dir, state->global_step, config_.keep_checkpoints);
+  if (!removed.ok()) {
+    log::Warning(removed.status().message() + "; --keep-checkpoints " +
+                 std::to_string(config_.keep_checkpoints) +
+                 " cannot keep the folder's size bounded until it can");
+  }
+  return Status::Ok();
+}
+
+Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& position, Model& model,
+                                                  const ParameterPlacement& placement,
+                                                  ParameterUpdate& update) const {
+  Optimizer& optimizer = update.optimizer();
   CheckpointState state;
   state.epoch = position.epoch;
   state.step_in_epoch = position.step_in_epoch;
@@ -241,8 +260,7 @@ Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
     state.validation = ValidationCheckpoint{validation_->best_loss, validation_->evaluations,
                                             validation_->without_improvement};
   }
-  return WriteCheckpoint(config_.checkpoint_dir, state)
-      .WithContext("writing a checkpoint to --checkpoint-dir " + config_.checkpoint_dir);
+  return state;
 }
 
 }  // namespace dpl::training

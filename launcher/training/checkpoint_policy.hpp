@@ -4,6 +4,19 @@
 // resume_settings, from the flag table; named and compared one by one). A checkpoint holds the
 // parameters and buffers by name, the optimizer's state by parameter name, the position in the data
 // and the model's random state (checkpoint.hpp).
+//
+// Note [Checkpoint retention]: --keep-checkpoints K keeps the newest K. Rank 0 removes older
+// ones only after the new checkpoint is complete on disk (written to a temporary, fsynced,
+// renamed, the folder fsynced: WriteCheckpoint), so a crash or a kill at any moment leaves the
+// newest complete checkpoints in place and resumable: the K before the new one while it is being
+// written. It removes the complete checkpoints older than the new one but the newest K - 1, and
+// the temporaries of steps up to the new one, which a killed writer left (one rank writes, in step
+// order, so none of them is still being written). Files of later steps, another run's in a
+// reused folder, are left alone. The default is 5, not "all" as torch.save loops and
+// transformers' Trainer have it: a long run with --checkpoint-every fills the disk, and the
+// write that fails then ends the run hours in; a resume or a restart needs the newest, and a few
+// before it cover a newest that is not the one wanted (tf.train.Saver keeps 5 too). K = 0 keeps
+// every checkpoint.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +25,7 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "training/checkpoint.hpp"
 #include "training/config.hpp"
 #include "training/evaluation.hpp"
 #include "training/model.hpp"
@@ -32,7 +46,8 @@ class CheckpointPolicy {
                                   ParameterUpdate& update) const;
   // Whether a checkpoint is due after the optimizer step that made `global_step` steps.
   bool DueAfter(int64_t global_step) const;
-  // Writes one (on rank 0, when --checkpoint-dir is set; a no-op elsewhere).
+  // Writes one (on rank 0, when --checkpoint-dir is set; a no-op elsewhere), then removes what
+  // Note [Checkpoint retention] says (a failure to remove is a warning).
   Status Save(const TrainingPosition& position, Model& model, const ParameterPlacement& placement,
               ParameterUpdate& update) const;
   // Checkpoints carry `*state` (validation while training), and Resume restores it from a
@@ -40,6 +55,10 @@ class CheckpointPolicy {
   void TrackValidation(ValidationState* state) { validation_ = state; }
 
  private:
+  Result<CheckpointState> Capture(const TrainingPosition& position, Model& model,
+                                  const ParameterPlacement& placement,
+                                  ParameterUpdate& update) const;
+
   const TrainingConfig& config_;
   int rank_;
   ValidationState* validation_ = nullptr;

@@ -17,6 +17,12 @@ inline constexpr int64_t kDefaultBucketCapBytes = 25LL * 1024 * 1024;  // as DDP
 inline constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";
 inline constexpr double kDefaultAdadeltaLearningRate = 0.5;  // the recipe's
 inline constexpr double kDefaultLrGamma = 0.1;               // StepLR's default
+// torch.optim.Adam's and AdamW's defaults.
+inline constexpr double kDefaultAdamBeta1 = 0.9;
+inline constexpr double kDefaultAdamBeta2 = 0.999;
+inline constexpr double kDefaultAdamEps = 1e-8;
+// Note [Checkpoint retention] in training/checkpoint_policy.hpp.
+inline constexpr int kDefaultKeepCheckpoints = 5;
 // torch.cuda.amp.GradScaler's defaults (torch 1.13).
 inline constexpr double kDefaultLossScaleInit = 65536.0;  // 2^16
 inline constexpr double kDefaultLossScaleGrowthFactor = 2.0;
@@ -25,7 +31,7 @@ inline constexpr int64_t kDefaultLossScaleGrowthInterval = 2000;
 inline constexpr int64_t kDefaultEvalBatches = 20;  // validation batches per evaluation
 
 enum class Device { kCpu, kCuda };
-enum class OptimizerKind { kAdadelta, kSgd, kAdam };
+enum class OptimizerKind { kAdadelta, kSgd, kAdam, kAdamW };
 // kAuto: the compute precision's 16-bit format (bf16 for --precision bf16, fp16 for fp16), none
 // for fp32 (training/precision.hpp).
 enum class GradientCompression { kNone, kFp16, kBf16, kAuto };
@@ -43,7 +49,8 @@ inline const Spellings<Device>& DeviceNames() {
 inline const Spellings<OptimizerKind>& OptimizerNames() {
   static const Spellings<OptimizerKind> names = {{"adadelta", OptimizerKind::kAdadelta},
                                                  {"sgd", OptimizerKind::kSgd},
-                                                 {"adam", OptimizerKind::kAdam}};
+                                                 {"adam", OptimizerKind::kAdam},
+                                                 {"adamw", OptimizerKind::kAdamW}};
   return names;
 }
 inline const Spellings<GradientCompression>& CompressionNames() {
@@ -120,8 +127,15 @@ struct TrainingConfig {
   // The optimizer step.
   OptimizerKind optimizer = OptimizerKind::kAdadelta;
   double learning_rate = kDefaultAdadeltaLearningRate;
-  double momentum = 0.0;        // sgd
-  double weight_decay = 0.0;    // L2 penalty added to the gradients, as torch.optim's
+  double momentum = 0.0;                  // sgd
+  double adam_beta1 = kDefaultAdamBeta1;  // adam, adamw
+  double adam_beta2 = kDefaultAdamBeta2;
+  double adam_eps = kDefaultAdamEps;
+  // As torch.optim's weight_decay: an L2 term in the gradients (sgd, adam, adadelta), decoupled
+  // for adamw; on the tensors Note [Weight decay groups] (optimizer.hpp) says, every one with
+  // decay_all.
+  double weight_decay = 0.0;
+  bool decay_all = false;
   int grad_accum = 1;           // micro-batches per optimizer step
   double clip_grad_norm = 0.0;  // max global L2 norm of the averaged gradients; 0 = no clipping
 
@@ -150,13 +164,19 @@ struct TrainingConfig {
   std::string trace_file;
   bool progress = true;
 
-  // Checkpoints: written by rank 0 every checkpoint_every steps (0 = only at the end).
+  // Checkpoints: written by rank 0 every checkpoint_every steps (0 = only at the end); the
+  // newest keep_checkpoints stay (0 = all; Note [Checkpoint retention]).
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
+  int keep_checkpoints = kDefaultKeepCheckpoints;
   bool resume = false;
   // What a checkpoint records and a resumed run must match: the flag table's list
   // (cli::ResumeSettings, filled in by the command line).
   std::vector<ResumeSetting> resume_settings;
+
+  // Every check_replicas optimizer steps the ranks compare a hash of their parameters (0 = never;
+  // training/replica_check.hpp).
+  int64_t check_replicas = 0;
 
   // Each rank writes its final parameters to dump_parameters_dir/rank-N.bin and its buffers to
   // rank-N.buffers.bin ("" = not).

@@ -2,6 +2,14 @@
 // order (torch 1.13, single-tensor "foreach=False" path), so a run matches PyTorch step for step.
 // Every rank applies the same update to bit-identical parameters and averaged gradients, so
 // parameters stay bit-identical without further communication.
+//
+// Note [Weight decay groups]: which tensors --weight-decay applies to. AdamW (decoupled decay)
+// decays the tensors of two or more dimensions only -- the weights of linear and convolution
+// layers and embeddings -- and never biases or norm weights, as nanoGPT's configure_optimizers
+// builds its two param groups, the rule transformer recipes train with; --decay-all decays every
+// tensor, as torch.optim.AdamW(model.parameters()) does. SGD, Adam and Adadelta add the decay to
+// the gradient (an L2 term) of every tensor, as torch.optim with one param group does and as
+// torchvision's recipes for these optimizers expect.
 #pragma once
 
 #include <cstddef>
@@ -20,20 +28,39 @@ struct OptimizerOptions {
   double learning_rate = 0.5;
   double momentum = 0.0;  // sgd
   double rho = 0.9;       // adadelta
-  double eps = 1e-6;      // adadelta (adam uses adam_eps)
-  double adam_beta1 = 0.9;
-  double adam_beta2 = 0.999;
-  double adam_eps = 1e-8;
+  double eps = 1e-6;      // adadelta (adam and adamw use adam_eps)
+  double adam_beta1 = kDefaultAdamBeta1;
+  double adam_beta2 = kDefaultAdamBeta2;
+  double adam_eps = kDefaultAdamEps;
   double weight_decay = 0.0;
 };
+
+// One parameter tensor as the optimizer sees it.
+struct OptimizedTensor {
+  size_t elements = 0;
+  bool decayed = true;  // whether --weight-decay applies to it (Note [Weight decay groups])
+};
+
+// Whether a tensor of `ndim` dimensions is decayed by `kind` (Note [Weight decay groups]).
+bool DecaysTensor(OptimizerKind kind, bool decay_all, int ndim);
 
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // Updates all parameters once. `parameters[i]` and `gradients[i]` hold `sizes[i]` floats and
-  // match the sizes given at creation.
-  virtual void Step(const std::vector<float*>& parameters,
-                    const std::vector<const float*>& gradients) = 0;
+  // Updates all parameters once. `parameters[i]` and `gradients[i]` hold the elements of tensor
+  // i as given at creation.
+  void Step(const std::vector<float*>& parameters, const std::vector<const float*>& gradients);
+  // The same step in parts, for a caller that holds slices of the tensors (a sharded optimizer):
+  // BeginStep(), then UpdateSlice for each slice (every element of every tensor once, in any
+  // order), then EndStep(). An element's update depends on its own parameter, gradient and state
+  // only, so slices give the same bits as Step.
+  void BeginStep();
+  // Elements [offset, offset + count) of tensor `tensor`; `parameters` and `gradients` point at
+  // element `offset`.
+  void UpdateSlice(size_t tensor, size_t offset, size_t count, float* parameters,
+                   const float* gradients);
+  void EndStep();
+
   // The state to checkpoint: every buffer, in a fixed order, plus the step counter. The buffers
   // are StateNames()[k] of every parameter in turn: buffer k * parameters + i is state k of
   // parameter i.
@@ -46,15 +73,26 @@ class Optimizer {
   // torch.optim.lr_scheduler writes param_group['lr'] (see lr_schedule.hpp).
   double learning_rate() const { return learning_rate_; }
   void set_learning_rate(double learning_rate) { learning_rate_ = learning_rate; }
+  const std::vector<OptimizedTensor>& tensors() const { return tensors_; }
 
  protected:
-  explicit Optimizer(double learning_rate) : learning_rate_(learning_rate) {}
+  Optimizer(const OptimizerOptions& options, std::vector<OptimizedTensor> tensors);
+  // The scalars of step number `step` (from 1) at the current learning rate.
+  virtual void Prepare(int64_t step) = 0;
+  // UpdateSlice after Prepare; `weight_decay` is tensor `tensor`'s (0 when it is not decayed).
+  virtual void Update(size_t tensor, size_t offset, size_t count, float weight_decay,
+                      float* __restrict p, const float* __restrict g) = 0;
+  // A zero buffer per tensor.
+  std::vector<std::vector<float>> ZeroBuffers() const;
+
+  OptimizerOptions options_;
+  std::vector<OptimizedTensor> tensors_;
   int64_t steps_ = 0;
   double learning_rate_;
 };
 
-// Builds the optimizer options.kind names for parameters of `sizes` elements each.
+// Builds the optimizer options.kind names for `tensors`.
 Result<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerOptions& options,
-                                                   const std::vector<size_t>& sizes);
+                                                   std::vector<OptimizedTensor> tensors);
 
 }  // namespace dpl::training

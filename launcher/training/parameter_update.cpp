@@ -11,6 +11,40 @@ std::string Steps(int64_t count) {
   return std::to_string(count) + (count == 1 ? " step" : " steps");
 }
 
+std::string Count(size_t count, const char* one, const char* many) {
+  return std::to_string(count) + " " + (count == 1 ? one : many);
+}
+
+// Note [Weight decay groups], said once: which tensors are decayed, and how many elements.
+void LogWeightDecay(const TrainingConfig& config, const std::vector<HostParameter>& parameters,
+                    const std::vector<OptimizedTensor>& tensors) {
+  size_t decayed = 0, kept = 0, decayed_elements = 0, kept_elements = 0;
+  for (const OptimizedTensor& tensor : tensors) {
+    (tensor.decayed ? decayed : kept) += 1;
+    (tensor.decayed ? decayed_elements : kept_elements) += tensor.elements;
+  }
+  const std::string optimizer = NameOf(OptimizerNames(), config.optimizer);
+  const std::string head = "--weight-decay " + NumberText(config.weight_decay) + " (" + optimizer +
+                           (config.optimizer == OptimizerKind::kAdamW ? ", decoupled" : ", L2") +
+                           ") on ";
+  if (config.optimizer != OptimizerKind::kAdamW || config.decay_all) {
+    log::Info(head + "every tensor: " + Count(decayed, "tensor", "tensors") + ", " +
+              Count(decayed_elements, "element", "elements") +
+              (config.optimizer == OptimizerKind::kAdamW ? " (--decay-all)" : ""));
+    return;
+  }
+  std::string examples;
+  for (size_t i = 0, shown = 0; i < tensors.size() && shown < 3; ++i) {
+    if (tensors[i].decayed) continue;
+    examples += (shown++ ? ", " : " (") + parameters[i].name;
+  }
+  if (!examples.empty()) examples += kept > 3 ? ", ...)" : ")";
+  log::Info(head + Count(decayed, "tensor", "tensors") + " of two or more dimensions (" +
+            Count(decayed_elements, "element", "elements") + "); none on " +
+            Count(kept, "bias or norm weight", "biases and norm weights") + examples + " (" +
+            Count(kept_elements, "element", "elements") + "); --decay-all decays every tensor");
+}
+
 }  // namespace
 
 ParameterUpdate::ParameterUpdate(const TrainingConfig& config, std::unique_ptr<Optimizer> optimizer,
@@ -23,15 +57,25 @@ ParameterUpdate::ParameterUpdate(const TrainingConfig& config, std::unique_ptr<O
   optimizer_->set_learning_rate(schedule_.learning_rate());
 }
 
-Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(const TrainingConfig& config,
-                                                                 const std::vector<size_t>& sizes,
-                                                                 const StepPlan& plan, int rank) {
+Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(
+    const TrainingConfig& config, const std::vector<HostParameter>& parameters,
+    const StepPlan& plan, int rank) {
   OptimizerOptions optimizer_options;
   optimizer_options.kind = config.optimizer;
   optimizer_options.learning_rate = config.learning_rate;
   optimizer_options.momentum = config.momentum;
+  optimizer_options.adam_beta1 = config.adam_beta1;
+  optimizer_options.adam_beta2 = config.adam_beta2;
+  optimizer_options.adam_eps = config.adam_eps;
   optimizer_options.weight_decay = config.weight_decay;
-  Result<std::unique_ptr<Optimizer>> optimizer = CreateOptimizer(optimizer_options, sizes);
+  std::vector<OptimizedTensor> tensors;
+  for (const HostParameter& p : parameters) {
+    tensors.push_back(
+        {p.elements, DecaysTensor(config.optimizer, config.decay_all, p.model_value.ndim)});
+  }
+  if (rank == 0 && config.weight_decay > 0.0) LogWeightDecay(config, parameters, tensors);
+  Result<std::unique_ptr<Optimizer>> optimizer =
+      CreateOptimizer(optimizer_options, std::move(tensors));
   if (!optimizer.ok()) return optimizer.status();
 
   LrScheduleOptions schedule_options;

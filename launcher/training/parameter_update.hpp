@@ -48,12 +48,13 @@ struct LossScalingState {
 
 class ParameterUpdate {
  public:
-  // The optimizer for parameters of `sizes` elements, the schedule over the steps of `plan`
-  // (Note [The schedule spans the run]), a loss scaler when config.precision is fp16. Rank 0
-  // logs the skipped steps.
-  static Result<std::unique_ptr<ParameterUpdate>> Create(const TrainingConfig& config,
-                                                         const std::vector<size_t>& sizes,
-                                                         const StepPlan& plan, int rank);
+  // The optimizer for `parameters` (their values are not read), weight decay on the tensors
+  // Note [Weight decay groups] says, the schedule over the steps of `plan` (Note [The schedule
+  // spans the run]), a loss scaler when config.precision is fp16. Rank 0 logs which tensors are
+  // decayed and the skipped steps.
+  static Result<std::unique_ptr<ParameterUpdate>> Create(
+      const TrainingConfig& config, const std::vector<HostParameter>& parameters,
+      const StepPlan& plan, int rank);
 
   // Before each batch, `global_step` optimizer steps done: the coming step's learning rate into
   // the optimizer, and the loss scale into the model when it changed (fp16).

@@ -189,6 +189,12 @@ Status ParameterPlacement::CheckSupported(const ModelPlugin& plugin,
                                         : std::string("--mirror-parameters")));
 }
 
+Status ParameterPlacement::RunCollective(std::function<Status()> call,
+                                         const observability::CollectiveActivity& activity) {
+  if (!comm_) return Status::Error("no backend to run a collective on (world size 1)");
+  return comm_->Submit(std::move(call), activity).get();
+}
+
 Status ParameterPlacement::BroadcastInitialState() {
   DPL_RETURN_IF_ERROR(BroadcastInitialValues());
   return BroadcastBuffers();

@@ -19,11 +19,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.hpp"
+#include "observability/activity.hpp"
 #include "training/backend.hpp"
 #include "training/buffers.hpp"
 #include "training/config.hpp"
@@ -87,6 +89,10 @@ class ParameterPlacement {
   virtual Status ValuesChanged() = 0;
   // Stops the model from calling back into the gradient synchronizer.
   Status Detach();
+  // Runs `call`, a backend call every rank makes, on the thread of the backend's calls (after
+  // those queued before it) and waits for it; refused at world size 1, which has no backend.
+  Status RunCollective(std::function<Status()> call,
+                       const observability::CollectiveActivity& activity);
 
  protected:
   virtual Status BroadcastInitialValues() = 0;

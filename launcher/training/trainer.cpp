@@ -16,6 +16,7 @@
 #include "training/placement.hpp"
 #include "training/precision.hpp"
 #include "training/prefetch.hpp"
+#include "training/replica_check.hpp"
 #include "training/reporter.hpp"
 #include "training/sampler.hpp"
 #include "training/state_dict.hpp"
@@ -67,6 +68,7 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<ParameterPlacement> placement_;
   std::unique_ptr<ParameterUpdate> update_;  // loss scaling, clipping, schedule, optimizer
+  std::unique_ptr<ReplicaCheck> replicas_;   // --check-replicas
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<DistributedSampler> sampler_;
   BatchBuffer buffers_[2];                       // the step's and the next one's (slots 0 and 1)
@@ -147,12 +149,14 @@ Status Trainer::Setup() {
       ShuffleMode::kShuffle, config_.drop_last ? RemainderMode::kDrop : RemainderMode::kPad);
   plan_ = StepPlan(config_, StepPlan::BatchesPerEpoch(sampler_->samples_per_rank(), local_batch_));
 
-  std::vector<size_t> sizes;
-  for (const HostParameter& p : placement_->parameters()) sizes.push_back(p.elements);
   Result<std::unique_ptr<ParameterUpdate>> update =
-      ParameterUpdate::Create(config_, sizes, plan_, identity_.rank);
+      ParameterUpdate::Create(config_, placement_->parameters(), plan_, identity_.rank);
   if (!update.ok()) return update.status();
   update_ = std::move(*update);
+  replicas_ =
+      std::make_unique<ReplicaCheck>(config_.check_replicas, identity_.world_size,
+                                     ReplicaGather(backend_, placement_.get(), sum_across_ranks_,
+                                                   identity_.rank, identity_.world_size));
   return Status::Ok();
 }
 
@@ -217,6 +221,7 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
     DPL_RETURN_IF_ERROR(placement_->PublishValues(&profile_));
     ++position_.global_step;
     profile_.CountStep();
+    DPL_RETURN_IF_ERROR(replicas_->AfterStep(position_.global_step, placement_->parameters()));
     DPL_RETURN_IF_ERROR(ValidateIfDue(epoch, batch));
     if (checkpoints_.DueAfter(position_.global_step)) {
       TrainingPosition next = position_;

@@ -8,6 +8,7 @@
 #include "common/log.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/store.hpp"
+#include "training/replica_check.hpp"
 #include "training/trainer.hpp"
 #include "worker/backend_bootstrap.hpp"
 #include "worker/device_policy.hpp"
@@ -83,6 +84,7 @@ training::ModelPlugin ModelPluginOf(const plugin_host::LoadedPlugin& plugin) {
 
 int Fail(const Status& status) {
   log::Error(status.message());
+  if (training::IsReplicaMismatch(status)) return protocol::kNotRestartableExitCode;
   const bool peer_failure =
       status.code() == DPL_ERR_COMMUNICATION || status.code() == DPL_ERR_TIMEOUT;
   return peer_failure ? kPeerFailureExitCode : 1;

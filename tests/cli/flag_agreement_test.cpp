@@ -37,6 +37,9 @@ const std::vector<std::string> kChangeTheMath = {
     "loss-scale-backoff-factor",
     "loss-scale-growth-interval",
     "drop-last",
+    "decay-all",
+    "betas",
+    "eps",
 };
 
 // And these change the job's collectives, shape or data: every machine gives the same, a resumed
@@ -46,6 +49,7 @@ const std::vector<std::string> kSameOnEveryMachine = {
     "data-dir",        "data-options",  "max-steps",     "device",       "grad-compression",
     "loss-scale-init", "bucket-cap-mb", "selftest",      "no-eval",      "mirror-parameters",
     "store",           "preflight",     "eval-every",    "eval-batches", "early-stop-patience",
+    "check-replicas",
 };
 
 bool Contains(const std::vector<std::string>& names, const std::string& name) {
@@ -139,12 +143,32 @@ TEST(FlagAgreement, CheckpointsRecordTheOptionsAsBefore) {
       {"--loss-scale-growth-interval", "2000"},
       {"--drop-last", "false"},
   };
+  // The flags a checkpoint records since AdamW came (a checkpoint written before has none of them,
+  // and had these values: Adam's constants, every tensor decayed by the optimizers there were).
+  const std::vector<std::pair<std::string, std::string>> since_adamw = {
+      {"--decay-all", "false"},
+      {"--betas", "0.9,0.999"},
+      {"--eps", "1e-08"},
+  };
   const std::vector<training::ResumeSetting>& settings = options->training.resume_settings;
-  ASSERT_EQ(settings.size(), expected.size());
+  ASSERT_EQ(settings.size(), expected.size() + since_adamw.size());
+  std::vector<training::ResumeSetting> first, later;
+  for (const training::ResumeSetting& setting : settings) {
+    bool new_flag = false;
+    for (const auto& entry : since_adamw) new_flag = new_flag || entry.first == setting.flag;
+    (new_flag ? later : first).push_back(setting);
+  }
+  ASSERT_EQ(first.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_EQ(settings[i].flag, expected[i].first);
-    EXPECT_EQ(settings[i].value, expected[i].second) << expected[i].first;
-    EXPECT_EQ(settings[i].default_value, expected[i].second) << expected[i].first;
+    EXPECT_EQ(first[i].flag, expected[i].first);
+    EXPECT_EQ(first[i].value, expected[i].second) << expected[i].first;
+    EXPECT_EQ(first[i].default_value, expected[i].second) << expected[i].first;
+  }
+  ASSERT_EQ(later.size(), since_adamw.size());
+  for (size_t i = 0; i < since_adamw.size(); ++i) {
+    EXPECT_EQ(later[i].flag, since_adamw[i].first);
+    EXPECT_EQ(later[i].value, since_adamw[i].second) << since_adamw[i].first;
+    EXPECT_EQ(later[i].default_value, since_adamw[i].second) << since_adamw[i].first;
   }
 }
 

@@ -51,8 +51,10 @@ TEST(ObservabilityFlags, BadValuesAreRefusedNamingTheRange) {
 TEST(ObservabilityFlags, ConfigFilesTakeEitherSpelling) {
   const std::string path = std::string(DPL_TEST_BINARY_DIR) + "/observability.conf";
   std::ofstream(path) << "log_time = none\nstall-warning = 5\nstall_warnnig = 6\n";
-  EXPECT_EQ(ErrorOf({"--config", path}), "unknown flag stall_warnnig in config file " + path +
-                                             " (did you mean stall-warning?); see launcher --help");
+  EXPECT_EQ(ErrorOf({"--config", path}),
+            "config file " + path +
+                ", line 3: unknown flag stall_warnnig (did you mean stall-warning?); see launcher "
+                "--help");
   std::ofstream(path) << "log_time = none\nstall-warning = 5\ntrace = run.json\n";
   auto options = Parse({"--config", path});
   ASSERT_TRUE(options.ok()) << options.status().message();

@@ -172,7 +172,7 @@ TEST_F(OptionsTest, RangeErrorsNameFlagAndRange) {
 TEST_F(OptionsTest, ChoiceErrorsListChoices) {
   EXPECT_EQ(ErrorOf({"--device", "tpu"}), "--device must be one of cpu|cuda (got 'tpu')");
   EXPECT_EQ(ErrorOf({"--optimizer", "lbfgs"}),
-            "--optimizer must be one of adadelta|sgd|adam (got 'lbfgs')");
+            "--optimizer must be one of adadelta|sgd|adam|adamw (got 'lbfgs')");
   EXPECT_EQ(ErrorOf({"--grad-compression", "int8"}),
             "--grad-compression must be one of auto|none|fp16|bf16 (got 'int8')");
   EXPECT_EQ(ErrorOf({"--backend", ""}), "--backend must not be empty");
@@ -280,13 +280,14 @@ TEST_F(OptionsTest, ConfigFileSetsFlagsAndCommandLineWins) {
     std::ofstream file(path);
     file << "epochs = 0\n";
   }
-  EXPECT_EQ(ErrorOf({"--config", path}), "--epochs must be between 1 and 1000000 (got 0)");
+  EXPECT_EQ(ErrorOf({"--config", path}),
+            "--epochs (config file " + path + ", line 1) must be between 1 and 1000000 (got 0)");
   {
     std::ofstream file(path);
     file << "colour = blue\n";
   }
   EXPECT_EQ(ErrorOf({"--config", path}),
-            "unknown flag colour in config file " + path + "; see launcher --help");
+            "config file " + path + ", line 1: unknown flag colour; see launcher --help");
   EXPECT_EQ(ErrorOf({"--config", path + ".missing"}),
             "--config: cannot open '" + path + ".missing' (No such file or directory)");
 }
@@ -356,8 +357,10 @@ TEST_F(OptionsTest, NamesTakeDashesOrUnderscoresAndValuesTheirEqualsSign) {
     std::ofstream file(path);
     file << "num_procceses = 2\n";
   }
-  EXPECT_EQ(ErrorOf({"--config", path}), "unknown flag num_procceses in config file " + path +
-                                             " (did you mean num-processes?); see launcher --help");
+  EXPECT_EQ(ErrorOf({"--config", path}),
+            "config file " + path +
+                ", line 1: unknown flag num_procceses (did you mean num-processes?); see launcher "
+                "--help");
 }
 
 TEST_F(OptionsTest, AFolderIsNotAConfigFile) {

@@ -153,5 +153,73 @@ TEST(TrainingMathFlags, HelpSaysWhatAutoCompressionSends) {
       << help;
 }
 
+TEST(OptimizerFlags, AdamwBetasEpsAndDecayAllReachTheConfigAndTheWorkers) {
+  auto defaults = Parse({});
+  ASSERT_TRUE(defaults.ok()) << defaults.status().message();
+  EXPECT_EQ(defaults->training.adam_beta1, 0.9);
+  EXPECT_EQ(defaults->training.adam_beta2, 0.999);
+  EXPECT_EQ(defaults->training.adam_eps, 1e-8);
+  EXPECT_FALSE(defaults->training.decay_all);
+  auto options = Parse({"--optimizer", "adamw", "--betas", "0.8,0.95", "--eps", "1e-6",
+                        "--weight-decay", "0.1", "--decay-all"});
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  auto worker = Parse(WorkerArguments(*options, 0, "127.0.0.1:1"));
+  ASSERT_TRUE(worker.ok()) << worker.status().message();
+  for (const Options* o : {&*options, &*worker}) {
+    const training::TrainingConfig& c = o->training;
+    EXPECT_EQ(c.optimizer, training::OptimizerKind::kAdamW);
+    EXPECT_EQ(c.adam_beta1, 0.8);
+    EXPECT_EQ(c.adam_beta2, 0.95);
+    EXPECT_EQ(c.adam_eps, 1e-6);
+    EXPECT_EQ(c.weight_decay, 0.1);
+    EXPECT_TRUE(c.decay_all);
+  }
+  // Betas that are not short decimals reach the workers bit for bit.
+  auto exact = Parse({"--optimizer", "adam", "--betas", "0.123456789012345,0.9999999"});
+  ASSERT_TRUE(exact.ok()) << exact.status().message();
+  auto exact_worker = Parse(WorkerArguments(*exact, 0, "127.0.0.1:1"));
+  ASSERT_TRUE(exact_worker.ok()) << exact_worker.status().message();
+  EXPECT_EQ(exact_worker->training.adam_beta1, 0.123456789012345);
+  EXPECT_EQ(exact_worker->training.adam_beta2, 0.9999999);
+}
+
+TEST(OptimizerFlags, BadValuesAreRefusedWithTheRange) {
+  const std::string betas = "must be two numbers B1,B2, each at least 0 and less than 1";
+  EXPECT_EQ(ErrorOf({"--betas", "0.9,1"}), "--betas " + betas + " (got '0.9,1')");
+  EXPECT_EQ(ErrorOf({"--betas", "1,0.999"}), "--betas " + betas + " (got '1,0.999')");
+  EXPECT_EQ(ErrorOf({"--betas", "-0.1,0.999"}), "--betas " + betas + " (got '-0.1,0.999')");
+  EXPECT_EQ(ErrorOf({"--betas", "0.9"}), "--betas " + betas + " (got '0.9')");
+  EXPECT_EQ(ErrorOf({"--betas", "0.9,0.99,0.999"}), "--betas " + betas + " (got '0.9,0.99,0.999')");
+  EXPECT_EQ(ErrorOf({"--betas", "0.9,nan"}), "--betas " + betas + " (got '0.9,nan')");
+  EXPECT_EQ(ErrorOf({"--eps", "0"}), "--eps must be greater than 0 (got 0)");
+  EXPECT_EQ(ErrorOf({"--eps", "-1e-8"}), "--eps must be greater than 0 (got -1e-8)");
+  EXPECT_EQ(ErrorOf({"--eps", "tiny"}), "--eps must be a number greater than 0 (got 'tiny')");
+  EXPECT_EQ(ErrorOf({"--optimizer", "lamb"}),
+            "--optimizer must be one of adadelta|sgd|adam|adamw (got 'lamb')");
+  EXPECT_EQ(ErrorOf({"--optimizer", "sgd", "--decay-all"}),
+            "--decay-all applies to --optimizer adamw, whose weight decay skips biases and norm "
+            "weights; sgd decays every tensor already");
+  EXPECT_EQ(ErrorOf({"--decay-all"}),
+            "--decay-all applies to --optimizer adamw, whose weight decay skips biases and norm "
+            "weights; adadelta decays every tensor already");
+}
+
+TEST(OptimizerFlags, EveryMachineAndEveryResumeMustGiveTheSameValues) {
+  auto options = Parse({"--optimizer", "adamw", "--betas", "0.9,0.95", "--eps", "1e-07"});
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  std::map<std::string, std::string> machines, resume;
+  for (const auto& [name, value] : SettingsThatMustMatch(*options)) machines[name] = value;
+  for (const training::ResumeSetting& s : options->training.resume_settings) {
+    resume[s.flag] = s.value;
+  }
+  EXPECT_EQ(machines.at("--optimizer"), "adamw");
+  EXPECT_EQ(machines.at("--betas"), "0.9,0.95");
+  EXPECT_EQ(machines.at("--decay-all"), "off");
+  EXPECT_EQ(resume.at("--optimizer"), "adamw");
+  EXPECT_EQ(resume.at("--betas"), "0.9,0.95");
+  EXPECT_EQ(resume.at("--eps"), "1e-07");
+  EXPECT_EQ(resume.at("--decay-all"), "false");
+}
+
 }  // namespace
 }  // namespace dpl::cli

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -184,6 +186,67 @@ TEST_F(CheckpointTest, KillDuringWriteKeepsThePreviousOne) {
   ASSERT_TRUE(read.ok()) << read.status().message();
   Result<CheckpointState> first = ReadCheckpoint(dir_ + "/checkpoint-0000000001.pt");
   ASSERT_TRUE(first.ok()) << first.status().message();
+}
+
+// Note [Checkpoint retention]: after step 6 is complete, keep 2 leaves 5 and 6, removes 1 to 4
+// and the temporary a killed write of step 3 left, and leaves a later run's step 9 and a write of
+// step 7 alone.
+TEST_F(CheckpointTest, RetentionKeepsTheNewestAndRemovesLeftovers) {
+  for (int64_t step = 1; step <= 6; ++step)
+    ASSERT_TRUE(WriteCheckpoint(dir_, Sample(step, 10)).ok());
+  ASSERT_TRUE(WriteCheckpoint(dir_, Sample(9, 10)).ok());
+  for (const char* leftover :
+       {"/checkpoint-0000000003.pt.tmp.4242", "/checkpoint-0000000007.pt.tmp.77"}) {
+    std::ofstream(dir_ + leftover) << "partial";
+  }
+  std::ofstream(dir_ + "/notes.txt") << "not a checkpoint";
+  std::ofstream(dir_ + "/checkpoint-0000000002.pt.bak") << "not ours either";
+
+  Result<std::vector<CheckpointFile>> listed = ListCheckpointFiles(dir_);
+  ASSERT_TRUE(listed.ok()) << listed.status().message();
+  ASSERT_EQ(listed->size(), 9u);
+  EXPECT_EQ((*listed)[3].step, 3);
+  EXPECT_TRUE((*listed)[3].temporary);
+  EXPECT_EQ((*listed)[3].path, dir_ + "/checkpoint-0000000003.pt.tmp.4242");
+
+  Result<std::vector<std::string>> none = RemoveOlderCheckpoints(dir_, 6, 0);
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_TRUE(none->empty()) << "keep 0 keeps every checkpoint";
+
+  Result<std::vector<std::string>> removed = RemoveOlderCheckpoints(dir_, 6, 2);
+  ASSERT_TRUE(removed.ok()) << removed.status().message();
+  const std::vector<std::string> expected_removed = {
+      dir_ + "/checkpoint-0000000004.pt", dir_ + "/checkpoint-0000000003.pt.tmp.4242",
+      dir_ + "/checkpoint-0000000003.pt", dir_ + "/checkpoint-0000000002.pt",
+      dir_ + "/checkpoint-0000000001.pt"};
+  EXPECT_EQ(*removed, expected_removed);
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    left.push_back(entry.path().filename().string());
+  }
+  std::sort(left.begin(), left.end());
+  const std::vector<std::string> expected_left = {
+      "checkpoint-0000000002.pt.bak",    "checkpoint-0000000005.pt", "checkpoint-0000000006.pt",
+      "checkpoint-0000000007.pt.tmp.77", "checkpoint-0000000009.pt", "notes.txt"};
+  EXPECT_EQ(left, expected_left);
+  ASSERT_TRUE(ReadCheckpoint(dir_ + "/checkpoint-0000000005.pt").ok());
+
+  // keep 1: the newest alone.
+  Result<std::vector<std::string>> last = RemoveOlderCheckpoints(dir_, 6, 1);
+  ASSERT_TRUE(last.ok()) << last.status().message();
+  EXPECT_EQ(*last, std::vector<std::string>{dir_ + "/checkpoint-0000000005.pt"});
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/checkpoint-0000000006.pt"));
+}
+
+TEST_F(CheckpointTest, RetentionOfAFolderItCannotChangeSaysWhichFile) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root removes files from read-only folders";
+  ASSERT_TRUE(WriteCheckpoint(dir_, Sample(1, 10)).ok());
+  ASSERT_TRUE(WriteCheckpoint(dir_, Sample(2, 10)).ok());
+  ASSERT_EQ(::chmod(dir_.c_str(), 0555), 0);
+  Result<std::vector<std::string>> removed = RemoveOlderCheckpoints(dir_, 2, 1);
+  ::chmod(dir_.c_str(), 0755);
+  EXPECT_EQ(removed.status().message(), "removing the old checkpoint " + dir_ +
+                                            "/checkpoint-0000000001.pt failed: Permission denied");
 }
 
 }  // namespace

@@ -5,6 +5,12 @@
 // can put an inf into one rank's gradient at one step. Options:
 //   inf_rank=R  the rank whose gradient gets the inf (-1, the default: none)
 //   inf_step=S  at its S-th train_step of the run (from 1; default 1)
+//   perturb_rank=R  the rank whose fc.bias[0] grows by 0.001, as a faulty plugin might change a
+//                   parameter outside the optimizer (-1, the default: none); not by one float:
+//                   the updates that follow could round the two values back together
+//   perturb_step=S  at its S-th train_step (from 1; default 1)
+//   ballast=N   a third parameter of N floats that nothing uses (zero gradients), to make
+//               checkpoints large (default 0: none)
 // The train_step counter is the model's "random state" (rng_state), so a resumed run counts on
 // from the checkpoint's step as a straight one does.
 #include <algorithm>
@@ -27,6 +33,7 @@ constexpr const char* kPluginName = "model \"scaled\"";
 constexpr int64_t kClasses = 10;
 constexpr int64_t kFeatures = 28 * 28;
 constexpr int64_t kWeights = kClasses * kFeatures;
+constexpr float kPerturbation = 0.001f;
 
 struct HostSlot {
   std::vector<float> input;
@@ -36,15 +43,19 @@ struct HostSlot {
 };
 
 struct ScaledModel {
-  // Parameters back to back: the weight (10, 784), then the bias (10); gradients alike.
+  // Parameters back to back: the weight (10, 784), then the bias (10), then the ballast, if any;
+  // gradients alike.
   std::vector<float> values = std::vector<float>(kWeights + kClasses, 0.0f);
   std::vector<float> gradients = std::vector<float>(kWeights + kClasses, 0.0f);
   int64_t weight_shape[2] = {kClasses, kFeatures};
   int64_t bias_shape[1] = {kClasses};
+  int64_t ballast_shape[1] = {0};
   HostSlot slots[DPL_MODEL_HOST_BATCH_SLOTS];
   int rank = 0;
   int64_t inf_rank = -1;
   int64_t inf_step = 1;
+  int64_t perturb_rank = -1;
+  int64_t perturb_step = 1;
   uint64_t steps = 0;  // train_steps of the run (the "random state")
   float loss_scale = 1.0f;
   dpl_gradient_ready_fn callback = nullptr;
@@ -112,7 +123,13 @@ dpl_status Create(const dpl_model_config_v4* config, dpl_model** out) {
     auto model = std::make_unique<ScaledModel>();
     model->inf_rank = options.GetInt("inf_rank", -1);
     model->inf_step = options.GetInt("inf_step", 1);
+    model->perturb_rank = options.GetInt("perturb_rank", -1);
+    model->perturb_step = options.GetInt("perturb_step", 1);
+    model->ballast_shape[0] = options.GetInt("ballast", 0);
     options.CheckAllKnown();
+    if (model->ballast_shape[0] < 0) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "ballast < 0");
+    model->values.resize(size_t(kWeights + kClasses + model->ballast_shape[0]), 0.0f);
+    model->gradients.resize(model->values.size(), 0.0f);
     model->rank = config->rank;
     // Small weights from the seed (a 64-bit LCG), alike on every rank.
     uint64_t state = config->seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -130,12 +147,12 @@ void Destroy(dpl_model* model) {
 
 dpl_status Describe(dpl_model* model, dpl_model_info_v4* info) {
   return dpl::support::Guarded(kPluginName, [&] {
-    As(model);
+    const ScaledModel& m = *As(model);
     info->input_ndim = 3;
     const int64_t shape[DPL_MODEL_MAX_INPUT_DIMS] = {1, 28, 28};
     std::copy(shape, shape + DPL_MODEL_MAX_INPUT_DIMS, info->input_shape);
     info->num_classes = kClasses;
-    info->parameter_count = 2;
+    info->parameter_count = m.ballast_shape[0] > 0 ? 3 : 2;
     info->reserved = 0;
     info->buffer_count = 0;
     info->flags = 0;
@@ -148,12 +165,15 @@ dpl_status Describe(dpl_model* model, dpl_model_info_v4* info) {
 dpl_status Parameter(dpl_model* model, uint32_t index, dpl_parameter_v2* parameter) {
   return dpl::support::Guarded(kPluginName, [&] {
     ScaledModel& m = *As(model);
-    if (index > 1)
+    if (index > (m.ballast_shape[0] > 0 ? 2 : 1))
       throw PluginError(DPL_ERR_INVALID_ARGUMENT, "no parameter " + std::to_string(index));
-    const size_t offset = index == 0 ? 0 : size_t(kWeights);
-    parameter->name = index == 0 ? "fc.weight" : "fc.bias";
+    const size_t offsets[3] = {0, size_t(kWeights), size_t(kWeights + kClasses)};
+    const size_t offset = offsets[index];
+    const char* names[3] = {"fc.weight", "fc.bias", "ballast"};
+    parameter->name = names[index];
     parameter->reserved = 0;
-    int64_t* shape = index == 0 ? m.weight_shape : m.bias_shape;
+    int64_t* shapes[3] = {m.weight_shape, m.bias_shape, m.ballast_shape};
+    int64_t* shape = shapes[index];
     const int32_t ndim = index == 0 ? 2 : 1;
     parameter->value = HostTensor(m.values.data() + offset, kFloat32, ndim, shape);
     parameter->gradient = HostTensor(m.gradients.data() + offset, kFloat32, ndim, shape);
@@ -183,6 +203,9 @@ dpl_status TrainStep(dpl_model* model, const DLTensor* input, const DLTensor* la
     ScaledModel& m = *As(model);
     CheckBatch(input, labels);
     ++m.steps;
+    if (m.rank == m.perturb_rank && int64_t(m.steps) == m.perturb_step) {
+      m.values[size_t(kWeights)] += kPerturbation;
+    }
     const int64_t batch = labels->shape[0];
     const float* images = static_cast<const float*>(input->data);
     std::vector<double> weight_sum(size_t(kWeights), 0.0), bias_sum(size_t(kClasses), 0.0);
@@ -210,6 +233,7 @@ dpl_status TrainStep(dpl_model* model, const DLTensor* input, const DLTensor* la
       m.gradients[size_t(kWeights)] = std::numeric_limits<float>::infinity();
     }
     if (m.callback != nullptr) m.callback(m.callback_context, 1);
+    if (m.callback != nullptr && m.ballast_shape[0] > 0) m.callback(m.callback_context, 2);
     *loss = float(total / double(batch));
   });
 }
