@@ -214,6 +214,7 @@ struct ClusterDefaults {
   std::string convention;  // "slurm", "torchrun/kubernetes"
   std::map<std::string, std::string> values;
   std::string description;
+  bool requeued = false;  // Note [Slurm requeue] in cluster/environment.cpp
 };
 
 Result<ClusterDefaults> ReadClusterDefaults() {
@@ -222,6 +223,7 @@ Result<ClusterDefaults> ReadClusterDefaults() {
   ClusterDefaults defaults;
   defaults.convention = cluster::ConventionName(environment->convention);
   defaults.description = environment->description;
+  defaults.requeued = environment->requeued;
   auto put = [&](const char* flag, const auto& value) {
     if (value) defaults.values[flag] = std::to_string(*value);
   };
@@ -407,6 +409,7 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
   Options options = std::move(parsed.options);
   options.command = CommandOf(parsed, plugins_subcommand);
   options.cluster_environment = ClusterLine(cluster, overridden);
+  if (cluster.requeued && !options.training.checkpoint_dir.empty()) options.training.resume = true;
   for (const auto& entry : given) options.given_flags.push_back(entry.first);
   // One machine needs no join order to know it is machine 0.
   if (options.machine_id == kAutoMachineId && options.num_machines == 1) options.machine_id = 0;

@@ -22,6 +22,10 @@ bool IsPeerFailure(int wait_status) {
   return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kPeerFailureExitCode;
 }
 
+bool IsPreempted(int wait_status) {
+  return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kPreemptedExitCode;
+}
+
 WorkerLine ReadWorkerLine(const std::string& line) {
   WorkerLine read;
   if (IsProgressRecord(line)) {
