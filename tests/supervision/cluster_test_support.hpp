@@ -30,6 +30,15 @@ inline bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// How often `part` occurs in `text`.
+inline int Occurrences(const std::string& text, const std::string& part) {
+  int count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
 // Where a test's process writes its output: "<binary dir>/<test>-<name>.log".
 inline std::string OutputPath(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();

@@ -18,11 +18,16 @@
 
 namespace dpl::test {
 
+// Whether a launcher runs in the test's process group or in one of its own, which a test can kill
+// whole (kill(-pid, ...)), as a machine going down takes the launcher, loader and workers.
+enum class ProcessGroup { kTests, kOwn };
+
 // A launcher started with its stdout and stderr in one file.
 class LauncherProcess {
  public:
   LauncherProcess(const std::vector<std::string>& arguments, const std::string& output_path,
-                  const std::vector<std::string>& prefix = {})
+                  const std::vector<std::string>& prefix = {},
+                  ProcessGroup group = ProcessGroup::kTests)
       : output_path_(output_path) {
     std::vector<std::string> all = prefix;
     all.push_back(DPL_TEST_LAUNCHER);
@@ -34,11 +39,13 @@ class LauncherProcess {
     const int fd = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     pid_ = fork();
     if (pid_ == 0) {
+      if (group == ProcessGroup::kOwn) setpgid(0, 0);
       dup2(fd, 1);
       dup2(fd, 2);
       execvp(argv[0], argv.data());
       _exit(127);
     }
+    if (group == ProcessGroup::kOwn) setpgid(pid_, pid_);  // whichever runs first
     close(fd);
   }
   ~LauncherProcess() {

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 
 #include <filesystem>
 #include <string>
@@ -19,6 +21,37 @@ using Args = std::vector<std::string>;
 
 inline bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+// A port nothing listens on (bound, then released) on 127.0.0.1.
+inline int UnusedPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// `args` with `flag`'s value replaced by `value` (a flag may be given once).
+inline std::vector<std::string> WithValue(std::vector<std::string> args, const std::string& flag,
+                                          const std::string& value) {
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == flag) args[i + 1] = value;
+  }
+  return args;
+}
+
+// How often `part` occurs in `text`.
+inline int Occurrences(const std::string& text, const std::string& part) {
+  int count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) {
+    ++count;
+  }
+  return count;
 }
 
 class TrainingJobTest : public ::testing::Test {
@@ -67,6 +100,23 @@ class TrainingJobTest : public ::testing::Test {
                  "--no-eval"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
+  }
+
+  // A plugin folder with the tcp and gloo backends, the idx data set and the test model only, for
+  // `--plugin-dir`: the worker loader then loads no libtorch, most of a second of every start of
+  // an attempt (a test that restarts a job ten times).
+  std::string LightPluginDir() const {
+    const std::string folder = dir_ + "/plugins";
+    std::filesystem::create_directories(folder);
+    for (const std::string name :
+         {"libdpl_backend_tcp.so", "libdpl_backend_gloo.so", "libdpl_dataset_idx.so"}) {
+      std::filesystem::create_symlink(std::string(DPL_TEST_PLUGIN_DIR) + "/" + name,
+                                      folder + "/" + name);
+    }
+    std::filesystem::create_symlink(
+        std::string(DPL_TEST_FAULTY_MODEL_DIR) + "/libdpl_test_model_faulty.so",
+        folder + "/libdpl_test_model_faulty.so");
+    return folder;
   }
 
   // A file for the output of launcher `name` of this test.
