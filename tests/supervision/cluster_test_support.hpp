@@ -30,34 +30,12 @@ inline bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// How often `part` occurs in `text`.
-inline int Occurrences(const std::string& text, const std::string& part) {
-  int count = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) {
-    ++count;
-  }
-  return count;
-}
-
 // Where a test's process writes its output: "<binary dir>/<test>-<name>.log".
 inline std::string OutputPath(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string test = info->name();
   std::replace(test.begin(), test.end(), '/', '_');  // parameterised tests: "Name/0"
   return std::string(DPL_TEST_BINARY_DIR) + "/" + test + "-" + name + ".log";
-}
-
-// A port nothing listens on (bound, then released) on 127.0.0.1.
-inline int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
 }
 
 inline std::string ReadFile(const std::string& path) {

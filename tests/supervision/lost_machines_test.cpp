@@ -143,7 +143,7 @@ TEST_F(LostMachinesTest, EachOfTenKillsOfMachineTwoRestartsTheSurvivorsWithin10s
   // enough to be caught in; a checkpoint every 4 steps.
   Args args = WithValue(Job("gloo", "faulty", 1,
                             {"--num-machines",       "2:3",
-                             "--master-port",        std::to_string(UnusedPort()),
+                             "--master-port",        std::to_string(FreePort()),
                              "--max-steps",          "300",
                              "--max-restarts",       "10",
                              "--checkpoint-dir",     checkpoints,

@@ -115,7 +115,7 @@ TEST_F(PreemptionTest, SigtermCheckpointsEveryRankAtOneStepAndResumeIsBitIdentic
 // in turn): SIGUSR1 to rank 3, on machine 1 of two. Every rank of both machines stops after the
 // same step, and both launchers exit with the preempted status.
 TEST_F(PreemptionTest, SigusrOneToOneWorkerOfTwoMachinesStopsEveryRankAtTheSameStep) {
-  const int port = UnusedPort();
+  const int port = FreePort();
   auto machine = [&](int id) {
     return Training(dir_ + "/params",
                     {"--num-machines", "2", "--machine-id", std::to_string(id), "--master-port",

@@ -3,10 +3,8 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 
 #include <filesystem>
 #include <string>
@@ -23,19 +21,6 @@ inline bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// A port nothing listens on (bound, then released) on 127.0.0.1.
-inline int UnusedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 // `args` with `flag`'s value replaced by `value` (a flag may be given once).
 inline std::vector<std::string> WithValue(std::vector<std::string> args, const std::string& flag,
                                           const std::string& value) {
@@ -43,15 +28,6 @@ inline std::vector<std::string> WithValue(std::vector<std::string> args, const s
     if (args[i] == flag) args[i + 1] = value;
   }
   return args;
-}
-
-// How often `part` occurs in `text`.
-inline int Occurrences(const std::string& text, const std::string& part) {
-  int count = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) {
-    ++count;
-  }
-  return count;
 }
 
 class TrainingJobTest : public ::testing::Test {
