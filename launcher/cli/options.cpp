@@ -198,6 +198,7 @@ struct ClusterDefaults {
   std::map<std::string, std::string> values;
   std::string description;
   std::optional<cluster::SlurmAllocation> allocation;  // a Slurm allocation outside a job step
+  bool requeued = false;  // Note [Slurm requeue] in cluster/environment.cpp
 };
 
 Result<ClusterDefaults> ReadClusterDefaults() {
@@ -207,6 +208,7 @@ Result<ClusterDefaults> ReadClusterDefaults() {
   defaults.convention = cluster::ConventionName(environment->convention);
   defaults.description = environment->description;
   defaults.allocation = environment->allocation_outside_step;
+  defaults.requeued = environment->requeued;
   auto put = [&](const char* flag, const auto& value) {
     if (value) defaults.values[flag] = std::to_string(*value);
   };
@@ -414,6 +416,7 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
   options.help_section = parsed.help_section;
   options.cluster_environment =
       FirstLine(cluster, overridden, options, std::vector<std::string>(argv, argv + argc));
+  if (cluster.requeued && !options.training.checkpoint_dir.empty()) options.training.resume = true;
   for (const auto& entry : given) options.given_flags.push_back(entry.first);
   // One machine needs no join order to know it is machine 0.
   if (options.machine_id == kAutoMachineId && options.num_machines == 1) options.machine_id = 0;

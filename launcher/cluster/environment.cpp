@@ -37,6 +37,15 @@
 // Linux's ephemeral range (32768..60999), where outgoing connections take their ports. A port
 // taken anyway fails to bind with the port in the message; --master-port or MASTER_PORT moves it.
 
+//
+// Note [Slurm requeue]
+// A job submitted with `sbatch --requeue` that Slurm requeues (`scontrol requeue`, a preemption
+// with PreemptMode=REQUEUE, a node failure) runs its batch script again from the start, with the
+// same job id and SLURM_RESTART_COUNT counting the runs before. Its launchers were sent SIGTERM
+// first and wrote a checkpoint (Note [Preemption] in training/preemption.cpp); so a requeued job
+// resumes from its newest checkpoint, as --resume does, when it writes checkpoints
+// (--checkpoint-dir); a run without one starts over, as before. The first line says so.
+
 namespace dpl::cluster {
 namespace {
 
@@ -130,6 +139,13 @@ Result<ClusterEnvironment> ReadSlurm(const Variables& variables, const Found& jo
   DPL_RETURN_IF_ERROR(ReadSlurmMaster(variables, node_count, job, step, &environment, &parts));
   environment.job_token = "slurm-" + std::to_string(job.value) + "." + std::to_string(step.value);
   parts.push_back("job token from " + job.name + " and " + step.name);
+  auto restarts = variables.Number("SLURM_RESTART_COUNT", 0, kMaxCount);
+  if (!restarts.ok()) return restarts.status();
+  if (restarts->has_value() && (*restarts)->value > 0) {
+    environment.requeued = true;  // Note [Slurm requeue]
+    parts.push_back("requeued (" + (*restarts)->Show() +
+                    "): resumes from the newest checkpoint of --checkpoint-dir");
+  }
   environment.description = "Slurm job " + std::to_string(job.value) + " step " +
                             std::to_string(step.value) + ": " + JoinParts(parts);
   return environment;

@@ -42,6 +42,9 @@ struct ClusterEnvironment {
   std::optional<int> master_port;            // for --master-port, 0..65535
   std::optional<std::string> job_token;      // for --job-token
   std::optional<int> processes_per_machine;  // for --num-processes
+  // A Slurm job that was requeued (SLURM_RESTART_COUNT above 0): it resumes from its newest
+  // checkpoint, when it writes checkpoints (Note [Slurm requeue] in environment.cpp).
+  bool requeued = false;
   // One line saying what was taken from which variable, e.g. "Slurm job 42 step 0: 2 machines
   // (SLURM_STEP_NUM_NODES), machine 1 (SLURM_NODEID), ..."; empty when there is nothing to say.
   std::string description;

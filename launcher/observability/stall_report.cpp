@@ -56,9 +56,28 @@ std::string Ranks(const std::vector<int>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + RankList(ranks);
 }
 
+// The silent ranks of machines in `gone`, named as gone and taken out of `silent`.
+std::string GoneRanks(const std::vector<GoneMachine>& gone, std::vector<int>* silent) {
+  std::string text;
+  for (const GoneMachine& machine : gone) {
+    std::vector<int> ranks;
+    for (int rank : machine.ranks) {
+      auto found = std::find(silent->begin(), silent->end(), rank);
+      if (found == silent->end()) continue;
+      ranks.push_back(rank);
+      silent->erase(found);
+    }
+    if (ranks.empty()) continue;
+    text += "; " + Ranks(ranks) + (ranks.size() == 1 ? " is" : " are") + " gone with machine " +
+            std::to_string(machine.machine) + " (its launcher vanished)";
+  }
+  return text;
+}
+
 }  // namespace
 
-std::string DescribeStalls(const std::vector<std::string>& board, int64_t now_unix_ms) {
+std::string DescribeStalls(const std::vector<std::string>& board, int64_t now_unix_ms,
+                           const std::vector<GoneMachine>& gone) {
   // Ranks grouped by (step, what), groups in the order of their lowest rank.
   std::map<std::pair<int64_t, std::string>, std::vector<int>> groups;
   std::map<std::pair<int64_t, std::string>, int64_t> earliest;
@@ -87,6 +106,9 @@ std::string DescribeStalls(const std::vector<std::string>& board, int64_t now_un
   std::sort(parts.begin(), parts.end());
   std::string text;
   for (const auto& part : parts) text += (text.empty() ? "" : "; ") + part.second;
+  const std::string gone_ranks = GoneRanks(gone, &silent);
+  text += gone_ranks;
+  if (silent.empty() && !gone_ranks.empty()) return text;
   if (silent.empty()) {
     text += "; every rank is blocked in a call, none is missing";
   } else {

@@ -36,6 +36,15 @@ std::string RankList(std::vector<int> ranks, size_t limit = 16);
 // or "" when no rank posted. E.g. "rank 0 waits in step 5, allreduce of bucket 1 of 2 (1.15 MiB),
 // for 2.1 s; rank 1 never arrived (no blocked call reported: stopped, still computing, or
 // elsewhere)".
-std::string DescribeStalls(const std::vector<std::string>& board, int64_t now_unix_ms);
+//
+// `gone` names the ranks of machines the launcher knows have vanished: those are said to be gone
+// with their machine instead of "never arrived" ("ranks 4-5 are gone with machine 2 (its launcher
+// vanished)").
+struct GoneMachine {
+  int machine = 0;
+  std::vector<int> ranks;
+};
+std::string DescribeStalls(const std::vector<std::string>& board, int64_t now_unix_ms,
+                           const std::vector<GoneMachine>& gone = {});
 
 }  // namespace dpl::observability

@@ -26,6 +26,10 @@ bool IsNotRestartable(int wait_status) {
   return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kNotRestartableExitCode;
 }
 
+bool IsPreempted(int wait_status) {
+  return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kPreemptedExitCode;
+}
+
 WorkerLine ReadWorkerLine(const std::string& line) {
   WorkerLine read;
   if (IsProgressRecord(line)) {

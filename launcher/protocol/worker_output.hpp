@@ -33,6 +33,15 @@ inline constexpr int kNotRestartableExitCode = 4;
 // Whether a worker's waitpid status is kNotRestartableExitCode's.
 bool IsNotRestartable(int wait_status);
 
+// The exit code of a worker that stopped for a preemption once the checkpoint of the step every
+// rank agreed on was written (Note [Preemption] in training/preemption.cpp), and of a launcher
+// whose job stopped so: EX_TEMPFAIL of sysexits.h, "try again later". Not a failure: a launcher
+// neither restarts the job nor names a root cause for it.
+inline constexpr int kPreemptedExitCode = 75;
+
+// Whether a worker's waitpid status is kPreemptedExitCode's.
+bool IsPreempted(int wait_status);
+
 struct WorkerLine {
   enum class Kind { kLog, kProgress };
   Kind kind = Kind::kLog;

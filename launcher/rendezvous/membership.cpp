@@ -7,20 +7,23 @@
 #include <thread>
 
 #include "rendezvous/join.hpp"
+#include "rendezvous/liveness.hpp"
 #include "rendezvous/store_beat.hpp"
 
 // Note [Elastic membership]
-// Attempt n of an elastic job runs on the launchers machine 0 lets in:
-// - Every launcher but machine 0 takes a slot of the attempt ("attempt/<n>/members/count", a
-//   counter), writes who it is into "attempt/<n>/members/slot/<s>", and waits for the list
-//   ("attempt/<n>/members/list") that machine 0 writes once; its slot is in the list or not.
-// - Machine 0 writes the list when MAX machines are in, or when at least MIN are, every member of
-//   the attempt before whose launcher still beats has come back (it may still be stopping its
-//   workers), and none came for --join-grace. Launchers past MAX, and those that come after the
-//   list was written, take part in the next attempt: a machine that starts late joins at the next
-//   restart, and one that left is simply not waited for.
-// - Machine 0 is always first, so it keeps ranks 0..P-1 (rank 0 writes the checkpoints) and the
-//   store. The job cannot outlive machine 0: its store is the job's.
+// Attempt n of an elastic job runs on the launchers its coordinator lets in (the lowest live
+// launcher, machine 0 while it lives: Note [Attempt coordinator] in liveness.cpp):
+// - Every launcher but the coordinator takes a slot of the attempt ("attempt/<n>/members/count",
+//   a counter), writes who it is into "attempt/<n>/members/slot/<s>", and waits for the list
+//   ("attempt/<n>/members/list") that the coordinator writes once; its slot is in the list or not.
+// - The coordinator writes the list when MAX machines are in, or when at least MIN are, every
+//   member of the attempt before whose launcher still beats has come back (it may still be
+//   stopping its workers), and none came for --join-grace. Launchers past MAX, and those that
+//   come after the list was written, take part in the next attempt: a machine that starts late
+//   joins at the next restart, and one that left is simply not waited for (nor one the attempt
+//   before found vanished).
+// - The coordinator is always first, so it keeps ranks 0..P-1 (rank 0 writes the checkpoints).
+//   With the built-in store the job cannot outlive machine 0: its store is the job's.
 // - Each launcher beats in "job/alive/<id>" every kHeartbeatInterval from a thread and connection
 //   of its own; one whose beat did not move for kMemberLease has left (killed, machine down).
 // - "job/end" (a counter and a message) releases every launcher that waits for an attempt when
@@ -41,10 +44,6 @@ constexpr const char* kJobEndMessage = "job/end/message";
 
 std::string MembersPrefix(int attempt) {
   return AttemptPrefix(attempt) + "members/";
-}
-
-std::string AliveKey(int machine_id) {
-  return "job/alive/" + std::to_string(machine_id);
 }
 
 std::string SecondsText(std::chrono::milliseconds duration) {
@@ -87,29 +86,6 @@ Result<std::optional<std::string>> JobEnd(StoreClient& client) {
   return std::optional<std::string>(FromBytes(*message));
 }
 
-// Whether the launchers of earlier members still beat (Note [Elastic membership]).
-class LivenessWatch {
- public:
-  Result<bool> Alive(StoreClient& client, int machine_id) {
-    auto beats = client.Add(AliveKey(machine_id), 0);
-    if (!beats.ok()) return beats.status();
-    const auto now = Clock::now();
-    auto seen = seen_.find(machine_id);
-    if (seen == seen_.end() || seen->second.beats != *beats) {
-      seen_[machine_id] = {*beats, now};
-      return true;
-    }
-    return now - seen->second.changed < kMemberLease;
-  }
-
- private:
-  struct Seen {
-    int64_t beats = 0;
-    Clock::time_point changed;
-  };
-  std::map<int, Seen> seen_;
-};
-
 bool Contains(const std::vector<Slot>& joined, int machine_id) {
   return std::any_of(joined.begin(), joined.end(),
                      [&](const Slot& slot) { return slot.member.machine_id == machine_id; });
@@ -134,12 +110,11 @@ Result<bool> ReadNewSlots(StoreClient& client, const std::string& prefix,
 }
 
 // Members of the attempt before that have not joined this one but whose launchers still beat.
-Result<int> AwaitedMembers(StoreClient& client, const Member& self,
-                           const std::vector<Member>& previous, const std::vector<Slot>& joined,
-                           LivenessWatch& watch) {
+Result<int> AwaitedMembers(StoreClient& client, const AttemptJoin& join,
+                           const std::vector<Slot>& joined, LivenessWatch& watch) {
   int awaited = 0;
-  for (const Member& member : previous) {
-    if (member.machine_id == self.machine_id || Contains(joined, member.machine_id)) continue;
+  for (const Member& member : join.previous) {
+    if (member.machine_id == join.self.machine_id || Contains(joined, member.machine_id)) continue;
     auto alive = watch.Alive(client, member.machine_id);
     if (!alive.ok()) return alive.status();
     awaited += *alive ? 1 : 0;
@@ -147,7 +122,13 @@ Result<int> AwaitedMembers(StoreClient& client, const Member& self,
   return awaited;
 }
 
-// Machine 0 first, then the joined slots, up to max_machines; written for the others to read.
+// The machines in `joined` besides the coordinator itself (which may have taken a slot before it
+// claimed the attempt).
+bool Present(const Slot& slot, const Member& self) {
+  return slot.member.machine_id >= 0 && slot.member.machine_id != self.machine_id;
+}
+
+// The coordinator first, then the joined slots, up to max_machines; written for the others.
 Result<Attempt> CloseAttempt(StoreClient& client, const std::string& prefix, const Member& self,
                              const std::vector<Slot>& joined, int max_machines) {
   Attempt result;
@@ -155,7 +136,7 @@ Result<Attempt> CloseAttempt(StoreClient& client, const std::string& prefix, con
   result.members.push_back(self);
   std::vector<std::string> list = {EncodeSlot({-1, self})};
   for (const Slot& slot : joined) {
-    if (slot.member.machine_id < 0) continue;
+    if (!Present(slot, self)) continue;
     if (static_cast<int>(result.members.size()) >= max_machines) break;
     result.members.push_back(slot.member);
     list.push_back(EncodeSlot(slot));
@@ -164,82 +145,106 @@ Result<Attempt> CloseAttempt(StoreClient& client, const std::string& prefix, con
   return result;
 }
 
-// Machine 0's side (Note [Elastic membership]).
-Result<Attempt> CoordinateAttempt(StoreClient& client, int attempt, const Member& self,
-                                  const std::vector<Member>& previous,
-                                  const ElasticOptions& options) {
-  const std::string prefix = MembersPrefix(attempt);
+std::string TooFewMachines(int present, int attempt, const ElasticOptions& options) {
+  return "only " + std::to_string(present) + " of the at least " +
+         std::to_string(options.min_machines) + " machines (--num-machines " +
+         std::to_string(options.min_machines) + ":" + std::to_string(options.max_machines) +
+         ") joined attempt " + std::to_string(attempt) + " within " + SecondsText(options.timeout) +
+         " s (--rendezvous-timeout)";
+}
+
+// The coordinator's side (Note [Elastic membership]).
+Result<Attempt> CoordinateAttempt(StoreClient& client, const AttemptJoin& join,
+                                  LivenessWatch& watch, const ElasticOptions& options) {
+  const std::string prefix = MembersPrefix(join.attempt);
   const auto deadline = Clock::now() + options.timeout;
   std::vector<Slot> joined;  // every slot taken so far; machine_id -1 for one never written
   auto last_change = Clock::now();
-  LivenessWatch watch;
   for (;;) {
     if (options.stop_requested && options.stop_requested()) {
-      return Status::Error("stopped while machines joined attempt " + std::to_string(attempt));
+      return Status::Error("stopped while machines joined attempt " + std::to_string(join.attempt));
     }
     auto came = ReadNewSlots(client, prefix, &joined);
     if (!came.ok()) return came.status();
     if (*came) last_change = Clock::now();
-    int present = 1;  // machine 0
-    for (const Slot& slot : joined) present += slot.member.machine_id >= 0 ? 1 : 0;
-    auto awaited = AwaitedMembers(client, self, previous, joined, watch);
+    int present = 1;  // the coordinator
+    for (const Slot& slot : joined) present += Present(slot, join.self) ? 1 : 0;
+    auto awaited = AwaitedMembers(client, join, joined, watch);
     if (!awaited.ok()) return awaited.status();
     const bool quiet = Clock::now() - last_change >= options.join_grace;
     if (present >= options.max_machines ||
         (present >= options.min_machines && *awaited == 0 && quiet)) {
-      return CloseAttempt(client, prefix, self, joined, options.max_machines);
+      return CloseAttempt(client, prefix, join.self, joined, options.max_machines);
     }
     if (Clock::now() >= deadline) {
-      return Status::Timeout("only " + std::to_string(present) + " of the at least " +
-                             std::to_string(options.min_machines) + " machines (--num-machines " +
-                             std::to_string(options.min_machines) + ":" +
-                             std::to_string(options.max_machines) + ") joined attempt " +
-                             std::to_string(attempt) + " within " + SecondsText(options.timeout) +
-                             " s (--rendezvous-timeout)");
+      return Status::Timeout(TooFewMachines(present, join.attempt, options));
     }
     std::this_thread::sleep_for(kPollInterval);
   }
 }
 
-// Every other launcher's side.
-Result<Attempt> AwaitAttempt(StoreClient& client, int attempt, const Member& self,
-                             const ElasticOptions& options) {
-  const std::string prefix = MembersPrefix(attempt);
-  auto taken = client.Add(prefix + "count", 1);
-  if (!taken.ok()) return taken.status();
-  const int slot = static_cast<int>(*taken - 1);
-  DPL_RETURN_IF_ERROR(
-      client.Set(prefix + "slot/" + std::to_string(slot), ToBytes(EncodeSlot({slot, self}))));
+// This launcher's place in the list the coordinator wrote, if it is there.
+Result<Attempt> ReadList(const std::string& list, int slot) {
+  auto entries = DecodeFields(list);
+  if (!entries.ok()) return entries.status();
+  Attempt result;
+  result.outcome = Attempt::Outcome::kLeftOut;
+  for (const std::string& entry : *entries) {
+    auto member = DecodeSlot(entry);
+    if (!member.ok()) return member.status();
+    if (member->slot == slot) {
+      result.outcome = Attempt::Outcome::kMember;
+      result.index = static_cast<int>(result.members.size());
+    }
+    result.members.push_back(member->member);
+  }
+  return result;
+}
+
+Attempt Outcome(Attempt::Outcome outcome, std::string job_end = "") {
+  Attempt result;
+  result.outcome = outcome;
+  result.job_end = std::move(job_end);
+  return result;
+}
+
+// Every launcher's side: a slot, then the list, unless this launcher becomes the coordinator
+// (Note [Attempt coordinator]) or the job ends.
+Result<Attempt> AwaitAttempt(StoreClient& client, const AttemptJoin& join,
+                             const ElasticOptions& options, bool* coordinating) {
+  const std::string prefix = MembersPrefix(join.attempt);
+  LivenessWatch watch(kMemberLease, join.gone);
+  CoordinatorElection election(client, prefix, join.self.machine_id, watch);
+  const bool first = join.self.machine_id == 0;  // claims before taking a slot
+  int slot = -1;
   for (;;) {
     if (options.stop_requested && options.stop_requested()) {
-      return Status::Error("stopped while waiting to join attempt " + std::to_string(attempt));
+      return Status::Error("stopped while waiting to join attempt " + std::to_string(join.attempt));
+    }
+    if (first || slot >= 0) {
+      auto turn = election.Poll();
+      if (!turn.ok()) return turn.status();
+      if (*turn == CoordinatorElection::Turn::kCoordinate) {
+        *coordinating = true;
+        return CoordinateAttempt(client, join, watch, options);
+      }
+      if (*turn == CoordinatorElection::Turn::kCoordinatorVanished) {
+        return Outcome(Attempt::Outcome::kAbandoned);
+      }
+    }
+    if (slot < 0) {
+      auto taken = client.Add(prefix + "count", 1);
+      if (!taken.ok()) return taken.status();
+      slot = static_cast<int>(*taken - 1);
+      DPL_RETURN_IF_ERROR(client.Set(prefix + "slot/" + std::to_string(slot),
+                                     ToBytes(EncodeSlot({slot, join.self}))));
     }
     auto list = client.Get(prefix + "list", kListWait);
-    if (list.ok()) {
-      auto entries = DecodeFields(FromBytes(*list));
-      if (!entries.ok()) return entries.status();
-      Attempt result;
-      result.outcome = Attempt::Outcome::kLeftOut;
-      for (const std::string& entry : *entries) {
-        auto member = DecodeSlot(entry);
-        if (!member.ok()) return member.status();
-        if (member->slot == slot) {
-          result.outcome = Attempt::Outcome::kMember;
-          result.index = static_cast<int>(result.members.size());
-        }
-        result.members.push_back(member->member);
-      }
-      return result;
-    }
+    if (list.ok()) return ReadList(FromBytes(*list), slot);
     if (!list.status().IsTimeout()) return list.status();
     auto end = JobEnd(client);
     if (!end.ok()) return end.status();
-    if (end->has_value()) {
-      Attempt result;
-      result.outcome = Attempt::Outcome::kJobEnded;
-      result.job_end = **end;
-      return result;
-    }
+    if (end->has_value()) return Outcome(Attempt::Outcome::kJobEnded, **end);
   }
 }
 
@@ -256,10 +261,17 @@ class HeartbeatThread : public Heartbeat {
 
 }  // namespace
 
+Result<Attempt> JoinAttempt(StoreClient& client, const AttemptJoin& join,
+                            const ElasticOptions& options, bool* coordinating) {
+  bool claimed = false;
+  Result<Attempt> result = AwaitAttempt(client, join, options, &claimed);
+  if (coordinating != nullptr) *coordinating = claimed;
+  return result;
+}
+
 Result<Attempt> JoinAttempt(StoreClient& client, int attempt, const Member& self,
                             const std::vector<Member>& previous, const ElasticOptions& options) {
-  if (self.machine_id == 0) return CoordinateAttempt(client, attempt, self, previous, options);
-  return AwaitAttempt(client, attempt, self, options);
+  return JoinAttempt(client, AttemptJoin{attempt, self, previous, {}}, options);
 }
 
 Status EndElasticJob(StoreClient& client, const std::string& failure) {

@@ -1,11 +1,13 @@
 // The members of each attempt of an elastic job (--num-machines MIN:MAX): which launchers run it,
-// in which order, decided by machine 0 through the store. Note [Elastic membership] in
-// membership.cpp.
+// in which order, decided through the store by the attempt's coordinator, the lowest live
+// launcher (machine 0 while it lives). Note [Elastic membership] in membership.cpp, Note [Attempt
+// coordinator] in liveness.cpp.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,8 +28,8 @@ struct Member {
 struct ElasticOptions {
   int min_machines = 1;
   int max_machines = 1;
-  std::chrono::milliseconds join_grace{0};  // machine 0 closes an attempt when none came for this
-  std::chrono::milliseconds timeout{0};     // machine 0 waits this long for min_machines
+  std::chrono::milliseconds join_grace{0};  // the coordinator closes an attempt when none came
+  std::chrono::milliseconds timeout{0};     // the coordinator waits this long for min_machines
   std::function<bool()> stop_requested;     // a stop signal ends any wait
 };
 
@@ -36,20 +38,37 @@ struct Attempt {
     kMember,    // this launcher runs the attempt, as members[index]
     kLeftOut,   // the attempt started without it: it takes part in the next one
     kJobEnded,  // the job is over (job_end says how)
+    // The launcher that claimed the attempt vanished before it chose the members: every launcher
+    // goes on to the next attempt (Note [Attempt coordinator]).
+    kAbandoned,
   };
   Outcome outcome = Outcome::kMember;
-  std::vector<Member> members;  // machine 0 first, then in the order they joined
+  std::vector<Member> members;  // the coordinator first, then in the order they joined
   int index = -1;
   std::string job_end;  // for kJobEnded: "" when the job succeeded, else why it failed
 };
 
-// Every launcher of an elastic job before each attempt; machine 0 decides who runs it. `previous`
-// are the members of the attempt before (machine 0 waits for those whose launchers still beat).
-// Errors: the store is gone, a stop was requested, or (machine 0) too few machines came.
+// What a launcher brings to attempt `attempt`.
+struct AttemptJoin {
+  int attempt = 0;
+  Member self;
+  std::vector<Member> previous;  // the members of the attempt before
+  std::set<int> gone;            // launchers known to have vanished: never waited for
+};
+
+// Every launcher of an elastic job before each attempt; the coordinator, the lowest live launcher,
+// decides who runs it and waits for the members of `previous` whose launchers still beat.
+// `coordinating` (optional) is set when this launcher claimed the attempt, also when it then
+// failed: the coordinator ends the job. Errors: the store is gone, a stop was requested, or (the
+// coordinator) too few machines came.
+Result<Attempt> JoinAttempt(StoreClient& client, const AttemptJoin& join,
+                            const ElasticOptions& options, bool* coordinating = nullptr);
+// The same with nothing known gone.
 Result<Attempt> JoinAttempt(StoreClient& client, int attempt, const Member& self,
                             const std::vector<Member>& previous, const ElasticOptions& options);
 
-// Machine 0 ends the job for every launcher that waits for an attempt: `failure` "" is success.
+// The coordinator ends the job for every launcher that waits for an attempt: `failure` "" is
+// success.
 Status EndElasticJob(StoreClient& client, const std::string& failure);
 
 // What changed from `before` to `now`: "machine 2 (node9 10.0.0.9 pid 77) left; machine 3

@@ -3,6 +3,7 @@
 // messages write a duration.
 #pragma once
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -40,9 +41,12 @@ inline void EnableKeepalive(int fd, std::chrono::milliseconds timeout) {
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
 }
 
-// Both ends of a store connection: no Nagle delay (requests and replies are small and alternate)
-// and keepalive after `keepalive_timeout` (EnableKeepalive). Best effort, as EnableKeepalive.
+// Both ends of a store connection: no Nagle delay (requests and replies are small and alternate),
+// keepalive after `keepalive_timeout` (EnableKeepalive), and closed at exec: a worker started by
+// a launcher never holds the launcher's connections (Note [Only the launcher listens] in
+// store_server.cpp). Best effort, as EnableKeepalive.
 inline void PrepareStoreConnection(int fd, std::chrono::milliseconds keepalive_timeout) {
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
   const int on = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
   EnableKeepalive(fd, keepalive_timeout);

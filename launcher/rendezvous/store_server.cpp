@@ -31,12 +31,23 @@
 //    closed before sending a byte (a port scan, a health check) is not logged at all. The server
 //    raises the process's soft descriptor limit to its hard limit when it starts, so only a hard
 //    limit below the pending bound plus the job's connections is ever reached.
+//
+// Note [Only the launcher listens]: a process that holds the listening socket keeps the port
+// bound after the launcher ended and takes connections it never answers. The socket is
+// close-on-exec (the worker loader is exec'd, and forks the workers), and closed in every child
+// the launcher forks without exec (pthread_atfork), so the launcher alone holds it; connections
+// are close-on-exec too (PrepareStoreConnection).
+#include <fcntl.h>
+#include <pthread.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <boost/asio.hpp>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -63,6 +74,35 @@ namespace asio = server::asio;
 constexpr std::chrono::milliseconds kFirstAcceptBackoff{10};
 constexpr std::chrono::milliseconds kMaxAcceptBackoff{1000};
 
+// Note [Only the launcher listens]: the listening sockets of the process's servers, as fd + 1 (0:
+// a free slot), for the child of a fork to close. Atomics: a fork may come from any thread.
+constexpr size_t kMaxListeningSockets = 64;
+std::atomic<int> g_listening_sockets[kMaxListeningSockets];
+
+extern "C" void CloseListeningSocketsInChild() {
+  for (auto& slot : g_listening_sockets) {
+    const int entry = slot.load();
+    if (entry > 0) close(entry - 1);
+  }
+}
+
+// Remembers `fd` for the children of later forks; the slot to forget it with, or -1 when every
+// slot is taken (close-on-exec alone then keeps it from exec'd children).
+int RememberListeningSocket(int fd) {
+  static std::once_flag registered;
+  std::call_once(registered,
+                 [] { pthread_atfork(nullptr, nullptr, CloseListeningSocketsInChild); });
+  for (size_t i = 0; i < kMaxListeningSockets; ++i) {
+    int free_slot = 0;
+    if (g_listening_sockets[i].compare_exchange_strong(free_slot, fd + 1)) return int(i);
+  }
+  return -1;
+}
+
+void ForgetListeningSocket(int slot) {
+  if (slot >= 0) g_listening_sockets[size_t(slot)].store(0);
+}
+
 // Note [Deadlines and dead peers]: a soft limit below the hard one only refuses connections.
 void RaiseDescriptorLimit() {
   rlimit limit{};
@@ -83,6 +123,7 @@ class StoreServerImpl final : public StoreServer, public server::SessionHost {
       : options_(std::move(options)), acceptor_(io_), accept_retry_(io_) {}
 
   ~StoreServerImpl() override {
+    ForgetListeningSocket(listening_slot_);
     if (!thread_.joinable()) return;
     asio::post(io_, [this] {
       stopping_ = true;
@@ -128,6 +169,7 @@ class StoreServerImpl final : public StoreServer, public server::SessionHost {
   asio::steady_timer accept_retry_;
   std::chrono::milliseconds accept_backoff_ = kFirstAcceptBackoff;
   int port_ = 0;
+  int listening_slot_ = -1;  // Note [Only the launcher listens]
   std::thread thread_;
   // Everything below is used on the server's thread only.
   bool stopping_ = false;
@@ -152,6 +194,10 @@ Status StoreServerImpl::Bind() {
   }
   const tcp::endpoint endpoint(address, static_cast<unsigned short>(options_.port));
   acceptor_.open(endpoint.protocol(), error);
+  if (!error) {
+    fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);  // Note [Only the launcher listens]
+    listening_slot_ = RememberListeningSocket(acceptor_.native_handle());
+  }
   if (!error) acceptor_.set_option(tcp::acceptor::reuse_address(true), error);
   if (!error) acceptor_.bind(endpoint, error);
   if (!error) acceptor_.listen(asio::socket_base::max_listen_connections, error);

@@ -31,7 +31,10 @@ std::string DescribeFailure(const EndedWorker& worker, FailureRole role) {
   return message;
 }
 
-std::string DescribeVanished(const std::vector<int>& machines, const std::string& after) {
+namespace {
+
+// "machine 2 vanished: its launcher stopped answering (no heartbeat ... for N ms: ...)".
+std::string Vanished(const std::vector<int>& machines, std::chrono::milliseconds silence) {
   const bool one = machines.size() == 1;
   std::string message = one ? "machine " : "machines ";
   for (size_t i = 0; i < machines.size(); ++i) {
@@ -39,9 +42,20 @@ std::string DescribeVanished(const std::vector<int>& machines, const std::string
   }
   return message + " vanished: " + (one ? "its launcher" : "their launchers") +
          " stopped answering (no heartbeat in the rendezvous store for " +
-         std::to_string(kHeartbeatSilence.count()) +
-         " ms: killed, or the machine or the network to it is down); after " +
-         (one ? "it, " : "them, ") + after;
+         std::to_string(silence.count()) +
+         " ms: killed, or the machine or the network to it is down)";
+}
+
+}  // namespace
+
+std::string DescribeVanished(const std::vector<int>& machines, const std::string& after) {
+  return Vanished(machines, kHeartbeatSilence) + "; after " +
+         (machines.size() == 1 ? "it, " : "them, ") + after;
+}
+
+std::string DescribeLost(const std::vector<int>& machines) {
+  return Vanished(machines, kMachineLostSilence) +
+         "; the attempt ends on every machine, its workers' collectives abandoned";
 }
 
 }  // namespace dpl::supervision

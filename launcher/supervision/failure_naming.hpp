@@ -52,4 +52,8 @@ std::string DescribeFailure(const EndedWorker& worker, FailureRole role);
 // of a worker that followed (DescribeFailure of kAfterPeer).
 std::string DescribeVanished(const std::vector<int>& machines, const std::string& after);
 
+// "machine 2 vanished: its launcher stopped answering (...); the attempt ends on every machine,
+// ...": a machine lost while every worker here still ran (Note [Lost machines] in heartbeat.hpp).
+std::string DescribeLost(const std::vector<int>& machines);
+
 }  // namespace dpl::supervision

@@ -1,5 +1,7 @@
 #include "supervision/heartbeat.hpp"
 
+#include <utility>
+
 namespace dpl::supervision {
 namespace {
 
@@ -8,6 +10,10 @@ constexpr int64_t kFinishedMark = int64_t{1} << 48;
 
 std::string HeartbeatKey(const std::string& attempt_prefix, int machine_id) {
   return attempt_prefix + "heartbeat/" + std::to_string(machine_id);
+}
+
+std::string LostKey(const std::string& attempt_prefix, int machine_id) {
+  return attempt_prefix + "lost/" + std::to_string(machine_id);
 }
 
 }  // namespace
@@ -51,6 +57,52 @@ std::vector<int> SilentMachines(const std::vector<int64_t>& before,
     }
   }
   return silent;
+}
+
+MachineWatch::MachineWatch(rendezvous::StoreClient& client, std::string attempt_prefix,
+                           const rendezvous::JobShape& shape)
+    : client_(client), prefix_(std::move(attempt_prefix)) {
+  if (shape.machine_id != 0) {
+    watched_.push_back(0);
+    return;
+  }
+  for (int machine = 1; machine < shape.num_machines; ++machine) watched_.push_back(machine);
+}
+
+Result<std::vector<int>> MachineWatch::Lost() {
+  std::vector<int> lost;
+  const auto now = Clock::now();
+  for (int machine : watched_) {
+    auto beats = client_.Add(HeartbeatKey(prefix_, machine), 0);
+    if (!beats.ok()) return beats.status();
+    auto seen = seen_.find(machine);
+    if (seen == seen_.end() || seen->second.beats != *beats) {
+      seen_[machine] = {*beats, now};
+      continue;
+    }
+    // A machine that never beat has not started this attempt: late, not lost.
+    const bool beating = *beats > 0 && *beats < kFinishedMark;
+    if (beating && now - seen->second.changed >= kMachineLostSilence) lost.push_back(machine);
+  }
+  return lost;
+}
+
+Status RecordLostMachines(rendezvous::StoreClient& client, const std::string& attempt_prefix,
+                          const std::vector<int>& machines) {
+  for (int machine : machines) {
+    DPL_RETURN_IF_ERROR(client.Add(LostKey(attempt_prefix, machine), 1).status());
+  }
+  return Status::Ok();
+}
+
+std::vector<int> ReadLostMachines(rendezvous::StoreClient& client,
+                                  const std::string& attempt_prefix, int num_machines) {
+  std::vector<int> lost;
+  for (int machine = 0; machine < num_machines; ++machine) {
+    auto marks = client.Add(LostKey(attempt_prefix, machine), 0);
+    if (marks.ok() && *marks > 0) lost.push_back(machine);
+  }
+  return lost;
 }
 
 void WaitForOtherMachinesToEnd(rendezvous::StoreClient& client, const std::string& attempt_prefix,

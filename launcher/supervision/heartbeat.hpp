@@ -2,11 +2,13 @@
 // vanished (killed, its machine or the network to it down) from one that is merely busy: each
 // launcher of a job on several machines bumps a counter of its own every kHeartbeatInterval, from
 // a thread of its own, while it supervises an attempt. Used to name the root cause of a failure
-// (Note [Root cause] in failure_naming.hpp).
+// (Note [Root cause] in failure_naming.hpp) and to end an attempt that lost a machine (Note [Lost
+// machines] below).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,9 @@ namespace dpl::supervision {
 inline constexpr std::chrono::milliseconds kHeartbeatInterval{250};
 // A launcher whose counter did not move for this long stopped beating: six beats missed.
 inline constexpr std::chrono::milliseconds kHeartbeatSilence{1500};
+// A machine silent for this long while no worker failed is lost (Note [Lost machines]): twelve
+// beats missed, so that a launcher starved of the CPU for a moment does not end the attempt.
+inline constexpr std::chrono::milliseconds kMachineLostSilence{3000};
 
 // This machine's heartbeat for one attempt; beats from construction until Finish() or
 // destruction. A store call that fails ends the beating (the supervisor's own calls then fail).
@@ -50,6 +55,37 @@ Result<std::vector<int64_t>> ReadHeartbeats(rendezvous::StoreClient& client,
 // finished, by `after` (read at least kHeartbeatSilence later).
 std::vector<int> SilentMachines(const std::vector<int64_t>& before,
                                 const std::vector<int64_t>& after, int this_machine);
+
+// Note [Lost machines]: watches the heartbeats of the machines of one attempt. The machine at
+// place 0 watches every other one; every other machine watches place 0 only, and learns of the
+// rest from the failure place 0 publishes (each launcher reads it every poll anyway): one read per
+// poll on most machines, N - 1 on one.
+class MachineWatch {
+ public:
+  MachineWatch(rendezvous::StoreClient& client, std::string attempt_prefix,
+               const rendezvous::JobShape& shape);
+  // The watched machines that beat and then did not for kMachineLostSilence, nor finished; an
+  // error when the store cannot be read.
+  Result<std::vector<int>> Lost();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Seen {
+    int64_t beats = 0;
+    Clock::time_point changed;
+  };
+  rendezvous::StoreClient& client_;
+  std::string prefix_;
+  std::vector<int> watched_;
+  std::map<int, Seen> seen_;
+};
+
+// Records in the store that `machines` (places of the attempt) were lost, for the launchers'
+// next attempt (an elastic job waits for none of them), and reads it back after the attempt.
+Status RecordLostMachines(rendezvous::StoreClient& client, const std::string& attempt_prefix,
+                          const std::vector<int>& machines);
+std::vector<int> ReadLostMachines(rendezvous::StoreClient& client,
+                                  const std::string& attempt_prefix, int num_machines);
 
 // After this machine's attempt failed: waits, at most `timeout`, until every other machine that
 // is still beating ended its attempt (its launcher saw the failure). Machines that never beat or

@@ -264,14 +264,15 @@ bool AllExited(const std::vector<Machine>& machines) {
 }
 
 // Stops every machine still running: a remote one sees its standard input close (its launcher
-// runs with --exit-with-stdin) and stops its workers; a local one gets SIGTERM. Whatever still
-// runs after kMachineStopGrace is killed.
+// runs with --exit-with-stdin) and stops its workers; a local one gets SIGINT, which stops it at
+// once (SIGTERM would ask a run with checkpoints for a preemption: Note [Stop and preemption
+// signals]). Whatever still runs after kMachineStopGrace is killed.
 void StopAll(std::vector<Machine>& machines, LineRelay& relay) {
   for (Machine& machine : machines) {
     if (machine.exited) continue;
     if (machine.input_fd >= 0) close(machine.input_fd);
     machine.input_fd = -1;
-    if (!machine.remote && machine.pid > 0) kill(machine.pid, SIGTERM);
+    if (!machine.remote && machine.pid > 0) kill(machine.pid, SIGINT);
   }
   const auto deadline = Clock::now() + kMachineStopGrace;
   while (!AllExited(machines) && Clock::now() < deadline) {
@@ -316,7 +317,7 @@ int RunHostfile(const cli::Options& options) {
     log::Error(token.status().message());
     return 1;
   }
-  InstallStopHandlers();
+  InstallStopHandlers(OnTermination::kStop);
   log::Info("starting " + std::to_string(machines.size()) + " machines: " + Overview(machines));
   std::string failure;
   LineRelay relay;  // after `machines`, whose entries its line handlers name

@@ -7,19 +7,20 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include "cluster/machine_ids.hpp"
 #include "common/log.hpp"
 #include "observability/trace_file.hpp"
 #include "rendezvous/join.hpp"
-#include "rendezvous/membership.hpp"
 #include "rendezvous/store.hpp"
 #include "rendezvous/store_location.hpp"
+#include "supervision/attempt.hpp"
+#include "supervision/elastic_job.hpp"
 #include "supervision/heartbeat.hpp"
 #include "supervision/hostfile_runner.hpp"
 #include "supervision/stop_signals.hpp"
-#include "supervision/supervisor.hpp"
 
 // Note [Machine 0 by address]: with --machine-id auto (the default for several machines), the
 // launcher whose --master-addr is an address of its own machine (cluster::IsLocalAddress) serves
@@ -33,53 +34,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr auto kFailurePollInterval = 200ms;
 // How long a launcher that could not bind the master's port looks for a store already there.
 constexpr auto kStoreProbeTimeout = 2s;
-// Every rank sends its trace before it exits, so by the time all machines are done the parts are
-// there; the wait only covers a rank whose sending failed (it said why).
-constexpr auto kTraceCollectionTimeout = 10s;
-
-// Machine 0 keeps the store up until every machine reported its end of this attempt, so a slow
-// machine's workers never lose the store in their last steps.
-Status WaitForOtherMachines(rendezvous::StoreClient& client, const std::string& prefix,
-                            int num_machines) {
-  for (;;) {
-    auto done = client.Add(prefix + "machines_done", 0);
-    if (!done.ok()) return done.status();
-    if (*done >= num_machines) return Status::Ok();
-    auto failure = rendezvous::CheckFailure(client, prefix);
-    if (!failure.ok()) return failure.status();
-    if (failure->has_value()) return Status::Error("the job failed elsewhere: " + **failure);
-    if (StopSignal() != 0) {
-      return Status::Error("the launcher of machine 0 was stopped by signal " +
-                           SignalName(StopSignal()));
-    }
-    std::this_thread::sleep_for(kFailurePollInterval);
-  }
-}
-
-int Fail(const Status& status) {
-  log::Error(status.message());
-  return 1;
-}
-
-// Machine 0 writes the --trace file from every rank's part (observability/trace_file.hpp). A
-// missing part is a warning: the training itself succeeded.
-void WriteTrace(rendezvous::StoreClient& client, const std::string& prefix, int world_size,
-                const std::string& path) {
-  auto written =
-      observability::CollectTrace(client, prefix, world_size, path, kTraceCollectionTimeout);
-  if (!written.ok()) {
-    log::Warning(written.status().message());
-    return;
-  }
-  log::Info("trace of " + std::to_string(world_size) + " rank(s) written to " + path + " (" +
-            log::Bytes(*written) + "; open it in https://ui.perfetto.dev or chrome://tracing)");
-}
 
 // --exit-with-stdin: the end of standard input (the ssh connection of --hostfile closed) stops
-// the launcher as SIGTERM does.
+// the launcher as SIGTERM did before preemptions existed: at once, also in a run that writes
+// checkpoints (Note [Stop and preemption signals]).
 void StopWhenStdinCloses() {
   std::thread([] {
     char buffer[256];
@@ -87,20 +47,9 @@ void StopWhenStdinCloses() {
       const ssize_t count = read(STDIN_FILENO, buffer, sizeof buffer);
       if (count == 0 || (count < 0 && errno != EINTR)) break;
     }
-    kill(getpid(), SIGTERM);
+    StopAsBy(SIGTERM);
   }).detach();
 }
-
-// The store, its client and who this launcher is in the job.
-struct Joined {
-  std::unique_ptr<rendezvous::StoreServer> server;  // machine 0's
-  rendezvous::StoreClientOptions client_options;
-  std::unique_ptr<rendezvous::StoreClient> client;
-  int machine_id = 0;
-  std::string machine_name;
-  std::string store_addr;  // host:port, for the workers
-  int port = 0;
-};
 
 std::string JobSize(const cli::Options& options) {
   const std::string machines = options.elastic() ? std::to_string(options.min_machines) + " to " +
@@ -108,6 +57,34 @@ std::string JobSize(const cli::Options& options) {
                                                  : std::to_string(options.num_machines);
   return machines + (options.num_machines == 1 ? " machine x " : " machines x ") +
          std::to_string(options.num_processes) + " processes";
+}
+
+// Note [A private store]: the built-in store lets in whoever reaches its port and shows the job
+// token (none by default), and such a process may join the job, take a machine's place or
+// publish a failure that stops it. So a one-machine job's store listens on loopback only, and the
+// launcher that serves a store to other machines without a token says so in its first line, and
+// how to set one. The listening socket (and every store connection) is close-on-exec and closed
+// in any child forked without exec, so no worker holds it (rendezvous/store_server.cpp).
+std::string StoreBindAddress(const cli::Options& options) {
+  return options.num_machines == 1 ? "127.0.0.1" : "0.0.0.0";
+}
+
+// Whether this launcher is to serve the built-in store of a job of several machines without a
+// token: it then warns first (Note [A private store]).
+void WarnIfTheStoreIsOpen(const cli::Options& options) {
+  if (options.num_machines == 1 || !options.job_token.empty() || !options.store.empty()) return;
+  bool serves = options.machine_id == 0;
+  if (options.machine_id == cli::kAutoMachineId) {
+    auto local = cluster::IsLocalAddress(options.master_addr);
+    serves = local.ok() && *local;
+  }
+  if (!serves) return;
+  const std::string port = options.master_port == 0
+                               ? ""
+                               : " (--master-port " + std::to_string(options.master_port) + ")";
+  log::Warning("no --job-token: anyone who can reach the store's port" + port +
+               " can join this job or stop it; give every launcher the same secret with "
+               "--job-token TOKEN or DPL_JOB_TOKEN=TOKEN");
 }
 
 // Whether this launcher serves the store (Note [Machine 0 by address]); starts it if so. With
@@ -132,6 +109,7 @@ Result<bool> ServeIfMachineZero(const cli::Options& options, const rendezvous::S
     return true;
   }
   rendezvous::StoreServerOptions server_options;
+  server_options.bind_addr = StoreBindAddress(options);
   server_options.port = options.master_port;
   server_options.job_token = options.job_token;
   auto started = rendezvous::StoreServer::Start(server_options);
@@ -149,7 +127,8 @@ Result<bool> ServeIfMachineZero(const cli::Options& options, const rendezvous::S
   joined->port = joined->server->port();
   log::SetPrefix("[launcher 0]");
   log::Info("rendezvous store listening on port " + std::to_string(joined->port) + " for " +
-            JobSize(options));
+            JobSize(options) +
+            (options.num_machines == 1 ? " (on 127.0.0.1 only: no other machine joins)" : ""));
   return true;
 }
 
@@ -205,58 +184,6 @@ Result<Joined> StartAndJoin(const cli::Options& options) {
   return joined;
 }
 
-// The options of one attempt: its machines, this machine's place among them, the store's port.
-cli::Options AttemptOptions(const cli::Options& options, const Joined& joined, int machines,
-                            int place) {
-  cli::Options attempt = options;
-  attempt.num_machines = machines;
-  attempt.min_machines = machines;
-  attempt.machine_id = place;
-  attempt.master_port = joined.port;
-  return attempt;
-}
-
-// Machine 0's store carries the failure to the other machines: after the job's last attempt
-// failed, machine 0 keeps it up until they saw it, for at most this long, so they print the root
-// cause instead of "lost the rendezvous store".
-constexpr auto kFailureDeliveryTimeout = 3s;
-
-// How one attempt ended on this machine.
-struct AttemptEnd {
-  Status status;
-  bool worth_restarting = true;  // false when a restart would fail the same way
-};
-
-// Runs one attempt on this machine; Ok when its workers all succeeded and, on machine 0, every
-// other machine reported the same.
-AttemptEnd RunAttempt(const cli::Options& attempt_options, Joined& joined, int attempt) {
-  const rendezvous::JobShape shape{attempt_options.num_machines, attempt_options.num_processes,
-                                   attempt_options.machine_id};
-  const std::string prefix = rendezvous::AttemptPrefix(attempt);
-  Status result;
-  bool worth_restarting = true;
-  {
-    Supervisor supervisor(attempt_options, *joined.client, shape, attempt);
-    result = supervisor.Spawn(joined.store_addr);
-    if (result.ok()) result = supervisor.Supervise();
-    worth_restarting = supervisor.WorthRestarting();
-  }
-  if (!result.ok()) return {result, worth_restarting};
-  Status reported = joined.client->Add(prefix + "machines_done", 1).status();
-  if (reported.ok() && shape.machine_id == 0) {
-    reported = WaitForOtherMachines(*joined.client, prefix, shape.num_machines);
-  }
-  if (!reported.ok()) return {reported};
-  const std::string& trace_file = attempt_options.training.trace_file;
-  if (shape.machine_id == 0 && !trace_file.empty() &&
-      attempt_options.command == cli::Command::kTrain) {
-    WriteTrace(*joined.client, prefix, shape.world_size(), trace_file);
-  }
-  log::Info("all " + std::to_string(shape.num_processes) + " workers of machine " +
-            std::to_string(shape.machine_id) + " finished");
-  return {Status::Ok()};
-}
-
 // A fixed set of machines: every attempt runs on all of them.
 int RunFixedJob(const cli::Options& options, Joined& joined) {
   const cli::Options attempt_options =
@@ -264,8 +191,9 @@ int RunFixedJob(const cli::Options& options, Joined& joined) {
   for (int attempt = 0;; ++attempt) {
     const AttemptEnd end = RunAttempt(attempt_options, joined, attempt);
     const Status& result = end.status;
+    if (end.preempted) return EndPreempted();
     if (result.ok()) return 0;
-    if (StopSignal() != 0 || attempt >= options.max_restarts || !end.worth_restarting) {
+    if (!MayRestart(end, attempt, options.max_restarts)) {
       if (joined.machine_id == 0 && options.num_machines > 1) {
         WaitForOtherMachinesToEnd(*joined.client, rendezvous::AttemptPrefix(attempt),
                                   {attempt_options.num_machines, attempt_options.num_processes,
@@ -280,89 +208,6 @@ int RunFixedJob(const cli::Options& options, Joined& joined) {
   }
 }
 
-std::string ListMembers(const std::vector<rendezvous::Member>& members) {
-  std::string list;
-  for (size_t i = 0; i < members.size(); ++i) {
-    list += (i ? ", " : "") + std::string("machine ") + std::to_string(members[i].machine_id) +
-            " (" + members[i].name + ")";
-  }
-  return list;
-}
-
-// Note [Elastic membership]: every change says who left or came and what it does to the batch.
-void LogMembership(const cli::Options& options, int attempt,
-                   const std::vector<rendezvous::Member>& before,
-                   const std::vector<rendezvous::Member>& now) {
-  const int machines = static_cast<int>(now.size());
-  const int batch = options.training.batch_size;
-  const int per_rank = batch / (machines * options.num_processes);
-  if (before.empty()) {
-    log::Info("attempt " + std::to_string(attempt) + " runs on " + std::to_string(machines) +
-              " machines: " + ListMembers(now) + "; global batch " + std::to_string(batch) + ", " +
-              std::to_string(per_rank) + " per rank");
-    return;
-  }
-  const std::string change = rendezvous::DescribeMembershipChange(before, now);
-  if (change.empty()) return;
-  const int was = static_cast<int>(before.size());
-  log::Info("the job continues on " + std::to_string(machines) + " machines (was " +
-            std::to_string(was) + ") from the newest checkpoint: " + change +
-            "; the global batch stays " + std::to_string(batch) + ", " + std::to_string(per_rank) +
-            " per rank (was " + std::to_string(batch / (was * options.num_processes)) + ")");
-}
-
-// Machine 0 ends the elastic job for every launcher still waiting for an attempt.
-int EndElastic(Joined& joined, const Status& failure) {
-  if (joined.machine_id == 0) (void)rendezvous::EndElasticJob(*joined.client, failure.message());
-  return failure.ok() ? 0 : Fail(failure);
-}
-
-// --num-machines MIN:MAX (Note [Elastic membership] in rendezvous/membership.cpp).
-int RunElasticJob(const cli::Options& options, Joined& joined) {
-  auto heartbeat = rendezvous::Heartbeat::Start(joined.client_options, joined.machine_id);
-  if (!heartbeat.ok()) return Fail(heartbeat.status());
-  rendezvous::ElasticOptions elastic;
-  elastic.min_machines = options.min_machines;
-  elastic.max_machines = options.num_machines;
-  elastic.join_grace = options.join_grace;
-  elastic.timeout = options.rendezvous_timeout;
-  elastic.stop_requested = [] { return StopSignal() != 0; };
-  const rendezvous::Member self{joined.machine_id, joined.machine_name};
-  std::vector<rendezvous::Member> previous;
-  int restarts = 0;
-  for (int attempt = 0;; ++attempt) {
-    auto joined_attempt = rendezvous::JoinAttempt(*joined.client, attempt, self, previous, elastic);
-    if (!joined_attempt.ok()) return EndElastic(joined, joined_attempt.status());
-    using Outcome = rendezvous::Attempt::Outcome;
-    if (joined_attempt->outcome == Outcome::kJobEnded) {
-      if (!joined_attempt->job_end.empty()) return Fail(Status::Error(joined_attempt->job_end));
-      log::Info("the job finished without this machine");
-      return 0;
-    }
-    if (joined_attempt->outcome == Outcome::kLeftOut) {
-      log::Info("attempt " + std::to_string(attempt) + " runs on " +
-                std::to_string(joined_attempt->members.size()) +
-                " machines without this one; it joins at the next restart");
-      previous = joined_attempt->members;
-      continue;
-    }
-    LogMembership(options, attempt, previous, joined_attempt->members);
-    previous = joined_attempt->members;
-    const cli::Options attempt_options =
-        AttemptOptions(options, joined, static_cast<int>(previous.size()), joined_attempt->index);
-    const AttemptEnd end = RunAttempt(attempt_options, joined, attempt);
-    const Status& result = end.status;
-    if (result.ok()) return EndElastic(joined, Status::Ok());
-    if (StopSignal() != 0 || restarts >= options.max_restarts || !end.worth_restarting) {
-      return EndElastic(joined, result.WithContext("job failed"));
-    }
-    ++restarts;
-    log::Warning(result.message());
-    log::Warning("restarting the job (restart " + std::to_string(restarts) + " of " +
-                 std::to_string(options.max_restarts) + ") with the machines that are left");
-  }
-}
-
 }  // namespace
 
 int RunLauncher(const cli::Options& options) {
@@ -371,6 +216,7 @@ int RunLauncher(const cli::Options& options) {
   if (!options.hostfile.empty()) return RunHostfile(options);
   const bool known_id = options.machine_id != cli::kAutoMachineId;
   log::SetPrefix("[launcher " + (known_id ? std::to_string(options.machine_id) : "?") + "]");
+  WarnIfTheStoreIsOpen(options);
   if (!options.cluster_environment.empty()) log::Info(options.cluster_environment);
   if (options.exit_with_stdin) StopWhenStdinCloses();
   if (known_id) {
@@ -396,8 +242,11 @@ int RunLauncher(const cli::Options& options) {
   }
 
   // Until now no worker exists, so SIGINT/SIGTERM may simply end the launcher; from here on they
-  // must stop the workers first.
-  InstallStopHandlers();
+  // must stop the workers first, or ask them for a checkpoint (Note [Stop and preemption
+  // signals]).
+  const bool checkpoints =
+      options.command == cli::Command::kTrain && !options.training.checkpoint_dir.empty();
+  InstallStopHandlers(checkpoints ? OnTermination::kPreempt : OnTermination::kStop);
   // The workers are forked by the loader, which exits: they must become this process's children
   // (Note [One load per machine]).
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {

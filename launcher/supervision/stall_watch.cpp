@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "common/log.hpp"
-#include "observability/stall_report.hpp"
 #include "rendezvous/job_reports.hpp"
 
 namespace dpl::supervision {
@@ -27,7 +26,7 @@ void StallWatch::Poll() {
   version_ = *version;
   auto board = rendezvous::ReadStallBoard(client_, prefix_, world_size_);
   if (!board.ok()) return;
-  const std::string picture = observability::DescribeStalls(*board, UnixMilliseconds());
+  const std::string picture = observability::DescribeStalls(*board, UnixMilliseconds(), gone_);
   if (!picture.empty()) {
     log::Warning("stalled: " + picture);
   } else if (!picture_.empty()) {
@@ -36,10 +35,14 @@ void StallWatch::Poll() {
   picture_ = picture;
 }
 
+void StallWatch::MarkGone(int machine, std::vector<int> ranks) {
+  gone_.push_back({machine, std::move(ranks)});
+}
+
 std::string StallWatch::Addendum() {
   auto board = rendezvous::ReadStallBoard(client_, prefix_, world_size_);
   if (board.ok()) {
-    const std::string picture = observability::DescribeStalls(*board, UnixMilliseconds());
+    const std::string picture = observability::DescribeStalls(*board, UnixMilliseconds(), gone_);
     if (!picture.empty()) picture_ = picture;
   }
   return picture_.empty() ? "" : "\n  stalled before it ended: " + picture_;

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "observability/stall_report.hpp"
 #include "rendezvous/store.hpp"
 
 namespace dpl::supervision {
@@ -19,12 +21,15 @@ class StallWatch {
   void Poll();
   // The stall picture for the job's error: "" or a line to append.
   std::string Addendum();
+  // From now on the ranks of `machine` are named as gone with it.
+  void MarkGone(int machine, std::vector<int> ranks);
 
  private:
   rendezvous::StoreClient& client_;
   std::string prefix_;
   int world_size_;
   int64_t version_ = 0;
+  std::vector<observability::GoneMachine> gone_;
   std::string picture_;  // the last stall summary printed, "" when none stands
 };
 

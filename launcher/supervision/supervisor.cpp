@@ -30,6 +30,10 @@ using namespace std::chrono_literals;
 constexpr auto kFailurePollInterval = 200ms;
 constexpr auto kExitPollInterval = 1ms;
 constexpr auto kAllExitedPollInterval = 20ms;
+// How long the workers have to reach a step boundary and write its checkpoint after a preemption
+// signal; schedulers kill the job 30 s after theirs (Slurm's KillWait, Kubernetes'
+// terminationGracePeriodSeconds), and the launcher still has to report.
+constexpr auto kPreemptionDeadline = 25s;
 
 // Whether `pid` is stopped (SIGSTOP, a debugger): state 'T' or 't' in /proc/PID/stat.
 bool IsStopped(pid_t pid) {
@@ -49,6 +53,11 @@ bool Succeeded(int wait_status) {
   return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
 }
 
+// A worker that stopped for a preemption did what it was asked: no failure.
+bool EndedWell(int wait_status) {
+  return Succeeded(wait_status) || protocol::IsPreempted(wait_status);
+}
+
 }  // namespace
 
 Supervisor::Supervisor(const cli::Options& options, rendezvous::StoreClient& client,
@@ -59,7 +68,9 @@ Supervisor::Supervisor(const cli::Options& options, rendezvous::StoreClient& cli
       attempt_(attempt),
       prefix_(rendezvous::AttemptPrefix(attempt)),
       progress_(options.training.progress && options.command == cli::Command::kTrain),
-      stalls_(client, prefix_, shape.world_size()) {}
+      stalls_(client, prefix_, shape.world_size()) {
+  if (shape.num_machines > 1) machines_ = std::make_unique<MachineWatch>(client, prefix_, shape);
+}
 
 Supervisor::~Supervisor() {
   StopAll();
@@ -143,6 +154,9 @@ Status Supervisor::Supervise() {
     PumpOutput(100);
     ReapExited();
     if (StopSignal() != 0) return Failed(StoppedBySignal());
+    if (PreemptionSignal() != 0) {
+      if (std::optional<Status> ended = Preempting()) return *ended;
+    }
     if (!log_failure_.empty()) return Failed(log_failure_);
     if (const Worker* failed = FirstFailed(FailureKind::kOwn)) {
       return Failed(Describe(*failed, FailureRole::kRootCause));
@@ -150,11 +164,13 @@ Status Supervisor::Supervise() {
     if (const Worker* failed = FirstFailed(FailureKind::kAny)) return FailedAfterPeer(*failed);
     if (AllExited()) {
       if (heartbeat_) heartbeat_->Finish();
+      for (const auto& worker : workers_) preempted_ |= protocol::IsPreempted(worker.wait_status);
       return Status::Ok();
     }
     if (std::chrono::steady_clock::now() < next_poll) continue;
     next_poll = std::chrono::steady_clock::now() + kFailurePollInterval;
     if (std::optional<Status> elsewhere = FailureElsewhere()) return *elsewhere;
+    if (std::optional<Status> lost = LostMachine()) return *lost;
     stalls_.Poll();
   }
 }
@@ -183,6 +199,7 @@ Status Supervisor::FailedAfterPeer(const Worker& first) {
     if (!beats_after.ok()) return StoreLost(beats_after.status());
     const std::vector<int> silent = SilentMachines(*beats_before, *beats_after, shape_.machine_id);
     if (!silent.empty()) {
+      RecordLost(silent);
       return Failed(DescribeVanished(silent, Describe(first, FailureRole::kAfterPeer)));
     }
   }
@@ -195,6 +212,46 @@ std::optional<Status> Supervisor::FailureElsewhere() {
   if (!failure->has_value()) return std::nullopt;
   StopAll();
   return Status::Error("the job failed elsewhere: " + **failure);
+}
+
+std::optional<Status> Supervisor::Preempting() {
+  const auto now = std::chrono::steady_clock::now();
+  const std::string asked = "a preemption was asked by signal " + SignalName(PreemptionSignal());
+  if (!preemption_deadline_) {
+    preemption_deadline_ = now + kPreemptionDeadline;
+    log::Info(asked + ": every rank writes the checkpoint of the next step boundary, then stops");
+    for (const auto& worker : workers_) {
+      if (!worker.exited) kill(worker.pid, SIGUSR1);
+    }
+    return std::nullopt;
+  }
+  if (now < *preemption_deadline_) return std::nullopt;
+  return Failed(asked + ", but the workers of machine " + std::to_string(shape_.machine_id) +
+                " did not reach a step boundary within " +
+                std::to_string(
+                    std::chrono::duration_cast<std::chrono::seconds>(kPreemptionDeadline).count()) +
+                " s; they were stopped, and a resumed run starts from the checkpoint before");
+}
+
+std::optional<Status> Supervisor::LostMachine() {
+  if (!machines_) return std::nullopt;
+  auto lost = machines_->Lost();
+  if (!lost.ok()) return StoreLost(lost.status());
+  if (lost->empty()) return std::nullopt;
+  RecordLost(*lost);
+  return Failed(DescribeLost(*lost));
+}
+
+void Supervisor::RecordLost(const std::vector<int>& machines) {
+  lost_machines_ = machines;
+  (void)RecordLostMachines(client_, prefix_, machines);
+  for (int machine : machines) {
+    std::vector<int> ranks;
+    for (int local = 0; local < shape_.num_processes; ++local) {
+      ranks.push_back(machine * shape_.num_processes + local);
+    }
+    stalls_.MarkGone(machine, std::move(ranks));
+  }
 }
 
 Status Supervisor::StoreLost(const Status& error) {
@@ -210,7 +267,7 @@ std::string Supervisor::StoppedBySignal() const {
 
 const Supervisor::Worker* Supervisor::FirstFailed(FailureKind kind) const {
   for (const auto& worker : workers_) {
-    if (!worker.exited || Succeeded(worker.wait_status)) continue;
+    if (!worker.exited || EndedWell(worker.wait_status)) continue;
     if (kind == FailureKind::kAny || !protocol::IsPeerFailure(worker.wait_status)) return &worker;
   }
   return nullptr;

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <deque>
 #include <fstream>
 #include <memory>
@@ -25,6 +26,7 @@
 namespace dpl::supervision {
 
 class Heartbeat;
+class MachineWatch;
 
 class Supervisor {
  public:
@@ -43,6 +45,12 @@ class Supervisor {
   // fails every attempt the same way, and so does a worker that says so by its exit code
   // (protocol::kNotRestartableExitCode: replicas that differ).
   bool WorthRestarting() const;
+  // After Supervise returned Ok: whether the workers stopped for a preemption (Note [Preemption]
+  // in training/preemption.cpp) rather than at the end of the training.
+  bool preempted() const { return preempted_; }
+  // The places of the machines this attempt lost (their launchers vanished), as far as this
+  // launcher found them (Note [Lost machines] in heartbeat.hpp).
+  const std::vector<int>& lost_machines() const { return lost_machines_; }
   // SIGTERM to every running worker, SIGKILL to those still alive after the grace period (at
   // once to a stopped one, which could not act on SIGTERM).
   void StopAll();
@@ -73,6 +81,13 @@ class Supervisor {
   std::optional<Status> FailureElsewhere();
   // Stops the workers after a store call failed with `error`.
   Status StoreLost(const Status& error);
+  // A preemption signal came: passes it on to the workers (SIGUSR1) the first time, and ends the
+  // attempt when they did not stop within kPreemptionDeadline.
+  std::optional<Status> Preempting();
+  // Ends the attempt when a watched machine stopped beating; nullopt while none did.
+  std::optional<Status> LostMachine();
+  // Records `machines` as lost: in the store for the next attempt, and for the stall picture.
+  void RecordLost(const std::vector<int>& machines);
   std::string StoppedBySignal() const;
   enum class FailureKind { kOwn, kAny };  // kOwn: not a peer failure
   const Worker* FirstFailed(FailureKind kind) const;
@@ -94,6 +109,10 @@ class Supervisor {
   std::string log_failure_;              // the first log file that could not be written, and why
   observability::ProgressBar progress_;  // fed by rank 0's progress records
   StallWatch stalls_;
+  std::unique_ptr<MachineWatch> machines_;  // on a job of several machines
+  std::vector<int> lost_machines_;
+  std::optional<std::chrono::steady_clock::time_point> preemption_deadline_;
+  bool preempted_ = false;
   // Declared last: destroyed after ~Supervisor stopped the workers, so it beats until then.
   std::unique_ptr<Heartbeat> heartbeat_;
 };

@@ -9,6 +9,7 @@
 #include "observability/tracer.hpp"
 #include "training/batch_buffer.hpp"
 #include "training/buffers.hpp"
+#include "training/checkpoint.hpp"
 #include "training/checkpoint_policy.hpp"
 #include "training/model_export.hpp"
 #include "training/model_setup.hpp"
@@ -32,13 +33,15 @@ constexpr int64_t kEvaluationChunk = 128;
 class Trainer {
  public:
   Trainer(const TrainingConfig& config, const WorkerIdentity& identity, Backend* backend,
-          const ModelPlugin& model_plugin, TrainingData data, SumAcrossRanks sum_across_ranks)
+          const ModelPlugin& model_plugin, TrainingData data, SumAcrossRanks sum_across_ranks,
+          PreemptionCheck preemption)
       : config_(config),
         identity_(identity),
         backend_(identity.world_size > 1 ? backend : nullptr),
         model_plugin_(model_plugin),
         data_(std::move(data)),
         sum_across_ranks_(std::move(sum_across_ranks)),
+        preemption_(std::move(preemption)),
         checkpoints_(config, identity.rank) {}
 
   Status Run();
@@ -47,6 +50,7 @@ class Trainer {
   Status Setup();
   Status TrainEpoch(int64_t epoch);
   Status TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices);
+  Status StopIfPreempted(int64_t epoch);
   void Prefetch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices);
   Status Evaluate();
   Status ValidateIfDue(int64_t epoch, int64_t batch);
@@ -64,6 +68,8 @@ class Trainer {
   const ModelPlugin& model_plugin_;
   TrainingData data_;
   SumAcrossRanks sum_across_ranks_;
+  PreemptionCheck preemption_;
+  bool preempted_ = false;  // the run stops at this step boundary
   CheckpointPolicy checkpoints_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<ParameterPlacement> placement_;
@@ -99,6 +105,7 @@ Status Trainer::Run() {
   reporter_->OnRunStart(plan_);
   for (int64_t epoch = plan_.start().epoch; epoch < plan_.EndEpoch() && !stopped_at_; ++epoch) {
     DPL_RETURN_IF_ERROR(TrainEpoch(epoch));
+    if (preempted_) return Status::Ok();
   }
   // The last forward pass updated each rank's buffers from its own batch: rank 0's, the ones
   // checkpointed and exported, go to every rank, so all evaluate and end with the same model.
@@ -169,13 +176,14 @@ Status Trainer::TrainEpoch(int64_t epoch) {
   Prefetch(epoch, plan_.FirstBatch(epoch), indices);
   Status trained = Status::Ok();
   const int64_t end_batch = plan_.EndBatch(epoch);
-  for (int64_t batch = plan_.FirstBatch(epoch); batch < end_batch && trained.ok() && !stopped_at_;
-       ++batch) {
+  for (int64_t batch = plan_.FirstBatch(epoch);
+       batch < end_batch && trained.ok() && !stopped_at_ && !preempted_; ++batch) {
     trained = TrainBatch(epoch, batch, indices);
   }
   const Status prefetched = prefetcher_->Wait();  // none may outlive the epoch's indices
   DPL_RETURN_IF_ERROR(trained);
   DPL_RETURN_IF_ERROR(prefetched);
+  if (preempted_) return Status::Ok();
   std::vector<double> losses = reporter_->EpochLossTotals();  // Note [Epoch loss]
   if (identity_.world_size > 1) {
     DPL_RETURN_IF_ERROR(sum_across_ranks_("epoch-loss-" + std::to_string(epoch), &losses));
@@ -228,6 +236,7 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
       next.epoch = epoch;
       DPL_RETURN_IF_ERROR(checkpoints_.Save(next, *model_, *placement_, *update_));
     }
+    DPL_RETURN_IF_ERROR(StopIfPreempted(epoch));
   }
   reporter_->OnBatch({epoch, batch + 1, plan_.batches_per_epoch(), position_.global_step, loss,
                       epoch_samples_, update_->learning_rate()},
@@ -237,6 +246,28 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
 
 EvaluationSetup Trainer::Evaluation() const {
   return EvaluationSetup{identity_.rank, identity_.world_size, sum_across_ranks_};
+}
+
+// Note [Preemption] in preemption.cpp: the checkpoint of this step (unless it was due anyway), on
+// disk before any rank stops.
+Status Trainer::StopIfPreempted(int64_t epoch) {
+  if (!preemption_) return Status::Ok();
+  Result<bool> stop = preemption_(position_.global_step);
+  if (!stop.ok()) return stop.status();
+  if (!*stop) return Status::Ok();
+  preempted_ = true;
+  if (!checkpoints_.DueAfter(position_.global_step)) {
+    TrainingPosition here = position_;
+    here.epoch = epoch;
+    DPL_RETURN_IF_ERROR(checkpoints_.Save(here, *model_, *placement_, *update_));
+  }
+  if (backend_ != nullptr) DPL_RETURN_IF_ERROR(backend_->Barrier());
+  const std::string step = std::to_string(position_.global_step);
+  log::Info(identity_.rank == 0
+                ? "preempted: every rank stops after step " + step + "; its checkpoint is " +
+                      config_.checkpoint_dir + "/" + CheckpointFileName(position_.global_step)
+                : "preempted: stopping after step " + step + ", whose checkpoint rank 0 wrote");
+  return Status::Ok();
 }
 
 // The test set, each rank a contiguous shard (Note [Evaluation totals]).
@@ -357,9 +388,9 @@ Status Trainer::DumpBuffers() const {
 
 Status RunTraining(const TrainingConfig& config, const WorkerIdentity& identity, Backend* backend,
                    const ModelPlugin& model_plugin, TrainingData data,
-                   SumAcrossRanks sum_across_ranks) {
+                   SumAcrossRanks sum_across_ranks, PreemptionCheck preemption) {
   Trainer trainer(config, identity, backend, model_plugin, std::move(data),
-                  std::move(sum_across_ranks));
+                  std::move(sum_across_ranks), std::move(preemption));
   return trainer.Run();
 }
 

@@ -12,15 +12,17 @@
 #include "training/data.hpp"
 #include "training/evaluation.hpp"
 #include "training/model.hpp"
+#include "training/preemption.hpp"
 #include "training/worker_identity.hpp"
 
 namespace dpl::training {
 
 // Runs the whole training job for this rank on `data` (OpenTrainingData). `backend` is
 // connected (NULL at world size 1 is allowed); the model plugin is loaded but no instance exists
-// yet. Returns when training is done or failed.
+// yet. Returns when training is done or failed, or (Ok) once `preemption` said to stop at a step
+// boundary and that step's checkpoint is written (Note [Preemption] in preemption.cpp).
 Status RunTraining(const TrainingConfig& config, const WorkerIdentity& identity, Backend* backend,
                    const ModelPlugin& model_plugin, TrainingData data,
-                   SumAcrossRanks sum_across_ranks);
+                   SumAcrossRanks sum_across_ranks, PreemptionCheck preemption = nullptr);
 
 }  // namespace dpl::training

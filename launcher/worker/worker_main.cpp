@@ -39,6 +39,7 @@
 #include "training/data.hpp"
 #include "worker/device_policy.hpp"
 #include "worker/model_probe.hpp"
+#include "worker/preemption_signals.hpp"
 #include "worker/worker_session.hpp"
 
 extern char** environ;
@@ -228,6 +229,9 @@ int RunWorker(const cli::Options& options) {
   // gets the same from Python, which ignores SIGPIPE). The SDK promises it to plugins (common.h).
   // The disposition is inherited by the forked workers and kept across exec.
   std::signal(SIGPIPE, SIG_IGN);
+  // Before anything else, so that no worker, forked or started fresh, ends on a scheduler's
+  // signal before it can act on it (Note [Preemption] in training/preemption.cpp).
+  if (Preemptible(options)) InstallPreemptionHandlers();
   if (!options.worker_output_fds.empty()) return RunWorkerLoader(options);
   // A worker started on its own: its start-up work that needs no peer (the plugins, libtorch is
   // most of a second; the data) runs before the join, so it overlaps the other workers'.

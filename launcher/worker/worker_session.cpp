@@ -12,6 +12,7 @@
 #include "training/trainer.hpp"
 #include "worker/backend_bootstrap.hpp"
 #include "worker/device_policy.hpp"
+#include "worker/preemption_signals.hpp"
 #include "worker/selftest.hpp"
 #include "worker/store_client_options.hpp"
 #include "worker/worker.hpp"
@@ -133,12 +134,18 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
     return rendezvous::SumAcrossRanks(client, prefix, name, identity.rank, identity.world_size,
                                       values, options.backend_timeout);
   };
-  Status trained =
-      training::RunTraining(options.training, identity, backend->backend.get(),
-                            ModelPluginOf(*model_plugin), std::move(*data), sum_across_ranks);
+  bool preempted = false;
+  training::PreemptionCheck preemption;
+  if (Preemptible(options)) {
+    preemption = MakePreemptionCheck(identity, backend->backend.get(), client, prefix,
+                                     options.backend_timeout, &preempted);
+  }
+  Status trained = training::RunTraining(options.training, identity, backend->backend.get(),
+                                         ModelPluginOf(*model_plugin), std::move(*data),
+                                         sum_across_ranks, std::move(preemption));
   if (trained.ok()) {
     (*observed)->Finish();
-    return 0;
+    return preempted ? protocol::kPreemptedExitCode : 0;
   }
   // Note [Failing fast]: the error goes out first, and the backend is left to the process's end
   // instead of torn down: a backend's teardown may wait on its peers (gloo's does), which would

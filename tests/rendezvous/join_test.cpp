@@ -212,6 +212,69 @@ TEST_F(MembershipTest, TooFewMachinesFailTheAttemptAndTheJobsEndReleasesWaiters)
   EXPECT_EQ(ended->job_end, "rank 3 failed");
 }
 
+// Note [Attempt coordinator]: machine 0 is known gone (the attempt before found its beat stopped):
+// machine 1 claims the attempt at once, comes first in the list, and machine 2 runs with it.
+TEST_F(MembershipTest, TheLowestLiveLauncherCoordinatesWhenMachineZeroIsGone) {
+  auto b = Connect(), c = Connect();
+  auto beat_b = Heartbeat::Start(ClientOptions(), 1), beat_c = Heartbeat::Start(ClientOptions(), 2);
+  ASSERT_TRUE(beat_b.ok() && beat_c.ok());
+  AttemptJoin join;
+  join.attempt = 1;
+  join.previous = {{0, "a"}, {1, "b"}, {2, "c"}};
+  join.gone = {0};
+  auto join_c = std::async(std::launch::async, [&] {
+    AttemptJoin mine = join;
+    mine.self = {2, "c"};
+    bool coordinating = true;
+    auto attempt = JoinAttempt(*c, mine, Elastic(2, 3, 100ms), &coordinating);
+    EXPECT_FALSE(coordinating);
+    return attempt;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  join.self = {1, "b"};
+  bool coordinating = false;
+  auto coordinated = JoinAttempt(*b, join, Elastic(2, 3, 100ms), &coordinating);
+  ASSERT_TRUE(coordinated.ok()) << coordinated.status().message();
+  EXPECT_TRUE(coordinating);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);  // no lease waited out for machine 0
+  EXPECT_EQ(Ids(coordinated->members), (std::vector<int>{1, 2}));
+  EXPECT_EQ(coordinated->index, 0);
+  Result<Attempt> attempt_c = join_c.get();
+  ASSERT_TRUE(attempt_c.ok()) << attempt_c.status().message();
+  EXPECT_EQ(Ids(attempt_c->members), (std::vector<int>{1, 2}));
+  EXPECT_EQ(attempt_c->index, 1);
+}
+
+// Nothing says machine 0 is gone, but its beat never moves: machine 1 takes over after
+// kMemberLease, not before.
+TEST_F(MembershipTest, ALauncherTakesOverOnceTheLowerOnesBeatStoppedForALease) {
+  auto b = Connect();
+  auto beat_b = Heartbeat::Start(ClientOptions(), 1);
+  ASSERT_TRUE(beat_b.ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto attempt = JoinAttempt(*b, 0, {1, "b"}, {{0, "a"}, {1, "b"}}, Elastic(1, 2, 10ms));
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(attempt.ok()) << attempt.status().message();
+  EXPECT_EQ(Ids(attempt->members), (std::vector<int>{1}));
+  EXPECT_GE(took, kMemberLease);
+  EXPECT_LT(took, kMemberLease + 2s);
+}
+
+// A launcher claimed the attempt and vanished before it wrote the list: the others give the
+// attempt up after a lease instead of waiting for the list for ever.
+TEST_F(MembershipTest, AnAttemptWhoseCoordinatorVanishedIsAbandoned) {
+  auto a = Connect(), b = Connect();
+  ASSERT_EQ(*a->Add("attempt/3/members/coordinator/claims", 1), 1);
+  ASSERT_TRUE(a->Set("attempt/3/members/coordinator/id", ToBytes("0")).ok());
+  auto beat_b = Heartbeat::Start(ClientOptions(), 1);
+  ASSERT_TRUE(beat_b.ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto attempt = JoinAttempt(*b, 3, {1, "b"}, {{0, "a"}, {1, "b"}}, Elastic(1, 2, 10ms));
+  ASSERT_TRUE(attempt.ok()) << attempt.status().message();
+  EXPECT_EQ(attempt->outcome, Attempt::Outcome::kAbandoned);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kMemberLease + 2s);
+}
+
 TEST(MembershipChangeTest, SaysWhoLeftAndWhoCame) {
   EXPECT_EQ(DescribeMembershipChange({{0, "a"}, {1, "b"}}, {{0, "a"}, {2, "c"}}),
             "machine 1 (b) left; machine 2 (c) joined");

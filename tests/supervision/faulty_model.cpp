@@ -1,11 +1,21 @@
 // A model plugin for the supervision tests, of model ABI v1 and without libtorch, so it builds in
-// seconds: a classifier whose only parameter is the bias of 10 logits (softmax cross-entropy),
-// whose train_step fails on purpose on one rank. Options:
+// seconds: a classifier whose parameter is the bias of 10 logits (softmax cross-entropy), whose
+// train_step fails on purpose on one rank, and which a test can hold at a moment of a step.
+// Options:
 //   fail_rank=R  the rank whose train_step fails (-1, the default: none)
 //   fail_step=S  its S-th train_step fails (from 1; default 1)
 //   step_ms=M    every train_step sleeps M ms first, so a test can act while the job runs
 //   abort_in_create=1  create aborts the process (SIGABRT), as a plugin with a bug may
+//   extra=N      a second parameter of N floats whose gradient stays 0: bigger allreduces,
+//                optimizer steps and checkpoints, so that a test can act while one is under way
+//   hold_dir=DIR the test holds a rank at a moment of its step: when the file
+//                DIR/hold-<rank>-<moment> exists as the rank reaches <moment>, the rank renames
+//                it to DIR/held-<rank>-<moment> and sleeps hold_ms (default 60000) there. Moments:
+//                forward (train_step begins), backward (the gradient is computed, not yet
+//                reported), reported (the gradients went to the allreduce), optimizer (the
+//                optimizer step is done: zero_gradients)
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +27,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dpl/model_v1.h"
 #include "dpl/support/error.hpp"
@@ -47,6 +58,11 @@ struct FaultyModel {
   int64_t fail_step = 1;
   int64_t step_ms = 0;
   int64_t steps = 0;
+  std::vector<float> extra, extra_gradient;
+  int64_t extra_shape[1] = {0};
+  std::string hold_dir;
+  int64_t hold_ms = 60000;
+  bool stepped = false;  // a train_step since the last zero_gradients
   dpl_gradient_ready_fn callback = nullptr;
   void* callback_context = nullptr;
 
@@ -58,6 +74,15 @@ struct FaultyModel {
     for (int64_t c = 0; c < kClasses; ++c) p[c] /= total;
   }
 };
+
+// Holds this rank at `moment` when the test asked for it (hold_dir).
+void MaybeHold(const FaultyModel& m, const char* moment) {
+  if (m.hold_dir.empty()) return;
+  const std::string name = std::to_string(m.rank) + "-" + moment;
+  const std::string request = m.hold_dir + "/hold-" + name;
+  if (std::rename(request.c_str(), (m.hold_dir + "/held-" + name).c_str()) != 0) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(m.hold_ms));
+}
 
 FaultyModel* As(dpl_model* model) {
   return reinterpret_cast<FaultyModel*>(model);
@@ -88,6 +113,12 @@ dpl_status Create(const dpl_model_config_v1* config, dpl_model** out) {
     model->fail_rank = options.GetInt("fail_rank", -1);
     model->fail_step = options.GetInt("fail_step", 1);
     model->step_ms = options.GetInt("step_ms", 0);
+    const int64_t extra = options.GetInt("extra", 0);
+    model->extra.assign(size_t(std::max<int64_t>(extra, 0)), 0.0f);
+    model->extra_gradient.assign(model->extra.size(), 0.0f);
+    model->extra_shape[0] = int64_t(model->extra.size());
+    model->hold_dir = options.GetString("hold_dir", "");
+    model->hold_ms = options.GetInt("hold_ms", 60000);
     const bool abort_in_create = options.GetInt("abort_in_create", 0) != 0;
     options.CheckAllKnown();
     if (abort_in_create) std::abort();
@@ -100,21 +131,27 @@ void Destroy(dpl_model* model) {
   delete As(model);
 }
 
-dpl_status Describe(dpl_model*, dpl_model_info_v1* info) {
+dpl_status Describe(dpl_model* model, dpl_model_info_v1* info) {
   info->input_ndim = 3;
   info->input_shape[0] = 1;
   info->input_shape[1] = 28;
   info->input_shape[2] = 28;
   info->num_classes = kClasses;
-  info->parameter_count = 1;
+  info->parameter_count = As(model)->extra.empty() ? 1 : 2;
   return DPL_OK;
 }
 
 dpl_status Parameter(dpl_model* model, uint32_t index, dpl_parameter_v1* parameter) {
   return dpl::support::Guarded(kPluginName, [&] {
+    FaultyModel& m = *As(model);
+    if (index == 1 && !m.extra.empty()) {
+      parameter->name = "extra";
+      parameter->value = Vector(m.extra.data(), m.extra_shape);
+      parameter->gradient = Vector(m.extra_gradient.data(), m.extra_shape);
+      return;
+    }
     if (index != 0)
       throw PluginError(DPL_ERR_INVALID_ARGUMENT, "no parameter " + std::to_string(index));
-    FaultyModel& m = *As(model);
     parameter->name = "bias";
     parameter->value = Vector(m.bias, m.shape);
     parameter->gradient = Vector(m.gradient, m.shape);
@@ -133,7 +170,11 @@ dpl_status SetMode(dpl_model*, dpl_model_mode) {
 }
 
 dpl_status ZeroGradients(dpl_model* model) {
-  std::memset(As(model)->gradient, 0, sizeof As(model)->gradient);
+  FaultyModel& m = *As(model);
+  if (m.stepped) MaybeHold(m, "optimizer");  // not the zeroing at an epoch's start
+  m.stepped = false;
+  std::memset(m.gradient, 0, sizeof m.gradient);
+  std::fill(m.extra_gradient.begin(), m.extra_gradient.end(), 0.0f);
   return DPL_OK;
 }
 
@@ -141,6 +182,8 @@ dpl_status TrainStep(dpl_model* model, const DLTensor*, const DLTensor* labels, 
   return dpl::support::Guarded(kPluginName, [&] {
     FaultyModel& m = *As(model);
     ++m.steps;
+    m.stepped = true;
+    MaybeHold(m, "forward");
     if (m.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(m.step_ms));
     if (m.rank == m.fail_rank && m.steps == m.fail_step) {
       throw PluginError(DPL_ERR_INTERNAL, "train_step fails on purpose on rank " +
@@ -159,7 +202,12 @@ dpl_status TrainStep(dpl_model* model, const DLTensor*, const DLTensor* labels, 
       }
     }
     *loss = batch > 0 ? float(total / double(batch)) : 0.0f;
-    if (m.callback != nullptr) m.callback(m.callback_context, 0);
+    MaybeHold(m, "backward");
+    if (m.callback != nullptr) {
+      if (!m.extra.empty()) m.callback(m.callback_context, 1);
+      m.callback(m.callback_context, 0);
+    }
+    MaybeHold(m, "reported");
   });
 }
 

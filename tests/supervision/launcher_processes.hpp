@@ -3,7 +3,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,11 +20,16 @@
 
 namespace dpl::test {
 
+// Whether a launcher runs in the test's process group or in one of its own, which a test can kill
+// whole (kill(-pid, ...)), as a machine going down takes the launcher, loader and workers.
+enum class ProcessGroup { kTests, kOwn };
+
 // A launcher started with its stdout and stderr in one file.
 class LauncherProcess {
  public:
   LauncherProcess(const std::vector<std::string>& arguments, const std::string& output_path,
-                  const std::vector<std::string>& prefix = {})
+                  const std::vector<std::string>& prefix = {},
+                  ProcessGroup group = ProcessGroup::kTests)
       : output_path_(output_path) {
     std::vector<std::string> all = prefix;
     all.push_back(DPL_TEST_LAUNCHER);
@@ -34,11 +41,13 @@ class LauncherProcess {
     const int fd = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     pid_ = fork();
     if (pid_ == 0) {
+      if (group == ProcessGroup::kOwn) setpgid(0, 0);
       dup2(fd, 1);
       dup2(fd, 2);
       execvp(argv[0], argv.data());
       _exit(127);
     }
+    if (group == ProcessGroup::kOwn) setpgid(pid_, pid_);  // whichever runs first
     close(fd);
   }
   ~LauncherProcess() {
@@ -93,6 +102,28 @@ class LauncherProcess {
   bool exited_ = false;
   int status_ = 0;
 };
+
+// A port nothing listens on (bound, then released) on 127.0.0.1.
+inline int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// How often `part` occurs in `text`.
+inline int Occurrences(const std::string& text, const std::string& part) {
+  int count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) {
+    ++count;
+  }
+  return count;
+}
 
 inline std::string ReadProcFile(pid_t pid, const char* name) {
   std::ifstream file("/proc/" + std::to_string(pid) + "/" + name);

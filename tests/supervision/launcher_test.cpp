@@ -242,7 +242,7 @@ TEST_F(LauncherTest, PortInUseIsAnErrorNamingAddrPort) {
   EXPECT_TRUE(ExitedWith(status, 1)) << Describe(status);
   EXPECT_TRUE(Contains(
       machine0.Output(),
-      "[launcher 0] error: cannot serve the rendezvous store on 0.0.0.0:" + std::to_string(port) +
+      "[launcher 0] error: cannot serve the rendezvous store on 127.0.0.1:" + std::to_string(port) +
           ": Address already in use (another process uses this port; pick "
           "another --master-port or stop that process)"))
       << machine0.Output();

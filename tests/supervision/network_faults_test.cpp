@@ -39,6 +39,11 @@ class NetworkFaultsTest : public TrainingJobTest,
   }
 };
 
+std::vector<pid_t> Concat(std::vector<pid_t> head, const std::vector<pid_t>& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
 bool WaitForText(const LauncherProcess& process, const std::string& text,
                  std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
@@ -91,6 +96,42 @@ TEST_P(NetworkFaultsTest, APartitionStopsMachineOneWithinTheBackendTimeout) {
   EXPECT_TRUE(status0 && !ExitedWith(status0, 0)) << Describe(status0) << machine0.Output();
   EXPECT_TRUE(Contains(machine0.Output(), "error: job failed: machine 1 vanished: "))
       << machine0.Output();
+}
+
+// The same cut with the default --backend-timeout (300 s), while the backend's collectives wait
+// on each other: neither side may wait it out. Machine 0 finds machine 1's beat stopped and ends
+// the attempt (Note [Lost machines] in launcher/supervision/heartbeat.hpp); machine 1's store
+// calls fail at their deadline. Both stop within 15 s, saying why, and leave no worker behind.
+TEST_P(NetworkFaultsTest, ACutLinkStopsBothSidesWithin15sWithTheDefaultBackendTimeout) {
+  NamespacePair machines(std::string("c") + GetParam()[0], 4);
+  const std::string why_not = machines.Create();
+  if (!why_not.empty()) GTEST_SKIP() << why_not;
+  const Args job =
+      Job(GetParam(), "faulty", 1, {"--log-interval", "1", "--model-options", "step_ms=20"});
+  LauncherProcess machine0(OnMachine(job, 0, machines), OutputPath("m0"), machines.Exec(0));
+  LauncherProcess machine1(OnMachine(job, 1, machines), OutputPath("m1"), machines.Exec(1));
+  ASSERT_TRUE(WaitForText(machine0, "training loss", 60s))
+      << machine0.Output() << machine1.Output();
+  const std::vector<pid_t> workers = Concat(WorkersOf(machine0.pid()), WorkersOf(machine1.pid()));
+  ASSERT_EQ(workers.size(), 2u) << machine0.Output() << machine1.Output();
+  ASSERT_TRUE(machines.Cut());
+  const auto cut = Clock::now();
+  const auto status0 = machine0.Wait(15s);
+  const auto status1 = machine1.Wait(
+      std::chrono::duration_cast<std::chrono::milliseconds>(15s - (Clock::now() - cut)));
+  const double took = std::chrono::duration<double>(Clock::now() - cut).count();
+  RecordProperty("seconds_until_both_stopped", std::to_string(took));
+  EXPECT_TRUE(status0 && !ExitedWith(status0, 0)) << Describe(status0) << machine0.Output();
+  EXPECT_TRUE(status1 && !ExitedWith(status1, 0)) << Describe(status1) << machine1.Output();
+  EXPECT_TRUE(Contains(machine0.Output(),
+                       "error: job failed: machine 1 vanished: its launcher "
+                       "stopped answering"))
+      << machine0.Output();
+  EXPECT_TRUE(Contains(machine1.Output(),
+                       "[launcher 1] error: job failed: machine 1 lost the rendezvous store of "
+                       "machine 0 and stopped its workers: "))
+      << machine1.Output();
+  EXPECT_TRUE(WaitUntilGone(workers, 1s)) << "a worker outlived its launcher";
 }
 
 // By default a backend advertises the address that routes to machine 0, which the other machine

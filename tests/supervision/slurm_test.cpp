@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "cluster_test_support.hpp"
 
@@ -164,6 +165,50 @@ TEST_F(SlurmTest, SrunStartsTheLauncherWithoutRendezvousFlags) {
   EXPECT_TRUE(ReadFloats(job.Params(0)) == ReadFloats(job.Params(1)));
 }
 
+// The state of job `id` as `scontrol -o show job` prints it.
+std::string ShowJob(const std::string& id) {
+  ChildProcess show({"scontrol", "-o", "show", "job", id}, OutputPath("scontrol"));
+  while (!show.Exited()) usleep(5000);
+  return show.Output();
+}
+
+// Submits `script` with sbatch and `options`; the job id, or "" (with why in `error`).
+std::string Submit(const std::string& script, const Args& options, std::string* error) {
+  ChildProcess sbatch(Concat(Concat({"sbatch", "--parsable", "-N1"}, options), {script}),
+                      OutputPath("sbatch"));
+  for (int i = 0; i < 1000 && !sbatch.Exited(); ++i) usleep(10000);
+  if (!sbatch.Succeeded()) {
+    *error = sbatch.Output();
+    return "";
+  }
+  return sbatch.Output().substr(0, sbatch.Output().find_first_of(";\n"));
+}
+
+// A batch script that runs `launcher_arguments` with srun.
+void WriteBatchScript(const std::string& path, const Args& launcher_arguments) {
+  std::ofstream file(path);
+  file << "#!/bin/sh\nexec srun";
+  for (const std::string& argument : Concat({DPL_TEST_LAUNCHER}, launcher_arguments)) {
+    file << " '" << argument << "'";
+  }
+  file << "\n";
+}
+
+// Polls job `id` until it leaves the pending and running states (true) or `timeout` passes.
+bool WaitForJobEnd(const std::string& id, std::chrono::seconds timeout, std::string* state) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    *state = ShowJob(id);
+    if (!Contains(*state, "JobState=PENDING") && !Contains(*state, "JobState=RUNNING") &&
+        !Contains(*state, "JobState=CONFIGURING") && !Contains(*state, "JobState=COMPLETING") &&
+        !Contains(*state, "JobState=REQUEUED")) {
+      return true;
+    }
+    usleep(50000);
+  }
+  return false;
+}
+
 TEST_F(SlurmTest, AnSbatchScriptRunsTheSameWithSrun) {
   JobFolder job;
   const std::string script = job.path() + "/job.sh", output = job.path() + "/job.out";
@@ -196,6 +241,48 @@ TEST_F(SlurmTest, AnSbatchScriptRunsTheSameWithSrun) {
   EXPECT_TRUE(Contains(state, "JobState=COMPLETED")) << state << ReadFile(output);
   EXPECT_TRUE(Contains(state, " ExitCode=0:0")) << state;
   ExpectTrainedUnderSlurm(ReadFile(output));
+}
+
+// Note [Slurm requeue] in launcher/cluster/environment.cpp: `scontrol requeue` of a running job
+// sends its processes SIGTERM; every rank writes the checkpoint of one step and the launcher exits
+// with the preempted status; Slurm runs the batch script again, and the launcher resumes from that
+// checkpoint and finishes.
+TEST_F(SlurmTest, ARequeuedJobResumesFromTheCheckpointItsPreemptionWrote) {
+  JobFolder job;
+  const std::string script = job.path() + "/job.sh", output = job.path() + "/job.out";
+  const std::string checkpoints = job.path() + "/checkpoints";
+  Args training = job.Training(4000);
+  *(std::find(training.begin(), training.end(), "--log-interval") + 1) = "1";
+  WriteBatchScript(script,
+                   Concat({"--num-processes", "2", "--checkpoint-dir", checkpoints}, training));
+  std::string error;
+  const std::string id = Submit(script, {"--requeue", "--open-mode=append", "-o", output}, &error);
+  ASSERT_FALSE(id.empty()) << error << cluster_->Logs();
+  // Mid-run: 50 steps logged, far from the 4000.
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (Occurrences(ReadFile(output), "training loss") < 50) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << ReadFile(output) << cluster_->Logs();
+    usleep(10000);
+  }
+  ASSERT_TRUE(Quietly("scontrol requeue " + id)) << cluster_->Logs();
+  // A requeued job is eligible again only after a while; make it eligible now.
+  for (int i = 0; i < 100 && !Contains(ShowJob(id), "JobState=PENDING"); ++i) usleep(100000);
+  Quietly("scontrol update JobId=" + id + " StartTime=now");
+  std::string state;
+  ASSERT_TRUE(WaitForJobEnd(id, 120s, &state)) << state << ReadFile(output) << cluster_->Logs();
+  const std::string text = ReadFile(output);
+  EXPECT_TRUE(Contains(state, "JobState=COMPLETED")) << state << text;
+  EXPECT_TRUE(Contains(state, "Restarts=1")) << state;
+  const std::regex preempted("every rank stops after step ([0-9]+); its checkpoint is (\\S+)");
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(text, match, preempted)) << text;
+  const std::string checkpoint = match[2];
+  EXPECT_TRUE(Contains(text,
+                       "requeued (SLURM_RESTART_COUNT=1): resumes from the newest "
+                       "checkpoint of --checkpoint-dir"))
+      << text;
+  EXPECT_TRUE(Contains(text, "[rank 0] resumed from " + checkpoint + " at ")) << text;
+  EXPECT_TRUE(Contains(text, "[rank 0] training done: 4000 steps")) << text;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -84,6 +85,67 @@ TEST_F(StoreJobsTest, TwoMachinesTrainWithTheirKeysInEtcd) {
       << machine0.Output();
   EXPECT_TRUE(Contains(machine0.Output(), "[rank 0] training done: 5 steps")) << machine0.Output();
   EXPECT_FALSE(Contains(machine0.Output(), "listening on port")) << "machine 0 served a store";
+}
+
+// Note [Attempt coordinator] in launcher/rendezvous/liveness.cpp: an elastic job of three machines
+// on a three-member etcd cluster, one member per machine; machine 0 (its launcher, loader and
+// worker, one process group) and its etcd member are killed mid-run. Machines 1 and 2 restart on
+// their own, machine 1 coordinating and running rank 0, and finish from the newest checkpoint.
+TEST_F(StoreJobsTest, AnElasticJobInEtcdFinishesOnMachinesOneAndTwoWhenMachineZeroDies) {
+  if (!EtcdCluster::Installed()) GTEST_SKIP() << rendezvous::testing::kNoEtcd;
+  EtcdCluster cluster(3);
+  ASSERT_TRUE(cluster.started()) << cluster.error();
+  const std::string checkpoints = dir_ + "/checkpoints";
+  auto machine = [&](int id) {
+    return WithValue(Job("tcp", "faulty", 1,
+                         {"--num-machines",
+                          "2:3",
+                          "--machine-id",
+                          std::to_string(id),
+                          "--store",
+                          cluster.Url(),
+                          "--job-token",
+                          "etcd-loses-machine-0",
+                          "--max-steps",
+                          "120",
+                          "--checkpoint-dir",
+                          checkpoints,
+                          "--checkpoint-every",
+                          "10",
+                          "--max-restarts",
+                          "2",
+                          "--join-grace",
+                          "1",
+                          "--rendezvous-timeout",
+                          "60",
+                          "--log-interval",
+                          "10",
+                          "--model-options",
+                          "step_ms=20"}),
+                     "--batch-size", "12");
+  };
+  LauncherProcess machine0(machine(0), OutputPath("m0"), {}, ProcessGroup::kOwn);
+  LauncherProcess machine1(machine(1), OutputPath("m1"), {}, ProcessGroup::kOwn);
+  LauncherProcess machine2(machine(2), OutputPath("m2"), {}, ProcessGroup::kOwn);
+  const std::string first = checkpoints + "/checkpoint-0000000010.pt";
+  for (int i = 0; i < 6000 && !std::filesystem::exists(first); ++i) usleep(10000);
+  ASSERT_TRUE(std::filesystem::exists(first)) << machine0.Output() << machine1.Output();
+  ASSERT_EQ(kill(-machine0.pid(), SIGKILL), 0);
+  cluster.Kill(0);
+  machine0.Wait(5s);
+  const auto status1 = machine1.Wait(120s);
+  const auto status2 = machine2.Wait(30s);
+  const std::string output1 = machine1.Output();
+  EXPECT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << output1;
+  EXPECT_TRUE(ExitedWith(status2, 0)) << Describe(status2) << machine2.Output();
+  EXPECT_TRUE(Contains(output1,
+                       "[launcher 1] the job continues on 2 machines (was 3) from the "
+                       "newest checkpoint: machine 0 ("))
+      << output1;
+  EXPECT_TRUE(Contains(output1, "[rank 0] resumed from " + checkpoints + "/checkpoint-"))
+      << output1;
+  EXPECT_TRUE(Contains(output1, "[rank 0] training done: 120 steps")) << output1;
+  EXPECT_TRUE(std::filesystem::exists(checkpoints + "/checkpoint-0000000120.pt")) << output1;
 }
 
 TEST_F(StoreJobsTest, ALauncherRefusesAStoreItCannotUseNamingIt) {

@@ -1,5 +1,6 @@
 // The supervisor's parts on real pipes and processes: the line relay it shares with the hostfile
-// runner, and the names it gives a worker's end.
+// runner, the names it gives a worker's end and a vanished machine, and the stall picture once a
+// machine is known gone.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "observability/stall_report.hpp"
 #include "supervision/failure_naming.hpp"
 #include "supervision/line_relay.hpp"
 #include "support/child_status.hpp"
@@ -109,6 +111,26 @@ TEST(FailureNaming, NamesTheWorkerAndItsLastLines) {
             "rendezvous store for 1500 ms: killed, or the machine or the network to it is down); "
             "after them, " +
                 after);
+}
+
+// Note [Lost machines] in heartbeat.hpp: the machine a launcher found vanished is named, with how
+// long it was silent, and its ranks are gone in the stall picture rather than "never arrived".
+TEST(LostMachines, AreNamedInTheFailureAndAsGoneInTheStallPicture) {
+  EXPECT_EQ(DescribeLost({2}),
+            "machine 2 vanished: its launcher stopped answering (no heartbeat in the rendezvous "
+            "store for 3000 ms: killed, or the machine or the network to it is down); the attempt "
+            "ends on every machine, its workers' collectives abandoned");
+  const int64_t now = 1700000010000;
+  const std::string waiting =
+      observability::EncodeStallPost({now - 4000, 7, "allreduce of bucket 1 of 1 (40 B)"});
+  const std::vector<std::string> board = {waiting, waiting, "", "", ""};
+  EXPECT_EQ(observability::DescribeStalls(board, now, {{1, {2, 3}}}),
+            "ranks 0-1 wait in step 7, allreduce of bucket 1 of 1 (40 B), for 4 s; ranks 2-3 are "
+            "gone with machine 1 (its launcher vanished); rank 4 never arrived (no blocked call "
+            "reported: stopped, still computing, or elsewhere)");
+  EXPECT_EQ(observability::DescribeStalls({waiting, ""}, now, {{1, {1}}}),
+            "rank 0 waits in step 7, allreduce of bucket 1 of 1 (40 B), for 4 s; rank 1 is gone "
+            "with machine 1 (its launcher vanished)");
 }
 
 }  // namespace

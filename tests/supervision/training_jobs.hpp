@@ -21,6 +21,15 @@ inline bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// `args` with `flag`'s value replaced by `value` (a flag may be given once).
+inline std::vector<std::string> WithValue(std::vector<std::string> args, const std::string& flag,
+                                          const std::string& value) {
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == flag) args[i + 1] = value;
+  }
+  return args;
+}
+
 class TrainingJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -67,6 +76,23 @@ class TrainingJobTest : public ::testing::Test {
                  "--no-eval"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
+  }
+
+  // A plugin folder with the tcp and gloo backends, the idx data set and the test model only, for
+  // `--plugin-dir`: the worker loader then loads no libtorch, most of a second of every start of
+  // an attempt (a test that restarts a job ten times).
+  std::string LightPluginDir() const {
+    const std::string folder = dir_ + "/plugins";
+    std::filesystem::create_directories(folder);
+    for (const std::string name :
+         {"libdpl_backend_tcp.so", "libdpl_backend_gloo.so", "libdpl_dataset_idx.so"}) {
+      std::filesystem::create_symlink(std::string(DPL_TEST_PLUGIN_DIR) + "/" + name,
+                                      folder + "/" + name);
+    }
+    std::filesystem::create_symlink(
+        std::string(DPL_TEST_FAULTY_MODEL_DIR) + "/libdpl_test_model_faulty.so",
+        folder + "/libdpl_test_model_faulty.so");
+    return folder;
   }
 
   // A file for the output of launcher `name` of this test.

@@ -1,0 +1,117 @@
+#include "supervision/attempt.hpp"
+
+#include <thread>
+
+#include "common/log.hpp"
+#include "observability/trace_file.hpp"
+#include "protocol/worker_output.hpp"
+#include "rendezvous/join.hpp"
+#include "supervision/stop_signals.hpp"
+#include "supervision/supervisor.hpp"
+
+namespace dpl::supervision {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kFailurePollInterval = 200ms;
+// Every rank sends its trace before it exits, so by the time all machines are done the parts are
+// there; the wait only covers a rank whose sending failed (it said why).
+constexpr auto kTraceCollectionTimeout = 10s;
+
+// Machine 0 keeps the store up until every machine reported its end of this attempt, so a slow
+// machine's workers never lose the store in their last steps.
+Status WaitForOtherMachines(rendezvous::StoreClient& client, const std::string& prefix,
+                            int num_machines) {
+  for (;;) {
+    auto done = client.Add(prefix + "machines_done", 0);
+    if (!done.ok()) return done.status();
+    if (*done >= num_machines) return Status::Ok();
+    auto failure = rendezvous::CheckFailure(client, prefix);
+    if (!failure.ok()) return failure.status();
+    if (failure->has_value()) return Status::Error("the job failed elsewhere: " + **failure);
+    if (StopSignal() != 0) {
+      return Status::Error("the launcher of machine 0 was stopped by signal " +
+                           SignalName(StopSignal()));
+    }
+    std::this_thread::sleep_for(kFailurePollInterval);
+  }
+}
+
+// Machine 0 writes the --trace file from every rank's part (observability/trace_file.hpp). A
+// missing part is a warning: the training itself succeeded.
+void WriteTrace(rendezvous::StoreClient& client, const std::string& prefix, int world_size,
+                const std::string& path) {
+  auto written =
+      observability::CollectTrace(client, prefix, world_size, path, kTraceCollectionTimeout);
+  if (!written.ok()) {
+    log::Warning(written.status().message());
+    return;
+  }
+  log::Info("trace of " + std::to_string(world_size) + " rank(s) written to " + path + " (" +
+            log::Bytes(*written) + "; open it in https://ui.perfetto.dev or chrome://tracing)");
+}
+
+}  // namespace
+
+cli::Options AttemptOptions(const cli::Options& options, const Joined& joined, int machines,
+                            int place) {
+  cli::Options attempt = options;
+  attempt.num_machines = machines;
+  attempt.min_machines = machines;
+  attempt.machine_id = place;
+  attempt.master_port = joined.port;
+  return attempt;
+}
+
+AttemptEnd RunAttempt(const cli::Options& attempt_options, Joined& joined, int attempt) {
+  const rendezvous::JobShape shape{attempt_options.num_machines, attempt_options.num_processes,
+                                   attempt_options.machine_id};
+  const std::string prefix = rendezvous::AttemptPrefix(attempt);
+  AttemptEnd end;
+  {
+    Supervisor supervisor(attempt_options, *joined.client, shape, attempt);
+    end.status = supervisor.Spawn(joined.store_addr);
+    if (end.status.ok()) end.status = supervisor.Supervise();
+    end.worth_restarting = supervisor.WorthRestarting();
+    end.preempted = supervisor.preempted();
+    end.lost_machines = supervisor.lost_machines();
+  }
+  if (!end.status.ok()) return end;
+  Status reported = joined.client->Add(prefix + "machines_done", 1).status();
+  if (reported.ok() && shape.machine_id == 0) {
+    reported = WaitForOtherMachines(*joined.client, prefix, shape.num_machines);
+  }
+  if (!reported.ok()) {
+    AttemptEnd failed;
+    failed.status = reported;
+    return failed;
+  }
+  const std::string& trace_file = attempt_options.training.trace_file;
+  if (shape.machine_id == 0 && !trace_file.empty() && !end.preempted &&
+      attempt_options.command == cli::Command::kTrain) {
+    WriteTrace(*joined.client, prefix, shape.world_size(), trace_file);
+  }
+  log::Info("all " + std::to_string(shape.num_processes) + " workers of machine " +
+            std::to_string(shape.machine_id) + (end.preempted ? " stopped" : " finished"));
+  return end;
+}
+
+bool MayRestart(const AttemptEnd& end, int restarts_done, int max_restarts) {
+  return StopSignal() == 0 && PreemptionSignal() == 0 && restarts_done < max_restarts &&
+         end.worth_restarting;
+}
+
+int Fail(const Status& status) {
+  log::Error(status.message());
+  return 1;
+}
+
+int EndPreempted() {
+  log::Info("the job stopped for a preemption after writing a checkpoint (exit code " +
+            std::to_string(protocol::kPreemptedExitCode) +
+            "); the same command with --resume continues from it");
+  return protocol::kPreemptedExitCode;
+}
+
+}  // namespace dpl::supervision

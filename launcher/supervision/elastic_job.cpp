@@ -1,0 +1,134 @@
+#include "supervision/elastic_job.hpp"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/log.hpp"
+#include "rendezvous/join.hpp"
+#include "rendezvous/membership.hpp"
+#include "supervision/heartbeat.hpp"
+#include "supervision/stop_signals.hpp"
+
+namespace dpl::supervision {
+namespace {
+
+std::string ListMembers(const std::vector<rendezvous::Member>& members) {
+  std::string list;
+  for (size_t i = 0; i < members.size(); ++i) {
+    list += (i ? ", " : "") + std::string("machine ") + std::to_string(members[i].machine_id) +
+            " (" + members[i].name + ")";
+  }
+  return list;
+}
+
+// Note [Elastic membership]: every change says who left or came and what it does to the batch.
+void LogMembership(const cli::Options& options, int attempt,
+                   const std::vector<rendezvous::Member>& before,
+                   const std::vector<rendezvous::Member>& now) {
+  const int machines = static_cast<int>(now.size());
+  const int batch = options.training.batch_size;
+  const int per_rank = batch / (machines * options.num_processes);
+  if (before.empty()) {
+    log::Info("attempt " + std::to_string(attempt) + " runs on " + std::to_string(machines) +
+              " machines: " + ListMembers(now) + "; global batch " + std::to_string(batch) + ", " +
+              std::to_string(per_rank) + " per rank");
+    return;
+  }
+  const std::string change = rendezvous::DescribeMembershipChange(before, now);
+  if (change.empty()) return;
+  const int was = static_cast<int>(before.size());
+  log::Info("the job continues on " + std::to_string(machines) + " machines (was " +
+            std::to_string(was) + ") from the newest checkpoint: " + change +
+            "; the global batch stays " + std::to_string(batch) + ", " + std::to_string(per_rank) +
+            " per rank (was " + std::to_string(batch / (was * options.num_processes)) + ")");
+}
+
+// The coordinator of the job's last attempt ends the elastic job for every launcher still waiting
+// for an attempt.
+int EndElastic(Joined& joined, const Status& failure, bool coordinator) {
+  if (coordinator) (void)rendezvous::EndElasticJob(*joined.client, failure.message());
+  return failure.ok() ? 0 : Fail(failure);
+}
+
+// The launchers of `members` whose machines the attempt found vanished (its own lost places and
+// those any other launcher recorded), added to `gone`: the next attempts wait for none of them.
+void ForgetLostMembers(rendezvous::StoreClient& client, int attempt,
+                       const std::vector<rendezvous::Member>& members,
+                       const std::vector<int>& lost_here, std::set<int>* gone) {
+  std::vector<int> lost = ReadLostMachines(client, rendezvous::AttemptPrefix(attempt),
+                                           static_cast<int>(members.size()));
+  lost.insert(lost.end(), lost_here.begin(), lost_here.end());
+  for (int place : lost) {
+    if (place >= 0 && place < static_cast<int>(members.size())) {
+      gone->insert(members[static_cast<size_t>(place)].machine_id);
+    }
+  }
+}
+
+rendezvous::ElasticOptions ElasticOptionsOf(const cli::Options& options) {
+  rendezvous::ElasticOptions elastic;
+  elastic.min_machines = options.min_machines;
+  elastic.max_machines = options.num_machines;
+  elastic.join_grace = options.join_grace;
+  elastic.timeout = options.rendezvous_timeout;
+  elastic.stop_requested = [] { return StopSignal() != 0 || PreemptionSignal() != 0; };
+  return elastic;
+}
+
+}  // namespace
+
+int RunElasticJob(const cli::Options& options, Joined& joined) {
+  auto heartbeat = rendezvous::Heartbeat::Start(joined.client_options, joined.machine_id);
+  if (!heartbeat.ok()) return Fail(heartbeat.status());
+  const rendezvous::ElasticOptions elastic = ElasticOptionsOf(options);
+  rendezvous::AttemptJoin join;
+  join.self = {joined.machine_id, joined.machine_name};
+  int restarts = 0;
+  for (int attempt = 0;; ++attempt) {
+    join.attempt = attempt;
+    bool coordinating = false;
+    auto joined_attempt = rendezvous::JoinAttempt(*joined.client, join, elastic, &coordinating);
+    if (!joined_attempt.ok()) return EndElastic(joined, joined_attempt.status(), coordinating);
+    using Outcome = rendezvous::Attempt::Outcome;
+    if (joined_attempt->outcome == Outcome::kJobEnded) {
+      if (!joined_attempt->job_end.empty()) return Fail(Status::Error(joined_attempt->job_end));
+      log::Info("the job finished without this machine");
+      return 0;
+    }
+    if (joined_attempt->outcome == Outcome::kAbandoned) {
+      log::Warning("the launcher that was choosing the machines of attempt " +
+                   std::to_string(attempt) + " vanished; going on to the next attempt");
+      continue;
+    }
+    if (joined_attempt->outcome == Outcome::kLeftOut) {
+      log::Info("attempt " + std::to_string(attempt) + " runs on " +
+                std::to_string(joined_attempt->members.size()) +
+                " machines without this one; it joins at the next restart");
+      join.previous = joined_attempt->members;
+      continue;
+    }
+    LogMembership(options, attempt, join.previous, joined_attempt->members);
+    join.previous = joined_attempt->members;
+    const cli::Options attempt_options = AttemptOptions(
+        options, joined, static_cast<int>(join.previous.size()), joined_attempt->index);
+    const AttemptEnd end = RunAttempt(attempt_options, joined, attempt);
+    const Status& result = end.status;
+    const bool coordinator = joined_attempt->index == 0;
+    if (end.preempted) {
+      if (coordinator) (void)rendezvous::EndElasticJob(*joined.client, "the job was preempted");
+      return EndPreempted();
+    }
+    if (result.ok()) return EndElastic(joined, Status::Ok(), coordinator);
+    if (!MayRestart(end, restarts, options.max_restarts)) {
+      return EndElastic(joined, result.WithContext("job failed"), coordinator);
+    }
+    ForgetLostMembers(*joined.client, attempt, join.previous, end.lost_machines, &join.gone);
+    ++restarts;
+    log::Warning(result.message());
+    log::Warning("restarting the job (restart " + std::to_string(restarts) + " of " +
+                 std::to_string(options.max_restarts) + ") with the machines that are left");
+  }
+}
+
+}  // namespace dpl::supervision

@@ -1,0 +1,206 @@
+// Machines lost in the middle of an elastic job (Note [Lost machines] in
+// launcher/supervision/heartbeat.hpp): three launchers on loopback, each in a process group of
+// its own, and the process group of the machine at place 2 killed at chosen moments of a step
+// (the test model holds that rank there: faulty_model.cpp's hold_dir) or while rank 0 writes a
+// checkpoint. Each time the survivors' next attempt must run (its ranks connected) within 10 s of
+// the kill.
+#include <gtest/gtest.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "training_jobs.hpp"
+
+namespace dpl::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kRestartBound = 10s;
+
+bool WaitForPath(const std::string& path, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  struct stat info {};
+  while (::stat(path.c_str(), &info) != 0) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// Blocks until a file whose name holds ".tmp." (a checkpoint being written) appears in `folder`,
+// at most `timeout`; its path, or "" if none came.
+std::string WaitForCheckpointBeingWritten(const std::string& folder,
+                                          std::chrono::milliseconds timeout) {
+  const int watch = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (watch < 0 || inotify_add_watch(watch, folder.c_str(), IN_CREATE) < 0) return "";
+  const auto deadline = Clock::now() + timeout;
+  std::string found;
+  alignas(inotify_event) char buffer[4096];
+  while (found.empty() && Clock::now() < deadline) {
+    const ssize_t count = read(watch, buffer, sizeof buffer);
+    if (count <= 0) {
+      std::this_thread::sleep_for(100us);
+      continue;
+    }
+    for (ssize_t at = 0; at < count;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer + at);
+      const std::string name = event->len > 0 ? event->name : "";
+      if (Contains(name, ".tmp.")) found = folder + "/" + name;
+      at += ssize_t(sizeof(inotify_event) + event->len);
+    }
+  }
+  close(watch);
+  return found;
+}
+
+// Seconds from `since` until `part` occurs `count` times in `process`'s output (at most 60 s).
+double SecondsUntil(const LauncherProcess& process, const std::string& part, int count,
+                    Clock::time_point since) {
+  // A line the output quotes (the last lines of a failed worker, indented) does not count.
+  auto lines = [&] {
+    const std::string output = process.Output();
+    return Occurrences(output, " " + part) - Occurrences(output, "    " + part);
+  };
+  while (lines() < count && Clock::now() - since < 60s) {
+    std::this_thread::sleep_for(5ms);
+  }
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+class LostMachinesTest : public TrainingJobTest {
+ protected:
+  void TearDown() override {
+    for (auto& launcher : launchers_) {
+      if (launcher) kill(-launcher->pid(), SIGKILL);
+    }
+    launchers_.clear();
+    TrainingJobTest::TearDown();
+  }
+
+  LauncherProcess* Start(const Args& args) {
+    const std::string name = "machine" + std::to_string(launchers_.size());
+    launchers_.push_back(
+        std::make_unique<LauncherProcess>(args, OutputPath(name), Args{}, ProcessGroup::kOwn));
+    return launchers_.back().get();
+  }
+
+  // The launcher whose worker is rank `rank` now, waiting for it up to `timeout`.
+  LauncherProcess* LauncherOfRank(int rank, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      for (auto& launcher : launchers_) {
+        if (WorkerWithRank(launcher->pid(), rank) > 0) return launcher.get();
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return nullptr;
+  }
+
+  LauncherProcess* MachineZero() {
+    const auto deadline = Clock::now() + 30s;
+    while (Clock::now() < deadline) {
+      for (auto& launcher : launchers_) {
+        if (Contains(launcher->Output(), "this is machine 0 (")) return launcher.get();
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return nullptr;
+  }
+
+  std::vector<std::unique_ptr<LauncherProcess>> launchers_;
+};
+
+// Holds rank 2 at `moment` (faulty_model.cpp), or waits for rank 0 to begin writing a checkpoint;
+// "" once there, else what did not happen.
+std::string ReachMoment(const std::string& moment, const std::string& holds,
+                        const std::string& checkpoints) {
+  if (moment == "checkpoint") {
+    return WaitForCheckpointBeingWritten(checkpoints, 30s).empty()
+               ? "no checkpoint was begun within 30 s"
+               : "";
+  }
+  std::ofstream(holds + "/hold-2-" + moment).flush();
+  if (!WaitForPath(holds + "/held-2-" + moment, 30s)) {
+    return "rank 2 did not reach '" + moment + "' within 30 s";
+  }
+  std::remove((holds + "/held-2-" + moment).c_str());
+  return "";
+}
+
+TEST_F(LostMachinesTest, EachOfTenKillsOfMachineTwoRestartsTheSurvivorsWithin10s) {
+  const std::string holds = dir_ + "/holds", checkpoints = dir_ + "/checkpoints";
+  ::mkdir(holds.c_str(), 0755);
+  ::mkdir(checkpoints.c_str(), 0755);
+  // Steps of ~15 ms with a parameter of 4 MiB: allreduces, optimizer steps and checkpoints long
+  // enough to be caught in; a checkpoint every 4 steps.
+  Args args = WithValue(Job("gloo", "faulty", 1,
+                            {"--num-machines",       "2:3",
+                             "--master-port",        std::to_string(FreePort()),
+                             "--max-steps",          "300",
+                             "--max-restarts",       "10",
+                             "--checkpoint-dir",     checkpoints,
+                             "--checkpoint-every",   "4",
+                             "--join-grace",         "1",
+                             "--rendezvous-timeout", "60",
+                             "--log-interval",       "50",
+                             "--model-options",      "step_ms=10,extra=1000000,hold_dir=" + holds}),
+                        "--batch-size", "12");
+  args = WithValue(args, "--plugin-dir", LightPluginDir());
+  for (int i = 0; i < 3; ++i) Start(args);
+  LauncherProcess* machine0 = MachineZero();
+  ASSERT_NE(machine0, nullptr);
+  const std::vector<std::string> moments = {"forward",    "backward",  "reported", "optimizer",
+                                            "checkpoint", "forward",   "backward", "reported",
+                                            "optimizer",  "checkpoint"};
+  for (size_t kill_index = 0; kill_index < moments.size(); ++kill_index) {
+    LauncherProcess* victim = LauncherOfRank(2, 60s);
+    ASSERT_NE(victim, nullptr) << "kill " << kill_index << ": no machine runs rank 2\n"
+                               << machine0->Output();
+    ASSERT_NE(victim, machine0);
+    const std::string missed = ReachMoment(moments[kill_index], holds, checkpoints);
+    ASSERT_EQ(missed, "") << "kill " << kill_index << "\n" << machine0->Output();
+    ASSERT_EQ(kill(-victim->pid(), SIGKILL), 0);
+    const auto killed = Clock::now();
+    victim->Wait(5s);
+    // A new machine comes at once, so the next attempt has three again; not after the last.
+    if (kill_index + 1 < moments.size()) Start(args);
+    // Decided: the coordinator's line on the new members. Running: its rank 0 connected the
+    // backend with every other rank of the new attempt.
+    const double decided =
+        SecondsUntil(*machine0, "the job continues on", int(kill_index) + 1, killed);
+    const double running = SecondsUntil(*machine0, "[rank 0] --backend gloo was requested",
+                                        int(kill_index) + 2, killed);
+    const std::string name =
+        "kill " + std::to_string(kill_index) + " (" + moments[kill_index] + ")";
+    RecordProperty(
+        "kill_" + std::to_string(kill_index) + "_" + moments[kill_index],
+        std::to_string(decided) + " s decided, " + std::to_string(running) + " s running");
+    std::cout << name << ": the next attempt decided after " << decided << " s, running after "
+              << running << " s\n";
+    EXPECT_LT(running, std::chrono::duration<double>(kRestartBound).count()) << name << "\n"
+                                                                             << machine0->Output();
+  }
+  for (auto& launcher : launchers_) {
+    if (launcher->Wait(0s)) continue;  // a victim
+    const auto status = launcher->Wait(120s);
+    EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << launcher->Output();
+  }
+  const std::string output = machine0->Output();
+  EXPECT_TRUE(Contains(output,
+                       "the job continues on 2 machines (was 3) from the newest "
+                       "checkpoint: machine "))
+      << output;
+  EXPECT_EQ(Occurrences(output, "the job continues on"), 10) << output;
+  EXPECT_TRUE(Contains(output, "[rank 0] training done: 300 steps")) << output;
+}
+
+}  // namespace
+}  // namespace dpl::test
