@@ -26,6 +26,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/flag_kinds.hpp"
 #include "cli/flags.hpp"
 #include "cluster/environment.hpp"
 #include "cluster/torchrun_flags.hpp"
@@ -110,13 +111,35 @@ Status RecordAlias(const cluster::FlagAlias& alias, const std::string& value,
   return Status::Ok();
 }
 
+// The program's words run after `--`; a flag cannot give them.
+Status ProgramOnlyAfterDashes(const std::string& shown) {
+  return Status::InvalidArgument(shown +
+                                 ": give the program after `--`: launcher [flags] -- PROGRAM "
+                                 "[ARGS...]");
+}
+
+// The words after the first `--`: the program and its arguments (Note [A program's workers]).
+Status CollectProgram(const std::vector<std::string>& words, GivenFlags* given) {
+  if (words.empty()) {
+    return Status::InvalidArgument(
+        "`--` must be followed by the program to run: launcher [flags] -- PROGRAM [ARGS...] "
+        "(e.g. -- python3 train.py)");
+  }
+  (*given)[kProgramFlag].values = words;
+  return Status::Ok();
+}
+
 Status CollectCommandLine(const std::vector<std::string>& arguments, GivenFlags* given) {
   for (size_t i = 0; i < arguments.size(); ++i) {
     const std::string& argument = arguments[i];
+    if (argument == "--") {
+      return CollectProgram(
+          {arguments.begin() + static_cast<std::ptrdiff_t>(i) + 1, arguments.end()}, given);
+    }
     if (argument.rfind("--", 0) != 0 && argument != "-h") {
       return Status::InvalidArgument("unexpected argument '" + argument +
                                      "' (the only subcommand is `plugins`, given first); " +
-                                     kSeeHelp);
+                                     kSeeHelp + table::ProgramHint(argument));
     }
     std::string name = argument == "-h" ? "help" : argument.substr(2);
     std::optional<std::string> value;
@@ -128,6 +151,7 @@ Status CollectCommandLine(const std::vector<std::string>& arguments, GivenFlags*
     const std::string shown = "--" + name;
     const cluster::FlagAlias* alias = flag ? nullptr : cluster::FindTorchrunAlias(name);
     if (flag == nullptr && alias == nullptr) return UnknownFlag(shown, name, "--", "");
+    if (flag != nullptr && flag->name == kProgramFlag) return ProgramOnlyAfterDashes(shown);
     if (alias != nullptr) {
       if (!value) {
         if (i + 1 >= arguments.size() || arguments[i + 1].rfind("--", 0) == 0) {
@@ -190,6 +214,7 @@ Status CollectConfigFile(const std::string& path, GivenFlags* given) {
     if (flag->name == "config") {
       return Status::InvalidArgument("config" + source + ": a config file cannot name another");
     }
+    if (flag->name == kProgramFlag) return ProgramOnlyAfterDashes(name + source);
     if (from_command_line.count(flag->name) != 0) continue;  // the command line wins
     DPL_RETURN_IF_ERROR(Record(*flag, flag->name, Trimmed(line.substr(equals + 1)), source, given));
   }
@@ -312,7 +337,9 @@ Status CheckBatchSplits(const Options& options) {
 
 // Checks that involve more than one flag.
 Status CheckConsistency(const Options& options) {
-  DPL_RETURN_IF_ERROR(CheckBatchSplits(options));
+  DPL_RETURN_IF_ERROR(options.runs_program() ? table::CheckProgramJob(options)
+                                             : CheckBatchSplits(options));
+  DPL_RETURN_IF_ERROR(table::CheckLogRanks(options));
   if (options.training.lr_schedule == training::LrScheduleKind::kStep &&
       options.training.lr_step_size == 0) {
     return Status::InvalidArgument(
@@ -325,8 +352,8 @@ Status CheckConsistency(const Options& options) {
         "(or leave it out), not the range " +
         std::to_string(options.min_machines) + ":" + std::to_string(options.num_machines));
   }
-  if (options.elastic() && !options.selftest_job && options.training.checkpoint_dir.empty() &&
-      options.command != Command::kWorker) {
+  if (options.elastic() && !options.selftest_job && !options.runs_program() &&
+      options.training.checkpoint_dir.empty() && options.command != Command::kWorker) {
     return Status::InvalidArgument(
         "--num-machines " + std::to_string(options.min_machines) + ":" +
         std::to_string(options.num_machines) +
@@ -420,6 +447,8 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
 std::string HelpText() {
   std::string text =
       "usage: launcher [options]            train (the default)\n"
+      "       launcher [options] -- PROGRAM [ARGS...]  run PROGRAM as the workers (torchrun's\n"
+      "                                     environment; e.g. -- python3 train.py)\n"
       "       launcher --selftest [options]  check rendezvous and the backend, no training\n"
       "       launcher plugins [--plugin-dir DIR]...  list the plugins found\n\n"
       "Every option may also be set in a --config file as `name = value` (names with - or _).\n"
@@ -433,6 +462,7 @@ std::string HelpText() {
     if (flag.internal) continue;
     std::string head = "  --" + flag.name;
     if (flag.name == "help") head = "  -h [ --help ]";
+    if (flag.name == kProgramFlag) head = "  --";
     if (!flag.value_name.empty()) head += " " + flag.value_name;
     text += head;
     if (head.size() + 1 >= kHelpFlagColumn) {
