@@ -173,28 +173,6 @@ TEST_F(MultiMachineTest, TorchrunsEnvironmentStartsAJobWithoutRendezvousFlags) {
 }
 
 #ifdef DPL_TEST_HAVE_TCP_AND_MLP
-// Waits until one of `launchers` says "this is machine <id>" and returns it (nullptr if none did).
-LauncherProcess* MachineNumbered(std::vector<LauncherProcess*> launchers, int id) {
-  const std::string line = "this is machine " + std::to_string(id) + " (";
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    for (LauncherProcess* launcher : launchers) {
-      if (Contains(launcher->Output(), line)) return launcher;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  return nullptr;
-}
-
-bool WaitForFile(const std::string& path, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!std::filesystem::exists(path)) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
-
 TEST_F(MultiMachineTest, AnElasticJobThatLosesAMachineFinishesOnTheOthersFromTheCheckpoint) {
   JobFolder job;
   const std::string checkpoints = job.path() + "/checkpoints";

@@ -350,6 +350,69 @@ TEST_F(ProgramJobTest, AnotherProgramOnAnotherMachineIsRefusedAtTheJoin) {
   EXPECT_TRUE(Contains(machine1.Output(), message)) << machine1.Output();
 }
 
+// Machine 0 started with torchrun's flags, machine 1 with the variables a Kubernetes PyTorchJob
+// sets: the same program on both, its ranks with their own RANK and WORLD_SIZE.
+TEST_F(ProgramJobTest, TorchrunsFlagsAndKubernetesVariablesStartAProgramsMachines) {
+  const std::string port = std::to_string(FreePort());
+  const Args program = {"--", "/bin/sh", "-c", "echo \"$RANK of $WORLD_SIZE via $MASTER_ADDR\""};
+  LauncherProcess machine0(Concat({"--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "2",
+                                   "--rdzv-endpoint", "127.0.0.1:" + port},
+                                  program),
+                           OutputPath("machine0"));
+  LauncherProcess machine1(Concat({"--nproc-per-node", "2"}, program), OutputPath("machine1"),
+                           {"env", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "WORLD_SIZE=2",
+                            "RANK=1", "LOCAL_RANK=0"});
+  for (LauncherProcess* process : {&machine0, &machine1}) {
+    const auto status = process->Wait(30s);
+    EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << process->Output();
+  }
+  EXPECT_TRUE(Contains(machine0.Output(), "[rank 1] 1 of 4 via 127.0.0.1\n")) << machine0.Output();
+  EXPECT_TRUE(Contains(machine1.Output(), "[rank 2] 2 of 4 via 127.0.0.1\n")) << machine1.Output();
+  EXPECT_TRUE(Contains(machine1.Output(), "[rank 3] 3 of 4 via 127.0.0.1\n")) << machine1.Output();
+}
+
+// An elastic job of a program: a machine is lost, its peers' ranks fail (as a DDP script's would,
+// its collectives cut), and the job restarts on the machines left, TORCHELASTIC_RESTART_COUNT 1.
+TEST_F(ProgramJobTest, AnElasticJobRestartsTheProgramOnTheMachinesLeft) {
+  const std::string out = scratch_.Folder("out");
+  const Args args = {
+      "--num-machines",
+      "2:3",
+      "--master-port",
+      std::to_string(FreePort()),
+      "--max-restarts",
+      "1",
+      "--join-grace",
+      "1",
+      "--rendezvous-timeout",
+      "30",
+      "--",
+      "/bin/sh",
+      "-c",
+      "echo \"$GROUP_RANK $WORLD_SIZE\" > \"$0/seen-$TORCHELASTIC_RESTART_COUNT-$RANK\"; "
+      "[ \"$TORCHELASTIC_RESTART_COUNT\" = 1 ] && exit 0; "
+      "while [ ! -e \"$0/cut\" ]; do sleep 0.05; done; exit 1",
+      out};
+  LauncherProcess a(args, OutputPath("a")), b(args, OutputPath("b")), c(args, OutputPath("c"));
+  LauncherProcess* machine2 = MachineNumbered({&a, &b, &c}, 2);
+  ASSERT_NE(machine2, nullptr) << a.Output() << b.Output() << c.Output();
+  for (const char* rank : {"0", "1", "2"}) {
+    ASSERT_TRUE(WaitForFile(out + "/seen-0-" + rank, 30s)) << a.Output() << b.Output();
+  }
+  ASSERT_EQ(kill(machine2->pid(), SIGKILL), 0);
+  machine2->Wait(5s);
+  std::ofstream(out + "/cut") << "the collectives are cut\n";
+  for (LauncherProcess* launcher : {&a, &b, &c}) {
+    if (launcher == machine2) continue;
+    const auto status = launcher->Wait(60s);
+    EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << launcher->Output();
+  }
+  EXPECT_EQ(ReadFile(out + "/seen-0-2"), "2 3\n");
+  EXPECT_EQ(ReadFile(out + "/seen-1-0"), "0 2\n");
+  EXPECT_EQ(ReadFile(out + "/seen-1-1"), "1 2\n");
+  EXPECT_FALSE(std::filesystem::exists(out + "/seen-1-2"));
+}
+
 // A program that cannot start: refused before any rank runs, and never restarted.
 class UnstartableProgramTest : public ProgramJobTest, public ::testing::WithParamInterface<int> {};
 
