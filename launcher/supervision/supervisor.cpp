@@ -150,6 +150,7 @@ Status Supervisor::Supervise() {
     if (StopSignal() != 0) return Failed(StoppedBySignal());
     if (!log_failure_.empty()) return Failed(log_failure_);
     if (const Worker* failed = FirstFailed(FailureKind::kOwn)) {
+      if (std::optional<Status> earlier = ProgramFailureElsewhere()) return *earlier;
       return Failed(Describe(*failed, FailureRole::kRootCause));
     }
     if (const Worker* failed = FirstFailed(FailureKind::kAny)) return FailedAfterPeer(*failed);
@@ -198,6 +199,14 @@ std::optional<Status> Supervisor::FailureElsewhere() {
   auto failure = rendezvous::CheckFailure(client_, prefix_);
   if (!failure.ok()) return StoreLost(failure.status());
   if (!failure->has_value()) return std::nullopt;
+  StopAll();
+  return Status::Error("the job failed elsewhere: " + **failure);
+}
+
+std::optional<Status> Supervisor::ProgramFailureElsewhere() {
+  if (!program_ || shape_.num_machines == 1) return std::nullopt;
+  auto failure = rendezvous::CheckFailure(client_, prefix_);
+  if (!failure.ok() || !failure->has_value()) return std::nullopt;  // this machine's is the first
   StopAll();
   return Status::Error("the job failed elsewhere: " + **failure);
 }

@@ -82,6 +82,10 @@ class Supervisor {
   // The job's failure as another launcher published it (this machine's workers stopped), or a
   // lost store; nullopt while there is neither.
   std::optional<Status> FailureElsewhere();
+  // Before a program's failed rank is named on a job of several machines: a failure another
+  // machine published already, which it likely follows from (a program has no exit code that says
+  // so, Note [Root cause]); nullopt when there is none, or the store cannot say.
+  std::optional<Status> ProgramFailureElsewhere();
   // Stops the workers after a store call failed with `error`.
   Status StoreLost(const Status& error);
   std::string StoppedBySignal() const;

@@ -350,6 +350,41 @@ TEST_F(ProgramJobTest, AnotherProgramOnAnotherMachineIsRefusedAtTheJoin) {
   EXPECT_TRUE(Contains(machine1.Output(), message)) << machine1.Output();
 }
 
+// Rank 1 on machine 1 fails; rank 0 on machine 0 fails after it, as a rank whose collective lost
+// its peer does, with an exit code like any other: both machines name rank 1.
+TEST_F(ProgramJobTest, EveryMachineNamesTheRankThatFailedFirstOnAnotherMachine) {
+  const std::string out = scratch_.Folder("out");
+  const Args program = {
+      "--", "/bin/sh", "-c",
+      "if [ \"$RANK\" = 1 ]; then echo 'rank 1 fails'; touch \"$0/failed\"; exit 1; fi; "
+      "while [ ! -e \"$0/failed\" ]; do sleep 0.01; done; sleep 1; echo 'lost a peer'; exit 1",
+      out};
+  const Args shape = {"--num-machines", "2", "--rendezvous-timeout", "20"};
+  LauncherProcess machine0(
+      Concat(Concat(shape, {"--machine-id", "0", "--master-port", "0"}), program),
+      OutputPath("machine0"));
+  const int port = machine0.WaitForStorePort();
+  ASSERT_GT(port, 0) << machine0.Output();
+  LauncherProcess machine1(
+      Concat(Concat(shape, {"--machine-id", "1", "--master-port", std::to_string(port)}), program),
+      OutputPath("machine1"));
+  const auto status0 = machine0.Wait(20s), status1 = machine1.Wait(20s);
+  EXPECT_TRUE(ExitedWith(status0, 1)) << Describe(status0) << machine0.Output();
+  EXPECT_TRUE(ExitedWith(status1, 1)) << Describe(status1) << machine1.Output();
+  const std::string root_cause =
+      ") failed first: exit code 1; the end of its output (the root cause):\n    [rank 1] rank 1 "
+      "fails";
+  EXPECT_TRUE(Contains(machine1.Output(),
+                       "[launcher 1] error: job failed: rank 1 (machine 1, local rank 0, pid "))
+      << machine1.Output();
+  EXPECT_TRUE(Contains(machine1.Output(), root_cause)) << machine1.Output();
+  EXPECT_TRUE(Contains(machine0.Output(),
+                       "[launcher 0] error: job failed: the job failed elsewhere: rank 1 (machine "
+                       "1, local rank 0, pid "))
+      << machine0.Output();
+  EXPECT_TRUE(Contains(machine0.Output(), root_cause)) << machine0.Output();
+}
+
 // Machine 0 started with torchrun's flags, machine 1 with the variables a Kubernetes PyTorchJob
 // sets: the same program on both, its ranks with their own RANK and WORLD_SIZE.
 TEST_F(ProgramJobTest, TorchrunsFlagsAndKubernetesVariablesStartAProgramsMachines) {
