@@ -146,5 +146,13 @@ void AddJobFlags(TableRows add);       // flags_job.cpp
 void AddTrainingFlags(TableRows add);  // flags_training.cpp
 void AddOutputFlags(TableRows add);    // flags_output.cpp
 void AddCommandFlags(TableRows add);   // flags_output.cpp
+void AddProgramFlags(TableRows add);   // flags_program.cpp
+
+// flags_program.cpp: what the parser checks of a program's job (Note [A program's workers] in
+// protocol/program_environment.hpp) and of --log-ranks once every flag is applied, and the hint
+// for a stray word that looks like a script.
+Status CheckProgramJob(const Options& options);
+Status CheckLogRanks(const Options& options);
+std::string ProgramHint(const std::string& argument);
 
 }  // namespace dpl::cli::table

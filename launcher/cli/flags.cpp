@@ -16,6 +16,7 @@ std::vector<Flag> BuildFlagTable() {
   table::AddTrainingFlags(rows);
   table::AddOutputFlags(rows);
   table::AddCommandFlags(rows);
+  table::AddProgramFlags(rows);
   return flags;
 }
 
@@ -46,7 +47,9 @@ std::vector<std::pair<std::string, std::string>> SettingsThatMustMatch(const Opt
     if (!flag.MustMatchAcrossMachines()) continue;
     const std::vector<std::string> arguments = flag.forward(options);
     std::string value;
-    if (flag.value_name.empty()) {
+    if (flag.compared_value) {
+      value = flag.compared_value(options);
+    } else if (flag.value_name.empty()) {
       value = arguments.empty() ? "off" : "on";
     } else if (arguments.size() < 2) {
       value = "(none)";

@@ -96,10 +96,17 @@ struct Flag {
   // The value as a checkpoint records it (Note [Values in checkpoints] in flag_kinds.cpp); set
   // for every flag that must match on resume.
   std::function<std::string(const Options& options)> recorded_value;
+  // The value the join compares, when the forwarded words would not tell values apart (the
+  // program's words, which may hold spaces); else the words after the flag's name.
+  std::function<std::string(const Options& options)> compared_value;
 
   bool MustMatchAcrossMachines() const { return agreement && agreement->across_machines; }
   bool MustMatchOnResume() const { return agreement && agreement->on_resume; }
 };
+
+// The row of the program after `--` (`launcher [flags] -- PROGRAM [ARGS...]`): the command line
+// gives its words only after `--`, never as --program.
+inline constexpr const char* kProgramFlag = "program";
 
 // Every flag, in the order values are applied (a range that depends on another flag comes after
 // it: --machine-id after --num-machines, --local-rank after --num-processes).

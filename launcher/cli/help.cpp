@@ -14,6 +14,8 @@ constexpr size_t kHelpFlagColumn = 34;
 
 constexpr const char* kUsage =
     "usage: launcher [options]             train (the default)\n"
+    "       launcher [options] -- PROGRAM [ARGS...]  run PROGRAM as the workers (torchrun's\n"
+    "                                      environment; e.g. -- python3 train.py)\n"
     "       launcher --selftest [options]  check the rendezvous and the backend, and measure\n"
     "                                      every link between machines and workers; no training\n"
     "       launcher plugins [--plugin-dir DIR]...  list the plugins found\n"
@@ -41,6 +43,7 @@ void AppendWrapped(const std::string& text, size_t column, size_t used, std::str
 void AppendFlag(const Flag& flag, std::string* text) {
   std::string head = "  --" + flag.name;
   if (flag.name == "help") head = "  -h [ --help ]";
+  if (flag.name == kProgramFlag) head = "  --";
   if (!flag.value_name.empty()) head += " " + flag.value_name;
   *text += head;
   if (head.size() + 1 >= kHelpFlagColumn) {

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "cli/config_file.hpp"
+#include "cli/flag_kinds.hpp"
 #include "cli/flags.hpp"
 #include "cluster/environment.hpp"
 #include "cluster/torchrun_flags.hpp"
@@ -108,13 +109,35 @@ Status RecordAlias(const cluster::FlagAlias& alias, const std::string& value,
   return Status::Ok();
 }
 
+// The program's words run after `--`; a flag cannot give them.
+Status ProgramOnlyAfterDashes(const std::string& shown) {
+  return Status::InvalidArgument(shown +
+                                 ": give the program after `--`: launcher [flags] -- PROGRAM "
+                                 "[ARGS...]");
+}
+
+// The words after the first `--`: the program and its arguments (Note [A program's workers]).
+Status CollectProgram(const std::vector<std::string>& words, GivenFlags* given) {
+  if (words.empty()) {
+    return Status::InvalidArgument(
+        "`--` must be followed by the program to run: launcher [flags] -- PROGRAM [ARGS...] "
+        "(e.g. -- python3 train.py)");
+  }
+  (*given)[kProgramFlag].values = words;
+  return Status::Ok();
+}
+
 Status CollectCommandLine(const std::vector<std::string>& arguments, GivenFlags* given) {
   for (size_t i = 0; i < arguments.size(); ++i) {
     const std::string& argument = arguments[i];
+    if (argument == "--") {
+      return CollectProgram(
+          {arguments.begin() + static_cast<std::ptrdiff_t>(i) + 1, arguments.end()}, given);
+    }
     if (argument.rfind("--", 0) != 0 && argument != "-h") {
       return Status::InvalidArgument("unexpected argument '" + argument +
                                      "' (the only subcommand is `plugins`, given first); " +
-                                     kSeeHelp);
+                                     kSeeHelp + table::ProgramHint(argument));
     }
     std::string name = argument == "-h" ? "help" : argument.substr(2);
     std::optional<std::string> value;
@@ -126,6 +149,7 @@ Status CollectCommandLine(const std::vector<std::string>& arguments, GivenFlags*
     const std::string shown = "--" + name;
     const cluster::FlagAlias* alias = flag ? nullptr : cluster::FindTorchrunAlias(name);
     if (flag == nullptr && alias == nullptr) return UnknownFlag(shown, name, "--");
+    if (flag != nullptr && flag->name == kProgramFlag) return ProgramOnlyAfterDashes(shown);
     if (alias != nullptr) {
       if (!value) {
         if (i + 1 >= arguments.size() || arguments[i + 1].rfind("--", 0) == 0) {
@@ -172,6 +196,9 @@ Status CollectConfigFile(const std::string& path, GivenFlags* given) {
     }
     if (flag->name == "config") {
       return Status::InvalidArgument(place + ": a config file cannot name another");
+    }
+    if (flag->name == kProgramFlag) {
+      return Status::InvalidArgument(At(place, ProgramOnlyAfterDashes(entry.name).message()));
     }
     if (from_command_line.count(flag->name) != 0) continue;  // the command line wins
     DPL_RETURN_IF_ERROR(Record(*flag, flag->name, entry.value, place, given));
@@ -329,8 +356,10 @@ Status CheckValidationFlags(const training::TrainingConfig& training) {
 
 // Checks that involve more than one flag.
 Status CheckConsistency(const Options& options) {
-  DPL_RETURN_IF_ERROR(CheckBatchSplits(options));
+  DPL_RETURN_IF_ERROR(options.runs_program() ? table::CheckProgramJob(options)
+                                             : CheckBatchSplits(options));
   DPL_RETURN_IF_ERROR(CheckValidationFlags(options.training));
+  DPL_RETURN_IF_ERROR(table::CheckLogRanks(options));
   if (options.training.lr_schedule == training::LrScheduleKind::kStep &&
       options.training.lr_step_size == 0) {
     return Status::InvalidArgument(
@@ -350,8 +379,8 @@ Status CheckConsistency(const Options& options) {
         "(or leave it out), not the range " +
         std::to_string(options.min_machines) + ":" + std::to_string(options.num_machines));
   }
-  if (options.elastic() && !options.selftest_job && options.training.checkpoint_dir.empty() &&
-      options.command != Command::kWorker) {
+  if (options.elastic() && !options.selftest_job && !options.runs_program() &&
+      options.training.checkpoint_dir.empty() && options.command != Command::kWorker) {
     return Status::InvalidArgument(
         "--num-machines " + std::to_string(options.min_machines) + ":" +
         std::to_string(options.num_machines) +

@@ -85,6 +85,17 @@ struct Options {
   std::vector<std::string> given_flags;
   bool Given(const std::string& flag) const;
 
+  // A program's job (`launcher [flags] -- PROGRAM [ARGS...]`): PROGRAM and its arguments, started
+  // once per rank in place of the built-in training loop (Note [A program's workers] in
+  // protocol/program_environment.hpp). Empty: the built-in loop.
+  std::vector<std::string> program;
+  // --env NAME[=VALUE] (repeatable): NAME=VALUE entries every worker of this machine gets, which
+  // --hostfile passes on to every host (NAME alone: this host's value).
+  std::vector<std::string> environment;
+  // --log-ranks: "all", ranks apart by commas ("0,3"), or "" for the default (LogsRank).
+  std::string log_ranks;
+  bool runs_program() const { return !program.empty(); }
+
   // Everything the training loop reads (training/config.hpp).
   training::TrainingConfig training;
 
@@ -127,6 +138,10 @@ std::vector<training::ResumeSetting> ResumeSettings(const Options& options);
 // options (--hostfile), and follow a worker's internal flags on its command line
 // (protocol/worker_command.hpp).
 std::vector<std::string> LauncherArguments(const Options& options);
+
+// Whether every line of rank `rank` reaches the console (--log-ranks; by default every rank of a
+// program, rank 0 of the built-in loop).
+bool LogsRank(const Options& options, int rank);
 
 // The compute threads of each worker of this machine: --threads-per-worker, or (0) the machine's
 // cores shared evenly by its workers, at least one. The launcher tells its workers the number and

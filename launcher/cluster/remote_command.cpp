@@ -49,8 +49,14 @@ Result<std::vector<std::string>> SplitSshOptions(const std::string& text) {
 
 std::string RemoteShellCommand(const RemoteLaunch& launch) {
   std::string command = "cd " + ShellQuote(launch.working_directory) +
-                        " && IFS= read -r DPL_JOB_TOKEN && export DPL_JOB_TOKEN && " +
-                        ShellQuote(launch.binary);
+                        " && IFS= read -r DPL_JOB_TOKEN && export DPL_JOB_TOKEN && ";
+  // Each line is NAME=<one shell word> (EnvironmentLines), so eval exports it as it was here.
+  if (launch.reads_environment) {
+    command +=
+        "{ while IFS= read -r DPL_FORWARDED && [ -n \"$DPL_FORWARDED\" ]; do "
+        "eval \"export $DPL_FORWARDED\"; done; unset DPL_FORWARDED; } && ";
+  }
+  command += ShellQuote(launch.binary);
   for (const std::string& argument : launch.arguments) command += " " + ShellQuote(argument);
   // Not the shell's last command, which a shell may exec in its place: the shell stays to report
   // a launcher killed by signal N as exit status 128 + N, where sshd would make it ssh's 255.

@@ -24,11 +24,14 @@ struct RemoteLaunch {
   std::string binary;                    // the launcher, by its absolute path
   std::vector<std::string> arguments;    // the remote launcher's flags
   std::vector<std::string> ssh_options;  // --ssh-options
+  // Standard input holds variables after the token's line (Note [Forwarded environment]).
+  bool reads_environment = false;
 };
 
 // The remote shell's command: change to the working directory, read the job token from the first
-// line of standard input into DPL_JOB_TOKEN, and run the launcher; its exit status becomes ssh's
-// (a launcher killed by signal N: 128 + N, as the shell, which stays, reports it).
+// line of standard input into DPL_JOB_TOKEN, then, when it reads the environment, a NAME=value
+// line per variable up to an empty line, and run the launcher; its exit status becomes ssh's (a
+// launcher killed by signal N: 128 + N, as the shell, which stays, reports it).
 std::string RemoteShellCommand(const RemoteLaunch& launch);
 
 // argv of `ssh -o BatchMode=yes OPTIONS... HOST COMMAND`.

@@ -8,12 +8,15 @@
 
 namespace dpl::supervision {
 
-std::string DescribeExit(int wait_status) {
+std::string DescribeExit(int wait_status, ExitCodes codes) {
   if (WIFSIGNALED(wait_status)) return "killed by signal " + SignalName(WTERMSIG(wait_status));
   const std::string code = "exit code " + std::to_string(WEXITSTATUS(wait_status));
-  if (protocol::IsNotRestartable(wait_status)) return code + " (a failure a restart would repeat)";
-  return protocol::IsPeerFailure(wait_status) ? code + " (it lost a peer or the rendezvous store)"
-                                              : code;
+  const bool own_protocol = codes == ExitCodes::kWorkerProtocol;
+  if (own_protocol && protocol::IsNotRestartable(wait_status)) {
+    return code + " (a failure a restart would repeat)";
+  }
+  const bool peer = own_protocol && protocol::IsPeerFailure(wait_status);
+  return peer ? code + " (it lost a peer or the rendezvous store)" : code;
 }
 
 std::string DescribeFailure(const EndedWorker& worker, FailureRole role) {
@@ -21,12 +24,13 @@ std::string DescribeFailure(const EndedWorker& worker, FailureRole role) {
   std::string message =
       "rank " + std::to_string(worker.rank) + " (machine " + std::to_string(worker.machine) +
       ", local rank " + std::to_string(worker.local_rank) + ", pid " + std::to_string(worker.pid) +
-      ") failed" + (root ? " first" : "") + ": " + DescribeExit(worker.wait_status);
+      ") failed" + (root ? " first" : "") + ": " + DescribeExit(worker.wait_status, worker.codes);
   if (worker.last_lines == nullptr || worker.last_lines->empty()) {
     return message + "; it wrote no output";
   }
-  message +=
-      root ? "; the last lines of its log (the root cause):" : "; the last lines of its log:";
+  const bool program = worker.codes == ExitCodes::kProgram;
+  message += program ? "; the end of its output" : "; the last lines of its log";
+  message += root ? " (the root cause):" : ":";
   for (const auto& line : *worker.last_lines) message += "\n    " + line;
   return message;
 }

@@ -22,14 +22,17 @@
 #include <string>
 #include <vector>
 
+#include "supervision/output_tail.hpp"
+
 namespace dpl::supervision {
 
-// The lines of a worker's output kept to show with its failure.
-inline constexpr size_t kRootCauseLines = 20;
+// Whose exit codes a worker's are: dpl's worker protocol (protocol::kPeerFailureExitCode says
+// that a peer failed first) or a program's own (Note [A program's workers]).
+enum class ExitCodes { kWorkerProtocol, kProgram };
 
 // "exit code 1" or "killed by signal 9 (SIGKILL)" for a waitpid status; a peer failure's exit code
 // says so.
-std::string DescribeExit(int wait_status);
+std::string DescribeExit(int wait_status, ExitCodes codes = ExitCodes::kWorkerProtocol);
 
 // One worker that ended, as its failure names it.
 struct EndedWorker {
@@ -38,14 +41,16 @@ struct EndedWorker {
   int local_rank = 0;
   pid_t pid = -1;
   int wait_status = 0;
-  const std::deque<std::string>* last_lines = nullptr;  // at most kRootCauseLines; may be null
+  const std::deque<std::string>* last_lines = nullptr;  // OutputTail::Lines(); may be null
+  ExitCodes codes = ExitCodes::kWorkerProtocol;
 };
 
 // kRootCause: the job's failure is this worker's; kAfterPeer: it failed after something else.
 enum class FailureRole { kRootCause, kAfterPeer };
 
 // "rank 3 (machine 1, local rank 1, pid 42) failed first: exit code 1; the last lines of its log
-// (the root cause):" and the lines, indented.
+// (the root cause):" and the lines, indented. A program's: "...; the end of its output (the root
+// cause):".
 std::string DescribeFailure(const EndedWorker& worker, FailureRole role);
 
 // "machine 2 vanished: its launcher stopped answering (...); after it, " and `after`, the failure

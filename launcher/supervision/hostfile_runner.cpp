@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -13,10 +14,12 @@
 #include <fstream>
 #include <thread>
 
+#include "cluster/forwarded_environment.hpp"
 #include "cluster/hostfile.hpp"
 #include "cluster/machine_ids.hpp"
 #include "cluster/remote_command.hpp"
 #include "common/log.hpp"
+#include "protocol/program_environment.hpp"
 #include "supervision/failure_naming.hpp"
 #include "supervision/line_relay.hpp"
 #include "supervision/stop_signals.hpp"
@@ -43,7 +46,7 @@ struct Machine {
   bool remote = false;
   std::vector<std::string> argv;
   pid_t pid = -1;
-  int input_fd = -1;  // its stdin: the job token, then held open until the machine stops
+  int input_fd = -1;  // its stdin: the job token and the environment, then held open until it stops
   bool exited = false;
   int wait_status = 0;
 
@@ -117,8 +120,10 @@ Status CheckHostfileShape(const cli::Options& options,
   return Status::Ok();
 }
 
-// Every machine's command line, machine i on the i-th host.
-Result<std::vector<Machine>> PlanMachines(const cli::Options& options) {
+// Every machine's command line, machine i on the i-th host. A remote one reads the variables of
+// `forwarded` from its standard input when there are some (Note [Forwarded environment]).
+Result<std::vector<Machine>> PlanMachines(const cli::Options& options,
+                                          const cluster::ForwardedEnvironment& forwarded) {
   auto hosts = cluster::ReadHostfile(options.hostfile);
   if (!hosts.ok()) return hosts.status();
   DPL_RETURN_IF_ERROR(CheckHostfileShape(options, *hosts));
@@ -146,9 +151,10 @@ Result<std::vector<Machine>> PlanMachines(const cli::Options& options) {
     machine_options.machine_id = machine.id;
     std::vector<std::string> arguments = cli::LauncherArguments(machine_options);
     if (machine.remote) {
-      arguments.push_back("--exit-with-stdin");
-      machine.argv = cluster::SshArguments(
-          {machine.host, *directory, *binary, std::move(arguments), *ssh_options});
+      // First: a program's words end the arguments.
+      arguments.insert(arguments.begin(), "--exit-with-stdin");
+      machine.argv = cluster::SshArguments({machine.host, *directory, *binary, std::move(arguments),
+                                            *ssh_options, !forwarded.entries.empty()});
     } else {
       machine.argv = {*binary};
       machine.argv.insert(machine.argv.end(), arguments.begin(), arguments.end());
@@ -158,26 +164,46 @@ Result<std::vector<Machine>> PlanMachines(const cli::Options& options) {
   return machines;
 }
 
-// The environment of a machine started here: this one's, with the job's token.
-std::vector<std::string> LocalEnvironment(const std::string& token) {
+// This host's environment, NAME=value entries.
+std::vector<std::string> HostEnvironment() {
+  std::vector<std::string> environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) environment.push_back(*entry);
+  return environment;
+}
+
+// The environment of a machine started here: this one's with the variables of --env, and the
+// job's token.
+std::vector<std::string> LocalEnvironment(const std::string& token,
+                                          const std::vector<std::string>& given) {
   std::vector<std::string> environment;
   const std::string token_entry = std::string(kJobTokenEnv) + "=";
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    if (std::strncmp(*entry, token_entry.c_str(), token_entry.size()) != 0) {
-      environment.push_back(*entry);
+  for (const std::string& entry : HostEnvironment()) {
+    const std::string name = entry.substr(0, entry.find('='));
+    if (entry.rfind(token_entry, 0) != 0 && protocol::FindVariable(given, name) == nullptr) {
+      environment.push_back(entry);
     }
   }
+  environment.insert(environment.end(), given.begin(), given.end());
   environment.push_back(token_entry + token);
   return environment;
 }
+
+// What a machine reads on its standard input: the job token's line, then for a remote one the
+// variables it exports (Note [Forwarded environment]).
+struct MachineInput {
+  std::string token;
+  std::vector<std::string> given;  // --env, for a machine started here
+  std::string remote_lines;        // the token's line and EnvironmentLines, for ssh
+};
 
 void PrintLine(const Machine& machine, const std::string& line) {
   log::WriteLine("[" + machine.host + "] " + line);
 }
 
 // Starts `machine`: its stdout and stderr into one pipe, relayed by `relay`, its stdin from
-// another (a remote one reads the token from it; a local one gets the token in its environment).
-Status Start(Machine& machine, const std::string& token, LineRelay& relay) {
+// another (a remote one reads the token and the variables from it; a local one gets both in its
+// environment).
+Status Start(Machine& machine, const MachineInput& input_text, LineRelay& relay) {
   int output[2], input[2];
   if (pipe2(output, O_CLOEXEC) != 0) return Status::Error(std::string("pipe: ") + strerror(errno));
   if (pipe2(input, O_CLOEXEC) != 0) {
@@ -185,7 +211,7 @@ Status Start(Machine& machine, const std::string& token, LineRelay& relay) {
     close(output[1]);
     return Status::Error(std::string("pipe: ") + strerror(errno));
   }
-  std::vector<std::string> environment_text = LocalEnvironment(token);
+  std::vector<std::string> environment_text = LocalEnvironment(input_text.token, input_text.given);
   std::vector<char*> argv, envp;
   for (auto& argument : machine.argv) argv.push_back(argument.data());
   argv.push_back(nullptr);
@@ -216,8 +242,8 @@ Status Start(Machine& machine, const std::string& token, LineRelay& relay) {
   relay.Add(output[0], [&machine](std::string line) { PrintLine(machine, line); });
   machine.input_fd = input[1];
   if (machine.remote) {
-    const std::string line = token + "\n";
-    if (write(machine.input_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    const std::string& lines = input_text.remote_lines;
+    if (write(machine.input_fd, lines.data(), lines.size()) != static_cast<ssize_t>(lines.size())) {
       return Status::Error("cannot pass the job token to ssh for " + machine.host);
     }
   } else {
@@ -304,25 +330,50 @@ std::string Overview(const std::vector<Machine>& machines) {
 
 }  // namespace
 
+// The job's token (made here unless given) and what the machines read of it and the environment;
+// says which variables go to the other hosts (their names, never their values).
+Result<MachineInput> PrepareInput(const cli::Options& options,
+                                  const cluster::ForwardedEnvironment& forwarded,
+                                  const std::vector<Machine>& machines) {
+  auto token = options.job_token.empty() ? RandomToken() : Result<std::string>(options.job_token);
+  if (!token.ok()) return token.status();
+  MachineInput input{*token, options.environment, *token + "\n"};
+  if (!forwarded.entries.empty())
+    input.remote_lines += cluster::EnvironmentLines(forwarded.entries);
+  const bool any_remote =
+      std::any_of(machines.begin(), machines.end(), [](const Machine& m) { return m.remote; });
+  if (!any_remote) return input;
+  if (!forwarded.entries.empty()) {
+    log::Info("passing " + cluster::VariableNames(forwarded.entries) +
+              " to the other hosts (on ssh's standard input)");
+  }
+  if (!forwarded.left_out.empty()) {
+    std::string names;
+    for (const std::string& name : forwarded.left_out) names += (names.empty() ? "" : ", ") + name;
+    log::Warning("not passing " + names +
+                 " to the other hosts: a value with a line break, or a name a shell cannot take");
+  }
+  return input;
+}
+
 int RunHostfile(const cli::Options& options) {
   log::SetPrefix("[hostfile]");
-  auto planned = PlanMachines(options);
-  if (!planned.ok()) {
-    log::Error(planned.status().message());
+  const cluster::ForwardedEnvironment forwarded =
+      cluster::SelectForwarded(HostEnvironment(), options.environment);
+  auto planned = PlanMachines(options, forwarded);
+  auto input = planned.ok() ? PrepareInput(options, forwarded, *planned)
+                            : Result<MachineInput>(planned.status());
+  if (!input.ok()) {
+    log::Error(input.status().message());
     return 1;
   }
   std::vector<Machine> machines = std::move(*planned);
-  auto token = options.job_token.empty() ? RandomToken() : Result<std::string>(options.job_token);
-  if (!token.ok()) {
-    log::Error(token.status().message());
-    return 1;
-  }
   InstallStopHandlers(OnTermination::kStop);
   log::Info("starting " + std::to_string(machines.size()) + " machines: " + Overview(machines));
   std::string failure;
   LineRelay relay;  // after `machines`, whose entries its line handlers name
   for (Machine& machine : machines) {
-    Status started = failure.empty() ? Start(machine, *token, relay) : Status::Ok();
+    Status started = failure.empty() ? Start(machine, *input, relay) : Status::Ok();
     if (machine.pid < 0) machine.exited = true;  // never started: nothing to wait for
     if (!started.ok()) failure = machine.Label() + ": " + started.message();
   }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "protocol/worker_output.hpp"
 #include "supervision/heartbeat.hpp"
 #include "supervision/output_check.hpp"
+#include "supervision/program_spawn.hpp"
 #include "supervision/stop_signals.hpp"
 #include "supervision/worker_environment.hpp"
 #include "supervision/worker_spawn.hpp"
@@ -28,6 +30,9 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr auto kFailurePollInterval = 200ms;
+// A program's workers are looked at this often: which rank exited first is the root cause, and no
+// exit code of theirs says that a peer failed first (Note [A program's workers]).
+constexpr int kProgramPollMs = 10;
 constexpr auto kExitPollInterval = 1ms;
 constexpr auto kAllExitedPollInterval = 20ms;
 // How long the workers have to reach a step boundary and write its checkpoint after a preemption
@@ -63,11 +68,13 @@ bool EndedWell(int wait_status) {
 Supervisor::Supervisor(const cli::Options& options, rendezvous::StoreClient& client,
                        const rendezvous::JobShape& shape, int attempt)
     : options_(options),
+      program_(options.runs_program()),
       client_(client),
       shape_(shape),
       attempt_(attempt),
       prefix_(rendezvous::AttemptPrefix(attempt)),
-      progress_(options.training.progress && options.command == cli::Command::kTrain),
+      progress_(options.training.progress && options.command == cli::Command::kTrain &&
+                !options.runs_program()),
       stalls_(client, prefix_, shape.world_size()) {
   if (shape.num_machines > 1) machines_ = std::make_unique<MachineWatch>(client, prefix_, shape);
 }
@@ -95,10 +102,19 @@ Result<Supervisor::LogFiles> Supervisor::OpenLogFiles() const {
   return files;
 }
 
-Status Supervisor::Spawn(const std::string& store_addr) {
+Result<SpawnedWorkers> Supervisor::StartWorkerLoader(const std::string& store_addr) {
   cli::Options worker_options = options_;
   worker_options.threads_per_worker = cli::ThreadsPerWorker(options_);
   worker_options.training.resume = options_.training.resume || attempt_ > 0;
+  LoaderLaunch launch;
+  launch.job_flags = cli::LauncherArguments(worker_options);
+  launch.environment = WorkerEnvironment(options_, worker_options.threads_per_worker, attempt_);
+  launch.store_addr = store_addr;
+  launch.workers = shape_.num_processes;
+  return SpawnWorkers(launch);
+}
+
+Status Supervisor::Spawn(const std::string& store_addr) {
   // Published, so the other machines stop at once instead of waiting for this one's workers.
   Status writable = CheckOutputsWritable(options_, shape_.machine_id);
   auto log_files = writable.ok() ? OpenLogFiles() : Result<LogFiles>(writable);
@@ -109,12 +125,7 @@ Status Supervisor::Spawn(const std::string& store_addr) {
   if (shape_.num_machines > 1) {
     heartbeat_ = std::make_unique<Heartbeat>(client_, prefix_, shape_.machine_id);
   }
-  LoaderLaunch launch;
-  launch.job_flags = cli::LauncherArguments(worker_options);
-  launch.environment = WorkerEnvironment(options_, worker_options.threads_per_worker, attempt_);
-  launch.store_addr = store_addr;
-  launch.workers = shape_.num_processes;
-  Result<SpawnedWorkers> spawned = SpawnWorkers(launch);
+  Result<SpawnedWorkers> spawned = program_ ? StartProgram() : StartWorkerLoader(store_addr);
   if (!spawned.ok()) {
     job_refused_ = spawned.status().code() == DPL_ERR_INVALID_ARGUMENT;
     return Failed(spawned.status().message());
@@ -125,6 +136,7 @@ Status Supervisor::Spawn(const std::string& store_addr) {
     worker.local_rank = local;
     worker.rank = shape_.RankOf(local);
     worker.pid = spawned->pids[index];
+    worker.on_console = cli::LogsRank(options_, worker.rank);
     worker.log_file = std::move((*log_files)[index]);
     if (worker.log_file) worker.log_path = LogPath(options_, worker.rank);
     worker.output = relay_.Add(spawned->output_fds[index],
@@ -159,6 +171,7 @@ Status Supervisor::Supervise() {
     }
     if (!log_failure_.empty()) return Failed(log_failure_);
     if (const Worker* failed = FirstFailed(FailureKind::kOwn)) {
+      if (std::optional<Status> earlier = ProgramFailureElsewhere()) return *earlier;
       return Failed(Describe(*failed, FailureRole::kRootCause));
     }
     if (const Worker* failed = FirstFailed(FailureKind::kAny)) return FailedAfterPeer(*failed);
@@ -171,7 +184,7 @@ Status Supervisor::Supervise() {
     next_poll = std::chrono::steady_clock::now() + kFailurePollInterval;
     if (std::optional<Status> elsewhere = FailureElsewhere()) return *elsewhere;
     if (std::optional<Status> lost = LostMachine()) return *lost;
-    stalls_.Poll();
+    if (!program_) stalls_.Poll();  // a program's ranks post no stalls
   }
 }
 
@@ -254,6 +267,14 @@ void Supervisor::RecordLost(const std::vector<int>& machines) {
   }
 }
 
+std::optional<Status> Supervisor::ProgramFailureElsewhere() {
+  if (!program_ || shape_.num_machines == 1) return std::nullopt;
+  auto failure = rendezvous::CheckFailure(client_, prefix_);
+  if (!failure.ok() || !failure->has_value()) return std::nullopt;  // this machine's is the first
+  StopAll();
+  return Status::Error("the job failed elsewhere: " + **failure);
+}
+
 Status Supervisor::StoreLost(const Status& error) {
   StopAll();
   return error.WithContext("machine " + std::to_string(shape_.machine_id) +
@@ -266,16 +287,36 @@ std::string Supervisor::StoppedBySignal() const {
 }
 
 const Supervisor::Worker* Supervisor::FirstFailed(FailureKind kind) const {
+  const Worker* first = nullptr;
   for (const auto& worker : workers_) {
     if (!worker.exited || EndedWell(worker.wait_status)) continue;
-    if (kind == FailureKind::kAny || !protocol::IsPeerFailure(worker.wait_status)) return &worker;
+    const bool own = program_ || !protocol::IsPeerFailure(worker.wait_status);
+    if (kind == FailureKind::kOwn && !own) continue;
+    if (first == nullptr || worker.exit_order < first->exit_order) first = &worker;
   }
-  return nullptr;
+  return first;
+}
+
+void Supervisor::Signal(const Worker& worker, int signal_number) const {
+  if (program_) {
+    SignalProgramWorker(worker.pid, signal_number);
+  } else {
+    kill(worker.pid, signal_number);
+  }
+}
+
+std::optional<int> Supervisor::ExitOf(const Worker& worker) const {
+  if (program_) return PeekExit(worker.pid);
+  int status = 0;
+  if (waitpid(worker.pid, &status, WNOHANG) == worker.pid) return status;
+  return std::nullopt;
 }
 
 void Supervisor::StopAll() {
+  // A program's ranks get the signal that stopped the launcher (Ctrl-C: SIGINT), as torchrun's do.
+  const int stop = program_ && StopSignal() != 0 ? StopSignal() : SIGTERM;
   for (auto& worker : workers_) {
-    if (!worker.exited) kill(worker.pid, IsStopped(worker.pid) ? SIGKILL : SIGTERM);
+    if (!worker.exited) Signal(worker, IsStopped(worker.pid) ? SIGKILL : stop);
   }
   const auto deadline = std::chrono::steady_clock::now() + cli::kDefaultStopGracePeriod;
   while (!AllExited() && std::chrono::steady_clock::now() < deadline) {
@@ -283,13 +324,17 @@ void Supervisor::StopAll() {
     ReapExited();
   }
   for (auto& worker : workers_) {
-    if (!worker.exited) kill(worker.pid, SIGKILL);
+    if (!worker.exited) Signal(worker, SIGKILL);
   }
   while (!AllExited()) {
     PumpOutput(50);
     ReapExited();
   }
   PumpOutput(0);
+  for (auto& worker : workers_) {
+    if (program_ && !worker.released) ReleaseProgramWorker(worker.pid);
+    worker.released = true;
+  }
 }
 
 bool Supervisor::AllExited() const {
@@ -302,16 +347,17 @@ bool Supervisor::AllExited() const {
 void Supervisor::ReapExited() {
   for (auto& worker : workers_) {
     if (worker.exited) continue;
-    int status = 0;
-    if (waitpid(worker.pid, &status, WNOHANG) == worker.pid) {
+    if (std::optional<int> status = ExitOf(worker)) {
       relay_.Drain(worker.output);  // its last lines belong in the root cause
       worker.exited = true;
-      worker.wait_status = status;
+      worker.wait_status = *status;
+      worker.exit_order = ++exits_;
     }
   }
 }
 
 void Supervisor::PumpOutput(int timeout_ms) {
+  if (program_) timeout_ms = std::min(timeout_ms, kProgramPollMs);
   // Every worker closed its output, so each is exiting: look again soon, not after the full
   // timeout, or the job's end waits up to that long for nothing.
   if (!relay_.Pump(std::chrono::milliseconds(timeout_ms)) && timeout_ms > 0) {
@@ -320,10 +366,14 @@ void Supervisor::PumpOutput(int timeout_ms) {
 }
 
 void Supervisor::OnLine(Worker& worker, std::string line) {
-  const protocol::WorkerLine read = protocol::ReadWorkerLine(line);
-  if (read.kind == protocol::WorkerLine::Kind::kProgress) {  // the bar, not the log
-    if (worker.rank == 0 && read.progress) progress_.Update(*read.progress);
-    return;
+  dpl_log_level severity = DPL_LOG_INFO;
+  if (!program_) {  // a program's lines are its own: no progress records, no severities
+    const protocol::WorkerLine read = protocol::ReadWorkerLine(line);
+    if (read.kind == protocol::WorkerLine::Kind::kProgress) {  // the bar, not the log
+      if (worker.rank == 0 && read.progress) progress_.Update(*read.progress);
+      return;
+    }
+    severity = read.severity;
   }
   const std::string prefix = "[rank " + std::to_string(worker.rank) + "]";
   if (line.rfind(prefix, 0) != 0) line = prefix + " " + line;
@@ -335,12 +385,12 @@ void Supervisor::OnLine(Worker& worker, std::string line) {
                      "; free space there or pass another --log-dir";
     }
   }
-  worker.last_lines.push_back(line);
-  if (worker.last_lines.size() > kRootCauseLines) worker.last_lines.pop_front();
-  // Rank 0 speaks for the job; other ranks reach the console only with warnings and errors.
-  if (worker.rank == 0 || read.severity >= DPL_LOG_WARNING) {
+  // By default rank 0 speaks for the built-in loop; its other ranks reach the console only with
+  // warnings and errors. A program's ranks all do (--log-ranks).
+  if (worker.on_console || severity >= DPL_LOG_WARNING) {
     log::WriteLine(line);  // stamped, above the progress bar
   }
+  worker.tail.Add(std::move(line));
 }
 
 std::string Supervisor::Describe(const Worker& worker, FailureRole role) const {
@@ -350,7 +400,9 @@ std::string Supervisor::Describe(const Worker& worker, FailureRole role) const {
   ended.local_rank = worker.local_rank;
   ended.pid = worker.pid;
   ended.wait_status = worker.wait_status;
-  ended.last_lines = &worker.last_lines;
+  const std::deque<std::string> lines = worker.tail.Lines();
+  ended.last_lines = &lines;
+  ended.codes = program_ ? ExitCodes::kProgram : ExitCodes::kWorkerProtocol;
   return DescribeFailure(ended, role);
 }
 

@@ -1,7 +1,7 @@
-// One attempt of the job on this machine: start the machine's workers (worker_spawn.hpp), relay
-// their output (line_relay.hpp), and stop all of them when one fails, when another machine
-// reports a failure, or on SIGINT/SIGTERM (stop_signals.hpp), naming the failure's root cause
-// (failure_naming.hpp).
+// One attempt of the job on this machine: start the machine's workers (worker_spawn.hpp, or a
+// program's: program_spawn.hpp), relay their output (line_relay.hpp), and stop all of them when
+// one fails, when another machine reports a failure, or on SIGINT/SIGTERM (stop_signals.hpp),
+// naming the failure's root cause (failure_naming.hpp).
 #pragma once
 
 #include <sys/types.h>
@@ -21,7 +21,9 @@
 #include "rendezvous/store.hpp"
 #include "supervision/failure_naming.hpp"
 #include "supervision/line_relay.hpp"
+#include "supervision/output_tail.hpp"
 #include "supervision/stall_watch.hpp"
+#include "supervision/worker_spawn.hpp"
 
 namespace dpl::supervision {
 
@@ -61,16 +63,27 @@ class Supervisor {
     int rank = 0;
     int local_rank = 0;
     pid_t pid = -1;
-    std::deque<std::string> last_lines;
+    OutputTail tail;
     std::unique_ptr<std::ofstream> log_file;
     std::string log_path;
     size_t output = 0;
+    bool on_console = false;  // every line to the console (--log-ranks)
     bool exited = false;
+    int exit_order = 0;  // 1 for the first of this attempt's workers to exit, 2 next, ...
     int wait_status = 0;
+    bool released = false;  // a program's: reaped with its process group
   };
 
   using LogFiles = std::vector<std::unique_ptr<std::ofstream>>;  // one per local worker or none
   Result<LogFiles> OpenLogFiles() const;
+  // The workers of the built-in loop, through the worker loader.
+  Result<SpawnedWorkers> StartWorkerLoader(const std::string& store_addr);
+  // A program's workers (supervisor_program.cpp): where rank 0 serves, then PROGRAM once per rank.
+  Result<SpawnedWorkers> StartProgram();
+  // Sends `signal_number` to a worker, and to its process group when it is a program's.
+  void Signal(const Worker& worker, int signal_number) const;
+  // Whether `worker` exited, without reaping a program's (Note [A program's process group]).
+  std::optional<int> ExitOf(const Worker& worker) const;
   // Stops the workers, then records `message` as the job's failure for the other machines.
   Status Failed(const std::string& message);
   // Note [Root cause]: names the failure that `first`, a peer failure, follows from, and fails
@@ -79,6 +92,10 @@ class Supervisor {
   // The job's failure as another launcher published it (this machine's workers stopped), or a
   // lost store; nullopt while there is neither.
   std::optional<Status> FailureElsewhere();
+  // Before a program's failed rank is named on a job of several machines: a failure another
+  // machine published already, which it likely follows from (a program has no exit code that says
+  // so, Note [Root cause]); nullopt when there is none, or the store cannot say.
+  std::optional<Status> ProgramFailureElsewhere();
   // Stops the workers after a store call failed with `error`.
   Status StoreLost(const Status& error);
   // A preemption signal came: passes it on to the workers (SIGUSR1) the first time, and ends the
@@ -98,11 +115,15 @@ class Supervisor {
   std::string Describe(const Worker& worker, FailureRole role) const;
 
   const cli::Options& options_;
+  // A program's workers, not the built-in loop's (Note [A program's workers] in
+  // protocol/program_environment.hpp): none of dpl's worker protocol, a process group each.
+  const bool program_;
   rendezvous::StoreClient& client_;
   rendezvous::JobShape shape_;
   int attempt_;
   std::string prefix_;
   std::vector<Worker> workers_;
+  int exits_ = 0;    // workers that exited so far
   LineRelay relay_;  // the workers' outputs
   bool outputs_unusable_ = false;
   bool job_refused_ = false;             // by the worker loader, before any worker started

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include "protocol/program_environment.hpp"
+
 extern char** environ;
 
 namespace dpl::supervision {
@@ -23,31 +25,14 @@ constexpr const char* kTunablesEnv = "GLIBC_TUNABLES";
 constexpr const char* kHugePageHeapTunable = "glibc.malloc.hugetlb";
 constexpr const char* kHugePageHeapSetting = "glibc.malloc.hugetlb=1";
 
-// Note [torchrun's worker variables]: what torchrun's agent gives each worker, so that code
-// written for torchrun (a plugin that reads RANK or WORLD_SIZE) works unchanged. The launcher sets
-// those its machine's workers share; each worker adds RANK, LOCAL_RANK and ROLE_RANK
-// (worker::ExportRankVariables). MASTER_ADDR:MASTER_PORT is dpl's store on machine 0, which
-// speaks dpl's protocol, not torch's TCPStore: a plugin may read the address, not open a torch
-// store there. Inherited values of these names (a launcher started by Slurm or Kubernetes has
-// some) are replaced.
-constexpr const char* kTorchrunVariables[] = {"RANK",
-                                              "LOCAL_RANK",
-                                              "ROLE_RANK",
-                                              "WORLD_SIZE",
-                                              "LOCAL_WORLD_SIZE",
-                                              "GROUP_RANK",
-                                              "GROUP_WORLD_SIZE",
-                                              "ROLE_WORLD_SIZE",
-                                              "ROLE_NAME",
-                                              "MASTER_ADDR",
-                                              "MASTER_PORT",
-                                              "TORCHELASTIC_RESTART_COUNT",
-                                              "TORCHELASTIC_MAX_RESTARTS"};
-
-bool IsTorchrunVariable(const std::string& name) {
-  return std::find(std::begin(kTorchrunVariables), std::end(kTorchrunVariables), name) !=
-         std::end(kTorchrunVariables);
-}
+// Note [torchrun's worker variables]: what torchrun's agent gives each worker
+// (protocol::kTorchrunWorkerVariables), so that code written for torchrun (a plugin that reads
+// RANK or WORLD_SIZE) works unchanged. The launcher sets those its machine's workers share; each
+// worker adds RANK, LOCAL_RANK and ROLE_RANK (worker::ExportRankVariables). MASTER_ADDR:MASTER_PORT
+// is dpl's store on machine 0, which speaks dpl's protocol, not torch's TCPStore: a plugin may
+// read the address, not open a torch store there (a program's workers get a TCPStore's port: Note
+// [A program's workers] in protocol/program_environment.hpp). Inherited values of these names (a
+// launcher started by Slurm or Kubernetes has some) are replaced.
 
 // Note [torchrun's worker variables], those every worker of this machine shares.
 void AddTorchrunVariables(const cli::Options& options, int attempt,
@@ -98,11 +83,14 @@ std::vector<std::string> WorkerEnvironment(const cli::Options& options, int thre
     const std::string text = *entry;
     const std::string name = text.substr(0, text.find('='));
     const bool ours = name == kAttemptEnvironmentVariable || name == kJobTokenEnv ||
-                      IsTorchrunVariable(name) ||
+                      protocol::IsTorchrunWorkerVariable(name) ||
                       std::find(std::begin(thread_counts), std::end(thread_counts), name) !=
                           std::end(thread_counts);
-    if (!ours) environment.push_back(text);
+    const bool given = protocol::FindVariable(options.environment, name) != nullptr;
+    if (!ours && !given) environment.push_back(text);
   }
+  // --env NAME=VALUE wins over this launcher's own value.
+  environment.insert(environment.end(), options.environment.begin(), options.environment.end());
   AddWorkerHeapSettings(&environment);
   for (const char* name : thread_counts) {
     environment.push_back(std::string(name) + "=" + std::to_string(threads));

@@ -222,6 +222,28 @@ class ChildProcess {
   int status_ = 0;
 };
 
+// Waits until one of `launchers` says "this is machine <id>" and returns it (nullptr if none did).
+inline LauncherProcess* MachineNumbered(std::vector<LauncherProcess*> launchers, int id) {
+  const std::string line = "this is machine " + std::to_string(id) + " (";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (LauncherProcess* launcher : launchers) {
+      if (Contains(launcher->Output(), line)) return launcher;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return nullptr;
+}
+
+inline bool WaitForFile(const std::string& path, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!std::filesystem::exists(path)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
 // A process whose command line holds `part`, or -1.
 inline pid_t ProcessWithArgument(const std::string& part) {
   DIR* proc = opendir("/proc");

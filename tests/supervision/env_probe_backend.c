@@ -18,7 +18,8 @@ static const char* const kNames[] = {"RANK",
                                      "ROLE_WORLD_SIZE",
                                      "MASTER_ADDR",
                                      "MASTER_PORT",
-                                     "TORCHELASTIC_RESTART_COUNT"};
+                                     "TORCHELASTIC_RESTART_COUNT",
+                                     "DPL_TEST_GIVEN"};
 
 static const char* g_error = "";
 

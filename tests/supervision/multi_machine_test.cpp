@@ -121,11 +121,16 @@ TEST_F(MultiMachineTest, WorkersGetTheVariablesTorchrunGivesItsWorkers) {
   std::filesystem::create_directories(folder);
   const Args probe = {"--plugin-dir", DPL_TEST_ENVPROBE_DIR, "--backend",
                       "envprobe",     "--backend-options",   "dir=" + folder};
-  // The launchers inherit values of these names, which the workers must not see.
-  const Args inherited = {"env", "RANK=99", "LOCAL_RANK=7", "WORLD_SIZE=1000"};
+  // The launchers inherit values of these names, which the workers must not see; machine 0 gives
+  // a variable with --env, machine 1 names one of its own.
+  const Args inherited = {"env", "RANK=99", "LOCAL_RANK=7", "WORLD_SIZE=1000",
+                          "DPL_TEST_GIVEN=inherited"};
   const int port = FreePort();
-  LauncherProcess machine0(Selftest(2, 0, 2, port, probe), OutputPath("m0"), inherited);
-  LauncherProcess machine1(Selftest(2, 1, 2, port, probe), OutputPath("m1"), inherited);
+  LauncherProcess machine0(
+      Selftest(2, 0, 2, port, Concat(probe, {"--env", "DPL_TEST_GIVEN=given on 0"})),
+      OutputPath("m0"), inherited);
+  LauncherProcess machine1(Selftest(2, 1, 2, port, Concat(probe, {"--env", "DPL_TEST_GIVEN"})),
+                           OutputPath("m1"), inherited);
   machine0.Wait(30s);
   machine1.Wait(30s);
   // RANK=99 with WORLD_SIZE=1000 says machine 99 of 1000; the flags win and the first line says so.
@@ -141,7 +146,8 @@ TEST_F(MultiMachineTest, WorkersGetTheVariablesTorchrunGivesItsWorkers) {
         "\nLOCAL_RANK=" + std::to_string(rank % 2) + "\nROLE_RANK=" + std::to_string(rank) +
         "\nWORLD_SIZE=4\nLOCAL_WORLD_SIZE=2\nGROUP_RANK=" + std::to_string(rank / 2) +
         "\nGROUP_WORLD_SIZE=2\nROLE_WORLD_SIZE=4\nMASTER_ADDR=127.0.0.1\nMASTER_PORT=" +
-        std::to_string(port) + "\nTORCHELASTIC_RESTART_COUNT=0\n";
+        std::to_string(port) + "\nTORCHELASTIC_RESTART_COUNT=0\nDPL_TEST_GIVEN=" +
+        (rank < 2 ? "given on 0" : "inherited") + "\n";
     EXPECT_EQ(seen, expected) << "rank " << rank << "\n" << machine0.Output() << machine1.Output();
   }
   std::filesystem::remove_all(folder);
@@ -167,28 +173,6 @@ TEST_F(MultiMachineTest, TorchrunsEnvironmentStartsAJobWithoutRendezvousFlags) {
 }
 
 #ifdef DPL_TEST_HAVE_TCP_AND_MLP
-// Waits until one of `launchers` says "this is machine <id>" and returns it (nullptr if none did).
-LauncherProcess* MachineNumbered(std::vector<LauncherProcess*> launchers, int id) {
-  const std::string line = "this is machine " + std::to_string(id) + " (";
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    for (LauncherProcess* launcher : launchers) {
-      if (Contains(launcher->Output(), line)) return launcher;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  return nullptr;
-}
-
-bool WaitForFile(const std::string& path, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!std::filesystem::exists(path)) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
-
 TEST_F(MultiMachineTest, AnElasticJobThatLosesAMachineFinishesOnTheOthersFromTheCheckpoint) {
   JobFolder job;
   const std::string checkpoints = job.path() + "/checkpoints";

@@ -1,6 +1,7 @@
 // A real Slurm of one node on this machine (Debian's slurm-wlm and munge, a configuration written
 // here, the daemons started by the test): `srun -N1 launcher --num-processes 2 ...` and an sbatch
-// script that runs it with srun train with no rendezvous flag. Needs root (the daemons run as
+// script that runs it with srun train with no rendezvous flag, and a program run as the workers
+// of a step with torchrun's variables. Needs root (the daemons run as
 // root); skipped with a message otherwise. Multi-node Slurm variables are the unit tests'
 // (cluster/).
 #include <gtest/gtest.h>
@@ -283,6 +284,27 @@ TEST_F(SlurmTest, ARequeuedJobResumesFromTheCheckpointItsPreemptionWrote) {
       << text;
   EXPECT_TRUE(Contains(text, "[rank 0] resumed from " + checkpoint + " at ")) << text;
   EXPECT_TRUE(Contains(text, "[rank 0] training done: 4000 steps")) << text;
+}
+
+TEST_F(SlurmTest, SrunRunsAProgramAsTheWorkersWithTorchrunsVariables) {
+  LauncherProcess launcher({"--num-processes", "2", "--", "/bin/sh", "-c",
+                            "echo \"rank $RANK of $WORLD_SIZE, local $LOCAL_RANK, store "
+                            "$MASTER_ADDR:$MASTER_PORT\""},
+                           OutputPath("srun"), {"srun", "-N1"});
+  const auto status = launcher.Wait(60s);
+  const std::string output = launcher.Output();
+  EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << output << cluster_->Logs();
+  EXPECT_EQ(FirstLine(output).rfind("[launcher 0] Slurm job ", 0), 0u) << output;
+  const std::string store = " rank 0 serves torch's store at " + HostName() + ":";
+  ASSERT_TRUE(Contains(output, store)) << output;
+  const std::string port =
+      std::to_string(std::stoi(output.substr(output.find(store) + store.size())));
+  for (int rank : {0, 1}) {
+    const std::string r = std::to_string(rank);
+    EXPECT_TRUE(Contains(output, "[rank " + r + "] rank " + r + " of 2, local " + r + ", store " +
+                                     HostName() + ":" + port))
+        << output;
+  }
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // sshd in the second with a key made here, and the launcher run in the first with a hostfile of
 // both addresses. The job trains on both (the backends bind the address that routes to machine
 // 0), the job token shows in no command line, and kill -9 of the remote launcher stops the local
-// one with a message naming the host. Needs root; skipped with a message otherwise.
+// one with a message naming the host. A program's ranks on the other host get the variables given
+// with --env and those of the forwarded list, whose values show in no command line. Needs root;
+// skipped with a message otherwise.
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 
@@ -75,15 +77,23 @@ class SshHostfileTest : public ::testing::Test {
                                        const std::string& backend = "tcp") {
     Args training = job_->Training(max_steps);
     *(std::find(training.begin(), training.end(), "--backend") + 1) = backend;
-    const Args args = Concat(
-        training, {"--hostfile", hostfile_, "--master-port", "29741", "--rendezvous-timeout", "30",
-                   "--ssh-options",
-                   "-i " + job_->path() +
-                       "/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o "
-                       "LogLevel=ERROR"});
+    return RunWith(training, name, {});
+  }
+
+  // The runner with `flags`, `environment` (NAME=value) added to its own.
+  std::unique_ptr<LauncherProcess> RunWith(const Args& flags, const std::string& name,
+                                           const Args& environment) {
+    const Args args =
+        Concat({"--hostfile", hostfile_, "--master-port", "29741", "--rendezvous-timeout", "30",
+                "--ssh-options",
+                "-i " + job_->path() +
+                    "/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o "
+                    "LogLevel=ERROR"},
+               flags);
     return std::make_unique<LauncherProcess>(
         args, OutputPath(name),
-        Concat(namespaces_->In(0), {"env", std::string("DPL_JOB_TOKEN=") + kToken}));
+        Concat(namespaces_->In(0),
+               Concat({"env", std::string("DPL_JOB_TOKEN=") + kToken}, environment)));
   }
 
   std::unique_ptr<NamespacePair> namespaces_;
@@ -175,6 +185,50 @@ TEST_F(SshHostfileTest, AnInterruptStopsEveryMachine) {
                                    "was stopped by signal 15 (SIGTERM)"))
       << output;
   EXPECT_TRUE(WaitUntilGone(everything, 1s)) << "a launcher or worker outlived the job";
+}
+
+TEST_F(SshHostfileTest, AProgramsRanksOnTheOtherHostGetTheForwardedVariables) {
+  const std::string done = job_->path() + "/done";
+  auto runner = RunWith(
+      {"--env", "DPL_TEST_GIVEN=given value", "--env", "TEST_HOST_VALUE", "--", "/bin/sh", "-c",
+       "echo \"rank=$RANK given=$DPL_TEST_GIVEN host=$TEST_HOST_VALUE nccl=$NCCL_TEST_SETTING\"; "
+       "while [ ! -e \"$0\" ]; do sleep 0.05; done",
+       done},
+      "runner", {"NCCL_TEST_SETTING=nccl-4f2", "TEST_HOST_VALUE=host-9c1"});
+  const std::string second = "[" + namespaces_->address(1) + "] [rank ";
+  for (int rank : {2, 3}) {
+    const std::string line = second + std::to_string(rank) + "] rank=" + std::to_string(rank) +
+                             " given=given value host=host-9c1 nccl=nccl-4f2\n";
+    for (int i = 0; i < 3000 && !Contains(runner->Output(), line); ++i) usleep(10000);
+    EXPECT_TRUE(Contains(runner->Output(), line)) << runner->Output() << sshd_->Output();
+  }
+  // Their names, with those of this host's environment that the list takes.
+  const std::string output = runner->Output();
+  const size_t passing = output.find("[hostfile] passing ");
+  ASSERT_NE(passing, std::string::npos) << output;
+  const std::string line = output.substr(passing, output.find('\n', passing) - passing);
+  for (const char* name : {" NCCL_TEST_SETTING,", " DPL_TEST_GIVEN,", " TEST_HOST_VALUE to "}) {
+    EXPECT_TRUE(Contains(line, name)) << line;
+  }
+  EXPECT_TRUE(Contains(line, " to the other hosts (on ssh's standard input)")) << line;
+  // The values are in the remote launcher's environment, in no command line.
+  EXPECT_TRUE(ProcessesWithArgument("nccl-4f2").empty());
+  EXPECT_TRUE(ProcessesWithArgument("host-9c1").empty());
+  EXPECT_TRUE(ProcessesWithArgument(kToken).empty());
+  pid_t remote = -1;
+  for (pid_t pid : ProcessesWithArgument(done)) {
+    const std::string cmdline = ReadProcFile(pid, "cmdline");
+    if (cmdline.rfind(DPL_TEST_LAUNCHER, 0) == 0 && Contains(cmdline, "--exit-with-stdin")) {
+      remote = pid;
+    }
+  }
+  ASSERT_GT(remote, 0) << runner->Output();
+  const std::string environment = ReadProcFile(remote, "environ");
+  EXPECT_TRUE(Contains(environment,
+                       std::string(1, '\0') + "DPL_TEST_GIVEN=given value" + std::string(1, '\0')));
+  std::ofstream(done) << "done\n";
+  const auto status = runner->Wait(60s);
+  EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << runner->Output();
 }
 
 }  // namespace

@@ -1,19 +1,26 @@
 // The supervisor's parts on real pipes and processes: the line relay it shares with the hostfile
-// runner, the names it gives a worker's end and a vanished machine, and the stall picture once a
-// machine is known gone.
+// runner, the names it gives a worker's end and a vanished machine, the stall picture once a
+// machine is known gone, the end of a worker's output it shows (a traceback whole), and a
+// program's workers in process groups of their own.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <csignal>
 #include <deque>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "observability/stall_report.hpp"
 #include "supervision/failure_naming.hpp"
 #include "supervision/line_relay.hpp"
+#include "supervision/output_tail.hpp"
+#include "supervision/program_spawn.hpp"
 #include "support/child_status.hpp"
 
 namespace dpl::supervision {
@@ -131,6 +138,150 @@ TEST(LostMachines, AreNamedInTheFailureAndAsGoneInTheStallPicture) {
   EXPECT_EQ(observability::DescribeStalls({waiting, ""}, now, {{1, {1}}}),
             "rank 0 waits in step 7, allreduce of bucket 1 of 1 (40 B), for 4 s; rank 1 is gone "
             "with machine 1 (its launcher vanished)");
+}
+
+TEST(FailureNaming, NamesAProgramsExitAsItsOwn) {
+  const std::deque<std::string> lines = {"[rank 0] ValueError: x"};
+  EndedWorker worker;
+  worker.wait_status = StatusOfChild(3, 0);
+  worker.pid = 7;
+  worker.last_lines = &lines;
+  worker.codes = ExitCodes::kProgram;
+  EXPECT_EQ(DescribeExit(worker.wait_status, ExitCodes::kProgram), "exit code 3");
+  EXPECT_EQ(DescribeFailure(worker, FailureRole::kRootCause),
+            "rank 0 (machine 0, local rank 0, pid 7) failed first: exit code 3; the end of its "
+            "output (the root cause):\n    [rank 0] ValueError: x");
+}
+
+std::deque<std::string> Numbered(const std::string& prefix, int from, int to) {
+  std::deque<std::string> lines;
+  for (int i = from; i < to; ++i) lines.push_back(prefix + std::to_string(i));
+  return lines;
+}
+
+TEST(OutputTail, KeepsTheLastLinesOfOutputWithoutATraceback) {
+  OutputTail tail;
+  for (const std::string& line : Numbered("line ", 0, 50)) tail.Add(line);
+  EXPECT_EQ(tail.Lines(), Numbered("line ", 30, 50));
+}
+
+TEST(OutputTail, ShowsATracebackWholeWithTheChainedOnes) {
+  OutputTail tail;
+  for (const std::string& line : Numbered("[rank 1] before ", 0, 30)) tail.Add(line);
+  std::deque<std::string> traceback = {"[rank 1] Traceback (most recent call last):"};
+  for (const std::string& line : Numbered("[rank 1]   frame ", 0, 40)) traceback.push_back(line);
+  for (const char* line :
+       {"[rank 1] KeyError: 'x'", "[rank 1] ",
+        "[rank 1] During handling of the above exception, another exception occurred:", "[rank 1] ",
+        "[rank 1] Traceback (most recent call last):", "[rank 1]   frame",
+        "[rank 1] RuntimeError: y"}) {
+    traceback.push_back(line);
+  }
+  for (const std::string& line : traceback) tail.Add(line);
+  EXPECT_EQ(tail.Lines(), traceback);
+  // A later traceback of its own replaces it; "Traceback" inside a line starts none.
+  tail.Add("Traceback (most recent call last):\r");
+  tail.Add("ValueError: z");
+  tail.Add("[rank 1] print('Traceback (most recent call last):')");
+  EXPECT_EQ(tail.Lines(),
+            (std::deque<std::string>{"Traceback (most recent call last):\r", "ValueError: z",
+                                     "[rank 1] print('Traceback (most recent call last):')"}));
+}
+
+TEST(OutputTail, ATracebackLongerThanItKeepsShowsItsLastLines) {
+  OutputTail tail;
+  tail.Add("Traceback (most recent call last):");
+  for (const std::string& line : Numbered("frame ", 0, 300)) tail.Add(line);
+  EXPECT_EQ(tail.Lines(), Numbered("frame ", 280, 300));
+}
+
+TEST(ProgramSpawn, FindsTheProgramOnThePathOrSaysWhyNot) {
+  EXPECT_EQ(*FindProgram("sh", "/nonexistent:/bin"), "/bin/sh");
+  EXPECT_EQ(*FindProgram("/bin/sh", ""), "/bin/sh");
+  EXPECT_EQ(FindProgram("dpl-nothing", "/nonexistent:/bin").status().message(),
+            "the program 'dpl-nothing' (after --) is not on PATH (/nonexistent:/bin): check its "
+            "name, or give its path");
+  EXPECT_EQ(FindProgram("/tmp", "").status().message(),
+            "cannot start the program '/tmp' (after --): it is a folder");
+  EXPECT_EQ(FindProgram("/bin/sh", "").status().code(), DPL_OK);
+}
+
+// Reads `fd` until it ends.
+std::string ReadAll(int fd) {
+  std::string text;
+  char buffer[256];
+  for (ssize_t count; (count = read(fd, buffer, sizeof buffer)) > 0;) {
+    text.append(buffer, static_cast<size_t>(count));
+  }
+  return text;
+}
+
+TEST(ProgramSpawn, StartsEachRankAsTheLeaderOfAGroupOfItsOwn) {
+  ProgramLaunch launch;
+  // Each rank starts a child that outlives it, in its group.
+  launch.argv = {"sh", "-c",
+                 "sleep 30 & echo \"$RANK $$ $! $(cut -d' ' -f5 /proc/$!/stat)\"; read x"};
+  launch.environments = {{"PATH=/usr/bin:/bin", "RANK=0"}, {"PATH=/usr/bin:/bin", "RANK=1"}};
+  auto spawned = SpawnProgram(launch);
+  ASSERT_TRUE(spawned.ok()) << spawned.status().message();
+  ASSERT_EQ(spawned->pids.size(), 2u);
+  std::vector<pid_t> children;
+  for (size_t rank = 0; rank < 2; ++rank) {
+    const pid_t pid = spawned->pids[rank];
+    EXPECT_EQ(getpgid(pid), pid);
+    std::string line;
+    char c;
+    while (read(spawned->output_fds[rank], &c, 1) == 1 && c != '\n') line += c;
+    std::istringstream words(line);
+    int reported_rank = -1, shell = -1, child = -1, group = -1;
+    words >> reported_rank >> shell >> child >> group;
+    EXPECT_EQ(reported_rank, static_cast<int>(rank)) << line;
+    EXPECT_EQ(shell, pid) << line;  // standard input is /dev/null: `read` ends, the shell exits
+    EXPECT_EQ(group, pid) << line;
+    children.push_back(child);
+  }
+  for (pid_t pid : spawned->pids) {
+    std::optional<int> status;
+    for (int i = 0; i < 500 && !(status = PeekExit(pid)); ++i) usleep(10000);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
+    EXPECT_EQ(PeekExit(pid), status);  // still there: not reaped
+    ReleaseProgramWorker(pid);
+    EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1);  // reaped now
+  }
+  // Killed with its group; a zombie until whoever adopted it reaps it.
+  for (pid_t child : children) {
+    const auto alive = [child] {
+      std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+      std::string line;
+      return std::getline(stat, line) && line.find(") Z ") == std::string::npos;
+    };
+    for (int i = 0; i < 100 && alive(); ++i) usleep(10000);
+    EXPECT_FALSE(alive()) << "a rank's child outlived it";
+  }
+  for (int fd : spawned->output_fds) {
+    ReadAll(fd);
+    close(fd);
+  }
+}
+
+TEST(ProgramSpawn, AProgramThatCannotStartEndsTheRanksStartedBefore) {
+  char path[] = "/tmp/dpl-spawn-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_EQ(write(fd, "echo no interpreter line\n", 25), 25);
+  close(fd);
+  chmod(path, 0755);
+  ProgramLaunch launch;
+  launch.argv = {path};
+  launch.environments = {{"A=1"}, {"A=2"}};
+  auto spawned = SpawnProgram(launch);
+  unlink(path);
+  EXPECT_EQ(spawned.status().code(), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(spawned.status().message(),
+            std::string("cannot start the program '") + path +
+                "' (after --): Exec format error (a script needs a #! line, or give its "
+                "interpreter first)");
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);  // no child left behind
 }
 
 }  // namespace
