@@ -82,7 +82,7 @@ TEST(SdkTest, EnumValuesAreFixed) {
   EXPECT_EQ(DPL_REDUCE_MAX, 3);
   EXPECT_EQ(DPL_MODEL_MODE_TRAIN, 0);
   EXPECT_EQ(DPL_MODEL_MODE_EVAL, 1);
-  EXPECT_EQ(DPL_BACKEND_ABI_VERSION, 2u);
+  EXPECT_EQ(DPL_BACKEND_ABI_VERSION, 3u);
   EXPECT_EQ(DPL_MODEL_ABI_VERSION, 3u);
   EXPECT_EQ(DPL_DATASET_ABI_VERSION, 1u);
   EXPECT_EQ(DPL_MODEL_TENSORS_VALUES, 0);
@@ -117,6 +117,14 @@ TEST(SdkTest, ModelAbiV3AppendsToV2AndItsStructsToV1s) {
   EXPECT_EQ(offsetof(dpl_backend_plugin_v2, synchronize), sizeof(dpl_backend_plugin_v1));
   EXPECT_EQ(offsetof(dpl_backend_config_v2, options), offsetof(dpl_backend_config_v1, options));
   EXPECT_EQ(offsetof(dpl_backend_config_v2, local_address), sizeof(dpl_backend_config_v1));
+}
+
+// Backend version 3 appends reduce_scatter to version 2's table and keeps its config.
+TEST(SdkTest, BackendAbiV3AppendsToV2) {
+  EXPECT_EQ(offsetof(dpl_backend_plugin_v3, synchronize),
+            offsetof(dpl_backend_plugin_v2, synchronize));
+  EXPECT_EQ(offsetof(dpl_backend_plugin_v3, reduce_scatter), sizeof(dpl_backend_plugin_v2));
+  EXPECT_EQ(sizeof(dpl_backend_config_v3), sizeof(dpl_backend_config_v2));
 }
 
 TEST(SdkTest, MagicSpellsDplpInMemory) {

@@ -3,7 +3,7 @@
 namespace dpl::plugin_host::adapters {
 
 std::vector<Adapter> BuiltinAdapters() {
-  return {BackendV1Adapter(), BackendV2Adapter(), ModelV1Adapter(),
+  return {BackendV1Adapter(), BackendV2Adapter(), BackendV3Adapter(), ModelV1Adapter(),
           ModelV2Adapter(),   ModelV3Adapter(),   DatasetV1Adapter()};
 }
 

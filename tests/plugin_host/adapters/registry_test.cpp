@@ -7,10 +7,10 @@ namespace dpl::plugin_host::testing {
 namespace {
 
 TEST(AdapterRegistry, TheBuiltInVersions) {
-  EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_BACKEND), (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_BACKEND), (std::vector<uint32_t>{1, 2, 3}));
   EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_MODEL), (std::vector<uint32_t>{1, 2, 3}));
   EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_DATASET), (std::vector<uint32_t>{1}));
-  EXPECT_EQ(SupportedAbiText(), "backend ABI v1..v2, model ABI v1..v3, dataset ABI v1..v1");
+  EXPECT_EQ(SupportedAbiText(), "backend ABI v1..v3, model ABI v1..v3, dataset ABI v1..v1");
   EXPECT_EQ(FindAdapter(DPL_PLUGIN_KIND_MODEL, 4), nullptr);
   EXPECT_EQ(FindAdapter(DPL_PLUGIN_KIND_MODEL, 0), nullptr);
 }
@@ -25,7 +25,7 @@ TEST(AdapterRegistry, TheFirstAbiWithACapability) {
 
 TEST(AdapterRegistry, TheNewestTablesRequiredEntries) {
   EXPECT_EQ(RequiredFunctions(DPL_PLUGIN_KIND_BACKEND),
-            Names(AdapterOf(DPL_PLUGIN_KIND_BACKEND, 2).required(nullptr)));
+            Names(AdapterOf(DPL_PLUGIN_KIND_BACKEND, 3).required(nullptr)));
   EXPECT_EQ(RequiredFunctions(DPL_PLUGIN_KIND_MODEL),
             Names(AdapterOf(DPL_PLUGIN_KIND_MODEL, 3).required(nullptr)));
   EXPECT_EQ(RequiredFunctions(DPL_PLUGIN_KIND_DATASET),
