@@ -202,6 +202,18 @@ void AddScalingAndBucketFlags(TableRows add) {
       "(default 2000)");
   add(SameOnEveryMachine("the buckets' size; a checkpoint holds whole parameters"), BucketCap(),
       "gradient bucket size in MiB, > 0 and <= 4096 (default 25)");
+  add(SameOnEveryMachine("the path of the sums, not their values' meaning; a checkpoint holds "
+                         "float32 state either way"),
+      Choice<training::LocalReduce>("local-reduce", "HOW", training::LocalReduceNames,
+                                    In<&TrainingConfig::local_reduce>),
+      "how the workers of a machine sum their gradients on the CPU: shm (in the machine's shared "
+      "memory, then each worker's part across machines) or backend (all through the backend) "
+      "(default shm)");
+  add(SameOnEveryMachine("every rank splits the optimizer alike; a checkpoint holds the state "
+                         "whole, so a run resumes sharded or not, at any world size"),
+      Switch("shard-optimizer", SwitchSets::kTrue, In<&TrainingConfig::shard_optimizer>),
+      "each rank keeps the optimizer state of its part of the parameters and updates that part "
+      "only, then the parts are gathered (ZeRO stage 1); the same bits as without");
 }
 
 }  // namespace

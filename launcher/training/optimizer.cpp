@@ -1,9 +1,13 @@
 #include "training/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace dpl::training {
 namespace {
+
+// Elements a thread updates at least: below it the wake-up costs more than the work.
+constexpr size_t kElementsPerThread = 32768;
 
 std::vector<std::vector<float>> ZeroBuffers(const std::vector<size_t>& sizes) {
   std::vector<std::vector<float>> buffers;
@@ -16,7 +20,7 @@ std::vector<std::vector<float>> ZeroBuffers(const std::vector<size_t>& sizes) {
 class Adadelta final : public Optimizer {
  public:
   Adadelta(const OptimizerOptions& o, const std::vector<size_t>& sizes)
-      : Optimizer(o.learning_rate),
+      : Optimizer(o.learning_rate, sizes),
         options_(o),
         square_avg_(ZeroBuffers(sizes)),
         acc_delta_(ZeroBuffers(sizes)) {}
@@ -26,12 +30,12 @@ class Adadelta final : public Optimizer {
     const float rho = float(options_.rho), one_minus_rho = float(1.0 - options_.rho);
     const float eps = float(options_.eps), neg_lr = float(-learning_rate_);
     const float weight_decay = float(options_.weight_decay);
-    for (size_t t = 0; t < parameters.size(); ++t) {
-      float* __restrict p = parameters[t];
-      const float* __restrict g = gradients[t];
-      float* __restrict sa = square_avg_[t].data();
-      float* __restrict ad = acc_delta_[t].data();
-      const size_t n = square_avg_[t].size();
+    ForEachRange([&](size_t t, size_t begin, size_t end) {
+      float* __restrict p = parameters[t] + begin;
+      const float* __restrict g = gradients[t] + begin;
+      float* __restrict sa = square_avg_[t].data() + begin;
+      float* __restrict ad = acc_delta_[t].data() + begin;
+      const size_t n = end - begin;
       for (size_t i = 0; i < n; ++i) {
         const float grad = weight_decay != 0.0f ? g[i] + weight_decay * p[i] : g[i];
         sa[i] = sa[i] * rho + one_minus_rho * (grad * grad);
@@ -40,7 +44,7 @@ class Adadelta final : public Optimizer {
         ad[i] = ad[i] * rho + one_minus_rho * (delta * delta);
         p[i] = p[i] + neg_lr * delta;
       }
-    }
+    });
     ++steps_;
   }
   std::vector<std::vector<float>*> StateBuffers() override {
@@ -61,18 +65,18 @@ class Adadelta final : public Optimizer {
 class Sgd final : public Optimizer {
  public:
   Sgd(const OptimizerOptions& o, const std::vector<size_t>& sizes)
-      : Optimizer(o.learning_rate), options_(o), momentum_buffer_(ZeroBuffers(sizes)) {}
+      : Optimizer(o.learning_rate, sizes), options_(o), momentum_buffer_(ZeroBuffers(sizes)) {}
 
   void Step(const std::vector<float*>& parameters,
             const std::vector<const float*>& gradients) override {
     const float momentum = float(options_.momentum), neg_lr = float(-learning_rate_);
     const float weight_decay = float(options_.weight_decay);
     const bool first = steps_ == 0;
-    for (size_t t = 0; t < parameters.size(); ++t) {
-      float* __restrict p = parameters[t];
-      const float* __restrict g = gradients[t];
-      float* __restrict buf = momentum_buffer_[t].data();
-      const size_t n = momentum_buffer_[t].size();
+    ForEachRange([&](size_t t, size_t begin, size_t end) {
+      float* __restrict p = parameters[t] + begin;
+      const float* __restrict g = gradients[t] + begin;
+      float* __restrict buf = momentum_buffer_[t].data() + begin;
+      const size_t n = end - begin;
       for (size_t i = 0; i < n; ++i) {
         float d_p = weight_decay != 0.0f ? g[i] + weight_decay * p[i] : g[i];
         if (momentum != 0.0f) {
@@ -81,7 +85,7 @@ class Sgd final : public Optimizer {
         }
         p[i] = p[i] + neg_lr * d_p;
       }
-    }
+    });
     ++steps_;
   }
   std::vector<std::vector<float>*> StateBuffers() override {
@@ -101,7 +105,7 @@ class Sgd final : public Optimizer {
 class Adam final : public Optimizer {
  public:
   Adam(const OptimizerOptions& o, const std::vector<size_t>& sizes)
-      : Optimizer(o.learning_rate),
+      : Optimizer(o.learning_rate, sizes),
         options_(o),
         exp_avg_(ZeroBuffers(sizes)),
         exp_avg_sq_(ZeroBuffers(sizes)) {}
@@ -117,12 +121,12 @@ class Adam final : public Optimizer {
     const float neg_step_size = float(-(learning_rate_ / bias_correction1));
     const float bias_correction2_sqrt = float(std::sqrt(bias_correction2));
     const float eps = float(options_.adam_eps), weight_decay = float(options_.weight_decay);
-    for (size_t t = 0; t < parameters.size(); ++t) {
-      float* __restrict p = parameters[t];
-      const float* __restrict g = gradients[t];
-      float* __restrict m = exp_avg_[t].data();
-      float* __restrict v = exp_avg_sq_[t].data();
-      const size_t n = exp_avg_[t].size();
+    ForEachRange([&](size_t t, size_t begin, size_t end) {
+      float* __restrict p = parameters[t] + begin;
+      const float* __restrict g = gradients[t] + begin;
+      float* __restrict m = exp_avg_[t].data() + begin;
+      float* __restrict v = exp_avg_sq_[t].data() + begin;
+      const size_t n = end - begin;
       for (size_t i = 0; i < n; ++i) {
         const float grad = weight_decay != 0.0f ? g[i] + weight_decay * p[i] : g[i];
         m[i] = m[i] * beta1 + one_minus_beta1 * grad;
@@ -130,7 +134,7 @@ class Adam final : public Optimizer {
         const float denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
         p[i] = p[i] + neg_step_size * (m[i] / denom);
       }
-    }
+    });
   }
   std::vector<std::vector<float>*> StateBuffers() override {
     std::vector<std::vector<float>*> out;
@@ -146,6 +150,34 @@ class Adam final : public Optimizer {
 };
 
 }  // namespace
+
+Optimizer::Optimizer(double learning_rate, const std::vector<size_t>& sizes)
+    : learning_rate_(learning_rate) {
+  size_t total = 0;
+  for (size_t n : sizes) {
+    starts_.push_back(total);
+    total += n;
+  }
+  starts_.push_back(total);
+}
+
+void Optimizer::ForEachRange(
+    const std::function<void(size_t t, size_t begin, size_t end)>& update) const {
+  const size_t buffers = starts_.size() - 1;
+  auto run = [&](size_t first, size_t last) {  // elements [first, last) of all the buffers
+    size_t t =
+        size_t(std::upper_bound(starts_.begin(), starts_.end(), first) - starts_.begin()) - 1;
+    for (; t < buffers && starts_[t] < last; ++t) {
+      const size_t begin = std::max(first, starts_[t]), end = std::min(last, starts_[t + 1]);
+      if (begin < end) update(t, begin - starts_[t], end - starts_[t]);
+    }
+  };
+  if (pool_ == nullptr) {
+    run(0, starts_.back());
+    return;
+  }
+  pool_->ParallelFor(starts_.back(), kElementsPerThread, run);
+}
 
 Result<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerOptions& options,
                                                    const std::vector<size_t>& sizes) {

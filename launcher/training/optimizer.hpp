@@ -6,12 +6,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.hpp"
 #include "training/config.hpp"
+#include "training/thread_pool.hpp"
 
 namespace dpl::training {
 
@@ -46,11 +48,22 @@ class Optimizer {
   // torch.optim.lr_scheduler writes param_group['lr'] (see lr_schedule.hpp).
   double learning_rate() const { return learning_rate_; }
   void set_learning_rate(double learning_rate) { learning_rate_ = learning_rate; }
+  // The threads the element-wise update is split over (NULL: the caller's alone). The update of
+  // an element never depends on another's, so every thread count gives the same bits.
+  void set_threads(ThreadPool* pool) { pool_ = pool; }
 
  protected:
-  explicit Optimizer(double learning_rate) : learning_rate_(learning_rate) {}
+  Optimizer(double learning_rate, const std::vector<size_t>& sizes);
+  // Calls update(t, begin, end) for ranges [begin, end) of buffer t that together cover every
+  // element of every buffer once, on the pool's threads.
+  void ForEachRange(const std::function<void(size_t t, size_t begin, size_t end)>& update) const;
+
   int64_t steps_ = 0;
   double learning_rate_;
+
+ private:
+  std::vector<size_t> starts_;  // of each buffer in all the elements, and their total last
+  ThreadPool* pool_ = nullptr;
 };
 
 // Builds the optimizer options.kind names for parameters of `sizes` elements each.

@@ -14,6 +14,7 @@
 #include "training/backend.hpp"
 #include "training/config.hpp"
 #include "training/data.hpp"
+#include "training/local_reduce.hpp"
 #include "training/model.hpp"
 #include "training/worker_identity.hpp"
 
@@ -25,9 +26,10 @@ using SumAcrossRanks = std::function<Status(const std::string& name, std::vector
 
 // Runs the whole training job for this rank on `data` (OpenTrainingData). `backend` is
 // connected (NULL at world size 1 is allowed); the model plugin is loaded but no instance exists
-// yet. Returns when training is done or failed.
+// yet; `local` names the machine's other workers and their shared memory (none by default).
+// Returns when training is done or failed.
 Status RunTraining(const TrainingConfig& config, const WorkerIdentity& identity, Backend* backend,
                    const ModelPlugin& model_plugin, TrainingData data,
-                   SumAcrossRanks sum_across_ranks);
+                   SumAcrossRanks sum_across_ranks, const LocalGroup& local = {});
 
 }  // namespace dpl::training

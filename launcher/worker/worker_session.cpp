@@ -11,6 +11,7 @@
 #include "training/trainer.hpp"
 #include "worker/backend_bootstrap.hpp"
 #include "worker/device_policy.hpp"
+#include "worker/local_memory.hpp"
 #include "worker/selftest.hpp"
 #include "worker/store_client_options.hpp"
 #include "worker/worker.hpp"
@@ -57,7 +58,11 @@ Result<ConnectedBackend> ConnectBackend(const cli::Options& options,
               std::to_string(cuda_devices) + " GPU(s): worker k computes on CUDA device k mod " +
               std::to_string(cuda_devices));
   }
-  return StartBackend(*plugin, options, identity, store, prefix);
+  Result<ConnectedBackend> connected = StartBackend(*plugin, options, identity, store, prefix);
+  if (!connected.ok() || options.selftest_job || !SumsAcrossMachines(options)) return connected;
+  DPL_RETURN_IF_ERROR(
+      StartBackendAcrossMachines(*plugin, options, identity, store, prefix, &*connected));
+  return connected;
 }
 
 }  // namespace
@@ -112,9 +117,11 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
     return rendezvous::SumAcrossRanks(client, prefix, name, identity.rank, identity.world_size,
                                       values, options.backend_timeout);
   };
-  Status trained =
-      training::RunTraining(options.training, identity, backend->backend.get(),
-                            ModelPluginOf(*model_plugin), std::move(*data), sum_across_ranks);
+  const training::LocalGroup local =
+      LocalGroupOf(options, identity, backend->across_machines.get());
+  Status trained = training::RunTraining(options.training, identity, backend->backend.get(),
+                                         ModelPluginOf(*model_plugin), std::move(*data),
+                                         sum_across_ranks, local);
   if (trained.ok()) {
     (*observed)->Finish();
     return 0;
@@ -125,6 +132,7 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
   // tell the peers at once.
   const int exit_code = Fail(trained);
   (void)backend->backend.release();
+  (void)backend->across_machines.release();
   return exit_code;
 }
 

@@ -42,10 +42,10 @@ const std::vector<std::string> kChangeTheMath = {
 // And these change the job's collectives, shape or data: every machine gives the same, a resumed
 // run may change them.
 const std::vector<std::string> kSameOnEveryMachine = {
-    "backend",  "num-machines",     "num-processes",     "epochs",
-    "data",     "data-dir",         "data-options",      "max-steps",
-    "device",   "grad-compression", "loss-scale-init",   "bucket-cap-mb",
-    "selftest", "no-eval",          "mirror-parameters", "store",
+    "backend",         "num-machines",  "num-processes",   "epochs",  "data",
+    "data-dir",        "data-options",  "max-steps",       "device",  "grad-compression",
+    "loss-scale-init", "bucket-cap-mb", "selftest",        "no-eval", "mirror-parameters",
+    "store",           "local-reduce",  "shard-optimizer",
 };
 
 bool Contains(const std::vector<std::string>& names, const std::string& name) {
