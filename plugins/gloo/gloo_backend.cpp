@@ -207,17 +207,8 @@ class GlooBackend {
 
   // The op and element type a reduction can take; refuses the others naming `what`.
   ElementType CheckReducible(const DLTensor& tensor, dpl_reduce_op op, const char* what) const {
-    if (op < DPL_REDUCE_SUM || op > DPL_REDUCE_MAX) {
-      throw PluginError(DPL_ERR_UNSUPPORTED, std::string(what) + " does not support op " +
-                                                 std::to_string(op) + "; use sum, avg, min or max");
-    }
-    const ElementType type = dpl::support::ElementTypeOf(tensor.dtype);
-    if (type == ElementType::kUnknown) {
-      throw PluginError(
-          DPL_ERR_UNSUPPORTED,
-          std::string(what) + " does not support dtype " + dpl::support::DtypeName(tensor.dtype) +
-              "; use float16, bfloat16, float32, float64, int8, uint8, int32 or int64");
-    }
+    dpl::support::CheckReduceOp(op, what);
+    const ElementType type = dpl::support::ReducibleElementType(tensor.dtype, what);
     if (type == ElementType::kBFloat16 && config_.world_size > 1 && !exchange_context_) {
       throw PluginError(DPL_ERR_UNSUPPORTED,
                         std::string(what) +

@@ -58,6 +58,18 @@ TEST_F(LocalReduceJobsTest, TwoAndThreeWorkersStayBitIdentical) {
   EXPECT_TRUE(Params("backend2", 0) == Params("shm2", 0));
 }
 
+// Workers started fresh from the executable (a plugin started a thread, so the loader does not
+// fork copies of itself) find the machine's shared memory all the same.
+TEST_F(LocalReduceJobsTest, WorkersStartedFreshShareTheMemoryToo) {
+  const RunResult r = RunLauncher(
+      Job(2, "fresh", "--max-steps 3 --plugin-dir " + std::string(DPL_TEST_THREAD_AT_LOAD_DIR)));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "each worker loads the plugins itself")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "summed in the shared memory of each machine's 2 workers"))
+      << r.output;
+  EXPECT_TRUE(Params("fresh", 1) == Params("fresh", 0));
+}
+
 struct ShardCase {
   const char* optimizer;
   int processes;
