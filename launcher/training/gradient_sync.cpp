@@ -95,6 +95,7 @@ GradientSynchronizer::GradientSynchronizer(CommunicationThread* thread,
     : GradientSynchronizer(nullptr, thread, 1, std::move(gradients), std::move(buckets),
                            GradientCompression::kNone, GradientScaling::kInBucket) {
   reduction_ = reduction;
+  std::vector<float>().swap(flat_);  // the reduction stages buckets its own way
 }
 
 void GradientSynchronizer::BeginStep(float scale) {

@@ -15,6 +15,17 @@ std::string Steps(int64_t count) {
   return std::to_string(count) + (count == 1 ? " step" : " steps");
 }
 
+// Rank 0 says how much of the optimizer's state it keeps (Note [Sharded optimizer]).
+void LogStateShare(const UpdateView& view, Optimizer& optimizer) {
+  size_t owned = 0, bytes = 0;
+  for (const UpdateRun& run : view.runs) owned += run.elements;
+  for (const std::vector<float>* buffer : optimizer.StateBuffers()) {
+    bytes += buffer->size() * sizeof(float);
+  }
+  log::Info("the optimizer's state on rank 0: " + std::to_string(owned) +
+            " parameters' worth, " + log::Bytes(uint64_t(bytes)) + " (its part)");
+}
+
 // Pieces a thread sums at least.
 constexpr size_t kPiecesPerThread = 16;
 
@@ -78,6 +89,7 @@ Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(const TrainingC
   optimizer_options.weight_decay = config.weight_decay;
   Result<std::unique_ptr<Optimizer>> optimizer = CreateOptimizer(optimizer_options, sizes);
   if (!optimizer.ok()) return optimizer.status();
+  if (view.sharded() && rank == 0) LogStateShare(view, **optimizer);
 
   LrScheduleOptions schedule_options;
   schedule_options.kind = config.lr_schedule;
