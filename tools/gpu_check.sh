@@ -8,7 +8,8 @@
 #     libnccl.so.2 that pip torch loads (one process holds one libnccl.so.2: the model plugin's
 #     libtorch and the nccl plugin must agree on it), and the convnet plugin against pip torch;
 #  2. runs the nccl tests: the engine with fakes, and the plugin at world size 1 on real CUDA
-#     tensors (NCCL refuses two ranks on one GPU, "Duplicate GPU detected");
+#     tensors (NCCL refuses two ranks on one GPU, "Duplicate GPU detected"), then, as a step of
+#     its own, backend ABI v3's reduce_scatter and in-place allgather;
 #  3. measures NCCL allreduce through the plugin at world size 1 (tools/bench/nccl_bus_bandwidth.py);
 #  4. checks that --num-processes 2 --backend nccl on one GPU is refused at once, saying why, and
 #     that CIFAR data for the ConvNet on CUDA is refused before any worker starts; trains the
@@ -258,8 +259,8 @@ fi
 nccl_plugin="$work/build/plugins_out/libdpl_backend_nccl.so"
 if ((plugins_ok)); then
   symbols=$(nm -D --defined-only "$nccl_plugin" | awk '{print $3}')
-  if [[ $symbols == dpl_backend_plugin_v2 ]]; then
-    record PASS "the nccl plugin exports exactly dpl_backend_plugin_v2"
+  if [[ $symbols == dpl_backend_plugin_v3 ]]; then
+    record PASS "the nccl plugin exports exactly dpl_backend_plugin_v3"
   else
     record FAIL "the nccl plugin exports: $symbols"
   fi
@@ -281,7 +282,8 @@ if ((plugins_ok)) && [[ -n $gtest_dir ]]; then
   else
     record FAIL "nccl_engine_test (nccl_tests.log)"
   fi
-  timeout 240 "$work/build/tests/backends/nccl_backend_test" >>"$tests_log" 2>&1
+  timeout 240 "$work/build/tests/backends/nccl_backend_test" \
+    --gtest_filter=-NcclBackend.OnGpuReduceScatterAndInPlaceAllgather >>"$tests_log" 2>&1
   backend_rc=$?
   grep -E "^\[ +(OK|FAILED|SKIPPED) +\] NcclBackend\.[A-Za-z]+ \(" "$tests_log"
   skipped=$(grep -cE "^\[  SKIPPED \] NcclBackend\.OnGpu[A-Za-z]+ \(" "$tests_log" || true)
@@ -298,6 +300,21 @@ else
   why="the plugins did not build"
   [[ -n $gtest_dir ]] || why="no GoogleTest sources"
   record SKIP "nccl tests: $why"
+fi
+
+step "nccl reduce_scatter and in-place allgather (backend ABI v3)"
+if ((plugins_ok)) && [[ -n $gtest_dir ]] && ((gpus > 0)); then
+  rs_log="$out/nccl_tests.log"
+  timeout 120 "$work/build/tests/backends/nccl_backend_test" \
+    --gtest_filter=NcclBackend.OnGpuReduceScatterAndInPlaceAllgather >>"$rs_log" 2>&1
+  rs_rc=$?
+  if ((rs_rc == 0)) && grep -qE "^\[ +OK +\] NcclBackend\.OnGpuReduceScatterAndInPlaceAllgather" "$rs_log"; then
+    record PASS "nccl reduce_scatter (every dtype and op, in place and apart) and in-place allgather on the GPU"
+  else
+    record FAIL "nccl reduce_scatter and in-place allgather (exit $rs_rc; nccl_tests.log)"
+  fi
+else
+  record SKIP "nccl reduce_scatter and in-place allgather: needs a GPU, the built plugin and GoogleTest"
 fi
 
 step "NCCL allreduce through the plugin at world size 1"

@@ -265,6 +265,20 @@ void AddScalingAndBucketFlags(TableRows add) {
       "every N optimizer steps, compare a 64-bit hash of every rank's parameters (8 bytes a "
       "rank through the backend) and fail naming the ranks whose replica differs, which a "
       "restart would not cure; 0 = never (default 0; cost: docs/observability.md)");
+  add(Section::kTraining,
+      SameOnEveryMachine("the path of the sums, not their values' meaning; a checkpoint holds "
+                         "float32 state either way"),
+      Choice<training::LocalReduce>("local-reduce", "HOW", training::LocalReduceNames,
+                                    In<&TrainingConfig::local_reduce>),
+      "how the workers of a machine sum their gradients on the CPU: shm (in the machine's shared "
+      "memory, then each worker's part across machines) or backend (all through the backend) "
+      "(default shm)");
+  add(Section::kTraining,
+      SameOnEveryMachine("every rank splits the optimizer alike; a checkpoint holds the state "
+                         "whole, so a run resumes sharded or not, at any world size"),
+      Switch("shard-optimizer", SwitchSets::kTrue, In<&TrainingConfig::shard_optimizer>),
+      "each rank keeps the optimizer state of its part of the parameters and updates that part "
+      "only, then the parts are gathered (ZeRO stage 1); the same bits as without");
 }
 
 // Validation while training (training/evaluation.hpp).

@@ -36,6 +36,11 @@ struct BackendInterface {
   std::function<const char*()> last_error;
   // Returns DPL_OK at once without kSynchronize.
   std::function<dpl_status(dpl_backend* backend, void* stream)> synchronize;
+  // Without kReduceScatter: an allreduce of the whole input and a copy of the rank's slice (host
+  // memory, or in place); allgather runs in place through a scratch copy (host memory).
+  std::function<dpl_status(dpl_backend* backend, DLTensor* input, DLTensor* output,
+                           dpl_reduce_op op, void* stream)>
+      reduce_scatter;
 };
 
 }  // namespace dpl::plugin_host

@@ -95,6 +95,10 @@ enum class BackendCapability : uint32_t {
   // config.local_address: the backend binds and advertises the address the host found. Without
   // it the backend finds its own.
   kLocalAddress = 1,
+  // reduce_scatter and in-place allgather are the plugin's own. Without it the adapter makes
+  // them of allreduce and allgather: the same results, with the traffic of an allreduce and a
+  // scratch copy.
+  kReduceScatter = 2,
 };
 
 // What a dataset plugin can do beyond dataset ABI v1 (dpl/dataset.h): nothing a host must ask

@@ -32,6 +32,10 @@ Status Backend::Allgather(const DLTensor* input, DLTensor* output, void* stream)
   return Call("allgather", table_->allgather(instance_, input, output, stream));
 }
 
+Status Backend::ReduceScatter(DLTensor* input, DLTensor* output, dpl_reduce_op op, void* stream) {
+  return Call("reduce_scatter", table_->reduce_scatter(instance_, input, output, op, stream));
+}
+
 Status Backend::Barrier() {
   return Call("barrier", table_->barrier(instance_));
 }

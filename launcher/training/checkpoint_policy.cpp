@@ -119,23 +119,28 @@ Status RestoreLossScaling(const CheckpointState& state, ParameterUpdate& update,
   return update.RestoreLossScaling(scaling).WithContext("checkpoint " + path);
 }
 
+// The checkpoint holds every parameter's state whole; each rank takes its runs of it (all of
+// them, unless the optimizer is sharded, whatever world size wrote it).
 Status RestoreOptimizer(const CheckpointState& state, const ParameterPlacement& placement,
-                        Optimizer& optimizer, const std::string& path) {
+                        ParameterUpdate& update, const std::string& path) {
   std::map<std::string, const TorchTensor*> tensors;
   for (const OptimizerStateTensor& entry : state.optimizer_state) {
     tensors[entry.parameter + "/" + entry.state] = &entry.tensor;
   }
   const std::vector<HostParameter>& parameters = placement.parameters();
-  const std::vector<std::string> names = optimizer.StateNames();
-  std::vector<std::vector<float>*> buffers = optimizer.StateBuffers();
-  for (size_t k = 0; k < buffers.size() && !parameters.empty(); ++k) {
-    const HostParameter& p = parameters[k % parameters.size()];
-    const std::string name = p.name + "/" + names[k / parameters.size()];
-    DPL_RETURN_IF_ERROR(Restore(tensors, name, TorchDtype::kFloat32, ShapeOf(p.model_value),
-                                buffers[k]->data(), buffers[k]->size() * sizeof(float), path)
-                            .WithContext("the optimizer's state"));
+  const std::vector<std::string> names = update.optimizer().StateNames();
+  OptimizerState whole(names.size());
+  for (size_t k = 0; k < names.size(); ++k) {
+    for (const HostParameter& p : parameters) {
+      whole[k].emplace_back(p.elements);
+      DPL_RETURN_IF_ERROR(Restore(tensors, p.name + "/" + names[k], TorchDtype::kFloat32,
+                                  ShapeOf(p.model_value), whole[k].back().data(),
+                                  p.elements * sizeof(float), path)
+                              .WithContext("the optimizer's state"));
+    }
   }
-  optimizer.set_steps(state.optimizer_steps);
+  update.RestoreState(placement.update_view(), whole);
+  update.optimizer().set_steps(state.optimizer_steps);
   return Status::Ok();
 }
 
@@ -173,7 +178,7 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
   }
   DPL_RETURN_IF_ERROR(placement.ValuesChanged());
   DPL_RETURN_IF_ERROR(RestoreBuffers(tensors, model, *newest));
-  DPL_RETURN_IF_ERROR(RestoreOptimizer(*state, placement, update.optimizer(), *newest));
+  DPL_RETURN_IF_ERROR(RestoreOptimizer(*state, placement, update, *newest));
   DPL_RETURN_IF_ERROR(RestoreLossScaling(*state, update, *newest));
   if (!state->rng_state.empty()) DPL_RETURN_IF_ERROR(model.SetRngState(state->rng_state));
   if (validation_ != nullptr && state->validation) {
@@ -191,8 +196,14 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
 
 Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
                               const ParameterPlacement& placement, ParameterUpdate& update) const {
-  if (config_.checkpoint_dir.empty() || rank_ != 0) return Status::Ok();
-  Result<CheckpointState> state = Capture(position, model, placement, update);
+  if (config_.checkpoint_dir.empty()) return Status::Ok();
+  // Every rank, for a sharded optimizer's parts; rank 0 gets the state whole.
+  std::vector<size_t> sizes;
+  for (const HostParameter& p : placement.parameters()) sizes.push_back(p.elements);
+  OptimizerState whole;
+  DPL_RETURN_IF_ERROR(update.WholeState(placement.update_view(), sizes, rank_ == 0, &whole));
+  if (rank_ != 0) return Status::Ok();
+  Result<CheckpointState> state = Capture(position, model, placement, update, whole);
   if (!state.ok()) return state.status();
   DPL_RETURN_IF_ERROR(
       WriteCheckpoint(config_.checkpoint_dir, *state)
@@ -210,7 +221,8 @@ Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
 
 Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& position, Model& model,
                                                   const ParameterPlacement& placement,
-                                                  ParameterUpdate& update) const {
+                                                  ParameterUpdate& update,
+                                                  const OptimizerState& whole) const {
   Optimizer& optimizer = update.optimizer();
   CheckpointState state;
   state.epoch = position.epoch;
@@ -242,12 +254,12 @@ Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& positi
   state.optimizer_steps = optimizer.steps();
   const std::vector<HostParameter>& parameters = placement.parameters();
   const std::vector<std::string> names = optimizer.StateNames();
-  std::vector<std::vector<float>*> state_buffers = optimizer.StateBuffers();
-  for (size_t k = 0; k < state_buffers.size() && !parameters.empty(); ++k) {
-    const HostParameter& p = parameters[k % parameters.size()];
-    state.optimizer_state.push_back(
-        {p.name, names[k / parameters.size()],
-         FloatTensor(state_buffers[k]->data(), state_buffers[k]->size(), ShapeOf(p.model_value))});
+  for (size_t k = 0; k < whole.size(); ++k) {
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const HostParameter& p = parameters[i];
+      state.optimizer_state.push_back(
+          {p.name, names[k], FloatTensor(whole[k][i].data(), p.elements, ShapeOf(p.model_value))});
+    }
   }
   if (model.Has(ModelCapability::kRngState)) DPL_RETURN_IF_ERROR(model.RngState(&state.rng_state));
   if (const std::optional<LossScalingState> scaling = update.loss_scaling()) {

@@ -55,9 +55,10 @@ class CheckpointPolicy {
   void TrackValidation(ValidationState* state) { validation_ = state; }
 
  private:
+  // The checkpoint of `position`, with `whole`, the optimizer's state as WholeState gathers it.
   Result<CheckpointState> Capture(const TrainingPosition& position, Model& model,
-                                  const ParameterPlacement& placement,
-                                  ParameterUpdate& update) const;
+                                  const ParameterPlacement& placement, ParameterUpdate& update,
+                                  const OptimizerState& whole) const;
 
   const TrainingConfig& config_;
   int rank_;

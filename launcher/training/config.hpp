@@ -37,6 +37,8 @@ enum class OptimizerKind { kAdadelta, kSgd, kAdam, kAdamW };
 enum class GradientCompression { kNone, kFp16, kBf16, kAuto };
 enum class Precision { kFp32, kBf16, kFp16 };
 enum class LrScheduleKind { kConstant, kStep, kCosine, kLinear };
+// How the workers of one machine sum their gradients on the CPU (local_reduce.hpp).
+enum class LocalReduce { kSharedMemory, kBackend };
 
 // A choice's spelling on the command line, in checkpoints and in messages: the one table per enum.
 template <typename Enum>
@@ -70,6 +72,12 @@ inline const Spellings<LrScheduleKind>& LrScheduleNames() {
                                                   {"step", LrScheduleKind::kStep},
                                                   {"cosine", LrScheduleKind::kCosine},
                                                   {"linear", LrScheduleKind::kLinear}};
+  return names;
+}
+
+inline const Spellings<LocalReduce>& LocalReduceNames() {
+  static const Spellings<LocalReduce> names = {{"shm", LocalReduce::kSharedMemory},
+                                               {"backend", LocalReduce::kBackend}};
   return names;
 }
 
@@ -154,6 +162,10 @@ struct TrainingConfig {
   // Gradient averaging: the format on the wire (kAuto: the precision's) and the bucket size.
   GradientCompression grad_compression = GradientCompression::kAuto;
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
+  // A machine's workers sum through its shared memory or through the backend; the optimizer state
+  // may be split among the ranks (ZeRO stage 1, shard.hpp).
+  LocalReduce local_reduce = LocalReduce::kSharedMemory;
+  bool shard_optimizer = false;
 
   // Reporting: rank 0 logs every log_interval batches, writes JSON lines to metrics_file and
   // TensorBoard events into tensorboard_dir ("" = none), and sends progress records to the

@@ -3,6 +3,7 @@
 // (Note [Deterministic gradient norm] in the .cpp).
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "training/float_span.hpp"
@@ -13,6 +14,14 @@ namespace dpl::training {
 // the per-gradient norms, each a float32. 0 for no gradients or only empty ones; inf or NaN when
 // a gradient holds one.
 float GradientNorm(const std::vector<FloatSpan>& gradients);
+
+// The sums of squares of the pieces of `count` values that begin at a piece boundary of their
+// parameter (Note [Pieces] in shard_layout.hpp), one double each into `sums`.
+void PieceSumsOfSquares(const float* values, size_t count, double* sums);
+
+// GradientNorm from every parameter's piece sums: parameter p's pieces are
+// sums[first_piece[p] .. first_piece[p + 1]) (the last parameter's end at sums.size()).
+float NormOfPieces(const std::vector<double>& sums, const std::vector<size_t>& first_piece);
 
 // The factor clip_grad_norm_ multiplies the gradients by, in its float32 arithmetic:
 // clamp(max_norm / (total_norm + 1e-6), max=1), with torch's float division done as

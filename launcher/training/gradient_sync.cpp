@@ -89,7 +89,17 @@ GradientSynchronizer::GradientSynchronizer(Backend* backend, CommunicationThread
   if (host_memory_ && compression_ != GradientCompression::kNone) flat16_.resize(largest);
 }
 
+GradientSynchronizer::GradientSynchronizer(CommunicationThread* thread,
+                                           std::vector<DLTensor> gradients,
+                                           std::vector<Bucket> buckets, BucketReduction* reduction)
+    : GradientSynchronizer(nullptr, thread, 1, std::move(gradients), std::move(buckets),
+                           GradientCompression::kNone, GradientScaling::kInBucket) {
+  reduction_ = reduction;
+  std::vector<float>().swap(flat_);  // the reduction stages buckets its own way
+}
+
 void GradientSynchronizer::BeginStep(float scale) {
+  if (reduction_ != nullptr) reduction_->BeginStep();
   std::lock_guard<std::mutex> lock(mutex_);
   active_ = true;
   scale_ = scale;
@@ -117,7 +127,7 @@ void GradientSynchronizer::LaunchReadyBucketsLocked() {
   while (next_to_launch_ < buckets_.size() && pending_[next_to_launch_] == 0) {
     const size_t b = next_to_launch_++;
     observability::CollectiveActivity activity;
-    activity.collective = "allreduce";
+    activity.collective = reduction_ != nullptr ? reduction_->name() : "allreduce";
     activity.bucket = int32_t(b);
     activity.buckets = int32_t(buckets_.size());
     activity.bytes = buckets_[b].elements * sizeof(float);  // of gradients, before compression
@@ -142,6 +152,7 @@ Status GradientSynchronizer::FinishStep() {
   }
   // Device collectives may still run on the backend's own stream (backend ABI v2).
   if (first.ok() && !host_memory_) first = backend_->Synchronize(stream_);
+  if (first.ok() && reduction_ != nullptr) first = reduction_->Finish();
   return first;
 }
 
@@ -150,6 +161,7 @@ Status GradientSynchronizer::Allreduce(DLTensor tensor) {
 }
 
 Status GradientSynchronizer::ReduceBucket(size_t bucket_index) {
+  if (reduction_ != nullptr) return reduction_->Reduce(bucket_index, scale_);
   const Bucket& bucket = buckets_[bucket_index];
   const std::optional<DLTensor>& span = in_place_[bucket_index];
   if (!host_memory_) {

@@ -42,6 +42,21 @@ inline constexpr int64_t kFirstBucketCapBytes = 1024 * 1024;
 std::vector<Bucket> AssignBuckets(const std::vector<size_t>& parameter_elements,
                                   int64_t bucket_cap_bytes);
 
+// What a synchronizer does with a bucket instead of the backend's allreduce: reduce it through the
+// machine's shared memory (local_reduce.hpp), or reduce-scatter it for the sharded optimizer
+// (shard.hpp). Host memory only; the reduction scales the sums itself.
+class BucketReduction {
+ public:
+  virtual ~BucketReduction() = default;
+  // The collective's name in stall reports and traces.
+  virtual const char* name() const = 0;
+  virtual void BeginStep() {}
+  // On the communication thread, bucket after bucket in index order.
+  virtual Status Reduce(size_t bucket, float scale) = 0;
+  // After the last bucket's Reduce returned, on the caller's thread.
+  virtual Status Finish() = 0;
+};
+
 // Whether the synchronizer finishes the average itself, or leaves the summed gradients for the
 // caller to scale (device memory the host cannot touch).
 enum class GradientScaling { kInBucket, kByCaller };
@@ -56,6 +71,10 @@ class GradientSynchronizer {
                        std::vector<DLTensor> gradients, std::vector<Bucket> buckets,
                        GradientCompression compression, GradientScaling scaling,
                        void* stream = nullptr);
+
+  // Buckets of host gradients reduced by `reduction` (not owned) instead of the backend.
+  GradientSynchronizer(CommunicationThread* thread, std::vector<DLTensor> gradients,
+                       std::vector<Bucket> buckets, BucketReduction* reduction);
 
   // Starts a step whose gradients will be summed and, with kInBucket, multiplied by `scale`
   // (1 / (world_size * accumulation)).
@@ -77,6 +96,7 @@ class GradientSynchronizer {
   void LaunchReadyBucketsLocked();
 
   Backend* backend_;
+  BucketReduction* reduction_ = nullptr;  // instead of the backend's allreduce, when set
   CommunicationThread* thread_;
   int world_size_;
   std::vector<DLTensor> gradients_;

@@ -1,9 +1,13 @@
 #include "training/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace dpl::training {
 namespace {
+
+// Elements a thread updates at least: below it the wake-up costs more than the work.
+constexpr size_t kElementsPerThread = 32768;
 
 // torch.optim.Adadelta: square_avg = rho*sa + (1-rho)*g^2; std = sqrt(sa+eps);
 // delta = sqrt(acc_delta+eps)/std*g; acc_delta = rho*ad + (1-rho)*delta^2; p += -lr*delta.
@@ -153,7 +157,14 @@ bool DecaysTensor(OptimizerKind kind, bool decay_all, int ndim) {
 }
 
 Optimizer::Optimizer(const OptimizerOptions& options, std::vector<OptimizedTensor> tensors)
-    : options_(options), tensors_(std::move(tensors)), learning_rate_(options.learning_rate) {}
+    : options_(options), tensors_(std::move(tensors)), learning_rate_(options.learning_rate) {
+  size_t total = 0;
+  for (const OptimizedTensor& tensor : tensors_) {
+    starts_.push_back(total);
+    total += tensor.elements;
+  }
+  starts_.push_back(total);
+}
 
 std::vector<std::vector<float>> Optimizer::ZeroBuffers() const {
   std::vector<std::vector<float>> buffers;
@@ -164,8 +175,22 @@ std::vector<std::vector<float>> Optimizer::ZeroBuffers() const {
 void Optimizer::Step(const std::vector<float*>& parameters,
                      const std::vector<const float*>& gradients) {
   BeginStep();
-  for (size_t t = 0; t < tensors_.size(); ++t) {
-    UpdateSlice(t, 0, tensors_[t].elements, parameters[t], gradients[t]);
+  // Ranges of the elements of all the tensors, on the pool's threads: [first, last) of the
+  // concatenation, cut at the tensors' borders.
+  auto run = [&](size_t first, size_t last) {
+    size_t t =
+        size_t(std::upper_bound(starts_.begin(), starts_.end(), first) - starts_.begin()) - 1;
+    for (; t < tensors_.size() && starts_[t] < last; ++t) {
+      const size_t begin = std::max(first, starts_[t]) - starts_[t];
+      const size_t end = std::min(last, starts_[t + 1]) - starts_[t];
+      if (begin < end)
+        UpdateSlice(t, begin, end - begin, parameters[t] + begin, gradients[t] + begin);
+    }
+  };
+  if (pool_ == nullptr) {
+    run(0, starts_.back());
+  } else {
+    pool_->ParallelFor(starts_.back(), kElementsPerThread, run);
   }
   EndStep();
 }

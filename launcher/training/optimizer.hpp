@@ -14,12 +14,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.hpp"
 #include "training/config.hpp"
+#include "training/thread_pool.hpp"
 
 namespace dpl::training {
 
@@ -35,7 +37,11 @@ struct OptimizerOptions {
   double weight_decay = 0.0;
 };
 
-// One parameter tensor as the optimizer sees it.
+// An optimizer's state as a checkpoint holds it: state[k][p] is state k (Optimizer::StateNames)
+// of parameter p, whole.
+using OptimizerState = std::vector<std::vector<std::vector<float>>>;
+
+// One parameter tensor as the optimizer sees it (or, sharded, one run of a tensor's elements).
 struct OptimizedTensor {
   size_t elements = 0;
   bool decayed = true;  // whether --weight-decay applies to it (Note [Weight decay groups])
@@ -74,6 +80,9 @@ class Optimizer {
   double learning_rate() const { return learning_rate_; }
   void set_learning_rate(double learning_rate) { learning_rate_ = learning_rate; }
   const std::vector<OptimizedTensor>& tensors() const { return tensors_; }
+  // The threads Step's element-wise update is split over (NULL: the caller's alone). The update of
+  // an element never depends on another's, so every thread count gives the same bits.
+  void set_threads(ThreadPool* pool) { pool_ = pool; }
 
  protected:
   Optimizer(const OptimizerOptions& options, std::vector<OptimizedTensor> tensors);
@@ -89,6 +98,10 @@ class Optimizer {
   std::vector<OptimizedTensor> tensors_;
   int64_t steps_ = 0;
   double learning_rate_;
+
+ private:
+  std::vector<size_t> starts_;  // of each tensor among all the elements, and their total last
+  ThreadPool* pool_ = nullptr;
 };
 
 // Builds the optimizer options.kind names for `tensors`.

@@ -1,8 +1,12 @@
 #include "training/parameter_update.hpp"
 
+#include <algorithm>
+#include <map>
+
 #include "common/log.hpp"
 #include "training/gradient_clipping.hpp"
 #include "training/number_text.hpp"
+#include "training/shard.hpp"
 
 namespace dpl::training {
 namespace {
@@ -45,21 +49,70 @@ void LogWeightDecay(const TrainingConfig& config, const std::vector<HostParamete
             Count(kept_elements, "element", "elements") + "); --decay-all decays every tensor");
 }
 
+// Rank 0 says how much of the optimizer's state it keeps (Note [Sharded optimizer]).
+void LogStateShare(const UpdateView& view, Optimizer& optimizer) {
+  size_t owned = 0, bytes = 0;
+  for (const UpdateRun& run : view.runs) owned += run.elements;
+  for (const std::vector<float>* buffer : optimizer.StateBuffers()) {
+    bytes += buffer->size() * sizeof(float);
+  }
+  log::Info("the optimizer's state on rank 0: " + std::to_string(owned) + " parameters' worth, " +
+            log::Bytes(uint64_t(bytes)) + " (its part)");
+}
+
+// Pieces a thread sums at least.
+constexpr size_t kPiecesPerThread = 16;
+
+std::vector<FloatSpan> GradientsOf(const std::vector<UpdateRun>& runs) {
+  std::vector<FloatSpan> gradients;
+  gradients.reserve(runs.size());
+  for (const UpdateRun& run : runs) gradients.push_back({run.gradient, run.elements});
+  return gradients;
+}
+
+// The scaled runs' piece sums of squares into `sums` at their places (Note [Pieces]); the others
+// stay.
+void SumPieces(const UpdateView& view, ThreadPool* pool, std::vector<double>* sums) {
+  std::vector<size_t> first;  // of each run's pieces among the runs', and their total last
+  size_t total = 0;
+  for (const UpdateRun& run : view.scaled) {
+    first.push_back(total);
+    total += PiecesOf(run.elements);
+  }
+  auto sum = [&](size_t begin, size_t end) {
+    for (size_t r = 0; r < view.scaled.size(); ++r) {
+      const UpdateRun& run = view.scaled[r];
+      const size_t home = view.first_piece[run.parameter] + run.offset / kPieceElements;
+      for (size_t k = 0; k < PiecesOf(run.elements); ++k) {
+        if (first[r] + k < begin || first[r] + k >= end) continue;
+        const size_t from = k * kPieceElements;
+        PieceSumsOfSquares(run.gradient + from, std::min(kPieceElements, run.elements - from),
+                           sums->data() + home + k);
+      }
+    }
+  };
+  if (pool == nullptr) return sum(0, total);
+  pool->ParallelFor(total, kPiecesPerThread, sum);
+}
+
 }  // namespace
 
 ParameterUpdate::ParameterUpdate(const TrainingConfig& config, std::unique_ptr<Optimizer> optimizer,
-                                 LrSchedule schedule, std::optional<LossScaler> scaler, int rank)
+                                 LrSchedule schedule, std::optional<LossScaler> scaler, int rank,
+                                 ThreadPool* pool)
     : clip_grad_norm_(config.clip_grad_norm),
       optimizer_(std::move(optimizer)),
       schedule_(std::move(schedule)),
       scaler_(std::move(scaler)),
-      rank_(rank) {
+      rank_(rank),
+      pool_(pool) {
   optimizer_->set_learning_rate(schedule_.learning_rate());
+  optimizer_->set_threads(pool);
 }
 
 Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(
     const TrainingConfig& config, const std::vector<HostParameter>& parameters,
-    const StepPlan& plan, int rank) {
+    const UpdateView& view, const StepPlan& plan, int rank, ThreadPool* pool) {
   OptimizerOptions optimizer_options;
   optimizer_options.kind = config.optimizer;
   optimizer_options.learning_rate = config.learning_rate;
@@ -68,15 +121,19 @@ Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(
   optimizer_options.adam_beta2 = config.adam_beta2;
   optimizer_options.adam_eps = config.adam_eps;
   optimizer_options.weight_decay = config.weight_decay;
-  std::vector<OptimizedTensor> tensors;
+  std::vector<OptimizedTensor> tensors;  // a parameter's decay is its runs'
   for (const HostParameter& p : parameters) {
     tensors.push_back(
         {p.elements, DecaysTensor(config.optimizer, config.decay_all, p.model_value.ndim)});
   }
   if (rank == 0 && config.weight_decay > 0.0) LogWeightDecay(config, parameters, tensors);
+  std::vector<OptimizedTensor> runs;
+  for (const UpdateRun& run : view.runs)
+    runs.push_back({run.elements, tensors[run.parameter].decayed});
   Result<std::unique_ptr<Optimizer>> optimizer =
-      CreateOptimizer(optimizer_options, std::move(tensors));
+      CreateOptimizer(optimizer_options, std::move(runs));
   if (!optimizer.ok()) return optimizer.status();
+  if (view.sharded() && rank == 0) LogStateShare(view, **optimizer);
 
   LrScheduleOptions schedule_options;
   schedule_options.kind = config.lr_schedule;
@@ -100,7 +157,7 @@ Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(
     scaler = *created;
   }
   return std::unique_ptr<ParameterUpdate>(new ParameterUpdate(
-      config, std::move(*optimizer), std::move(*schedule), std::move(scaler), rank));
+      config, std::move(*optimizer), std::move(*schedule), std::move(scaler), rank, pool));
 }
 
 Status ParameterUpdate::FollowSchedule(int64_t global_step) {
@@ -117,17 +174,49 @@ Status ParameterUpdate::BeforeBatch(int64_t global_step, Model& model) {
   return Status::Ok();
 }
 
-Result<StepDecision> ParameterUpdate::Step(int64_t global_step,
-                                           const std::vector<HostParameter>& parameters) {
+Result<bool> ParameterUpdate::CheckGradients(const UpdateView& view,
+                                             std::vector<double>* piece_sums) {
+  // Note [Same skip decision on every rank]: unshared, every rank checks the same gradients.
+  const bool non_finite = scaler_ && scaler_->Unscale(GradientsOf(view.scaled));
+  if (clip_grad_norm_ > 0.0) {
+    piece_sums->assign(view.pieces, 0.0);
+    SumPieces(view, pool_, piece_sums);
+  }
+  if (view.exchange == nullptr || (!scaler_ && clip_grad_norm_ <= 0.0)) return non_finite;
+  // Each part's overflow flag, then the piece sums, added up over the ranks that share the parts.
+  const size_t parts = size_t(view.exchange->layout().parts());
+  std::vector<double> entries(parts, 0.0);
+  entries[size_t(view.exchange->part())] = non_finite ? 1.0 : 0.0;
+  entries.insert(entries.end(), piece_sums->begin(), piece_sums->end());
+  DPL_RETURN_IF_ERROR(view.exchange->ShareEntries(&entries));
+  std::copy(entries.begin() + std::ptrdiff_t(parts), entries.end(), piece_sums->begin());
+  bool any = false;
+  for (size_t part = 0; part < parts; ++part) any = any || entries[part] != 0.0;
+  return any;
+}
+
+Status ParameterUpdate::Clip(const UpdateView& view, const std::vector<double>& piece_sums) {
+  const float coefficient =
+      ClipCoefficient(NormOfPieces(piece_sums, view.first_piece), clip_grad_norm_);
+  if (coefficient == 1.0f) return Status::Ok();  // changes no bit (ClipGradNorm)
+  for (const UpdateRun& run : view.scaled) {
+    float* __restrict values = run.gradient;
+    for (size_t i = 0; i < run.elements; ++i) values[i] *= coefficient;
+  }
+  // The same factor on every rank: all of them wait here, or none.
+  if (!view.shared_gradients) return Status::Ok();
+  return view.exchange->Barrier();
+}
+
+Result<StepDecision> ParameterUpdate::Step(int64_t global_step, const UpdateView& view) {
   DPL_RETURN_IF_ERROR(FollowSchedule(global_step));
-  std::vector<FloatSpan> gradients;
-  gradients.reserve(parameters.size());
-  for (const HostParameter& p : parameters) gradients.push_back({p.gradient, p.elements});
+  std::vector<double> piece_sums;
+  const float scale = scaler_ ? scaler_->scale() : 1.0f;
+  Result<bool> non_finite = CheckGradients(view, &piece_sums);
+  if (!non_finite.ok()) return non_finite.status();
   StepDecision decision = StepDecision::kApply;
   if (scaler_) {
-    const float scale = scaler_->scale();
-    const bool non_finite = scaler_->Unscale(gradients);  // Note [Same skip decision on every rank]
-    decision = scaler_->Update(non_finite);
+    decision = scaler_->Update(*non_finite);
     if (decision == StepDecision::kSkip) {
       ++skipped_steps_;
       if (rank_ == 0) {
@@ -140,19 +229,65 @@ Result<StepDecision> ParameterUpdate::Step(int64_t global_step,
     }
   }
   if (decision == StepDecision::kApply) {
-    if (clip_grad_norm_ > 0.0) ClipGradNorm(gradients, clip_grad_norm_);
+    if (clip_grad_norm_ > 0.0) DPL_RETURN_IF_ERROR(Clip(view, piece_sums));
     std::vector<float*> values;
     std::vector<const float*> sums;
-    values.reserve(parameters.size());
-    sums.reserve(parameters.size());
-    for (const HostParameter& p : parameters) {
-      values.push_back(p.value);
-      sums.push_back(p.gradient);
+    values.reserve(view.runs.size());
+    sums.reserve(view.runs.size());
+    for (const UpdateRun& run : view.runs) {
+      values.push_back(run.value);
+      sums.push_back(run.gradient);
     }
     optimizer_->Step(values, sums);
   }
   schedule_.Advance();  // on a skipped step too, as torch's loop calls scheduler.step() either way
   return decision;
+}
+
+Status ParameterUpdate::WholeState(const UpdateView& view, const std::vector<size_t>& sizes,
+                                   bool whole, OptimizerState* state) {
+  std::vector<std::vector<float>*> buffers = optimizer_->StateBuffers();
+  const size_t runs = view.runs.size();
+  const size_t names = optimizer_->StateNames().size();
+  state->assign(whole ? names : 0, {});
+  for (auto& parameters : *state) {
+    for (size_t n : sizes) parameters.emplace_back(n, 0.0f);
+  }
+  for (size_t k = 0; k < state->size(); ++k) {
+    for (size_t r = 0; r < runs; ++r) {
+      const UpdateRun& run = view.runs[r];
+      std::copy(buffers[k * runs + r]->begin(), buffers[k * runs + r]->end(),
+                (*state)[k][run.parameter].begin() + std::ptrdiff_t(run.offset));
+    }
+  }
+  if (!view.sharded()) return Status::Ok();
+  // The step's gather of the parameters just before may still be read from the same copy.
+  DPL_RETURN_IF_ERROR(view.exchange->Barrier());
+  std::map<std::pair<uint32_t, size_t>, size_t> run_at;
+  for (size_t r = 0; r < runs; ++r) run_at[{view.runs[r].parameter, view.runs[r].offset}] = r;
+  for (size_t k = 0; k < names; ++k) {
+    auto source = [&](const Segment& segment) -> const float* {
+      return buffers[k * runs + run_at.at({segment.parameter, segment.offset})]->data();
+    };
+    auto destination = [&](const Segment& segment) -> float* {
+      return whole ? (*state)[k][segment.parameter].data() + segment.offset : nullptr;
+    };
+    DPL_RETURN_IF_ERROR(view.exchange->GatherParts(source, destination, /*again=*/true)
+                            .WithContext("gathering the optimizer's state"));
+  }
+  return Status::Ok();
+}
+
+void ParameterUpdate::RestoreState(const UpdateView& view, const OptimizerState& state) {
+  std::vector<std::vector<float>*> buffers = optimizer_->StateBuffers();
+  const size_t runs = view.runs.size();
+  for (size_t k = 0; k < state.size(); ++k) {
+    for (size_t r = 0; r < runs; ++r) {
+      const UpdateRun& run = view.runs[r];
+      const float* from = state[k][run.parameter].data() + run.offset;
+      std::copy(from, from + run.elements, buffers[k * runs + r]->begin());
+    }
+  }
 }
 
 std::optional<LossScalingState> ParameterUpdate::loss_scaling() const {

@@ -37,6 +37,7 @@
 #include "training/optimizer.hpp"
 #include "training/placement.hpp"
 #include "training/step_plan.hpp"
+#include "training/thread_pool.hpp"
 
 namespace dpl::training {
 
@@ -48,23 +49,32 @@ struct LossScalingState {
 
 class ParameterUpdate {
  public:
-  // The optimizer for `parameters` (their values are not read), weight decay on the tensors
-  // Note [Weight decay groups] says, the schedule over the steps of `plan` (Note [The schedule
-  // spans the run]), a loss scaler when config.precision is fp16. Rank 0 logs which tensors are
-  // decayed and the skipped steps.
+  // The optimizer for the runs of `view` (every parameter whole, or this rank's part with
+  // --shard-optimizer) of `parameters` (their values are not read), on `pool`'s threads (NULL:
+  // none), weight decay on the tensors Note [Weight decay groups] says, the schedule over the
+  // steps of `plan` (Note [The schedule spans the run]), a loss scaler when config.precision is
+  // fp16. Rank 0 logs which tensors are decayed and the skipped steps.
   static Result<std::unique_ptr<ParameterUpdate>> Create(
       const TrainingConfig& config, const std::vector<HostParameter>& parameters,
-      const StepPlan& plan, int rank);
+      const UpdateView& view, const StepPlan& plan, int rank, ThreadPool* pool);
 
   // Before each batch, `global_step` optimizer steps done: the coming step's learning rate into
   // the optimizer, and the loss scale into the model when it changed (fp16).
   Status BeforeBatch(int64_t global_step, Model& model);
-  // Optimizer step `global_step` + 1 on the averaged gradients of `parameters` (host memory):
+  // Optimizer step `global_step` + 1 on the averaged gradients of `view`'s runs (host memory):
   // unscaled and checked (fp16), clipped, then applied, or skipped when they hold inf or NaN.
-  // The gradients are left changed; the caller zeroes them.
-  Result<StepDecision> Step(int64_t global_step, const std::vector<HostParameter>& parameters);
+  // With a sharded view the overflow flags and the norm's partial sums are shared with the other
+  // ranks (Note [Sharded optimizer]). The gradients are left changed; the caller zeroes them.
+  Result<StepDecision> Step(int64_t global_step, const UpdateView& view);
 
   Optimizer& optimizer() { return *optimizer_; }
+  // The optimizer's state whole: (*state)[k][p] is state k (Optimizer::StateNames) of parameter p
+  // (of `sizes[p]` elements). With a sharded `view` every rank must call it (the parts are
+  // gathered) and only those with `whole` get every part; the others get an empty list.
+  Status WholeState(const UpdateView& view, const std::vector<size_t>& sizes, bool whole,
+                    OptimizerState* state);
+  // Takes this rank's runs of `state` (laid out as WholeState's).
+  void RestoreState(const UpdateView& view, const OptimizerState& state);
   // The rate of the step the current batch belongs to (set by BeforeBatch).
   double learning_rate() const { return optimizer_->learning_rate(); }
   bool scales_loss() const { return scaler_.has_value(); }
@@ -77,14 +87,20 @@ class ParameterUpdate {
 
  private:
   ParameterUpdate(const TrainingConfig& config, std::unique_ptr<Optimizer> optimizer,
-                  LrSchedule schedule, std::optional<LossScaler> scaler, int rank);
+                  LrSchedule schedule, std::optional<LossScaler> scaler, int rank,
+                  ThreadPool* pool);
   Status FollowSchedule(int64_t global_step);
+  // Unscales the runs' gradients (fp16) and shares the global quantities of a sharded view; true
+  // when a gradient of any rank is inf or NaN. Fills `piece_sums` when clipping.
+  Result<bool> CheckGradients(const UpdateView& view, std::vector<double>* piece_sums);
+  Status Clip(const UpdateView& view, const std::vector<double>& piece_sums);
 
   double clip_grad_norm_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
   std::optional<LossScaler> scaler_;
   int rank_;
+  ThreadPool* pool_;
   int64_t skipped_steps_ = 0;
   float model_loss_scale_ = 1.0f;  // what the model was last told (1 after create)
 };

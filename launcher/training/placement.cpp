@@ -2,6 +2,7 @@
 
 #include "common/log.hpp"
 #include "training/host_tensor.hpp"
+#include "training/shard.hpp"
 
 namespace dpl::training {
 namespace {
@@ -15,9 +16,12 @@ class InPlacePlacement final : public ParameterPlacement {
   Status Setup() {
     DPL_RETURN_IF_ERROR(ListParameters());
     UseModelMemory();
+    ViewWholeParameters();
     if (backend_ == nullptr) return Status::Ok();
     std::vector<DLTensor> tensors;
     for (const HostParameter& p : parameters_) tensors.push_back(p.model_gradient);
+    if (UsesSharedMemory()) return StartSharedMemory(std::move(tensors));
+    if (settings_.shard_optimizer) return StartBackendShard(std::move(tensors));
     return StartSynchronizer(std::move(tensors), GradientScaling::kInBucket, /*callbacks=*/true);
   }
   Status BroadcastInitialValues() override { return BroadcastOnModel(); }
@@ -28,6 +32,10 @@ class InPlacePlacement final : public ParameterPlacement {
     return Status::Ok();
   }
   Status PublishValues(StepProfile* profile) override {
+    if (exchange_) {
+      DPL_RETURN_IF_ERROR(GatherUpdatedParts());
+      profile->Lap(StepPhase::kCommunicationWait);
+    }
     DPL_RETURN_IF_ERROR(model_.ZeroGradients());
     profile->Lap(StepPhase::kOptimizer);
     return Status::Ok();
@@ -44,6 +52,7 @@ class HostCopyPlacement final : public ParameterPlacement {
   Status Setup() {
     DPL_RETURN_IF_ERROR(ListParameters());
     UseHostCopy();
+    ViewWholeParameters();
     std::vector<DLTensor> tensors;
     host_gradient_shapes_.resize(parameters_.size());
     for (size_t i = 0; i < parameters_.size(); ++i) {
@@ -103,6 +112,7 @@ class ModelCollectivesPlacement final : public ParameterPlacement {
   Status Setup() {
     DPL_RETURN_IF_ERROR(ListParameters());
     UseHostCopy();
+    ViewWholeParameters();
     if (backend_ == nullptr) return Status::Ok();
     const GradientCompression format = settings_.wire.format;
     if (format != GradientCompression::kNone && !settings_.wire.from_precision) {
@@ -179,6 +189,11 @@ Result<std::unique_ptr<ParameterPlacement>> ParameterPlacement::Create(
 Status ParameterPlacement::CheckSupported(const ModelPlugin& plugin,
                                           const PlacementSettings& settings) {
   const bool host_copy = settings.device != Device::kCpu || settings.mirror_parameters;
+  if (host_copy && settings.shard_optimizer) {
+    return Status::InvalidArgument(
+        "--shard-optimizer splits the optimizer of a CPU model that updates its parameters in "
+        "place; it does not take --device cuda or --mirror-parameters");
+  }
   if (!host_copy || plugin.table->Has(ModelCapability::kHostCopy)) return Status::Ok();
   return Status::InvalidArgument(
       ModelAbiText(plugin,
@@ -280,16 +295,10 @@ Status ParameterPlacement::StartSynchronizer(std::vector<DLTensor> tensors, Grad
   std::vector<Bucket> buckets = AssignBuckets(sizes, settings_.bucket_cap_bytes);
   const GradientCompression format = settings_.wire.format;
   if (settings_.rank == 0) {
-    const std::string sent =
-        format == GradientCompression::kNone
-            ? ""
-            : std::string(", sent as ") + NameOf(CompressionNames(), format) +
-                  (settings_.wire.from_precision ? " (the precision's, --grad-compression auto)"
-                                                 : "");
     log::Info("gradients of " + std::to_string(parameters_.size()) + " parameters in " +
               std::to_string(buckets.size()) + " bucket(s) of at most " +
               log::Bytes(uint64_t(settings_.bucket_cap_bytes)) + ", summed " +
-              (callbacks ? "in the model's memory" : "in the host copy") + sent);
+              (callbacks ? "in the model's memory" : "in the host copy") + WireText());
   }
   sync_ = std::make_unique<GradientSynchronizer>(backend_, comm_.get(), settings_.world_size,
                                                  std::move(tensors), std::move(buckets), format,
@@ -297,6 +306,13 @@ Status ParameterPlacement::StartSynchronizer(std::vector<DLTensor> tensors, Grad
   if (!callbacks) return Status::Ok();
   return model_.SetGradientReadyCallback(GradientSynchronizer::GradientReadyTrampoline,
                                          sync_.get());
+}
+
+std::string ParameterPlacement::WireText() const {
+  const GradientCompression format = settings_.wire.format;
+  if (format == GradientCompression::kNone) return "";
+  return std::string(", sent as ") + NameOf(CompressionNames(), format) +
+         (settings_.wire.from_precision ? " (the precision's, --grad-compression auto)" : "");
 }
 
 void ParameterPlacement::BeginStep(float scale) {

@@ -30,6 +30,7 @@
 #include "training/buffers.hpp"
 #include "training/config.hpp"
 #include "training/gradient_sync.hpp"
+#include "training/local_reduce.hpp"
 #include "training/model.hpp"
 #include "training/precision.hpp"
 #include "training/step_profile.hpp"
@@ -46,10 +47,45 @@ struct HostParameter {
   DLTensor model_gradient{};
 };
 
+class ShardExchange;
+
+// A run of one parameter's elements that this rank's optimizer updates: [offset, offset +
+// elements) of parameter `parameter`, its values and averaged gradients in host memory.
+struct UpdateRun {
+  uint32_t parameter = 0;
+  size_t offset = 0;
+  size_t elements = 0;
+  float* value = nullptr;
+  float* gradient = nullptr;
+};
+
+// What this rank's optimizer updates: every parameter whole, or with --shard-optimizer its part
+// (Note [Sharded optimizer] in shard.hpp), and the exchange that shares the step's global
+// quantities then.
+//
+// Note [Scaling shared gradients]: unsharded, the workers of a machine read every averaged
+// gradient where they summed them, in the memory they share; so each worker unscales (fp16) and
+// clips only the part it summed (`scaled`), the flags and the norm's piece sums are shared as the
+// sharded optimizer shares them, and all wait until every part is clipped before the optimizer
+// reads the gradients.
+struct UpdateView {
+  std::vector<UpdateRun> runs;      // the optimizer's
+  std::vector<UpdateRun> scaled;    // whose gradients this rank unscales and clips
+  std::vector<size_t> first_piece;  // of each parameter (Note [Pieces] in shard_layout.hpp)
+  size_t pieces = 0;
+  ShardExchange* exchange = nullptr;  // NULL: every rank scales all its runs alone
+  bool shared_gradients = false;      // Note [Scaling shared gradients]
+  // Whether the optimizer updates a part only (--shard-optimizer).
+  bool sharded() const { return exchange != nullptr && !shared_gradients; }
+};
+
 struct PlacementSettings {
   int rank = 0;
   int world_size = 1;
   bool mirror_parameters = false;
+  LocalReduce local_reduce = LocalReduce::kSharedMemory;
+  bool shard_optimizer = false;
+  LocalGroup local;   // the machine's workers and their shared memory
   GradientWire wire;  // the gradients' format in the collectives (precision.hpp)
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
   Device device = Device::kCpu;  // for messages
@@ -71,6 +107,8 @@ class ParameterPlacement {
   // The optimizer's view: every parameter's host values and gradients, in parameter order.
   const std::vector<float*>& values() const { return values_; }
   const std::vector<const float*>& gradients() const { return gradients_; }
+  // What this rank's optimizer updates, after FinishGradients.
+  const UpdateView& update_view() const { return view_; }
 
   // Copies rank 0's parameters and buffers to every rank (and the parameters into the host
   // copy), as DDP does when it wraps a module.
@@ -111,6 +149,18 @@ class ParameterPlacement {
   Status PublishHostCopy(StepProfile* profile);
   void ScaleGradients(float scale);
   Status FinishSynchronizer(const Status& step);
+  // ", sent as bf16 (...)" for a 16-bit wire format, else "": for the log.
+  std::string WireText() const;
+  // The in-place strategy's ways to sum (placement_reduce.cpp): through the machine's shared
+  // memory, or sharded through the backend; whether the shared memory can be used.
+  bool UsesSharedMemory() const;
+  Status StartSharedMemory(std::vector<DLTensor> tensors);
+  Status StartBackendShard(std::vector<DLTensor> tensors);
+  // The view of every parameter whole, or of the exchange's part (as runs, or only to scale).
+  void ViewWholeParameters();
+  void ViewPart(ShardExchange& exchange, bool runs);
+  // With a sharded view: every rank's updated part into every rank's model.
+  Status GatherUpdatedParts();
 
   Model& model_;
   Backend* backend_;
@@ -123,7 +173,12 @@ class ParameterPlacement {
   std::vector<int64_t> host_gradient_shapes_;        // of the host copy's DLTensors
   std::vector<BufferInfo> buffers_;                  // the model's (kBuffers)
   std::unique_ptr<CommunicationThread> comm_;
+  std::unique_ptr<LocalReducer> reducer_;
+  std::unique_ptr<BucketReduction> reduction_;
+  std::unique_ptr<ShardExchange> shared_exchange_;  // the shared memory's, when sharded
+  ShardExchange* exchange_ = nullptr;               // NULL: not sharded
   std::unique_ptr<GradientSynchronizer> sync_;
+  UpdateView view_;
 };
 
 }  // namespace dpl::training

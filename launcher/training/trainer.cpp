@@ -22,6 +22,7 @@
 #include "training/sampler.hpp"
 #include "training/state_dict.hpp"
 #include "training/step_plan.hpp"
+#include "training/thread_pool.hpp"
 
 namespace dpl::training {
 namespace {
@@ -34,7 +35,7 @@ class Trainer {
  public:
   Trainer(const TrainingConfig& config, const WorkerIdentity& identity, Backend* backend,
           const ModelPlugin& model_plugin, TrainingData data, SumAcrossRanks sum_across_ranks,
-          PreemptionCheck preemption)
+          const LocalGroup& local, PreemptionCheck preemption)
       : config_(config),
         identity_(identity),
         backend_(identity.world_size > 1 ? backend : nullptr),
@@ -42,6 +43,7 @@ class Trainer {
         data_(std::move(data)),
         sum_across_ranks_(std::move(sum_across_ranks)),
         preemption_(std::move(preemption)),
+        local_(local),
         checkpoints_(config, identity.rank) {}
 
   Status Run();
@@ -70,6 +72,8 @@ class Trainer {
   SumAcrossRanks sum_across_ranks_;
   PreemptionCheck preemption_;
   bool preempted_ = false;  // the run stops at this step boundary
+  LocalGroup local_;
+  std::unique_ptr<ThreadPool> threads_;  // the worker's, for the optimizer
   CheckpointPolicy checkpoints_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<ParameterPlacement> placement_;
@@ -130,6 +134,9 @@ Status Trainer::Setup() {
   settings.wire = ResolveGradientWire(config_.precision, config_.grad_compression);
   settings.bucket_cap_bytes = config_.bucket_cap_bytes;
   settings.device = config_.device;
+  settings.local_reduce = config_.local_reduce;
+  settings.shard_optimizer = config_.shard_optimizer;
+  settings.local = local_;
   DPL_RETURN_IF_ERROR(ParameterPlacement::CheckSupported(model_plugin_, settings));
   DPL_RETURN_IF_ERROR(CheckPrecisionSupported(model_plugin_, config_.precision));
 
@@ -156,8 +163,10 @@ Status Trainer::Setup() {
       ShuffleMode::kShuffle, config_.drop_last ? RemainderMode::kDrop : RemainderMode::kPad);
   plan_ = StepPlan(config_, StepPlan::BatchesPerEpoch(sampler_->samples_per_rank(), local_batch_));
 
+  threads_ = std::make_unique<ThreadPool>(identity_.threads);
   Result<std::unique_ptr<ParameterUpdate>> update =
-      ParameterUpdate::Create(config_, placement_->parameters(), plan_, identity_.rank);
+      ParameterUpdate::Create(config_, placement_->parameters(), placement_->update_view(), plan_,
+                              identity_.rank, threads_.get());
   if (!update.ok()) return update.status();
   update_ = std::move(*update);
   replicas_ =
@@ -223,7 +232,7 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
   samples_done_ += n * identity_.world_size;
   position_.step_in_epoch = batch + 1;
   if (optimizer_step) {
-    Result<StepDecision> updated = update_->Step(position_.global_step, placement_->parameters());
+    Result<StepDecision> updated = update_->Step(position_.global_step, placement_->update_view());
     if (!updated.ok()) return updated.status();
     profile_.Lap(StepPhase::kOptimizer);
     DPL_RETURN_IF_ERROR(placement_->PublishValues(&profile_));
@@ -388,9 +397,10 @@ Status Trainer::DumpBuffers() const {
 
 Status RunTraining(const TrainingConfig& config, const WorkerIdentity& identity, Backend* backend,
                    const ModelPlugin& model_plugin, TrainingData data,
-                   SumAcrossRanks sum_across_ranks, PreemptionCheck preemption) {
+                   SumAcrossRanks sum_across_ranks, const LocalGroup& local,
+                   PreemptionCheck preemption) {
   Trainer trainer(config, identity, backend, model_plugin, std::move(data),
-                  std::move(sum_across_ranks), std::move(preemption));
+                  std::move(sum_across_ranks), local, std::move(preemption));
   return trainer.Run();
 }
 

@@ -11,6 +11,7 @@
 #include "training/config.hpp"
 #include "training/data.hpp"
 #include "training/evaluation.hpp"
+#include "training/local_reduce.hpp"
 #include "training/model.hpp"
 #include "training/preemption.hpp"
 #include "training/worker_identity.hpp"
@@ -19,10 +20,12 @@ namespace dpl::training {
 
 // Runs the whole training job for this rank on `data` (OpenTrainingData). `backend` is
 // connected (NULL at world size 1 is allowed); the model plugin is loaded but no instance exists
-// yet. Returns when training is done or failed, or (Ok) once `preemption` said to stop at a step
+// yet; `local` names the machine's other workers and their shared memory (none by default).
+// Returns when training is done or failed, or (Ok) once `preemption` said to stop at a step
 // boundary and that step's checkpoint is written (Note [Preemption] in preemption.cpp).
 Status RunTraining(const TrainingConfig& config, const WorkerIdentity& identity, Backend* backend,
                    const ModelPlugin& model_plugin, TrainingData data,
-                   SumAcrossRanks sum_across_ranks, PreemptionCheck preemption = nullptr);
+                   SumAcrossRanks sum_across_ranks, const LocalGroup& local = {},
+                   PreemptionCheck preemption = nullptr);
 
 }  // namespace dpl::training

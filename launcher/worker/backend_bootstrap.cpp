@@ -32,20 +32,16 @@ dpl_backend_config BackendConfig(const cli::Options& options,
   return config;
 }
 
-}  // namespace
-
-Result<ConnectedBackend> StartBackend(const plugin_host::LoadedPlugin& plugin,
-                                      const cli::Options& options,
-                                      const training::WorkerIdentity& identity,
-                                      rendezvous::StoreClient& store, const std::string& prefix) {
-  ConnectedBackend connected;
-  connected.plugin = plugin;
+// Creates `plugin` for `identity` with the store keys under `view_prefix`.
+Status Start(const plugin_host::LoadedPlugin& plugin, const cli::Options& options,
+             const training::WorkerIdentity& identity, rendezvous::StoreClient& store,
+             const std::string& view_prefix,
+             std::unique_ptr<rendezvous::PluginStoreView>* store_view,
+             std::unique_ptr<training::Backend>* backend) {
   // The address of the interface that routes to machine 0, which the peers can reach.
   const std::string local_address = cluster::SourceAddressTowards(options.master_addr);
-  connected.store_view =
-      std::make_unique<rendezvous::PluginStoreView>(store, prefix + "backend/" + plugin.name + "/");
-  dpl_backend_config config =
-      BackendConfig(options, identity, *connected.store_view, local_address);
+  *store_view = std::make_unique<rendezvous::PluginStoreView>(store, view_prefix);
+  dpl_backend_config config = BackendConfig(options, identity, **store_view, local_address);
   dpl_backend* instance = nullptr;
   dpl_status created = plugin.backend->create(&config, &instance);
   if (config.device_type == kDLCUDA && created == DPL_ERR_UNSUPPORTED) {
@@ -62,9 +58,41 @@ Result<ConnectedBackend> StartBackend(const plugin_host::LoadedPlugin& plugin,
                                             created == DPL_OK ? DPL_ERR_INTERNAL : created)
         .WithContext("backend " + plugin.name + " failed to start");
   }
-  connected.backend = std::make_unique<training::Backend>(
-      plugin.backend, instance, plugin_host::LabelOf(plugin), config.device_type);
+  *backend = std::make_unique<training::Backend>(plugin.backend, instance,
+                                                 plugin_host::LabelOf(plugin), config.device_type);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ConnectedBackend> StartBackend(const plugin_host::LoadedPlugin& plugin,
+                                      const cli::Options& options,
+                                      const training::WorkerIdentity& identity,
+                                      rendezvous::StoreClient& store, const std::string& prefix) {
+  ConnectedBackend connected;
+  connected.plugin = plugin;
+  DPL_RETURN_IF_ERROR(Start(plugin, options, identity, store,
+                            prefix + "backend/" + plugin.name + "/", &connected.store_view,
+                            &connected.backend));
   return connected;
+}
+
+Status StartBackendAcrossMachines(const plugin_host::LoadedPlugin& plugin,
+                                  const cli::Options& options,
+                                  const training::WorkerIdentity& identity,
+                                  rendezvous::StoreClient& store, const std::string& prefix,
+                                  ConnectedBackend* connected) {
+  training::WorkerIdentity across = identity;
+  across.rank = options.machine_id;
+  across.world_size = options.num_machines;
+  across.local_rank = 0;
+  across.local_world_size = 1;
+  const std::string view_prefix = prefix + "backend-across-machines/local-rank-" +
+                                  std::to_string(identity.local_rank) + "/" + plugin.name + "/";
+  return Start(plugin, options, across, store, view_prefix, &connected->across_machines_store_view,
+               &connected->across_machines)
+      .WithContext("the sums of local rank " + std::to_string(identity.local_rank) +
+                   " across machines");
 }
 
 }  // namespace dpl::worker

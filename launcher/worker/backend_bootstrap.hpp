@@ -13,11 +13,15 @@
 
 namespace dpl::worker {
 
-// A connected backend, and the store view it holds on to (valid while this lives).
+// A connected backend, and the store view it holds on to (valid while this lives); with several
+// machines summing through shared memory, the instance of this local rank's workers on every
+// machine as well.
 struct ConnectedBackend {
   plugin_host::LoadedPlugin plugin;  // whose instance it is
   std::unique_ptr<rendezvous::PluginStoreView> store_view;
   std::unique_ptr<training::Backend> backend;
+  std::unique_ptr<rendezvous::PluginStoreView> across_machines_store_view;
+  std::unique_ptr<training::Backend> across_machines;
 };
 
 // Creates and connects `plugin` for this worker, blocking up to --backend-timeout. A backend that
@@ -27,5 +31,14 @@ Result<ConnectedBackend> StartBackend(const plugin_host::LoadedPlugin& plugin,
                                       const cli::Options& options,
                                       const training::WorkerIdentity& identity,
                                       rendezvous::StoreClient& store, const std::string& prefix);
+
+// Adds to `connected` the instance of `plugin` among the workers of this local rank on every
+// machine (rank = machine id), keys under its own prefix of the store: what a worker's part of the
+// gradients crosses machines through (Note [Reduction through shared memory]).
+Status StartBackendAcrossMachines(const plugin_host::LoadedPlugin& plugin,
+                                  const cli::Options& options,
+                                  const training::WorkerIdentity& identity,
+                                  rendezvous::StoreClient& store, const std::string& prefix,
+                                  ConnectedBackend* connected);
 
 }  // namespace dpl::worker

@@ -38,6 +38,7 @@
 #include "protocol/worker_command.hpp"
 #include "training/data.hpp"
 #include "worker/device_policy.hpp"
+#include "worker/local_memory.hpp"
 #include "worker/model_probe.hpp"
 #include "worker/preemption_signals.hpp"
 #include "worker/worker_session.hpp"
@@ -203,6 +204,7 @@ int RunWorkerLoader(const cli::Options& options) {
     if (data.ok() && fork_in_place) usable = ProbeModelForData(options, *discovery, *data);
     if (!usable.ok()) return RefuseJob(usable);
   }
+  ShareMemoryWithWorkers(options);  // Note [Shared memory of a machine]
   if (options.num_processes == 1) {
     // The only worker needs no copy: the loader names itself and becomes that worker. Its output
     // replaces the report pipe, which tells the launcher that the report is complete.

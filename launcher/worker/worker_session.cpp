@@ -12,6 +12,7 @@
 #include "training/trainer.hpp"
 #include "worker/backend_bootstrap.hpp"
 #include "worker/device_policy.hpp"
+#include "worker/local_memory.hpp"
 #include "worker/preemption_signals.hpp"
 #include "worker/selftest.hpp"
 #include "worker/store_client_options.hpp"
@@ -59,7 +60,11 @@ Result<ConnectedBackend> ConnectBackend(const cli::Options& options,
               std::to_string(cuda_devices) + " GPU(s): worker k computes on CUDA device k mod " +
               std::to_string(cuda_devices));
   }
-  return StartBackend(*plugin, options, identity, store, prefix);
+  Result<ConnectedBackend> connected = StartBackend(*plugin, options, identity, store, prefix);
+  if (!connected.ok() || options.selftest_job || !SumsAcrossMachines(options)) return connected;
+  DPL_RETURN_IF_ERROR(
+      StartBackendAcrossMachines(*plugin, options, identity, store, prefix, &*connected));
+  return connected;
 }
 
 // The link test's setup (--selftest, --preflight) for this worker and its job's backend.
@@ -140,9 +145,11 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
     preemption = MakePreemptionCheck(identity, backend->backend.get(), client, prefix,
                                      options.backend_timeout, &preempted);
   }
+  const training::LocalGroup local =
+      LocalGroupOf(options, identity, backend->across_machines.get());
   Status trained = training::RunTraining(options.training, identity, backend->backend.get(),
                                          ModelPluginOf(*model_plugin), std::move(*data),
-                                         sum_across_ranks, std::move(preemption));
+                                         sum_across_ranks, local, std::move(preemption));
   if (trained.ok()) {
     (*observed)->Finish();
     return preempted ? protocol::kPreemptedExitCode : 0;
@@ -153,6 +160,7 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
   // tell the peers at once.
   const int exit_code = Fail(trained);
   (void)backend->backend.release();
+  (void)backend->across_machines.release();
   return exit_code;
 }
 

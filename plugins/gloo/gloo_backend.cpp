@@ -1,4 +1,5 @@
 // The gloo backend: one gloo context (full mesh over gloo's TCP transport) per instance.
+#include <gloo/allgather.h>
 #include <gloo/allgather_ring.h>
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring.h>
@@ -45,7 +46,7 @@ struct Bfloat16Bits {
 
 class GlooBackend {
  public:
-  explicit GlooBackend(const dpl_backend_config_v2& config) : config_(config) {
+  explicit GlooBackend(const dpl_backend_config_v3& config) : config_(config) {
     const dpl::support::KeyValueOptions options(config.options, "--backend-options");
     write_ahead_ = options.GetChoice("write_ahead", "auto", {"auto", "off"}) == "auto";
     const std::string algorithm = options.GetChoice(
@@ -86,35 +87,50 @@ class GlooBackend {
   dpl_status Allreduce(DLTensor* tensor, dpl_reduce_op op) {
     dpl::support::CheckContiguous(*tensor, "allreduce tensor");
     dpl::support::CheckHostTensor(*tensor, kBackendName, "allreduce tensor");
-    if (op < DPL_REDUCE_SUM || op > DPL_REDUCE_MAX) {
-      return dpl::support::Fail(
-          DPL_ERR_UNSUPPORTED,
-          "allreduce does not support op " + std::to_string(op) + "; use sum, avg, min or max");
-    }
-    const ElementType type = dpl::support::ElementTypeOf(tensor->dtype);
+    const ElementType type = CheckReducible(*tensor, op, "allreduce");
     const int64_t count = dpl::support::ElementCount(*tensor);
-    if (type == ElementType::kUnknown) {
-      return dpl::support::Fail(DPL_ERR_UNSUPPORTED,
-                                "allreduce does not support dtype " +
-                                    dpl::support::DtypeName(tensor->dtype) +
-                                    "; use float16, bfloat16, float32, float64, int8, uint8, int32 "
-                                    "or int64");
-    }
-    if (type == ElementType::kBFloat16 && config_.world_size > 1 && !exchange_context_) {
-      return dpl::support::Fail(DPL_ERR_UNSUPPORTED,
-                                "allreduce of bfloat16 needs the pairwise exchange (option "
-                                "algorithm=auto, the default, or algorithm=pairwise): gloo's own "
-                                "algorithms have no bfloat16");
-    }
-    if (count > INT_MAX) {
-      return dpl::support::Fail(DPL_ERR_UNSUPPORTED,
-                                "allreduce of more than 2^31-1 elements; split the tensor");
-    }
     if (count == 0) return DPL_OK;
     void* data = dpl::support::DataPointer(*tensor);
-    RunAllreduceOf(type, data, count, tensor, op);
+    WithElementType(
+        type, [&](auto element) { RunAllreduce<decltype(element)>(data, count, tensor, op); });
     if (op == DPL_REDUCE_AVG) {
       dpl::support::DivideInPlace(type, data, static_cast<size_t>(count), config_.world_size);
+    }
+    return DPL_OK;
+  }
+
+  // Note [gloo's reduce-scatter]: the pairwise exchange's halving steps are a reduce-scatter
+  // whose slices are the ranks' own when the world is a power of two (Halve in
+  // pairwise_allreduce.cpp); each element is summed in the same tree as by the allreduce, so the
+  // slices hold exactly what an allreduce of the same input would. At other world sizes, and
+  // with a forced gloo algorithm, the allreduce itself runs and the slice is copied out.
+  dpl_status ReduceScatter(DLTensor* input, DLTensor* output, dpl_reduce_op op) {
+    dpl::support::CheckHostTensor(*input, kBackendName, "reduce_scatter input");
+    dpl::support::CheckHostTensor(*output, kBackendName, "reduce_scatter output");
+    const bool in_place =
+        dpl::support::CheckReduceScatter(*input, *output, config_.world_size, config_.rank);
+    const ElementType type = CheckReducible(*input, op, "reduce_scatter");
+    const int64_t count = dpl::support::ElementCount(*input);
+    const size_t slice_bytes = dpl::support::ByteCount(*output);
+    if (count == 0) return DPL_OK;
+    char* data = static_cast<char*>(dpl::support::DataPointer(*input));
+    if (config_.world_size > 1) {
+      WithElementType(type, [&](auto element) {
+        CachedAllreduce& entry = Cached<decltype(element)>(count, input, op);
+        if (entry.pairwise && entry.pairwise->ScattersEvenly()) {
+          entry.pairwise->ReduceScatter(data);
+        } else {
+          RunCached(entry, data,
+                    static_cast<size_t>(count) * dpl::support::ElementSize(input->dtype));
+        }
+      });
+    }
+    void* mine = data + static_cast<size_t>(config_.rank) * slice_bytes;
+    if (!in_place) std::memcpy(dpl::support::DataPointer(*output), mine, slice_bytes);
+    if (op == DPL_REDUCE_AVG) {
+      dpl::support::DivideInPlace(type, dpl::support::DataPointer(*output),
+                                  static_cast<size_t>(dpl::support::ElementCount(*output)),
+                                  config_.world_size);
     }
     return DPL_OK;
   }
@@ -130,17 +146,25 @@ class GlooBackend {
   }
 
   dpl_status Allgather(const DLTensor* input, DLTensor* output) {
-    const size_t block =
-        dpl::support::CheckHostAllgather(*input, *output, config_.world_size, kBackendName);
-    if (block == 0) return DPL_OK;
+    dpl::support::CheckHostTensor(*input, kBackendName, "allgather input");
+    dpl::support::CheckHostTensor(*output, kBackendName, "allgather output");
+    const bool in_place =
+        dpl::support::CheckAllgatherPlacement(*input, *output, config_.world_size, config_.rank);
+    const size_t block = dpl::support::ByteCount(*input);
+    if (block == 0 || (in_place && config_.world_size == 1)) return DPL_OK;
+    char* out = static_cast<char*>(dpl::support::DataPointer(*output));
     if (config_.world_size == 1) {  // gloo's ring needs a peer pair
-      std::memcpy(dpl::support::DataPointer(*output), dpl::support::DataPointer(*input), block);
+      std::memcpy(out, dpl::support::DataPointer(*input), block);
+      return DPL_OK;
+    }
+    if (in_place) {  // gloo::allgather without an input gathers around slice `rank` in place
+      gloo::AllgatherOptions options(context_);
+      options.setOutput<char>(out, block * static_cast<size_t>(config_.world_size));
+      gloo::allgather(options);
       return DPL_OK;
     }
     std::vector<const char*> inputs{static_cast<const char*>(dpl::support::DataPointer(*input))};
-    gloo::AllgatherRing<char> algorithm(context_, inputs,
-                                        static_cast<char*>(dpl::support::DataPointer(*output)),
-                                        static_cast<int>(block));
+    gloo::AllgatherRing<char> algorithm(context_, inputs, out, static_cast<int>(block));
     algorithm.run();
     return DPL_OK;
   }
@@ -181,26 +205,44 @@ class GlooBackend {
     }
   }
 
-  // RunAllreduce for the element type `type` (a known one).
-  void RunAllreduceOf(ElementType type, void* data, int64_t count, const DLTensor* tensor,
-                      dpl_reduce_op op) {
+  // The op and element type a reduction can take; refuses the others naming `what`.
+  ElementType CheckReducible(const DLTensor& tensor, dpl_reduce_op op, const char* what) const {
+    dpl::support::CheckReduceOp(op, what);
+    const ElementType type = dpl::support::ReducibleElementType(tensor.dtype, what);
+    if (type == ElementType::kBFloat16 && config_.world_size > 1 && !exchange_context_) {
+      throw PluginError(DPL_ERR_UNSUPPORTED,
+                        std::string(what) +
+                            " of bfloat16 needs the pairwise exchange (option algorithm=auto, the "
+                            "default, or algorithm=pairwise): gloo's own algorithms have no "
+                            "bfloat16");
+    }
+    if (dpl::support::ElementCount(tensor) > INT_MAX) {
+      throw PluginError(DPL_ERR_UNSUPPORTED,
+                        std::string(what) + " of more than 2^31-1 elements; split the tensor");
+    }
+    return type;
+  }
+
+  // Calls `body` with a value of the C++ element type of `type` (a known one).
+  template <typename Body>
+  static void WithElementType(ElementType type, Body&& body) {
     switch (type) {
       case ElementType::kFloat16:
-        return RunAllreduce<gloo::float16>(data, count, tensor, op);
+        return body(gloo::float16{});
       case ElementType::kBFloat16:
-        return RunAllreduce<Bfloat16Bits>(data, count, tensor, op);
+        return body(Bfloat16Bits{});
       case ElementType::kFloat32:
-        return RunAllreduce<float>(data, count, tensor, op);
+        return body(float{});
       case ElementType::kFloat64:
-        return RunAllreduce<double>(data, count, tensor, op);
+        return body(double{});
       case ElementType::kInt8:
-        return RunAllreduce<int8_t>(data, count, tensor, op);
+        return body(int8_t{});
       case ElementType::kUInt8:
-        return RunAllreduce<uint8_t>(data, count, tensor, op);
+        return body(uint8_t{});
       case ElementType::kInt32:
-        return RunAllreduce<int32_t>(data, count, tensor, op);
+        return body(int32_t{});
       case ElementType::kInt64:
-        return RunAllreduce<int64_t>(data, count, tensor, op);
+        return body(int64_t{});
       default:
         return;
     }
@@ -217,35 +259,48 @@ class GlooBackend {
   void RunAllreduce(void* data, int64_t count, const DLTensor* tensor, dpl_reduce_op op) {
     if (config_.world_size == 1) return;
     const size_t bytes = static_cast<size_t>(count) * dpl::support::ElementSize(tensor->dtype);
+    RunCached(Cached<T>(count, tensor, op), data, bytes);
+  }
+
+  struct CachedAllreduce {
+    std::unique_ptr<PairwiseAllreduce> pairwise;  // or a gloo algorithm on staging memory:
+    std::shared_ptr<std::vector<char>> staging;
+    std::unique_ptr<gloo::Algorithm> algorithm;
+  };
+  template <typename T>
+  CachedAllreduce& Cached(int64_t count, const DLTensor* tensor, dpl_reduce_op op) {
+    const size_t bytes = static_cast<size_t>(count) * dpl::support::ElementSize(tensor->dtype);
     const auto key =
         std::make_tuple(count, int(dpl::support::ElementTypeOf(tensor->dtype)), int(op));
     auto found = cached_.find(key);
-    if (found == cached_.end()) {
-      if (cached_bytes_ + bytes > kMaxStagingBytes) {
-        cached_.clear();
-        cached_bytes_ = 0;
-      }
-      CachedAllreduce entry;
-      if (exchange_context_) {
-        entry.pairwise = std::make_unique<PairwiseAllreduce>(
-            exchange_context_, write_ahead_bytes_, static_cast<size_t>(count),
-            dpl::support::ElementTypeOf(tensor->dtype), dpl::support::ElementSize(tensor->dtype),
-            op);
-        cached_bytes_ += entry.pairwise->scratch_bytes();
-      } else if constexpr (!std::is_same_v<T, Bfloat16Bits>) {  // bfloat16 is refused before
-        entry.staging = std::make_shared<std::vector<char>>(bytes);
-        entry.algorithm = MakeAllreduce<T>(reinterpret_cast<T*>(entry.staging->data()), count, op);
-        cached_bytes_ += bytes;
-      }
-      found = cached_.emplace(key, std::move(entry)).first;
+    if (found != cached_.end()) return found->second;
+    if (cached_bytes_ + bytes > kMaxStagingBytes) {
+      cached_.clear();
+      cached_bytes_ = 0;
     }
-    if (found->second.pairwise) {  // binds to the caller's memory: no staging copy
-      found->second.pairwise->Run(static_cast<char*>(data));
+    CachedAllreduce entry;
+    if (exchange_context_) {
+      entry.pairwise = std::make_unique<PairwiseAllreduce>(
+          exchange_context_, write_ahead_bytes_, static_cast<size_t>(count),
+          dpl::support::ElementTypeOf(tensor->dtype), dpl::support::ElementSize(tensor->dtype), op);
+      cached_bytes_ += entry.pairwise->scratch_bytes();
+    } else if constexpr (!std::is_same_v<T, Bfloat16Bits>) {  // bfloat16 is refused before
+      entry.staging = std::make_shared<std::vector<char>>(bytes);
+      entry.algorithm = MakeAllreduce<T>(reinterpret_cast<T*>(entry.staging->data()), count, op);
+      cached_bytes_ += bytes;
+    }
+    return cached_.emplace(key, std::move(entry)).first->second;
+  }
+
+  // Runs a cached allreduce on `data` (`bytes` long).
+  static void RunCached(CachedAllreduce& entry, void* data, size_t bytes) {
+    if (entry.pairwise) {  // binds to the caller's memory: no staging copy
+      entry.pairwise->Run(static_cast<char*>(data));
       return;
     }
-    std::vector<char>& staging = *found->second.staging;
+    std::vector<char>& staging = *entry.staging;
     std::memcpy(staging.data(), data, bytes);
-    found->second.algorithm->run();
+    entry.algorithm->run();
     std::memcpy(data, staging.data(), bytes);
   }
 
@@ -266,11 +321,6 @@ class GlooBackend {
     return std::make_unique<gloo::AllreduceRingChunked<T>>(context_, pointers, n, Reduction<T>(op));
   }
 
-  struct CachedAllreduce {
-    std::unique_ptr<PairwiseAllreduce> pairwise;  // or a gloo algorithm on staging memory:
-    std::shared_ptr<std::vector<char>> staging;
-    std::unique_ptr<gloo::Algorithm> algorithm;
-  };
   static constexpr size_t kMaxStagingBytes = size_t{256} << 20;
   std::map<std::tuple<int64_t, int, int>, CachedAllreduce> cached_;
   size_t cached_bytes_ = 0;
@@ -280,7 +330,7 @@ class GlooBackend {
   // ring-chunked where the world size is not a power of two).
   enum class Algorithm { kAuto, kPairwise, kRing, kRingChunked, kHalvingDoubling };
 
-  dpl_backend_config_v2 config_;
+  dpl_backend_config_v3 config_;
   Algorithm algorithm_ = Algorithm::kAuto;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
@@ -320,7 +370,7 @@ dpl_status Collective(dpl_backend* backend, Body&& body) noexcept {
   return status;
 }
 
-dpl_status GlooCreate(const dpl_backend_config_v2* config, dpl_backend** out) {
+dpl_status GlooCreate(const dpl_backend_config_v3* config, dpl_backend** out) {
   const std::chrono::milliseconds timeout(config != nullptr ? config->timeout_ms : 0);
   return GuardedGloo(timeout, [&] {
     dpl::support::Require(out != nullptr, "out is NULL");
@@ -369,6 +419,16 @@ dpl_status GlooAllgather(dpl_backend* backend, const DLTensor* input, DLTensor* 
   });
 }
 
+dpl_status GlooReduceScatter(dpl_backend* backend, DLTensor* input, DLTensor* output,
+                             dpl_reduce_op op, void* stream) {
+  return Collective(backend, [&] {
+    dpl::support::Require(backend != nullptr && input != nullptr && output != nullptr,
+                          "backend, input or output is NULL");
+    dpl::support::Require(stream == nullptr, "stream must be NULL for CPU tensors");
+    return AsGloo(backend)->ReduceScatter(input, output, op);
+  });
+}
+
 dpl_status GlooBarrier(dpl_backend* backend) {
   return Collective(backend, [&] {
     dpl::support::Require(backend != nullptr, "backend is NULL");
@@ -387,11 +447,11 @@ const char* GlooLastError() {
 
 }  // namespace
 
-extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v2 dpl_gloo_backend_table
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v2);
-extern "C" const dpl_backend_plugin_v2 dpl_gloo_backend_table = {
-    {sizeof(dpl_backend_plugin_v2), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
-     DPL_BACKEND_ABI_VERSION_2, "gloo", "1.0.0", "gloo collectives over TCP (CPU tensors)"},
+extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v3 dpl_gloo_backend_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v3);
+extern "C" const dpl_backend_plugin_v3 dpl_gloo_backend_table = {
+    {sizeof(dpl_backend_plugin_v3), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
+     DPL_BACKEND_ABI_VERSION_3, "gloo", "1.1.0", "gloo collectives over TCP (CPU tensors)"},
     GlooCreate,
     GlooDestroy,
     GlooAllreduce,
@@ -400,4 +460,5 @@ extern "C" const dpl_backend_plugin_v2 dpl_gloo_backend_table = {
     GlooBarrier,
     GlooLastError,
     GlooSynchronize,
+    GlooReduceScatter,
 };

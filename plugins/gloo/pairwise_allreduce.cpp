@@ -129,8 +129,37 @@ void PairwiseAllreduce::Run(char* data) {
     Exchange(schedule_.fold_partner, nullptr, none, 0, fold_.in.get(), count_);
     support::ReduceInto(type_, op_, data, fold_scratch_.data(), count_);
   }
-  // Reduce-scatter: halve the range each step, keeping the half this rank's bit selects.
-  std::vector<Range> ranges{all};
+  const std::vector<Range> ranges = Halve(data);
+  // Allgather: the same partners in reverse; each sends its reduced range into the other's data
+  // at the same offset, so both end with the parent range.
+  for (size_t step = partners_.size(); step-- > 0;) {
+    const Range mine = ranges[step + 1];
+    const size_t theirs = ranges[step].size - mine.size;  // the other half of the parent
+    Partner& partner = partners_[step];
+    Exchange(partner.rank, partner.gather_out.get(), mine, mine.begin * element_size_,
+             partner.gather_in.get(), theirs);
+  }
+  if (schedule_.fold_partner >= 0) {
+    Exchange(schedule_.fold_partner, fold_.out.get(), all, 0, nullptr, 0);
+  }
+}
+
+// The same answer on every rank: a rank outside the folds cannot tell that others fold.
+bool PairwiseAllreduce::ScattersEvenly() const {
+  const size_t world = static_cast<size_t>(context_->size);
+  return (world & (world - 1)) == 0 && count_ % world == 0;
+}
+
+// With a power-of-two world and count = world * c, every halving splits exactly at multiples of
+// c, and the range virtual rank v keeps last is [v * c, (v + 1) * c): its slice.
+void PairwiseAllreduce::ReduceScatter(char* data) {
+  if (data != bound_) Bind(data);
+  Halve(data);
+}
+
+// Reduce-scatter: halve the range each step, keeping the half this rank's bit selects.
+std::vector<PairwiseAllreduce::Range> PairwiseAllreduce::Halve(char* data) {
+  std::vector<Range> ranges{Range{0, count_}};
   for (size_t step = 0; step < partners_.size(); ++step) {
     const Range range = ranges.back();
     const Range lower{range.begin, range.size / 2};
@@ -146,18 +175,7 @@ void PairwiseAllreduce::Run(char* data) {
     }
     ranges.push_back(keep);
   }
-  // Allgather: the same partners in reverse; each sends its reduced range into the other's data
-  // at the same offset, so both end with the parent range.
-  for (size_t step = partners_.size(); step-- > 0;) {
-    const Range mine = ranges[step + 1];
-    const size_t theirs = ranges[step].size - mine.size;  // the other half of the parent
-    Partner& partner = partners_[step];
-    Exchange(partner.rank, partner.gather_out.get(), mine, mine.begin * element_size_,
-             partner.gather_in.get(), theirs);
-  }
-  if (schedule_.fold_partner >= 0) {
-    Exchange(schedule_.fold_partner, fold_.out.get(), all, 0, nullptr, 0);
-  }
+  return ranges;
 }
 
 // gloo buffers name their memory when created, and the caller's tensor may move between calls.

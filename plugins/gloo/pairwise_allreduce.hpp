@@ -40,6 +40,12 @@ class PairwiseAllreduce {
 
   // Reduces `data` (count elements) in place on every rank. Throws gloo's exceptions.
   void Run(char* data);
+  // Whether ReduceScatter can run: a power-of-two world (no rank folds) and a count it divides.
+  bool ScattersEvenly() const;
+  // Only the halving steps of Run: afterwards rank r's slice r of `data` (count / world_size
+  // elements, at r * count / world_size) holds the reduction, bit for bit what Run leaves there;
+  // the rest of `data` is scratch. Needs ScattersEvenly().
+  void ReduceScatter(char* data);
 
   // Memory this instance holds besides the caller's tensor.
   size_t scratch_bytes() const { return scratch_.size() + fold_scratch_.size(); }
@@ -73,6 +79,8 @@ class PairwiseAllreduce {
   };
 
   void Bind(char* data);
+  // The halving steps; returns the range each step kept (the first is the whole tensor).
+  std::vector<Range> Halve(char* data);
   void Exchange(int partner, gloo::transport::Buffer* out, Range out_range, size_t remote_offset,
                 gloo::transport::Buffer* in, size_t in_elements);
 

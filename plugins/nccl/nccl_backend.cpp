@@ -1,4 +1,4 @@
-// The nccl backend (backend ABI v2): one NCCL communicator per instance, its unique id exchanged
+// The nccl backend (backend ABI v3): one NCCL communicator per instance, its unique id exchanged
 // through the store, collectives on a stream of the backend's own ordered after the caller's
 // (Note [Collectives on a stream of their own]), every wait bounded by the backend timeout
 // (Note [Watchdog without a thread], both in collective_engine.hpp).
@@ -91,7 +91,7 @@ std::string Elements(const DLTensor& tensor) {
 
 class NcclBackend {
  public:
-  explicit NcclBackend(const dpl_backend_config_v2& config)
+  explicit NcclBackend(const dpl_backend_config_v3& config)
       : config_(config), timeout_(config.timeout_ms) {
     dpl::support::KeyValueOptions(config.options, "--backend-options").CheckAllKnown();
     CheckDevice();
@@ -133,23 +133,8 @@ class NcclBackend {
   void Allreduce(DLTensor* tensor, dpl_reduce_op op, void* stream) {
     engine_->CheckUsable();
     dpl::nccl::CheckDeviceTensor(*tensor, config_.device_id, "allreduce tensor");
-    const ElementType element = dpl::support::ElementTypeOf(tensor->dtype);
-    const auto type = NcclType(element);
-    if (!type) {
-      throw PluginError(DPL_ERR_UNSUPPORTED, "allreduce does not support dtype " +
-                                                 dpl::support::DtypeName(tensor->dtype) + "; use " +
-                                                 kDtypeList);
-    }
+    const ncclDataType_t type = ReducibleType(*tensor, op, "allreduce");
     const ncclRedOp_t nccl_op = NcclOp(op);
-    // ncclAvg and ncclBfloat16 came with NCCL 2.10 (version code 21000): refused here, before an
-    // older library would fail the call and cost the communicator.
-    if ((op == DPL_REDUCE_AVG || element == ElementType::kBFloat16) && runtime_version_ < 21000) {
-      throw PluginError(DPL_ERR_UNSUPPORTED,
-                        "allreduce " + std::string(dpl::support::ReduceOpName(op)) + " of " +
-                            dpl::support::DtypeName(tensor->dtype) +
-                            " needs NCCL 2.10 or newer, and the loaded libnccl.so.2 is " +
-                            dpl::nccl::NcclVersionText(runtime_version_));
-    }
     const size_t count = static_cast<size_t>(dpl::support::ElementCount(*tensor));
     if (count == 0) return;
     UseDevice();
@@ -157,10 +142,34 @@ class NcclBackend {
     engine_->Issue("allreduce",
                    std::string(dpl::support::ReduceOpName(op)) + " of " + Elements(*tensor), stream,
                    [&](void* own) {
-                     return communicator_->Answer(ncclAllReduce(data, data, count, *type, nccl_op,
+                     return communicator_->Answer(ncclAllReduce(data, data, count, type, nccl_op,
                                                                 communicator_->handle(),
                                                                 static_cast<cudaStream_t>(own)));
                    });
+  }
+
+  // ncclReduceScatter runs in place when the output is the rank's slice of the input, exactly
+  // dpl/backend_v3.h's in-place form.
+  void ReduceScatter(DLTensor* input, DLTensor* output, dpl_reduce_op op, void* stream) {
+    engine_->CheckUsable();
+    dpl::nccl::CheckDeviceTensor(*input, config_.device_id, "reduce_scatter input");
+    dpl::nccl::CheckDeviceTensor(*output, config_.device_id, "reduce_scatter output");
+    dpl::support::CheckReduceScatter(*input, *output, config_.world_size, config_.rank);
+    const ncclDataType_t type = ReducibleType(*input, op, "reduce_scatter");
+    const ncclRedOp_t nccl_op = NcclOp(op);
+    const size_t count = static_cast<size_t>(dpl::support::ElementCount(*output));
+    if (count == 0) return;
+    UseDevice();
+    const void* in = dpl::support::DataPointer(*input);
+    void* out = dpl::support::DataPointer(*output);
+    engine_->Issue(
+        "reduce_scatter",
+        std::string(dpl::support::ReduceOpName(op)) + " of " + Elements(*output) + " per rank",
+        stream, [&](void* own) {
+          return communicator_->Answer(ncclReduceScatter(in, out, count, type, nccl_op,
+                                                         communicator_->handle(),
+                                                         static_cast<cudaStream_t>(own)));
+        });
   }
 
   void Broadcast(DLTensor* tensor, int32_t root, void* stream) {
@@ -185,7 +194,9 @@ class NcclBackend {
     engine_->CheckUsable();
     dpl::nccl::CheckDeviceTensor(*input, config_.device_id, "allgather input");
     dpl::nccl::CheckDeviceTensor(*output, config_.device_id, "allgather output");
-    const size_t block = dpl::support::CheckAllgatherSizes(*input, *output, config_.world_size);
+    // In place when the input is the rank's slice of the output: ncclAllGather's own form.
+    dpl::support::CheckAllgatherPlacement(*input, *output, config_.world_size, config_.rank);
+    const size_t block = dpl::support::ByteCount(*input);
     if (block == 0) return;
     UseDevice();
     const void* in = dpl::support::DataPointer(*input);
@@ -229,6 +240,28 @@ class NcclBackend {
     }
   }
 
+  // The NCCL type of a reduction's tensor; refuses the dtypes and ops NCCL lacks, naming `what`.
+  ncclDataType_t ReducibleType(const DLTensor& tensor, dpl_reduce_op op, const char* what) const {
+    const ElementType element = dpl::support::ElementTypeOf(tensor.dtype);
+    const auto type = NcclType(element);
+    if (!type) {
+      throw PluginError(DPL_ERR_UNSUPPORTED, std::string(what) + " does not support dtype " +
+                                                 dpl::support::DtypeName(tensor.dtype) + "; use " +
+                                                 kDtypeList);
+    }
+    NcclOp(op);  // refuses an unknown op first
+    // ncclAvg and ncclBfloat16 came with NCCL 2.10 (version code 21000): refused here, before an
+    // older library would fail the call and cost the communicator.
+    if ((op == DPL_REDUCE_AVG || element == ElementType::kBFloat16) && runtime_version_ < 21000) {
+      throw PluginError(DPL_ERR_UNSUPPORTED,
+                        std::string(what) + " " + dpl::support::ReduceOpName(op) + " of " +
+                            dpl::support::DtypeName(tensor.dtype) +
+                            " needs NCCL 2.10 or newer, and the loaded libnccl.so.2 is " +
+                            dpl::nccl::NcclVersionText(runtime_version_));
+    }
+    return *type;
+  }
+
   // The current device is per thread, and the host may call from another thread than the one
   // that created the instance.
   void UseDevice() const { CheckCuda(cudaSetDevice(config_.device_id), "cudaSetDevice"); }
@@ -257,7 +290,7 @@ class NcclBackend {
     }
   }
 
-  dpl_backend_config_v2 config_;
+  dpl_backend_config_v3 config_;
   std::chrono::milliseconds timeout_;
   dpl::nccl::SteadyWaiter waiter_;
   std::unique_ptr<dpl::nccl::CudaDeviceQueue> queue_;
@@ -271,7 +304,7 @@ NcclBackend* AsNccl(dpl_backend* backend) {
   return reinterpret_cast<NcclBackend*>(backend);
 }
 
-dpl_status NcclCreate(const dpl_backend_config_v2* config, dpl_backend** out) {
+dpl_status NcclCreate(const dpl_backend_config_v3* config, dpl_backend** out) {
   return dpl::support::Guarded(kBackendName, [&] {
     dpl::support::Require(out != nullptr, "out is NULL");
     *out = nullptr;
@@ -307,6 +340,15 @@ dpl_status NcclAllgather(dpl_backend* backend, const DLTensor* input, DLTensor* 
   });
 }
 
+dpl_status NcclReduceScatter(dpl_backend* backend, DLTensor* input, DLTensor* output,
+                             dpl_reduce_op op, void* stream) {
+  return dpl::support::Guarded(kBackendName, [&] {
+    dpl::support::Require(backend != nullptr && input != nullptr && output != nullptr,
+                          "backend, input or output is NULL");
+    AsNccl(backend)->ReduceScatter(input, output, op, stream);
+  });
+}
+
 dpl_status NcclBarrier(dpl_backend* backend) {
   return dpl::support::Guarded(kBackendName, [&] {
     dpl::support::Require(backend != nullptr, "backend is NULL");
@@ -327,11 +369,11 @@ const char* NcclLastError() {
 
 }  // namespace
 
-extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v2 dpl_nccl_backend_table
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v2);
-extern "C" const dpl_backend_plugin_v2 dpl_nccl_backend_table = {
-    {sizeof(dpl_backend_plugin_v2), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
-     DPL_BACKEND_ABI_VERSION_2, "nccl", "2.0.0",
+extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v3 dpl_nccl_backend_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v3);
+extern "C" const dpl_backend_plugin_v3 dpl_nccl_backend_table = {
+    {sizeof(dpl_backend_plugin_v3), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
+     DPL_BACKEND_ABI_VERSION_3, "nccl", "2.1.0",
      "NVIDIA NCCL collectives on CUDA tensors, on a stream of their own"},
     NcclCreate,
     NcclDestroy,
@@ -341,4 +383,5 @@ extern "C" const dpl_backend_plugin_v2 dpl_nccl_backend_table = {
     NcclBarrier,
     NcclLastError,
     NcclSynchronize,
+    NcclReduceScatter,
 };

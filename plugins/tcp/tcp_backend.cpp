@@ -27,7 +27,7 @@ constexpr size_t kReduceChunkBytes = 256 * 1024;
 
 class TcpBackend {
  public:
-  TcpBackend(const dpl_backend_config_v2& config, const std::string& address)
+  TcpBackend(const dpl_backend_config_v3& config, const std::string& address)
       : config_(config), timeout_(std::chrono::milliseconds(config.timeout_ms)) {
     if (config_.world_size > 1) link_.emplace(config, address);
   }
@@ -35,25 +35,42 @@ class TcpBackend {
   dpl_status Allreduce(DLTensor* tensor, dpl_reduce_op op) {
     dpl::support::CheckContiguous(*tensor, "allreduce tensor");
     dpl::support::CheckHostTensor(*tensor, kBackendName, "allreduce tensor");
-    const ElementType type = dpl::support::ElementTypeOf(tensor->dtype);
-    if (type == ElementType::kUnknown) {
-      return dpl::support::Fail(DPL_ERR_UNSUPPORTED,
-                                "allreduce does not support dtype " +
-                                    dpl::support::DtypeName(tensor->dtype) +
-                                    "; use float16, bfloat16, float32, float64, int8, uint8, "
-                                    "int32 or int64");
-    }
-    if (op < DPL_REDUCE_SUM || op > DPL_REDUCE_MAX) {
-      return dpl::support::Fail(
-          DPL_ERR_UNSUPPORTED,
-          "allreduce does not support op " + std::to_string(op) + "; use sum, avg, min or max");
-    }
+    const ElementType type = CheckReducible(*tensor, op, "allreduce");
     const size_t count = static_cast<size_t>(dpl::support::ElementCount(*tensor));
     if (count == 0 || config_.world_size == 1) return DPL_OK;
-    RingAllreduce(static_cast<char*>(dpl::support::DataPointer(*tensor)), count,
-                  dpl::support::ElementSize(tensor->dtype), type, op);
+    RingReduceScatter(static_cast<char*>(dpl::support::DataPointer(*tensor)), count,
+                      dpl::support::ElementSize(tensor->dtype), type, op, kAllreduceOwner);
+    RingGatherSegments(static_cast<char*>(dpl::support::DataPointer(*tensor)), count,
+                       dpl::support::ElementSize(tensor->dtype));
     if (op == DPL_REDUCE_AVG) {
       dpl::support::DivideInPlace(type, dpl::support::DataPointer(*tensor), count,
+                                  config_.world_size);
+    }
+    return DPL_OK;
+  }
+
+  // The ring's reduce-scatter phase with the segments shifted so that rank r ends owning
+  // segment r, which is slice r of the input (dpl/backend_v3.h).
+  dpl_status ReduceScatter(DLTensor* input, DLTensor* output, dpl_reduce_op op) {
+    dpl::support::CheckHostTensor(*input, kBackendName, "reduce_scatter input");
+    dpl::support::CheckHostTensor(*output, kBackendName, "reduce_scatter output");
+    const bool in_place =
+        dpl::support::CheckReduceScatter(*input, *output, config_.world_size, config_.rank);
+    const ElementType type = CheckReducible(*input, op, "reduce_scatter");
+    const size_t count = static_cast<size_t>(dpl::support::ElementCount(*input));
+    if (count == 0) return DPL_OK;
+    char* data = static_cast<char*>(dpl::support::DataPointer(*input));
+    if (config_.world_size > 1) {
+      RingReduceScatter(data, count, dpl::support::ElementSize(input->dtype), type, op,
+                        kReduceScatterOwner);
+    }
+    const size_t slice_bytes = dpl::support::ByteCount(*output);
+    void* slice = dpl::support::DataPointer(*output);
+    if (!in_place) {
+      std::memcpy(slice, data + static_cast<size_t>(config_.rank) * slice_bytes, slice_bytes);
+    }
+    if (op == DPL_REDUCE_AVG) {
+      dpl::support::DivideInPlace(type, slice, count / static_cast<size_t>(config_.world_size),
                                   config_.world_size);
     }
     return DPL_OK;
@@ -84,8 +101,10 @@ class TcpBackend {
   }
 
   dpl_status Allgather(const DLTensor* input, DLTensor* output) {
-    const size_t block =
-        dpl::support::CheckHostAllgather(*input, *output, config_.world_size, kBackendName);
+    dpl::support::CheckHostTensor(*input, kBackendName, "allgather input");
+    dpl::support::CheckHostTensor(*output, kBackendName, "allgather output");
+    dpl::support::CheckAllgatherPlacement(*input, *output, config_.world_size, config_.rank);
+    const size_t block = dpl::support::ByteCount(*input);
     if (block == 0) return DPL_OK;
     RingAllgather(static_cast<const char*>(dpl::support::DataPointer(*input)),
                   static_cast<char*>(dpl::support::DataPointer(*output)), block);
@@ -108,17 +127,32 @@ class TcpBackend {
     return {count * index / world, count * (index + 1) / world};
   }
 
-  void RingAllreduce(char* data, size_t count, size_t element_bytes, ElementType type,
-                     dpl_reduce_op op) {
+  // The op and element type a reduction can take; refuses the others naming `what`.
+  static ElementType CheckReducible(const DLTensor& tensor, dpl_reduce_op op, const char* what) {
+    const ElementType type = dpl::support::ReducibleElementType(tensor.dtype, what);
+    dpl::support::CheckReduceOp(op, what);
+    return type;
+  }
+
+  // Which segment a rank owns after the reduce-scatter phase: rank + shift. The allreduce's ring
+  // has always ended at rank + 1 (its sums, and so its bits, stay as they were); reduce_scatter
+  // ends at the rank's own slice.
+  static constexpr int kAllreduceOwner = 1;
+  static constexpr int kReduceScatterOwner = 0;
+
+  // After world-1 steps, rank r owns the full reduction of segment (r + owner_shift) % world.
+  void RingReduceScatter(char* data, size_t count, size_t element_bytes, ElementType type,
+                         dpl_reduce_op op, int owner_shift) {
     const int world = config_.world_size;
     const int rank = config_.rank;
     const size_t largest = (count + static_cast<size_t>(world) - 1) / static_cast<size_t>(world);
     scratch_.resize(largest * element_bytes);
     const auto deadline = Clock::now() + timeout_;
-    // Reduce-scatter: after world-1 steps, rank r owns the full sum of segment (r+1) % world.
     for (int step = 0; step < world - 1; ++step) {
-      const auto [send_begin, send_end] = Segment(count, (rank - step + world) % world);
-      const auto [recv_begin, recv_end] = Segment(count, (rank - step - 1 + 2 * world) % world);
+      const int send_segment = ((rank + owner_shift - 1 - step) % world + world) % world;
+      const int recv_segment = ((rank + owner_shift - 2 - step) % world + world) % world;
+      const auto [send_begin, send_end] = Segment(count, send_segment);
+      const auto [recv_begin, recv_end] = Segment(count, recv_segment);
       StepTransfer transfer;
       transfer.send_data = data + send_begin * element_bytes;
       transfer.send_bytes = (send_end - send_begin) * element_bytes;
@@ -140,7 +174,14 @@ class TcpBackend {
       };
       link_->RunStep(transfer, deadline, &reduce_arrived);
     }
-    // Allgather of the reduced segments, received straight into place.
+  }
+
+  // The allreduce's allgather of the segments reduced by RingReduceScatter(kAllreduceOwner),
+  // received straight into place.
+  void RingGatherSegments(char* data, size_t count, size_t element_bytes) {
+    const int world = config_.world_size;
+    const int rank = config_.rank;
+    const auto deadline = Clock::now() + timeout_;
     for (int step = 0; step < world - 1; ++step) {
       const auto [send_begin, send_end] = Segment(count, (rank + 1 - step + world) % world);
       const auto [recv_begin, recv_end] = Segment(count, (rank - step + world) % world);
@@ -156,7 +197,8 @@ class TcpBackend {
   void RingAllgather(const char* input, char* output, size_t block) {
     const int world = config_.world_size;
     const int rank = config_.rank;
-    std::memcpy(output + static_cast<size_t>(rank) * block, input, block);
+    char* own = output + static_cast<size_t>(rank) * block;
+    if (own != input) std::memcpy(own, input, block);  // in place: already there
     const auto deadline = Clock::now() + timeout_;
     for (int step = 0; step < world - 1; ++step) {
       const size_t send_block = static_cast<size_t>((rank - step + world) % world);
@@ -170,7 +212,7 @@ class TcpBackend {
     }
   }
 
-  dpl_backend_config_v2 config_;
+  dpl_backend_config_v3 config_;
   std::chrono::milliseconds timeout_;
   std::optional<RingLink> link_;  // none at world size 1
   std::vector<char> scratch_;
@@ -194,7 +236,7 @@ void CheckNoStream(void* stream) {
   }
 }
 
-dpl_status TcpCreate(const dpl_backend_config_v2* config, dpl_backend** out) {
+dpl_status TcpCreate(const dpl_backend_config_v3* config, dpl_backend** out) {
   return dpl::support::Guarded(kBackendName, [&] {
     if (out == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = nullptr;
@@ -250,6 +292,18 @@ dpl_status TcpAllgather(dpl_backend* backend, const DLTensor* input, DLTensor* o
   });
 }
 
+dpl_status TcpReduceScatter(dpl_backend* backend, DLTensor* input, DLTensor* output,
+                            dpl_reduce_op op, void* stream) {
+  return dpl::support::Guarded(kBackendName, [&] {
+    CheckHandle(backend);
+    if (input == nullptr || output == nullptr) {
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "input or output is NULL");
+    }
+    CheckNoStream(stream);
+    return AsTcp(backend)->ReduceScatter(input, output, op);
+  });
+}
+
 dpl_status TcpBarrier(dpl_backend* backend) {
   return dpl::support::Guarded(kBackendName, [&] {
     CheckHandle(backend);
@@ -268,11 +322,11 @@ const char* TcpLastError() {
 
 }  // namespace
 
-extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v2 dpl_tcp_backend_table
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v2);
-extern "C" const dpl_backend_plugin_v2 dpl_tcp_backend_table = {
-    {sizeof(dpl_backend_plugin_v2), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
-     DPL_BACKEND_ABI_VERSION_2, "tcp", "1.0.0",
+extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v3 dpl_tcp_backend_table
+    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v3);
+extern "C" const dpl_backend_plugin_v3 dpl_tcp_backend_table = {
+    {sizeof(dpl_backend_plugin_v3), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
+     DPL_BACKEND_ABI_VERSION_3, "tcp", "1.1.0",
      "ring collectives over plain TCP sockets (CPU tensors)"},
     TcpCreate,
     TcpDestroy,
@@ -282,4 +336,5 @@ extern "C" const dpl_backend_plugin_v2 dpl_tcp_backend_table = {
     TcpBarrier,
     TcpLastError,
     TcpSynchronize,
+    TcpReduceScatter,
 };

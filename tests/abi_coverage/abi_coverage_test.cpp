@@ -207,7 +207,8 @@ TEST_F(AbiCoverageTest, TheHostCallsEveryRequiredEntry) {
   const std::string backend = " --backend recording --backend-options wrap=" + kTcp;
   const std::string model = " --model recording --model-options wrap=" + kBatchNorm;
   const std::string data = Data("recording", "wrap=" + kIdx);
-  const std::string train = backend + model + data + " --num-processes 2";
+  // Through the backend: a machine's workers would sum in their shared memory otherwise.
+  const std::string train = backend + model + data + " --num-processes 2 --local-reduce backend";
   const std::string exported = Path("exported.pt"), checkpoints = Path("checkpoints");
   const std::string unknown = "no_such_option=1";
   const std::vector<Job> jobs = {
@@ -224,6 +225,8 @@ TEST_F(AbiCoverageTest, TheHostCallsEveryRequiredEntry) {
       // The host copy (read_tensors, write_tensors) and --init-from (load_state).
       {"mirror", train + " --max-steps 1 --mirror-parameters --init-from " + exported, true,
        "parameters from " + exported},
+      // The sharded optimizer through the backend: reduce_scatter, and allgather in place.
+      {"sharded", train + " --max-steps 2 --shard-optimizer", true, "training done: 2 steps"},
       // fp16's dynamic loss scaling (set_loss_scale), on a model that computes fp16 on the CPU.
       {"fp16",
        backend + " --model recording --model-options wrap=" + kScaled + data +
@@ -266,17 +269,27 @@ TEST_F(AbiCoverageTest, TheHostCallsEveryRequiredEntry) {
 }
 
 // The older ABIs still train through the launcher: a backend of ABI v1 (the recording backend
-// built as v1) and a model of ABI v2 (the BatchNorm test model built as v2), on the host copy.
+// built as v1, unsharded and sharded) and a model of ABI v2 (the BatchNorm test model built as
+// v2), on the host copy.
 TEST_F(AbiCoverageTest, OlderAbisTrainThroughTheLauncher) {
   const std::string common = Data("idx", "") + " --num-processes 2 --max-steps 2 ";
-  RunJob({"backend-v1",
-          " --backend recording --backend-options wrap=" + kTcp + " --model mlp" + common, true,
-          "training done: 2 steps"},
-         kRecordingV1Dir);
+  const std::string v1 = " --backend recording --backend-options wrap=" + kTcp + " --model mlp" +
+                         common + " --local-reduce backend";
+  RunJob({"backend-v1", v1, true, "training done: 2 steps"}, kRecordingV1Dir);
   const std::set<std::string> called = RecordedCalls(dir_ / "calls" / "backend-v1", "backend");
   for (const char* function : {"create", "broadcast", "allreduce", "destroy"}) {
     EXPECT_TRUE(called.count(function) != 0)
         << "backend v1 entry " << function << " was not called";
+  }
+  // The sharded optimizer on a v1 backend: reduce_scatter and the in-place allgather made of its
+  // allreduce and allgather (Note [Collectives older backends lack]).
+  RunJob({"backend-v1-sharded", v1 + " --shard-optimizer", true, "training done: 2 steps"},
+         kRecordingV1Dir);
+  const std::set<std::string> sharded =
+      RecordedCalls(dir_ / "calls" / "backend-v1-sharded", "backend");
+  for (const char* function : {"allreduce", "allgather"}) {
+    EXPECT_TRUE(sharded.count(function) != 0)
+        << "backend v1 entry " << function << " was not called by the sharded run";
   }
 
   const fs::path v2_dir = dir_ / "model_v2";

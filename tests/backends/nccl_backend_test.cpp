@@ -86,7 +86,8 @@ class GpuChecks {
     if (!ok() || condition) return ok();
     return Fail(DPL_ERR_INTERNAL, what);
   }
-  // The plugin's synchronize (backend ABI v2), looked up in the rank process that loaded it.
+  // The plugin's synchronize (backend ABI v2 and later), looked up in the rank process that loaded
+  // it.
   bool Synchronize(void* stream, const std::string& what) {
     std::string error;
     const auto* table =
@@ -191,6 +192,49 @@ TEST(NcclBackend, OnGpuBroadcastAllgatherAndBarrier) {
   EXPECT_EQ(report.status, DPL_OK) << report.message;
 }
 
+// Backend ABI v3 at world size 1: reduce_scatter of every dtype and op, in place (the output is
+// the rank's slice of the input) and apart, and allgather in place (tools/gpu_check.sh's own
+// step).
+TEST(NcclBackend, OnGpuReduceScatterAndInPlaceAllgather) {
+  if (!plugin_built("nccl")) GTEST_SKIP() << "nccl plugin not built (no CUDA/NCCL at configure)";
+  const auto report = RunOnGpu([](const RankContext& ctx, GpuChecks& check) {
+    for (const auto& dtype : kDtypes) {
+      for (const auto op : kOps) {
+        for (const bool in_place : {true, false}) {
+          const size_t count = 1001, bytes = count * dpl::support::ElementSize(dtype.dtype);
+          const std::string what = std::string(dtype.name) + "/" + dpl::support::ReduceOpName(op) +
+                                   (in_place ? " in place" : " apart");
+          std::vector<char> host(bytes);
+          for (size_t i = 0; i < count; ++i)
+            store_value(dtype.type, host.data(), i, input_value(0, i));
+          DeviceBuffer in(bytes), apart(bytes);
+          if (!check.Allocated(in, what) || !check.Allocated(apart, what)) return;
+          check.Cuda(cudaMemcpy(in.data, host.data(), bytes, cudaMemcpyHostToDevice), what);
+          int64_t shape = static_cast<int64_t>(count);
+          DLTensor input{in.data, {kDLCUDA, 0}, 1, dtype.dtype, &shape, nullptr, 0};
+          DLTensor output{
+              in_place ? in.data : apart.data, {kDLCUDA, 0}, 1, dtype.dtype, &shape, nullptr, 0};
+          check.Dpl(ctx.plugin->reduce_scatter(ctx.backend, &input, &output, op, nullptr), what);
+          check.Dpl(ctx.plugin->allgather(ctx.backend, &output, &output, nullptr),
+                    "in-place allgather after " + what);
+          check.Synchronize(nullptr, what);
+          check.Cuda(cudaMemcpy(host.data(), output.data, bytes, cudaMemcpyDeviceToHost), what);
+          for (size_t i = 0; i < count && check.ok(); ++i) {
+            const double expected = expected_value(dtype.type, op, 1, i);
+            const double actual = load_value(dtype.type, host.data(), i);
+            check.Expect(std::fabs(actual - expected) <= tolerance(dtype.type, expected),
+                         what + ": element " + std::to_string(i) + " is " + std::to_string(actual) +
+                             ", expected " + std::to_string(expected));
+          }
+          if (!check.ok()) return;
+        }
+      }
+    }
+  });
+  DPL_SKIP_WITHOUT_NCCL_GPU(report);
+  EXPECT_EQ(report.status, DPL_OK) << report.message;
+}
+
 // The tensor is written last on the caller's stream, behind ~2 ms of other work there: a
 // collective that did not wait for the caller's stream would read the zeros it held before.
 TEST(NcclBackend, OnGpuCollectivesWaitForTheCallersStream) {
@@ -264,9 +308,9 @@ TEST(NcclBackend, OnGpuSetupWithAMissingPeerTimesOut) {
     char directory_template[] = "/tmp/dpl_nccl_alone_XXXXXX";
     const std::string directory = ::mkdtemp(directory_template);
     dpl::testing::FileStore store(directory);
-    dpl_backend_config_v2 config{};
+    dpl_backend_config_v3 config{};
     config.struct_size = sizeof(config);
-    config.version = DPL_BACKEND_ABI_VERSION_2;
+    config.version = DPL_BACKEND_ABI_VERSION_3;
     config.rank = 0;
     config.world_size = 2;
     config.local_world_size = 2;

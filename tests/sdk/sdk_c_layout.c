@@ -5,6 +5,7 @@
 #include "dpl/backend.h"
 #include "dpl/backend_v1.h"
 #include "dpl/backend_v2.h"
+#include "dpl/backend_v3.h"
 #include "dpl/common.h"
 #include "dpl/dataset.h"
 #include "dpl/dataset_v1.h"

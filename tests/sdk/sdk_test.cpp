@@ -84,7 +84,7 @@ TEST(SdkTest, EnumValuesAreFixed) {
   EXPECT_EQ(DPL_REDUCE_MAX, 3);
   EXPECT_EQ(DPL_MODEL_MODE_TRAIN, 0);
   EXPECT_EQ(DPL_MODEL_MODE_EVAL, 1);
-  EXPECT_EQ(DPL_BACKEND_ABI_VERSION, 2u);
+  EXPECT_EQ(DPL_BACKEND_ABI_VERSION, 3u);
   EXPECT_EQ(DPL_MODEL_ABI_VERSION, 4u);
   EXPECT_EQ(DPL_DATASET_ABI_VERSION, 2u);
   EXPECT_EQ(DPL_MODEL_TENSORS_VALUES, 0);
@@ -150,6 +150,14 @@ TEST(SdkTest, DatasetAbiV2KeepsV1sConfigAndEntries) {
   EXPECT_EQ(offsetof(dpl_dataset_info_v2, input), 8u);
   EXPECT_EQ(sizeof(dpl_sample_tensor_v2), 8u + 8u * DPL_DATASET_MAX_SAMPLE_DIMS);
   EXPECT_EQ(offsetof(dpl_dataset_info_v2, count), 8u + 2 * sizeof(dpl_sample_tensor_v2));
+}
+
+// Backend version 3 appends reduce_scatter to version 2's table and keeps its config.
+TEST(SdkTest, BackendAbiV3AppendsToV2) {
+  EXPECT_EQ(offsetof(dpl_backend_plugin_v3, synchronize),
+            offsetof(dpl_backend_plugin_v2, synchronize));
+  EXPECT_EQ(offsetof(dpl_backend_plugin_v3, reduce_scatter), sizeof(dpl_backend_plugin_v2));
+  EXPECT_EQ(sizeof(dpl_backend_config_v3), sizeof(dpl_backend_config_v2));
 }
 
 TEST(SdkTest, MagicSpellsDplpInMemory) {

@@ -329,5 +329,45 @@ TEST(Optimizer, LearningRateStartsFromTheOptionsAndCanBeSet) {
   EXPECT_EQ(param, 0.25f);  // 0.5 - 0.125 * 2
 }
 
+// The update split over the worker's threads (--threads-per-worker) gives the same bits on one
+// thread and on several, for every optimizer, over buffers of sizes around the split points.
+TEST(Optimizer, ThreadsChangeNoBit) {
+  const std::vector<size_t> sizes = {1, 70000, 3, 131071, 40000};
+  ThreadPool three(3), one(1);
+  for (const OptimizerKind kind :
+       {OptimizerKind::kSgd, OptimizerKind::kAdadelta, OptimizerKind::kAdam}) {
+    OptimizerOptions options;
+    options.kind = kind;
+    options.momentum = 0.9;
+    options.weight_decay = 0.01;
+    std::vector<std::vector<float>> values[2], gradients;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal;
+    for (size_t n : sizes) {
+      values[0].emplace_back(n);
+      gradients.emplace_back(n);
+      for (size_t i = 0; i < n; ++i) {
+        values[0].back()[i] = normal(rng);
+        gradients.back()[i] = normal(rng);
+      }
+    }
+    values[1] = values[0];
+    ThreadPool* pools[2] = {&one, &three};
+    for (int run = 0; run < 2; ++run) {
+      auto optimizer = CreateOptimizer(options, sizes);
+      ASSERT_TRUE(optimizer.ok());
+      (*optimizer)->set_threads(pools[run]);
+      std::vector<float*> p;
+      std::vector<const float*> g;
+      for (size_t t = 0; t < sizes.size(); ++t) {
+        p.push_back(values[run][t].data());
+        g.push_back(gradients[t].data());
+      }
+      for (int step = 0; step < 3; ++step) (*optimizer)->Step(p, g);
+    }
+    EXPECT_EQ(values[0], values[1]) << NameOf(OptimizerNames(), kind);
+  }
+}
+
 }  // namespace
 }  // namespace dpl::training

@@ -84,6 +84,7 @@ def timed_run(cmd, env, worker_name_filter, steps_of_line):
     itself."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    timed_run.output = b""
     arrivals, output = {}, []
 
     def read_lines():
@@ -108,10 +109,18 @@ def timed_run(cmd, env, worker_name_filter, steps_of_line):
         time.sleep(0.02)
     wall = time.perf_counter() - start
     reader.join()
+    timed_run.output = b"".join(output)
     if proc.returncode != 0:
-        text = b"".join(output).decode(errors="replace")
+        text = timed_run.output.decode(errors="replace")
         sys.exit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}\n{text[-3000:]}")
     return arrivals, wall, max(peaks.values(), default=0)
+
+
+# dpl's rank 0 says where a step's time went: "time per step: data 0.3 ms, forward+backward
+# 36.1 ms, communication wait 0.1 ms, optimizer 12.0 ms" (means over the run).
+PHASES_LINE = re.compile(rb"time per step: data ([0-9.]+) ms, forward\+backward ([0-9.]+) ms, "
+                         rb"communication wait ([0-9.]+) ms, optimizer ([0-9.]+) ms")
+PHASES = ("data", "compute", "wait", "optimizer")
 
 
 def model_flags(args):
@@ -120,9 +129,28 @@ def model_flags(args):
     return ["--model", "convnet"]
 
 
-def dpl_command(launcher, args, processes, threads, backend, precision, steps):
+# Tokens of a config after its backend, besides the precision: dpl's own flags (the peer runs
+# as it always does).
+DPL_CONFIG_FLAGS = {"shard": ["--shard-optimizer"], "viabackend": ["--local-reduce", "backend"]}
+
+
+def parse_config(config):
+    """'2x1-gloo[-bf16][-shard][-viabackend]' -> processes, threads, backend, precision, flags."""
+    shape, backend, *rest = config.split("-")
+    precision = next((t for t in rest if t in ("fp32", "bf16", "fp16")), "fp32")
+    flags = []
+    for token in rest:
+        if token in DPL_CONFIG_FLAGS:
+            flags += DPL_CONFIG_FLAGS[token]
+        elif token != precision:
+            sys.exit(f"unknown token {token!r} in config {config!r}")
+    processes, threads = (int(v) for v in shape.split("x"))
+    return processes, threads, backend, precision, flags
+
+
+def dpl_command(launcher, args, processes, threads, backend, precision, steps, flags=()):
     # fp32 is left to the default, so a --baseline launcher from before --precision runs too.
-    return [launcher, "--backend", backend, *model_flags(args)] + \
+    return [launcher, "--backend", backend, *model_flags(args), *flags] + \
         (["--precision", precision] if precision != "fp32" else []) + [
             "--num-processes", str(processes), "--threads-per-worker", str(threads),
             "--batch-size", str(GLOBAL_BATCH), "--max-steps", str(steps), "--data-dir", args.data,
@@ -145,8 +173,12 @@ def one_measurement(make_cmd, env, worker_filter, steps_of_line, first, steps):
     a = min(k for k in arrivals if k >= first)
     b = max(arrivals)
     rate = (b - a) * GLOBAL_BATCH / (arrivals[b] - arrivals[a])
-    return {"rate": rate, "startup": arrivals[a] - a * GLOBAL_BATCH / rate, "wall": wall,
-            "rss_mib": rss / 1024.0}
+    measurement = {"rate": rate, "startup": arrivals[a] - a * GLOBAL_BATCH / rate, "wall": wall,
+                   "rss_mib": rss / 1024.0}
+    phases = PHASES_LINE.search(timed_run.output)
+    if phases:
+        measurement.update({name: float(v) for name, v in zip(PHASES, phases.groups())})
+    return measurement
 
 
 def main():
@@ -160,8 +192,10 @@ def main():
     p.add_argument("--steps", type=int, default=200, help="steps of every run")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--configs", default="1x2-gloo,2x1-gloo,2x1-tcp",
-                   help="comma list of <processes>x<threads>-<backend>[-<precision>]; the "
-                        "precision (fp32 by default, bf16) is dpl's: the peer always runs fp32")
+                   help="comma list of <processes>x<threads>-<backend>[-<precision>][-shard]"
+                        "[-viabackend]; the precision (fp32 by default, bf16) and the rest are "
+                        "dpl's (--shard-optimizer, --local-reduce backend): the peer always runs "
+                        "fp32 DDP")
     p.add_argument("--json", help="also write every measurement to this file")
     p.add_argument("--baseline", help="an earlier dpl launcher to compare with, run alike")
     p.add_argument("--model", choices=("convnet", "torchscript"), default="convnet",
@@ -197,9 +231,7 @@ def main():
     runs = {config: {side: [] for side in sides} for config in configs}
     for repeat in range(args.repeats):
         for config in configs:
-            shape, backend, *precision = config.split("-")
-            precision = precision[0] if precision else "fp32"
-            processes, threads = (int(v) for v in shape.split("x"))
+            processes, threads, backend, precision, flags = parse_config(config)
             env = dict(base_env, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
             # The peer has no tcp backend: its row for a dpl tcp config is gloo.
             peer_filter = lambda c: b"multiprocessing" in c  # spawn children
@@ -208,10 +240,10 @@ def main():
             peer_steps = lambda printed: printed + 1  # printed after batch index `printed`
             commands = {
                 "dpl": (lambda k: dpl_command(args.launcher, args, processes, threads, backend,
-                                              precision, k),
+                                              precision, k, flags),
                         env, lambda c: b"--worker" in c, dpl_steps),
                 "baseline": (lambda k: dpl_command(args.baseline, args, processes, threads,
-                                                   backend, precision, k),
+                                                   backend, precision, k, flags),
                              env, lambda c: b"--worker" in c, dpl_steps),
                 "peer": (lambda k: peer_command(args, processes, "gloo", k, port), env, peer_filter,
                          peer_steps),
@@ -267,10 +299,19 @@ def main():
             speedup = statistics.median(a["rate"] / b["rate"] for a, b in
                                         zip(runs[config]["dpl"], runs[shape_backend]["dpl"]))
             print(f"dpl {config} / dpl {shape_backend} = {speedup:.2f}x (median of the repeats)")
-    if "1x2-gloo" in runs and "2x1-gloo" in runs:
+    print("dpl's time per step (ms, medians): | config | data | forward+backward | "
+          "communication wait | optimizer |")
+    for config in configs:
+        if all(name in m for m in runs[config]["dpl"] for name in PHASES):
+            print(f"| {config} | " + " | ".join(f"{median(config, 'dpl', name):.1f}"
+                                                 for name in PHASES) + " |")
+    for config in configs:  # more processes against 1x2 of the same backend: what stays hidden
+        one = "1x2-" + config.split("-", 1)[1].split("-")[0]
+        if config.startswith("1x") or one not in runs:
+            continue
         hidden = statistics.median(a["rate"] / b["rate"] for a, b in
-                                   zip(runs["2x1-gloo"]["dpl"], runs["1x2-gloo"]["dpl"]))
-        print(f"communication hidden: dpl 2x1 gloo / 1x2 gloo = {hidden:.2f} (median of the repeats)")
+                                   zip(runs[config]["dpl"], runs[one]["dpl"]))
+        print(f"dpl {config} / dpl {one} = {hidden:.2f} (median of the repeats)")
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"args": vars(args), "runs": runs}, out, indent=1)

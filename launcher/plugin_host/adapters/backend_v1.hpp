@@ -27,4 +27,14 @@ void TakeBackendV1Entries(const Table& table, BackendInterface* backend) {
   backend->last_error = table.last_error;
 }
 
+// Note [Collectives older backends lack]: backend ABI v3 brought reduce_scatter and in-place
+// allgather. For a v1 or v2 plugin the adapter makes them of what the plugin has, with the same
+// results: reduce_scatter is an allreduce of the whole input (its other slices are scratch
+// afterwards, as v3 allows) and a copy of the rank's slice; an in-place allgather gives the
+// plugin a scratch copy of its input, since older plugins require input and output apart. The
+// copies are host memory copies, so out of place on a device they are refused as unsupported.
+// The adapter learns each instance's rank and world size from its config at create. Its own
+// refusals are what last_error returns after them.
+void AddCollectivesOfV3(BackendInterface* backend);
+
 }  // namespace dpl::plugin_host::adapters

@@ -1,5 +1,6 @@
 // Backend ABI v2 (dpl/backend_v2.h) as the newest backend interface: device collectives ordered
-// after the producing stream and synchronize; the config's local_address.
+// after the producing stream and synchronize; the config's local_address. reduce_scatter and
+// in-place allgather are made of its collectives (Note [Collectives older backends lack]).
 #include "dpl/backend_v2.h"
 #include "plugin_host/adapters/adapter_support.hpp"
 #include "plugin_host/adapters/backend_v1.hpp"
@@ -21,6 +22,7 @@ BackendInterface Adapt(const void* table) {
   backend.create = CreateWithPrefix<dpl_backend_config_v2>(t.create, DPL_BACKEND_ABI_VERSION_2);
   TakeBackendV1Entries(t, &backend);
   backend.synchronize = t.synchronize;
+  AddCollectivesOfV3(&backend);
   return backend;
 }
 

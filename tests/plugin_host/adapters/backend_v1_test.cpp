@@ -54,5 +54,12 @@ TEST(BackendV1Adapter, RequiresEveryV1Entry) {
   EXPECT_EQ(Unset(adapter.required(&table)), std::vector<std::string>{"create"});
 }
 
+TEST(BackendV1Adapter, MakesReduceScatterAndInPlaceAllgatherOfItsCollectives) {
+  dpl_backend_plugin_v1 table = Table();
+  backend_v1::FillCollectiveFakes(&table);
+  backend_v1::ExpectCollectivesOfV3(
+      AdaptTable<BackendInterface>(AdapterOf(DPL_PLUGIN_KIND_BACKEND, 1), &table));
+}
+
 }  // namespace
 }  // namespace dpl::plugin_host::testing

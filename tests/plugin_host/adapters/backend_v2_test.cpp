@@ -65,5 +65,12 @@ TEST(BackendV2Adapter, RequiresSynchronizeLast) {
   EXPECT_EQ(Unset(adapter.required(&table)), std::vector<std::string>{"synchronize"});
 }
 
+TEST(BackendV2Adapter, MakesReduceScatterAndInPlaceAllgatherOfItsCollectives) {
+  dpl_backend_plugin_v2 table = Table();
+  backend_v1::FillCollectiveFakes(&table);
+  backend_v1::ExpectCollectivesOfV3(
+      AdaptTable<BackendInterface>(AdapterOf(DPL_PLUGIN_KIND_BACKEND, 2), &table));
+}
+
 }  // namespace
 }  // namespace dpl::plugin_host::testing

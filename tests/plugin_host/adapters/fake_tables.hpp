@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "dpl/backend.h"
 #include "dpl/backend_v1.h"
 #include "dpl/dataset.h"
 #include "dpl/model.h"
@@ -392,6 +393,83 @@ inline const std::vector<std::string>& RequiredNames() {
   static const std::vector<std::string> names = {"create",    "destroy", "allreduce", "broadcast",
                                                  "allgather", "barrier", "last_error"};
   return names;
+}
+
+// Note [Collectives older backends lack] (plugin_host/adapters/backend_v1.hpp), checked through
+// fakes of the older entries: a create that hands out a handle, an allreduce that doubles every
+// float (two equal ranks), an allgather that copies its input into every slot and refuses
+// overlapping tensors, as v1's contract does.
+inline dpl_backend* FakeHandle() {
+  static int handle;
+  return reinterpret_cast<dpl_backend*>(&handle);
+}
+template <typename Config>
+dpl_status CreateHandle(const Config*, dpl_backend** out) {
+  *out = FakeHandle();
+  return DPL_OK;
+}
+inline dpl_status DoublingAllreduce(dpl_backend*, DLTensor* tensor, dpl_reduce_op, void*) {
+  auto* values = static_cast<float*>(tensor->data);
+  for (int64_t i = 0; i < tensor->shape[0]; ++i) values[i] *= 2.0f;
+  return Called("allreduce");
+}
+inline dpl_status CopyingAllgather(dpl_backend*, const DLTensor* input, DLTensor* output, void*) {
+  const auto* in = static_cast<const float*>(input->data);
+  auto* out = static_cast<float*>(output->data);
+  const int64_t n = input->shape[0], total = output->shape[0];
+  if (in + n > out && out + total > in) return DPL_ERR_INVALID_ARGUMENT;
+  for (int64_t i = 0; i < total; ++i) out[i] = in[i % n];
+  return Called("allgather");
+}
+template <typename Table>
+void FillCollectiveFakes(Table* table) {
+  table->create = CreateHandle;
+  table->allreduce = DoublingAllreduce;
+  table->allgather = CopyingAllgather;
+}
+
+inline DLTensor Floats(float* data, int64_t* count, int32_t device = kDLCPU) {
+  return DLTensor{data, {DLDeviceType(device), 0}, 1, {kDLFloat, 32, 1}, count, nullptr, 0};
+}
+
+// `backend`: an older table with FillCollectiveFakes, adapted. The instance is rank 1 of 4.
+inline void ExpectCollectivesOfV3(const BackendInterface& backend) {
+  EXPECT_FALSE(backend.Has(BackendCapability::kReduceScatter));
+  dpl_backend_config config = NewestConfig();
+  dpl_backend* instance = nullptr;
+  ASSERT_EQ(backend.create(&config, &instance), DPL_OK);
+  float data[8] = {1, 2, 3, 4, 5, 6, 7, 8}, slice[2] = {};
+  int64_t eight = 8, two = 2;
+  DLTensor input = Floats(data, &eight), apart = Floats(slice, &two);
+  Calls().clear();
+  ASSERT_EQ(backend.reduce_scatter(instance, &input, &apart, DPL_REDUCE_SUM, nullptr), DPL_OK);
+  EXPECT_EQ(std::vector<float>(slice, slice + 2), (std::vector<float>{6, 8}));
+  DLTensor in_place = Floats(data + 2, &two);
+  ASSERT_EQ(backend.reduce_scatter(instance, &input, &in_place, DPL_REDUCE_SUM, nullptr), DPL_OK);
+  EXPECT_EQ(std::vector<float>(data + 2, data + 4), (std::vector<float>{12, 16}));
+  float gathered[8] = {0, 0, 9, 10, 0, 0, 0, 0};
+  DLTensor output = Floats(gathered, &eight), own = Floats(gathered + 2, &two);
+  ASSERT_EQ(backend.allgather(instance, &own, &output, nullptr), DPL_OK);
+  EXPECT_EQ(std::vector<float>(gathered, gathered + 8),
+            (std::vector<float>{9, 10, 9, 10, 9, 10, 9, 10}));
+  EXPECT_EQ(Calls(), (std::vector<std::string>{"allreduce", "allreduce", "allgather"}));
+  // Its own refusals, then the plugin's error again after a call of the plugin's.
+  DLTensor overlapping = Floats(data + 1, &two);
+  EXPECT_EQ(backend.reduce_scatter(instance, &input, &overlapping, DPL_REDUCE_SUM, nullptr),
+            DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(backend.last_error(),
+               "backend adapter: reduce_scatter output overlaps its input without being slice 1 "
+               "of it (the in-place form)");
+  DLTensor on_device = Floats(slice, &two, kDLCUDA);
+  EXPECT_EQ(backend.reduce_scatter(instance, &input, &on_device, DPL_REDUCE_SUM, nullptr),
+            DPL_ERR_UNSUPPORTED);
+  EXPECT_EQ(backend.barrier(instance), DPL_OK);
+  EXPECT_STREQ(backend.last_error(), "fake error");
+  backend.destroy(instance);
+  EXPECT_EQ(backend.reduce_scatter(instance, &input, &apart, DPL_REDUCE_SUM, nullptr),
+            DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(backend.last_error(),
+               "backend adapter: reduce_scatter on an instance not created here");
 }
 
 }  // namespace backend_v1

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dpl/backend_v2.h"
+#include "dpl/backend_v3.h"
 #include "dpl/support/error.hpp"
 #include "dpl/support/tensor.hpp"
 
@@ -70,6 +70,54 @@ inline size_t CheckHostAllgather(const DLTensor& input, const DLTensor& output, 
   CheckHostTensor(input, backend_name, "allgather input");
   CheckHostTensor(output, backend_name, "allgather output");
   return CheckAllgatherSizes(input, output, world_size);
+}
+
+// Whether the data of two compact tensors shares a byte.
+inline bool Overlap(const DLTensor& a, const DLTensor& b) {
+  const auto* a_first = static_cast<const char*>(DataPointer(a));
+  const auto* b_first = static_cast<const char*>(DataPointer(b));
+  return ByteCount(a) > 0 && ByteCount(b) > 0 && a_first < b_first + ByteCount(b) &&
+         b_first < a_first + ByteCount(a);
+}
+
+// Whether `part` is exactly slice `rank` of `whole` (world_size equal slices, dpl/backend_v3.h).
+inline bool IsSliceOf(const DLTensor& part, const DLTensor& whole, int32_t rank) {
+  const size_t bytes = ByteCount(part);
+  return DataPointer(part) ==
+         static_cast<const void*>(static_cast<const char*>(DataPointer(whole)) +
+                                  static_cast<size_t>(rank) * bytes);
+}
+
+// Checks a reduce_scatter's tensors (dpl/backend_v3.h): compact, one dtype, input = world_size x
+// output. Returns whether it runs in place (output is slice `rank` of input); any other overlap
+// is refused.
+inline bool CheckReduceScatter(const DLTensor& input, const DLTensor& output, int32_t world_size,
+                               int32_t rank) {
+  CheckContiguous(input, "reduce_scatter input");
+  CheckContiguous(output, "reduce_scatter output");
+  Require(input.dtype.code == output.dtype.code && input.dtype.bits == output.dtype.bits &&
+              input.dtype.lanes == output.dtype.lanes,
+          "reduce_scatter input is " + DtypeName(input.dtype) + " but output is " +
+              DtypeName(output.dtype));
+  const int64_t count = ElementCount(output);
+  Require(ElementCount(input) == count * world_size,
+          "reduce_scatter input holds " + std::to_string(ElementCount(input)) +
+              " elements but needs world_size * output = " + std::to_string(count * world_size));
+  if (count > 0 && IsSliceOf(output, input, rank)) return true;
+  Require(!Overlap(input, output), "reduce_scatter output overlaps its input without being slice " +
+                                       std::to_string(rank) + " of it (the in-place form)");
+  return false;
+}
+
+// Checks an allgather's tensors (output = world_size x input). Returns whether it runs in place
+// (input is slice `rank` of output, dpl/backend_v3.h); any other overlap is refused.
+inline bool CheckAllgatherPlacement(const DLTensor& input, const DLTensor& output,
+                                    int32_t world_size, int32_t rank) {
+  CheckAllgatherSizes(input, output, world_size);
+  if (ByteCount(input) > 0 && IsSliceOf(input, output, rank)) return true;
+  Require(!Overlap(input, output), "allgather input overlaps its output without being slice " +
+                                       std::to_string(rank) + " of it (the in-place form)");
+  return false;
 }
 
 // Sends a line through the host's log callback, if it gave one.

@@ -30,6 +30,25 @@ inline const char* ReduceOpName(dpl_reduce_op op) {
   return "unknown";
 }
 
+// Refuses an op outside sum, avg, min and max, naming the collective `what` (DPL_ERR_UNSUPPORTED).
+inline void CheckReduceOp(dpl_reduce_op op, const char* what) {
+  if (op < DPL_REDUCE_SUM || op > DPL_REDUCE_MAX) {
+    throw PluginError(DPL_ERR_UNSUPPORTED, std::string(what) + " does not support op " +
+                                               std::to_string(op) + "; use sum, avg, min or max");
+  }
+}
+
+// The element type of `dtype`, refusing one the host backends do not reduce, naming `what`.
+inline ElementType ReducibleElementType(const DLDataType& dtype, const char* what) {
+  const ElementType type = ElementTypeOf(dtype);
+  if (type == ElementType::kUnknown) {
+    throw PluginError(DPL_ERR_UNSUPPORTED,
+                      std::string(what) + " does not support dtype " + DtypeName(dtype) +
+                          "; use float16, bfloat16, float32, float64, int8, uint8, int32 or int64");
+  }
+  return type;
+}
+
 namespace detail {
 
 inline PluginError UnknownOp(dpl_reduce_op op) {

@@ -1,0 +1,313 @@
+#include "training/local_reduce.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "dpl/support/half.hpp"
+#include "training/host_tensor.hpp"
+
+namespace dpl::training {
+namespace {
+
+constexpr int kMaxLocalWorkers = 1024;
+constexpr size_t kLine = 64;           // one flag per cache line: no false sharing
+constexpr size_t kAlignElements = 16;  // buckets start on a cache line
+constexpr size_t kChunk = 4096;        // elements summed at a time, in cache
+
+// The start of the shared memory: who attached, with which layout.
+struct Header {
+  std::atomic<uint32_t> attached;
+  uint32_t unused[15];
+  struct Slot {
+    std::atomic<int32_t> pid;
+    uint32_t unused;
+    std::atomic<uint64_t> fingerprint;
+  } slots[kMaxLocalWorkers];
+};
+
+size_t RoundUp(size_t value, size_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+using ToFloat = float (*)(uint16_t);
+using FromFloat = uint16_t (*)(float);
+ToFloat WideningOf(GradientCompression wire) {
+  return wire == GradientCompression::kFp16 ? support::HalfToFloat : support::Bfloat16ToFloat;
+}
+FromFloat NarrowingOf(GradientCompression wire) {
+  return wire == GradientCompression::kFp16 ? support::FloatToHalf : support::FloatToBfloat16;
+}
+
+// sums[i] = (((in[0][i] + in[1][i]) + ...) + in[L-1][i]) * scale, chunk by chunk.
+void SumFloats(const std::vector<const float*>& inputs, float* sums, size_t count, float scale,
+               bool scaled) {
+  for (size_t first = 0; first < count; first += kChunk) {
+    const size_t n = std::min(kChunk, count - first);
+    float* __restrict out = sums + first;
+    const float* __restrict in0 = inputs[0] + first;
+    for (size_t i = 0; i < n; ++i) out[i] = in0[i];
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      const float* __restrict in = inputs[k] + first;
+      const bool last = k + 1 == inputs.size() && scaled;
+      if (last) {
+        for (size_t i = 0; i < n; ++i) out[i] = (out[i] + in[i]) * scale;
+      } else {
+        for (size_t i = 0; i < n; ++i) out[i] = out[i] + in[i];
+      }
+    }
+  }
+}
+
+// The same for 16-bit inputs: summed in float32 and rounded once into `rounded`.
+void SumHalves(const std::vector<const uint16_t*>& inputs, uint16_t* rounded, size_t count,
+               ToFloat widen, FromFloat narrow) {
+  float acc[kChunk];
+  for (size_t first = 0; first < count; first += kChunk) {
+    const size_t n = std::min(kChunk, count - first);
+    for (size_t i = 0; i < n; ++i) acc[i] = widen(inputs[0][first + i]);
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      for (size_t i = 0; i < n; ++i) acc[i] = acc[i] + widen(inputs[k][first + i]);
+    }
+    for (size_t i = 0; i < n; ++i) rounded[first + i] = narrow(acc[i]);
+  }
+}
+
+}  // namespace
+
+LocalReducer::LocalReducer(const LocalGroup& group, ShardLayout layout, GradientCompression wire)
+    : group_(group),
+      layout_(std::move(layout)),
+      wire_(wire),
+      wire_bytes_(wire == GradientCompression::kNone ? sizeof(float) : sizeof(uint16_t)) {}
+
+LocalReducer::~LocalReducer() = default;
+
+Result<std::unique_ptr<LocalReducer>> LocalReducer::Create(const LocalGroup& group,
+                                                           ShardLayout layout,
+                                                           GradientCompression wire, bool sharded,
+                                                           size_t entries) {
+  if (group.local_world_size > kMaxLocalWorkers) {
+    return Status::InvalidArgument("--local-reduce shm takes at most " +
+                                   std::to_string(kMaxLocalWorkers) +
+                                   " workers a machine; use --local-reduce backend");
+  }
+  std::unique_ptr<LocalReducer> reducer(new LocalReducer(group, std::move(layout), wire));
+  LocalReducer& r = *reducer;
+  const size_t workers = size_t(group.local_world_size);
+  for (size_t b = 0; b < r.layout_.buckets(); ++b) {
+    r.bucket_offsets_.push_back(r.padded_elements_);
+    r.padded_elements_ += RoundUp(r.layout_.bucket(b).elements, kAlignElements);
+  }
+  r.entries_ = entries;
+  r.flags_per_worker_ = 2 * r.layout_.buckets() + 1;
+  r.flags_offset_ = RoundUp(sizeof(Header), kLine);
+  r.inputs_offset_ = r.flags_offset_ + workers * r.flags_per_worker_ * kLine;
+  r.sums_offset_ = r.inputs_offset_ + RoundUp(workers * r.padded_elements_ * r.wire_bytes_, kLine);
+  r.copy_offset_ = r.sums_offset_ + r.padded_elements_ * sizeof(float);
+  r.entries_offset_ = r.copy_offset_ + (sharded ? r.padded_elements_ * sizeof(float) : 0);
+  const size_t bytes = r.entries_offset_ + workers * r.entries_ * sizeof(double);
+  Result<std::unique_ptr<SharedMapping>> mapping = SharedMapping::Map(group.memory_fd, bytes);
+  if (!mapping.ok()) return mapping.status();
+  r.mapping_ = std::move(*mapping);
+  const uint64_t fingerprint = r.layout_.Fingerprint() ^ (uint64_t(bytes) << 1) ^ uint64_t(wire);
+  DPL_RETURN_IF_ERROR(r.Attach(fingerprint));
+  return reducer;
+}
+
+// Each worker names itself and its layout, then waits for the others.
+Status LocalReducer::Attach(uint64_t fingerprint) {
+  Header& header = *reinterpret_cast<Header*>(mapping_->data());
+  Header::Slot& own = header.slots[group_.local_rank];
+  own.fingerprint.store(fingerprint, std::memory_order_relaxed);
+  own.pid.store(int32_t(::getpid()), std::memory_order_release);
+  header.attached.fetch_add(1, std::memory_order_acq_rel);
+  const auto deadline = std::chrono::steady_clock::now() + group_.timeout;
+  while (header.attached.load(std::memory_order_acquire) < uint32_t(group_.local_world_size)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string missing;
+      for (int k = 0; k < group_.local_world_size; ++k) {
+        if (header.slots[k].pid.load() != 0) continue;
+        missing += (missing.empty() ? "" : ", ") +
+                   std::to_string(group_.machine * group_.local_world_size + k);
+      }
+      return Status::Timeout("rank(s) " + missing + " of this machine did not reach its shared " +
+                             "memory within " + std::to_string(group_.timeout.count()) +
+                             " ms (--backend-timeout)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (int k = 0; k < group_.local_world_size; ++k) {
+    pids_.push_back(pid_t(header.slots[k].pid.load(std::memory_order_acquire)));
+    if (header.slots[k].fingerprint.load() != fingerprint) {
+      return Status::Error("rank " + std::to_string(group_.machine * group_.local_world_size + k) +
+                           " lays its gradients out otherwise in the machine's shared memory: "
+                           "the workers of a machine must train the same model with the same "
+                           "--bucket-cap-mb, --grad-compression and --shard-optimizer");
+    }
+  }
+  return Status::Ok();
+}
+
+std::atomic<uint32_t>& LocalReducer::Flag(int worker, size_t index) const {
+  char* line =
+      mapping_->data() + flags_offset_ + (size_t(worker) * flags_per_worker_ + index) * kLine;
+  return *reinterpret_cast<std::atomic<uint32_t>*>(line);
+}
+
+char* LocalReducer::Input(int worker, size_t bucket) const {
+  return mapping_->data() + inputs_offset_ +
+         (size_t(worker) * padded_elements_ + bucket_offsets_[bucket]) * wire_bytes_;
+}
+
+float* LocalReducer::sums(size_t b) const {
+  return reinterpret_cast<float*>(mapping_->data() + sums_offset_) + bucket_offsets_[b];
+}
+
+PeerProcess LocalReducer::Peer(int worker) const {
+  return PeerProcess{group_.machine * group_.local_world_size + worker, pids_[size_t(worker)]};
+}
+
+Status LocalReducer::WaitForAll(size_t flag, uint32_t target,
+                                const std::function<std::string()>& what) {
+  for (int k = 0; k < group_.local_world_size; ++k) {
+    if (k == group_.local_rank) continue;
+    DPL_RETURN_IF_ERROR(WaitFor(Flag(k, flag), target, Peer(k), group_.timeout, what));
+  }
+  return Status::Ok();
+}
+
+void LocalReducer::CopyIn(size_t bucket, const std::vector<DLTensor>& gradients, float scale) {
+  const BucketLayout& layout = layout_.bucket(bucket);
+  char* input = Input(group_.local_rank, bucket);
+  for (size_t k = 0; k < layout.parameters.size(); ++k) {
+    const DLTensor& gradient = gradients[layout.parameters[k]];
+    const float* from = HostData<const float>(gradient);
+    const size_t n = ElementCount(gradient);
+    if (wire_ == GradientCompression::kNone) {
+      std::memcpy(input + layout.starts[k] * sizeof(float), from, n * sizeof(float));
+      continue;
+    }
+    // Scaled before the 16-bit sum, as the backends' path does (gradient_sync.cpp).
+    uint16_t* to = reinterpret_cast<uint16_t*>(input) + layout.starts[k];
+    const FromFloat narrow = NarrowingOf(wire_);
+    for (size_t i = 0; i < n; ++i) to[i] = narrow(from[i] * scale);
+  }
+}
+
+Status LocalReducer::ReduceBucket(size_t bucket, const std::vector<DLTensor>& gradients,
+                                  float scale) {
+  CopyIn(bucket, gradients, scale);
+  Publish(&Flag(group_.local_rank, bucket), generation_);
+  auto what = [&] {
+    return "gradient bucket " + std::to_string(bucket) + " of step " + std::to_string(generation_);
+  };
+  DPL_RETURN_IF_ERROR(WaitForAll(bucket, generation_, what));
+  DPL_RETURN_IF_ERROR(SumPart(bucket, scale));
+  Publish(&Flag(group_.local_rank, layout_.buckets() + bucket), generation_);
+  return Status::Ok();
+}
+
+// Step 3 and 4 of Note [Reduction through shared memory] for this worker's part of `bucket`.
+Status LocalReducer::SumPart(size_t bucket, float scale) {
+  const BucketLayout& layout = layout_.bucket(bucket);
+  const size_t first = layout.bounds[size_t(group_.local_rank)];
+  const size_t count = layout.bounds[size_t(group_.local_rank) + 1] - first;
+  if (count == 0) return Status::Ok();
+  float* out = sums(bucket) + first;
+  const bool across = group_.machines > 1;
+  int64_t shape[1] = {int64_t(count)};
+  if (wire_ == GradientCompression::kNone) {
+    std::vector<const float*> inputs;
+    for (int k = 0; k < group_.local_world_size; ++k) {
+      inputs.push_back(reinterpret_cast<const float*>(Input(k, bucket)) + first);
+    }
+    SumFloats(inputs, out, count, scale, /*scaled=*/!across);
+    if (!across) return Status::Ok();
+    DLTensor part = HostTensor(out, DLDataType{kDLFloat, 32, 1}, 1, shape);
+    DPL_RETURN_IF_ERROR(group_.across_machines->Allreduce(&part, DPL_REDUCE_SUM, nullptr));
+    for (size_t i = 0; i < count; ++i) out[i] *= scale;
+    return Status::Ok();
+  }
+  std::vector<const uint16_t*> inputs;
+  for (int k = 0; k < group_.local_world_size; ++k) {
+    inputs.push_back(reinterpret_cast<const uint16_t*>(Input(k, bucket)) + first);
+  }
+  // The rounded sum goes into this worker's own input: nobody else reads that part of it.
+  uint16_t* rounded = reinterpret_cast<uint16_t*>(Input(group_.local_rank, bucket)) + first;
+  const ToFloat widen = WideningOf(wire_);
+  SumHalves(inputs, rounded, count, widen, NarrowingOf(wire_));
+  if (across) {
+    const bool half = wire_ == GradientCompression::kFp16;
+    DLTensor part =
+        HostTensor(rounded, DLDataType{uint8_t(half ? kDLFloat : kDLBfloat), 16, 1}, 1, shape);
+    DPL_RETURN_IF_ERROR(group_.across_machines->Allreduce(&part, DPL_REDUCE_SUM, nullptr));
+  }
+  for (size_t i = 0; i < count; ++i) out[i] = widen(rounded[i]);
+  return Status::Ok();
+}
+
+Status LocalReducer::AwaitSums() {
+  for (size_t b = 0; b < layout_.buckets(); ++b) {
+    auto what = [&] {
+      return "the sums of gradient bucket " + std::to_string(b) + " of step " +
+             std::to_string(generation_);
+    };
+    DPL_RETURN_IF_ERROR(WaitForAll(layout_.buckets() + b, generation_, what));
+  }
+  return Status::Ok();
+}
+
+Status LocalReducer::Barrier(const char* what) {
+  ++phase_;
+  const size_t flag = 2 * layout_.buckets();
+  Publish(&Flag(group_.local_rank, flag), phase_);
+  return WaitForAll(flag, phase_, [&] { return std::string(what); });
+}
+
+Status LocalReducer::ShareEntries(std::vector<double>* values) {
+  if (values->size() > entries_) {
+    return Status::Error("the sharded optimizer shares " + std::to_string(values->size()) +
+                         " numbers a step, more than the " + std::to_string(entries_) +
+                         " its shared memory holds");
+  }
+  double* rows = reinterpret_cast<double*>(mapping_->data() + entries_offset_);
+  const size_t n = values->size();
+  std::memcpy(rows + size_t(group_.local_rank) * entries_, values->data(), n * sizeof(double));
+  DPL_RETURN_IF_ERROR(Barrier("the step's partial sums of the sharded optimizer"));
+  for (size_t i = 0; i < n; ++i) {
+    double total = rows[i];
+    for (int k = 1; k < group_.local_world_size; ++k) total += rows[size_t(k) * entries_ + i];
+    (*values)[i] = total;
+  }
+  return Status::Ok();
+}
+
+Status LocalReducer::GatherParts(const std::function<const float*(const Segment&)>& source,
+                                 const std::function<float*(const Segment&)>& destination,
+                                 bool again) {
+  float* copy = reinterpret_cast<float*>(mapping_->data() + copy_offset_);
+  for (size_t b = 0; b < layout_.buckets(); ++b) {
+    for (const Segment& segment : layout_.SegmentsOf(b, group_.local_rank)) {
+      std::memcpy(copy + bucket_offsets_[b] + segment.flat, source(segment),
+                  segment.length * sizeof(float));
+    }
+  }
+  DPL_RETURN_IF_ERROR(Barrier("the parts of the sharded optimizer"));
+  for (size_t b = 0; b < layout_.buckets(); ++b) {
+    for (int k = 0; k < group_.local_world_size; ++k) {
+      if (k == group_.local_rank) continue;
+      for (const Segment& segment : layout_.SegmentsOf(b, k)) {
+        float* to = destination(segment);
+        if (to != nullptr) {
+          std::memcpy(to, copy + bucket_offsets_[b] + segment.flat, segment.length * sizeof(float));
+        }
+      }
+    }
+  }
+  return again ? Barrier("the copies of the sharded optimizer's parts") : Status::Ok();
+}
+
+}  // namespace dpl::training

@@ -1,0 +1,111 @@
+// The reduction of gradient buckets through the memory a machine's workers share (--local-reduce
+// shm, the default on the CPU).
+//
+// Note [Reduction through shared memory]: as NCCL and oneCCL do inside a node, the workers of a
+// machine reduce-scatter each bucket in memory, and only the part a worker summed crosses
+// machines. Per bucket, on its communication thread, worker l
+//   1. copies its gradients in (its own area of the shared memory; 16-bit wire formats scaled and
+//      rounded on the way, as the backends get them),
+//   2. waits until every worker of the machine has copied the bucket in,
+//   3. sums part l of the bucket (shard_layout.hpp) over the workers in local-rank order 0, 1, ...
+//      in every element, into the shared sums: a fixed order, so every replica holds the same bits,
+//   4. with several machines, allreduces that part with the workers of the same local rank on the
+//      other machines (a backend instance of their own), then scales it,
+//   5. marks part l of the bucket summed.
+// The optimizer then reads the averaged gradients straight from the shared sums (no copy back
+// into the model); with --shard-optimizer each worker reads only its own part.
+// Before the next step writes a bucket again, every worker has copied that bucket in once more,
+// which it does only after its optimizer step: so one area per bucket suffices, and every
+// exchange of the sharded optimizer (shard.hpp) is separated from the next by a reduction.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+#include "training/backend.hpp"
+#include "training/config.hpp"
+#include "training/shard_layout.hpp"
+#include "training/shared_memory.hpp"
+
+namespace dpl::training {
+
+// The workers of this machine, as the worker role knows them.
+struct LocalGroup {
+  int memory_fd = -1;  // Note [Shared memory of a machine]; -1: none
+  int local_rank = 0;
+  int local_world_size = 1;
+  int machine = 0;  // a worker's rank is machine * local_world_size + local_rank
+  int machines = 1;
+  // This local rank's workers of every machine, rank = machine (when machines > 1).
+  Backend* across_machines = nullptr;
+  std::chrono::milliseconds timeout{300000};  // --backend-timeout
+};
+
+class LocalReducer {
+ public:
+  // Maps the shared memory and meets the machine's other workers there. `layout` has one part per
+  // worker. `wire`: kNone, kFp16 or kBf16. Room for `entries` doubles a worker shares per step
+  // (ShareEntries), and with `sharded` for a copy of the parameters (GatherParts).
+  static Result<std::unique_ptr<LocalReducer>> Create(const LocalGroup& group, ShardLayout layout,
+                                                      GradientCompression wire, bool sharded,
+                                                      size_t entries);
+  ~LocalReducer();
+
+  const ShardLayout& layout() const { return layout_; }
+  const LocalGroup& group() const { return group_; }
+
+  // A new step: the next generation of every flag.
+  void BeginStep() { ++generation_; }
+  // Steps 1-5 of Note [Reduction through shared memory] for `bucket`, whose gradients are
+  // `gradients` (host float32 tensors, by parameter index); the sums are multiplied by `scale`.
+  Status ReduceBucket(size_t bucket, const std::vector<DLTensor>& gradients, float scale);
+  // Waits until every worker's part of every bucket is summed.
+  Status AwaitSums();
+  // Bucket `b`'s averaged gradients, in its flat order (Note [Bucket layout]).
+  float* sums(size_t b) const;
+
+  // Every worker arrives before any leaves.
+  Status Barrier(const char* what);
+  // Adds `values` up over the machine's workers, in local-rank order (exact where at most one
+  // worker's entry is not zero); every worker gets the totals.
+  Status ShareEntries(std::vector<double>* values);
+  // Each worker's own part of every bucket goes from `source(segment)` to the others'
+  // `destination(segment)` (pointers to the segment's first element), through the shared copy;
+  // a worker's own part is not copied to its own destination, nor any part to a NULL one. With
+  // `again`, the copy may be reused as soon as this returns (a barrier at the end).
+  Status GatherParts(const std::function<const float*(const Segment&)>& source,
+                     const std::function<float*(const Segment&)>& destination, bool again);
+
+ private:
+  LocalReducer(const LocalGroup& group, ShardLayout layout, GradientCompression wire);
+  Status Attach(uint64_t fingerprint);
+  std::atomic<uint32_t>& Flag(int worker, size_t index) const;
+  char* Input(int worker, size_t bucket) const;
+  PeerProcess Peer(int worker) const;
+  Status WaitForAll(size_t flag, uint32_t target, const std::function<std::string()>& what);
+  void CopyIn(size_t bucket, const std::vector<DLTensor>& gradients, float scale);
+  Status SumPart(size_t bucket, float scale);
+
+  LocalGroup group_;
+  ShardLayout layout_;
+  GradientCompression wire_;
+  size_t wire_bytes_;
+  std::vector<size_t> bucket_offsets_;  // elements, each a multiple of 16
+  size_t padded_elements_ = 0;
+  size_t entries_ = 0;
+  size_t flags_per_worker_ = 0;
+  size_t flags_offset_ = 0, inputs_offset_ = 0, sums_offset_ = 0, copy_offset_ = 0;
+  size_t entries_offset_ = 0;
+  std::unique_ptr<SharedMapping> mapping_;
+  std::vector<pid_t> pids_;
+  uint32_t generation_ = 0;
+  uint32_t phase_ = 0;
+};
+
+}  // namespace dpl::training

@@ -1,0 +1,139 @@
+// The in-place strategy's ways to sum a CPU model's gradients besides the backend's allreduce:
+// through the machine's shared memory (Note [Reduction through shared memory]) and, for the
+// sharded optimizer, reduce-scattered through the backend (Note [Sharded optimizer]).
+#include "common/log.hpp"
+#include "training/host_tensor.hpp"
+#include "training/placement.hpp"
+#include "training/shard.hpp"
+
+namespace dpl::training {
+namespace {
+
+std::vector<size_t> SizesOf(const std::vector<HostParameter>& parameters) {
+  std::vector<size_t> sizes;
+  for (const HostParameter& p : parameters) sizes.push_back(p.elements);
+  return sizes;
+}
+
+}  // namespace
+
+bool ParameterPlacement::UsesSharedMemory() const {
+  const LocalGroup& local = settings_.local;
+  if (settings_.local_reduce != LocalReduce::kSharedMemory || local.local_world_size < 2) {
+    return false;
+  }
+  if (local.memory_fd >= 0 && (local.machines == 1 || local.across_machines != nullptr)) {
+    return true;
+  }
+  if (local.local_rank == 0) {
+    log::Warning(
+        "this machine's workers have no shared memory (its loader could not make it); "
+        "their gradients are summed through the backend, as --local-reduce backend");
+  }
+  return false;
+}
+
+Status ParameterPlacement::StartSharedMemory(std::vector<DLTensor> tensors) {
+  const LocalGroup& local = settings_.local;
+  const bool sharded = settings_.shard_optimizer;
+  std::vector<Bucket> buckets = AssignBuckets(SizesOf(parameters_), settings_.bucket_cap_bytes);
+  ShardLayout layout(SizesOf(parameters_), buckets, local.local_world_size);
+  const size_t entries = size_t(local.local_world_size) + layout.pieces();
+  Result<std::unique_ptr<LocalReducer>> reducer =
+      LocalReducer::Create(local, std::move(layout), settings_.wire.format, sharded, entries);
+  if (!reducer.ok()) return reducer.status();
+  reducer_ = std::move(*reducer);
+  comm_ = std::make_unique<CommunicationThread>();
+  reduction_ = std::make_unique<SharedMemoryReduction>(reducer_.get(), tensors, !sharded);
+  sync_ = std::make_unique<GradientSynchronizer>(comm_.get(), std::move(tensors), buckets,
+                                                 reduction_.get());
+  if (settings_.rank == 0) {
+    log::Info("gradients of " + std::to_string(parameters_.size()) + " parameters in " +
+              std::to_string(buckets.size()) + " bucket(s) of at most " +
+              log::Bytes(uint64_t(settings_.bucket_cap_bytes)) +
+              ", summed in the shared memory of each machine's " +
+              std::to_string(local.local_world_size) + " workers" + WireText() +
+              (local.machines > 1
+                   ? ", their parts then across the " + std::to_string(local.machines) + " machines"
+                   : std::string()) +
+              (sharded ? "; each worker of a machine updates its part of the parameters" : ""));
+  }
+  shared_exchange_ = SharedMemoryExchange(reducer_.get());
+  if (sharded) {
+    exchange_ = shared_exchange_.get();
+  } else {
+    // The optimizer reads the averaged gradients where the workers summed them.
+    const ShardLayout& shared = reducer_->layout();
+    for (size_t b = 0; b < shared.buckets(); ++b) {
+      const BucketLayout& bucket = shared.bucket(b);
+      for (size_t k = 0; k < bucket.parameters.size(); ++k) {
+        parameters_[bucket.parameters[k]].gradient = reducer_->sums(b) + bucket.starts[k];
+        gradients_[bucket.parameters[k]] = parameters_[bucket.parameters[k]].gradient;
+      }
+    }
+  }
+  ViewPart(*shared_exchange_, /*runs=*/sharded);
+  return model_.SetGradientReadyCallback(GradientSynchronizer::GradientReadyTrampoline,
+                                         sync_.get());
+}
+
+Status ParameterPlacement::StartBackendShard(std::vector<DLTensor> tensors) {
+  comm_ = std::make_unique<CommunicationThread>();
+  std::vector<Bucket> buckets = AssignBuckets(SizesOf(parameters_), settings_.bucket_cap_bytes);
+  ShardLayout layout(SizesOf(parameters_), buckets, settings_.world_size);
+  auto shard = std::make_unique<BackendShard>(backend_, comm_.get(), settings_.rank, tensors,
+                                              std::move(layout));
+  ViewPart(*shard, /*runs=*/true);
+  sync_ =
+      std::make_unique<GradientSynchronizer>(comm_.get(), std::move(tensors), buckets, shard.get());
+  if (settings_.rank == 0) {
+    log::Info("gradients of " + std::to_string(parameters_.size()) + " parameters in " +
+              std::to_string(buckets.size()) + " bucket(s), reduce-scattered through backend '" +
+              backend_->name() + "' in float32" +
+              (settings_.wire.format == GradientCompression::kNone ? "" : " (not 16-bit)") +
+              "; each rank updates its part of the parameters");
+  }
+  exchange_ = shard.get();
+  reduction_ = std::move(shard);
+  return model_.SetGradientReadyCallback(GradientSynchronizer::GradientReadyTrampoline,
+                                         sync_.get());
+}
+
+void ParameterPlacement::ViewWholeParameters() {
+  view_ = UpdateView{};
+  for (uint32_t p = 0; p < parameters_.size(); ++p) {
+    const HostParameter& parameter = parameters_[p];
+    view_.runs.push_back({p, 0, parameter.elements, parameter.value, parameter.gradient});
+    view_.first_piece.push_back(view_.pieces);
+    view_.pieces += PiecesOf(parameter.elements);
+  }
+  view_.scaled = view_.runs;
+}
+
+// `runs`: the optimizer updates the part only (sharded); else it updates every parameter and
+// this rank scales its part of the gradients the machine's workers share (Note [Scaling shared
+// gradients]).
+void ParameterPlacement::ViewPart(ShardExchange& exchange, bool runs) {
+  ViewWholeParameters();
+  view_.scaled.clear();
+  view_.exchange = &exchange;
+  view_.shared_gradients = !runs;
+  const ShardLayout& layout = exchange.layout();
+  for (size_t b = 0; b < layout.buckets(); ++b) {
+    for (const Segment& segment : layout.SegmentsOf(b, exchange.part())) {
+      float* value = parameters_[segment.parameter].value + segment.offset;
+      view_.scaled.push_back({segment.parameter, segment.offset, segment.length, value,
+                              exchange.GradientOf(b, segment)});
+    }
+  }
+  if (runs) view_.runs = view_.scaled;
+}
+
+Status ParameterPlacement::GatherUpdatedParts() {
+  auto place = [this](const Segment& segment) {
+    return parameters_[segment.parameter].value + segment.offset;
+  };
+  return exchange_->GatherParts(place, place, /*again=*/false);
+}
+
+}  // namespace dpl::training

@@ -1,0 +1,252 @@
+// The reduction through a machine's shared memory (training/local_reduce.hpp), with its workers as
+// forked processes around one memory file: every worker ends with the same bits, the sums within
+// 1e-6 of a sequential float64 reference (relative to the terms' magnitude); a worker that dies
+// is named at once; the sharded exchanges move every part.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "training/host_tensor.hpp"
+#include "training/local_reduce.hpp"
+
+namespace dpl::training {
+namespace {
+
+// Parameter sizes: small, odd, one past a piece, a large one.
+const std::vector<size_t> kSizes = {7, 4097, 1, 30000, 123457};
+
+// What a worker process reports.
+struct Report {
+  int32_t code = -1;
+  double seconds = 0;
+  uint64_t hash = 0;
+  double worst_relative_error = 0;
+  char message[400] = {};
+};
+
+// A value in [-5, 5) of 24 random bits, different per worker, parameter and element.
+float Gradient(int worker, uint32_t parameter, size_t i) {
+  uint64_t x = uint64_t(worker) * 0x9E3779B97F4A7C15ull ^ uint64_t(parameter) << 40 ^ i;
+  x = (x ^ (x >> 31)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return (float(x >> 40) / float(1 << 24) * 2.0f - 1.0f) * float(1 + i % 5);
+}
+
+void Hash(uint64_t* hash, const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) *hash = (*hash ^ p[i]) * 1099511628211ull;
+}
+
+// Runs `body` as worker k of `workers` processes that share one memory file; returns the reports.
+std::vector<Report> RunWorkers(int workers,
+                               const std::function<void(const LocalGroup&, Report*)>& body) {
+  const int fd = ::memfd_create("dpl-local-reduce-test", 0);
+  EXPECT_GE(fd, 0);
+  std::vector<pid_t> pids;
+  std::vector<int> pipes;
+  for (int k = 0; k < workers; ++k) {
+    int ends[2];
+    EXPECT_EQ(::pipe(ends), 0);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(ends[0]);
+      LocalGroup group;
+      group.memory_fd = fd;
+      group.local_rank = k;
+      group.local_world_size = workers;
+      group.timeout = std::chrono::milliseconds(20000);
+      Report report;
+      const auto start = std::chrono::steady_clock::now();
+      body(group, &report);
+      report.seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const bool written = ::write(ends[1], &report, sizeof report) == ssize_t(sizeof report);
+      ::_exit(written ? 0 : 3);
+    }
+    ::close(ends[1]);
+    pids.push_back(pid);
+    pipes.push_back(ends[0]);
+  }
+  std::vector<Report> reports(static_cast<size_t>(workers));
+  for (int k = 0; k < workers; ++k) {
+    if (::read(pipes[size_t(k)], &reports[size_t(k)], sizeof(Report)) != ssize_t(sizeof(Report))) {
+      std::snprintf(reports[size_t(k)].message, sizeof reports[0].message, "no report");
+    }
+    ::close(pipes[size_t(k)]);
+    ::waitpid(pids[size_t(k)], nullptr, 0);
+  }
+  ::close(fd);
+  return reports;
+}
+
+struct Gradients {
+  std::vector<std::vector<float>> values;
+  std::vector<int64_t> shapes;
+  std::vector<DLTensor> tensors;
+  explicit Gradients(int worker) : shapes(kSizes.begin(), kSizes.end()) {
+    for (uint32_t p = 0; p < kSizes.size(); ++p) {
+      values.emplace_back(kSizes[p]);
+      for (size_t i = 0; i < kSizes[p]; ++i) values[p][i] = Gradient(worker, p, i);
+    }
+    for (uint32_t p = 0; p < kSizes.size(); ++p) {
+      tensors.push_back(HostTensor(values[p].data(), DLDataType{kDLFloat, 32, 1}, 1, &shapes[p]));
+    }
+  }
+};
+
+void Fail(Report* report, const Status& status) {
+  report->code = status.code();
+  std::snprintf(report->message, sizeof report->message, "%s", status.message().c_str());
+}
+
+// One step of the unsharded reduction; checks the sums against float64 and hashes them.
+void ReduceOnce(const LocalGroup& group, GradientCompression wire, Report* report) {
+  const std::vector<Bucket> buckets = AssignBuckets(kSizes, 100000);
+  auto reducer = LocalReducer::Create(group, ShardLayout(kSizes, buckets, group.local_world_size),
+                                      wire, false, 0);
+  if (!reducer.ok()) return Fail(report, reducer.status());
+  Gradients mine(group.local_rank);
+  const float scale = 1.0f / float(group.local_world_size);
+  for (int step = 0; step < 2; ++step) {  // the second reuses every flag and area
+    (*reducer)->BeginStep();
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const Status reduced = (*reducer)->ReduceBucket(b, mine.tensors, scale);
+      if (!reduced.ok()) return Fail(report, reduced);
+    }
+    const Status summed = (*reducer)->AwaitSums();
+    if (!summed.ok()) return Fail(report, summed);
+  }
+  const ShardLayout& layout = (*reducer)->layout();
+  for (size_t b = 0; b < layout.buckets(); ++b) {
+    const BucketLayout& bucket = layout.bucket(b);
+    const float* sums = (*reducer)->sums(b);
+    Hash(&report->hash, sums, bucket.elements * sizeof(float));
+    for (size_t k = 0; k < bucket.parameters.size(); ++k) {
+      const uint32_t p = bucket.parameters[k];
+      for (size_t i = 0; i < kSizes[p]; ++i) {
+        double reference = 0.0, magnitude = 0.0;  // sequential, in float64
+        for (int w = 0; w < group.local_world_size; ++w) {
+          reference += double(Gradient(w, p, i));
+          magnitude += std::fabs(double(Gradient(w, p, i)));
+        }
+        reference *= double(scale);
+        // Relative to the terms' magnitude: a sum that cancels has no relative precision left.
+        const double error =
+            std::fabs(double(sums[bucket.starts[k] + i]) - reference) / (magnitude * double(scale));
+        report->worst_relative_error = std::max(report->worst_relative_error, error);
+      }
+    }
+  }
+  report->code = DPL_OK;
+}
+
+class LocalReduceTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(LocalReduceTest, EveryWorkerGetsTheSameSumsWithinFloat64sTolerance) {
+  const std::vector<Report> reports = RunWorkers(
+      GetParam(),
+      [](const LocalGroup& group, Report* r) { ReduceOnce(group, GradientCompression::kNone, r); });
+  for (size_t k = 0; k < reports.size(); ++k) {
+    ASSERT_EQ(reports[k].code, DPL_OK) << "worker " << k << ": " << reports[k].message;
+    EXPECT_EQ(reports[k].hash, reports[0].hash) << "worker " << k << " holds other bits";
+    EXPECT_LT(reports[k].worst_relative_error, 1e-6) << "worker " << k;
+  }
+}
+
+TEST_P(LocalReduceTest, SixteenBitWireGivesTheSameBitsEverywhere) {
+  const std::vector<Report> reports = RunWorkers(
+      GetParam(),
+      [](const LocalGroup& group, Report* r) { ReduceOnce(group, GradientCompression::kBf16, r); });
+  for (size_t k = 0; k < reports.size(); ++k) {
+    ASSERT_EQ(reports[k].code, DPL_OK) << "worker " << k << ": " << reports[k].message;
+    EXPECT_EQ(reports[k].hash, reports[0].hash) << "worker " << k << " holds other bits";
+    EXPECT_LT(reports[k].worst_relative_error, 2e-2) << "worker " << k;  // bf16's 8 bits
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, LocalReduceTest, ::testing::Values(2, 3, 4));
+
+// Note [Waiting on a peer]: a worker killed before it copies its gradients in is named within a
+// second by the one waiting for it, not after the timeout.
+TEST(LocalReduce, AWorkerKilledMidReductionIsNamedAtOnce) {
+  const std::vector<Report> reports = RunWorkers(3, [](const LocalGroup& group, Report* report) {
+    const std::vector<Bucket> buckets = AssignBuckets(kSizes, 100000);
+    auto reducer = LocalReducer::Create(group, ShardLayout(kSizes, buckets, group.local_world_size),
+                                        GradientCompression::kNone, false, 0);
+    if (!reducer.ok()) return Fail(report, reducer.status());
+    Gradients mine(group.local_rank);
+    (*reducer)->BeginStep();
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      if (group.local_rank == 2 && b == 1) ::kill(::getpid(), SIGKILL);  // mid-reduction
+      const Status reduced = (*reducer)->ReduceBucket(b, mine.tensors, 1.0f);
+      if (!reduced.ok()) return Fail(report, reduced);
+    }
+    report->code = DPL_OK;
+  });
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(reports[size_t(k)].code, DPL_ERR_COMMUNICATION) << reports[size_t(k)].message;
+    EXPECT_NE(std::string(reports[size_t(k)].message).find("rank 2 (pid "), std::string::npos)
+        << reports[size_t(k)].message;
+    EXPECT_NE(std::string(reports[size_t(k)].message)
+                  .find(") exited while this rank waited for it in shared memory: gradient "
+                        "bucket 1 of step 1"),
+              std::string::npos)
+        << reports[size_t(k)].message;
+    EXPECT_LT(reports[size_t(k)].seconds, 3.0) << "worker " << k;
+  }
+}
+
+// The sharded optimizer's exchanges: each worker's part reaches every other worker, and entries
+// each worker fills alone add up to every worker's.
+TEST(LocalReduce, ShardedExchangesMoveEveryPart) {
+  const std::vector<Report> reports = RunWorkers(3, [](const LocalGroup& group, Report* report) {
+    const std::vector<Bucket> buckets = AssignBuckets(kSizes, 100000);
+    auto reducer = LocalReducer::Create(group, ShardLayout(kSizes, buckets, group.local_world_size),
+                                        GradientCompression::kNone, true, 8);
+    if (!reducer.ok()) return Fail(report, reducer.status());
+    std::vector<std::vector<float>> values;
+    for (uint32_t p = 0; p < kSizes.size(); ++p) values.emplace_back(kSizes[p], -1.0f);
+    for (const Segment& s : (*reducer)->layout().PartOfEveryBucket(group.local_rank)) {
+      for (size_t i = 0; i < s.length; ++i)
+        values[s.parameter][s.offset + i] = Gradient(0, s.parameter, s.offset + i);
+    }
+    auto place = [&](const Segment& s) { return values[s.parameter].data() + s.offset; };
+    for (int round = 0; round < 2; ++round) {
+      const Status gathered = (*reducer)->GatherParts(place, place, /*again=*/true);
+      if (!gathered.ok()) return Fail(report, gathered);
+    }
+    for (uint32_t p = 0; p < kSizes.size(); ++p) {
+      for (size_t i = 0; i < kSizes[p]; ++i) {
+        if (values[p][i] != Gradient(0, p, i)) {
+          return Fail(report, Status::Error("parameter " + std::to_string(p) + " element " +
+                                            std::to_string(i) + " was not gathered"));
+        }
+      }
+    }
+    std::vector<double> entries(3, 0.0);
+    entries[size_t(group.local_rank)] = 10.0 + group.local_rank;
+    const Status shared = (*reducer)->ShareEntries(&entries);
+    if (!shared.ok()) return Fail(report, shared);
+    if (entries != std::vector<double>{10.0, 11.0, 12.0}) {
+      return Fail(report, Status::Error("entries were not shared"));
+    }
+    report->code = DPL_OK;
+  });
+  for (size_t k = 0; k < reports.size(); ++k) {
+    EXPECT_EQ(reports[k].code, DPL_OK) << "worker " << k << ": " << reports[k].message;
+  }
+}
+
+}  // namespace
+}  // namespace dpl::training
