@@ -101,7 +101,8 @@ TEST_P(ShardedOptimizerTest, IsBitIdenticalToTheUnshardedRun) {
 INSTANTIATE_TEST_SUITE_P(Optimizers, ShardedOptimizerTest,
                          ::testing::Values(ShardCase{"sgd", 2}, ShardCase{"sgd", 3},
                                            ShardCase{"adadelta", 2}, ShardCase{"adadelta", 3},
-                                           ShardCase{"adam", 2}, ShardCase{"adam", 3}));
+                                           ShardCase{"adam", 2}, ShardCase{"adam", 3},
+                                           ShardCase{"adamw", 2}, ShardCase{"adamw", 3}));
 
 // Through the backend (reduce_scatter and allgather in place): the same bits at 2 ranks, where the
 // sums of two terms cannot differ.

@@ -334,8 +334,8 @@ TEST(Optimizer, LearningRateStartsFromTheOptionsAndCanBeSet) {
 TEST(Optimizer, ThreadsChangeNoBit) {
   const std::vector<size_t> sizes = {1, 70000, 3, 131071, 40000};
   ThreadPool three(3), one(1);
-  for (const OptimizerKind kind :
-       {OptimizerKind::kSgd, OptimizerKind::kAdadelta, OptimizerKind::kAdam}) {
+  for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdadelta,
+                                   OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
     OptimizerOptions options;
     options.kind = kind;
     options.momentum = 0.9;
@@ -354,7 +354,9 @@ TEST(Optimizer, ThreadsChangeNoBit) {
     values[1] = values[0];
     ThreadPool* pools[2] = {&one, &three};
     for (int run = 0; run < 2; ++run) {
-      auto optimizer = CreateOptimizer(options, sizes);
+      std::vector<OptimizedTensor> tensors;  // every other tensor decayed (AdamW's groups)
+      for (size_t t = 0; t < sizes.size(); ++t) tensors.push_back({sizes[t], t % 2 == 0});
+      auto optimizer = CreateOptimizer(options, tensors);
       ASSERT_TRUE(optimizer.ok());
       (*optimizer)->set_threads(pools[run]);
       std::vector<float*> p;
