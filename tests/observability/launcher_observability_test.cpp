@@ -320,10 +320,12 @@ TEST_F(LauncherObservabilityTest, MetricsAndTensorBoardHoldEveryLoggedStepEpochA
 TEST_F(LauncherObservabilityTest, TheTraceHoldsEveryRankAndEachAllreduceInsideOrAfterBackward) {
   if (!PluginsBuilt({"libdpl_model_convnet.so"})) GTEST_SKIP() << "the convnet is not built";
   const std::string trace = dir_ + "/trace.json";
-  // Buckets of 1 MiB: the convnet's gradients go in several, submitted while backward runs.
+  // Buckets of 1 MiB: the convnet's gradients go in several, submitted while backward runs,
+  // through the backend's allreduce (not the shared memory the workers of one machine use by
+  // default).
   const CommandRun run =
       RunCommand(Launcher("--num-processes 3 --batch-size 48 --max-steps 6 --no-eval "
-                          "--bucket-cap-mb 1 --trace " +
+                          "--bucket-cap-mb 1 --local-reduce backend --trace " +
                           trace));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("trace of 3 rank(s) written to " + trace), std::string::npos)
