@@ -96,6 +96,40 @@ int Fail(const Status& status) {
   return peer_failure ? kPeerFailureExitCode : 1;
 }
 
+// The training of one worker once its backend, model plugin, data and observability are ready;
+// its exit code.
+int Train(const cli::Options& options, const training::WorkerIdentity& identity,
+          ConnectedBackend& backend, const plugin_host::LoadedPlugin& model_plugin,
+          training::TrainingData data, rendezvous::StoreClient& client, const std::string& prefix,
+          WorkerObservability& observed) {
+  auto sum_across_ranks = [&](const std::string& name, std::vector<double>* values) {
+    return rendezvous::SumAcrossRanks(client, prefix, name, identity.rank, identity.world_size,
+                                      values, options.backend_timeout);
+  };
+  bool preempted = false;
+  training::PreemptionCheck preemption;
+  if (Preemptible(options)) {
+    preemption = MakePreemptionCheck(identity, backend.backend.get(), client, prefix,
+                                     options.backend_timeout, &preempted);
+  }
+  const training::LocalGroup local = LocalGroupOf(options, identity, backend.across_machines.get());
+  Status trained = training::RunTraining(options.training, identity, backend.backend.get(),
+                                         ModelPluginOf(model_plugin), std::move(data),
+                                         sum_across_ranks, local, std::move(preemption));
+  if (trained.ok()) {
+    observed.Finish();
+    return preempted ? protocol::kPreemptedExitCode : 0;
+  }
+  // Note [Failing fast]: the error goes out first, and the backend is left to the process's end
+  // instead of torn down: a backend's teardown may wait on its peers (gloo's does), which would
+  // keep this failure from the launcher for as long as --backend-timeout. The closed sockets
+  // tell the peers at once.
+  const int exit_code = Fail(trained);
+  (void)backend.backend.release();
+  (void)backend.across_machines.release();
+  return exit_code;
+}
+
 int RunWorkerSession(const cli::Options& options, Result<training::TrainingData> data,
                      Result<plugin_host::Discovery> discovery) {
   if (options.local_rank < 0 || options.local_rank >= options.num_processes) {
@@ -135,33 +169,8 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
     const Status checked = RunPreflight(links);
     if (!checked.ok()) return Fail(checked);
   }
-  auto sum_across_ranks = [&](const std::string& name, std::vector<double>* values) {
-    return rendezvous::SumAcrossRanks(client, prefix, name, identity.rank, identity.world_size,
-                                      values, options.backend_timeout);
-  };
-  bool preempted = false;
-  training::PreemptionCheck preemption;
-  if (Preemptible(options)) {
-    preemption = MakePreemptionCheck(identity, backend->backend.get(), client, prefix,
-                                     options.backend_timeout, &preempted);
-  }
-  const training::LocalGroup local =
-      LocalGroupOf(options, identity, backend->across_machines.get());
-  Status trained = training::RunTraining(options.training, identity, backend->backend.get(),
-                                         ModelPluginOf(*model_plugin), std::move(*data),
-                                         sum_across_ranks, local, std::move(preemption));
-  if (trained.ok()) {
-    (*observed)->Finish();
-    return preempted ? protocol::kPreemptedExitCode : 0;
-  }
-  // Note [Failing fast]: the error goes out first, and the backend is left to the process's end
-  // instead of torn down: a backend's teardown may wait on its peers (gloo's does), which would
-  // keep this failure from the launcher for as long as --backend-timeout. The closed sockets
-  // tell the peers at once.
-  const int exit_code = Fail(trained);
-  (void)backend->backend.release();
-  (void)backend->across_machines.release();
-  return exit_code;
+  return Train(options, identity, *backend, *model_plugin, std::move(*data), client, prefix,
+               **observed);
 }
 
 }  // namespace dpl::worker
