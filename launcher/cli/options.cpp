@@ -123,7 +123,9 @@ Status CollectProgram(const std::vector<std::string>& words, GivenFlags* given) 
         "`--` must be followed by the program to run: launcher [flags] -- PROGRAM [ARGS...] "
         "(e.g. -- python3 train.py)");
   }
-  (*given)[kProgramFlag].values = words;
+  GivenValues& program = (*given)[kProgramFlag];
+  program.values = words;
+  program.places.assign(words.size(), "");  // the command line
   return Status::Ok();
 }
 

@@ -37,6 +37,8 @@ std::map<std::string, std::vector<std::string>> FlagsBySection(const std::string
       heading = line;
     } else if (line.rfind("  -h [ --help ]", 0) == 0) {
       flags[heading].push_back("help");
+    } else if (line.rfind("  -- PROGRAM", 0) == 0) {
+      flags[heading].push_back("program");
     } else if (line.rfind("  --", 0) == 0) {
       flags[heading].push_back(line.substr(4, line.find(' ', 4) - 4));
     }
