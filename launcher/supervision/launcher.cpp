@@ -244,8 +244,9 @@ int RunLauncher(const cli::Options& options) {
   // Until now no worker exists, so SIGINT/SIGTERM may simply end the launcher; from here on they
   // must stop the workers first, or ask them for a checkpoint (Note [Stop and preemption
   // signals]).
-  const bool checkpoints =
-      options.command == cli::Command::kTrain && !options.training.checkpoint_dir.empty();
+  // A program keeps its own checkpoints: SIGTERM reaches its ranks as SIGTERM.
+  const bool checkpoints = options.command == cli::Command::kTrain && !options.runs_program() &&
+                           !options.training.checkpoint_dir.empty();
   InstallStopHandlers(checkpoints ? OnTermination::kPreempt : OnTermination::kStop);
   // The workers are forked by the loader, which exits: they must become this process's children
   // (Note [One load per machine]).
