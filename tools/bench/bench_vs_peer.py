@@ -157,21 +157,67 @@ def dpl_command(launcher, args, processes, threads, backend, precision, steps, f
             "--master-port", "0", "--no-progress", "--no-eval", "--log-interval", "10"]
 
 
-def peer_command(args, processes, backend, steps, port):
+def peer_command(args, processes, backend, steps, port, flags=()):
     program = [args.peer]
     if args.model == "torchscript":  # DPL_BENCH_PEER and DPL_BENCH_MODULE are in its environment
         program = [os.path.join(HERE, "peer_torchscript.py")]
     return [sys.executable, *program, "--data", args.data, "--num-processes", str(processes),
             "--batch-size", str(GLOBAL_BATCH // processes), "--backend", backend,
-            "--max-batches", str(steps), "--port", str(port)]
+            "--max-batches", str(steps), "--port", str(port), *flags]
+
+
+def side_commands(args, config, env, port, peer_flags=()):
+    """How each side runs `config`: side -> (make_cmd(steps), env, worker filter, steps of a loss
+    line). "baseline" is left out for a precision an earlier launcher may not know; the peer has
+    no tcp backend, so its row for a dpl tcp config is gloo. peer_flags go to the peer's command."""
+    processes, threads, backend, precision, flags = parse_config(config)
+    env = dict(env, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    dpl_filter = lambda c: b"--worker" in c
+    peer_filter = lambda c: b"multiprocessing" in c  # spawn children
+    dpl_steps = lambda printed: printed
+    peer_steps = lambda printed: printed + 1  # printed after batch index `printed`
+    commands = {
+        "dpl": (lambda k: dpl_command(args.launcher, args, processes, threads, backend,
+                                      precision, k, flags), env, dpl_filter, dpl_steps),
+        "peer": (lambda k: peer_command(args, processes, "gloo", k, port, peer_flags), env,
+                 peer_filter, peer_steps),
+        "tuned": (lambda k: peer_command(args, processes, "gloo", k, port, peer_flags),
+                  dict(env, **TUNED_MALLOC), peer_filter, peer_steps),
+    }
+    if args.baseline and precision == "fp32":
+        commands["baseline"] = (lambda k: dpl_command(args.baseline, args, processes, threads,
+                                                      backend, precision, k, flags),
+                                env, dpl_filter, dpl_steps)
+    return commands
+
+
+def measure_sides(commands, sides, repeat, first, steps):
+    """One measurement of each of `sides` that `commands` has, back to back, rotating by `repeat`
+    which goes first, so no side always runs on the warmest machine: side -> measurement."""
+    order = sides[repeat % len(sides):] + sides[:repeat % len(sides)]
+    measured = {}
+    for side in order:
+        if side in commands:
+            make_cmd, side_env, worker_filter, steps_of_line = commands[side]
+            measured[side] = one_measurement(make_cmd, side_env, worker_filter, steps_of_line,
+                                             first, steps)
+    return measured
+
+
+def paired_ratio(by_side, key, side, other):
+    """Median over repeats of `side`'s figure divided by `other`'s in the same repeat."""
+    return statistics.median(a[key] / b[key] for a, b in zip(by_side[side], by_side[other]))
 
 
 def one_measurement(make_cmd, env, worker_filter, steps_of_line, first, steps):
     """Steady rate between the loss lines at `first` and at the last step; start-up = when
     training would have started at that rate (the time to the first step); peak RSS."""
     arrivals, wall, rss = timed_run(make_cmd(steps), env, worker_filter, steps_of_line)
-    a = min(k for k in arrivals if k >= first)
-    b = max(arrivals)
+    a = min((k for k in arrivals if k >= first), default=None)
+    b = max(arrivals, default=None)
+    if a is None or b <= a:
+        sys.exit(f"{' '.join(make_cmd(steps))}: no loss lines after step {first} to measure "
+                 f"between (lines after steps {sorted(arrivals)}); run at least {first + 20} steps")
     rate = (b - a) * GLOBAL_BATCH / (arrivals[b] - arrivals[a])
     measurement = {"rate": rate, "startup": arrivals[a] - a * GLOBAL_BATCH / rate, "wall": wall,
                    "rss_mib": rss / 1024.0}
@@ -231,33 +277,10 @@ def main():
     runs = {config: {side: [] for side in sides} for config in configs}
     for repeat in range(args.repeats):
         for config in configs:
-            processes, threads, backend, precision, flags = parse_config(config)
-            env = dict(base_env, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-            # The peer has no tcp backend: its row for a dpl tcp config is gloo.
-            peer_filter = lambda c: b"multiprocessing" in c  # spawn children
-            port = next(ports)
-            dpl_steps = lambda printed: printed
-            peer_steps = lambda printed: printed + 1  # printed after batch index `printed`
-            commands = {
-                "dpl": (lambda k: dpl_command(args.launcher, args, processes, threads, backend,
-                                              precision, k, flags),
-                        env, lambda c: b"--worker" in c, dpl_steps),
-                "baseline": (lambda k: dpl_command(args.baseline, args, processes, threads,
-                                                   backend, precision, k, flags),
-                             env, lambda c: b"--worker" in c, dpl_steps),
-                "peer": (lambda k: peer_command(args, processes, "gloo", k, port), env, peer_filter,
-                         peer_steps),
-                "tuned": (lambda k: peer_command(args, processes, "gloo", k, port),
-                          dict(env, **TUNED_MALLOC), peer_filter, peer_steps),
-            }
-            # Rotate which side goes first, so no side always runs on the warmest machine.
-            order = sides[repeat % len(sides):] + sides[:repeat % len(sides)]
-            for side in order:
-                if side == "baseline" and precision != "fp32":
-                    continue  # an earlier launcher may not know --precision
-                make_cmd, side_env, worker_filter, steps_of_line = commands[side]
-                runs[config][side].append(one_measurement(make_cmd, side_env, worker_filter,
-                                                          steps_of_line, args.first, args.steps))
+            commands = side_commands(args, config, base_env, next(ports))
+            for side, measurement in measure_sides(commands, sides, repeat, args.first,
+                                                   args.steps).items():
+                runs[config][side].append(measurement)
             print(f"repeat {repeat + 1}/{args.repeats} {config}: " +
                   ", ".join(f"{side} {runs[config][side][-1]['rate']:.0f}/s" for side in sides
                             if runs[config][side]),
@@ -267,9 +290,7 @@ def main():
         return statistics.median(m[key] for m in runs[config][side])
 
     def paired(config, key, other):
-        """Median over repeats of dpl's figure divided by `other`'s in the same repeat."""
-        return statistics.median(d[key] / o[key] for d, o in
-                                 zip(runs[config]["dpl"], runs[config][other]))
+        return paired_ratio(runs[config], key, "dpl", other)
 
     model = (f"TorchScript module {args.module} on both sides" if args.model == "torchscript"
              else "dpl's C++ ConvNet against the peer's Python ConvNet")

@@ -5,9 +5,13 @@ ConvNet class: the same program, data, sampler, DDP and optimizer, with `ConvNet
 `--model torchscript` on the same file.
 
     DPL_BENCH_PEER=convnet_ddp.py DPL_BENCH_MODULE=net.pt peer_torchscript.py [peer flags]
+        [--zero-redundancy-optimizer]
 
-The two paths come from the environment, so the peer's spawned workers (which import this file
-again, not as __main__) make the same replacement.
+--zero-redundancy-optimizer (or DPL_BENCH_ZERO=1) wraps the peer's Adadelta in torch's
+ZeroRedundancyOptimizer: each rank keeps the state of its part of the parameters and broadcasts
+their update, the peer of dpl's --shard-optimizer (scale_sweep.py runs the two against each
+other). The paths and that choice come from the environment, so the peer's spawned workers
+(which import this file again, not as __main__) make the same replacements.
 """
 import importlib.util
 import os
@@ -18,6 +22,7 @@ import torch
 
 PEER = os.environ["DPL_BENCH_PEER"]
 MODULE = os.environ["DPL_BENCH_MODULE"]
+ZERO_FLAG = "--zero-redundancy-optimizer"
 
 _spec = importlib.util.spec_from_file_location("convnet_ddp", PEER)
 peer = importlib.util.module_from_spec(_spec)
@@ -28,6 +33,26 @@ peer.ConvNet = lambda: torch.jit.load(MODULE)
 # dpl's plugin reports it once.
 warnings.filterwarnings("ignore", message="dropout2d: Received a 2-D input")
 
+
+def shard_the_optimizer():
+    """The peer builds `torch.optim.Adadelta(model.parameters(), lr=0.5)` after joining its process
+    group; from now on that name builds the same optimizer under ZeroRedundancyOptimizer. Only
+    this process's torch changes: the peer's workers run nothing else."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    adadelta = torch.optim.Adadelta
+
+    def sharded_adadelta(params, **options):
+        return ZeroRedundancyOptimizer(params, optimizer_class=adadelta, **options)
+
+    torch.optim.Adadelta = sharded_adadelta
+
+
+if os.environ.get("DPL_BENCH_ZERO") == "1":
+    shard_the_optimizer()
+
 if __name__ == "__main__":
+    if ZERO_FLAG in sys.argv:
+        sys.argv.remove(ZERO_FLAG)
+        os.environ["DPL_BENCH_ZERO"] = "1"  # for the spawned workers, which train
     sys.argv = [PEER] + sys.argv[1:]
     peer.main()

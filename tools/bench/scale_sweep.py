@@ -1,0 +1,258 @@
+#!/usr/bin/python3
+"""How dpl and the PyTorch DDP peer scale with the model: MLPs of about 1M, 10M, 50M and 100M
+parameters (tools/bench/sized_mlp.py: 784 inputs, three hidden layers of one width, 10 classes),
+written once as TorchScript by tools/export_model.py and trained by both sides on Fashion-MNIST:
+dpl with `--model torchscript --model-options file=...`, the peer with peer_torchscript.py (the
+recipe's own program with `torch.jit.load` for its ConvNet), same data, Adadelta, global batch 128.
+
+Configs are bench_vs_peer.py's (<processes>x<threads>-<backend>[-shard]); by default 1 process x
+2 threads, 2 processes x 1 thread and 2 x 1 with dpl's --shard-optimizer, against which the peer
+runs torch's ZeroRedundancyOptimizer (sharding at 1 process would change nothing). The peer is
+the tuned one (glibc malloc thresholds raised, bench_vs_peer.py's "peer tuned"); --untuned adds
+the peer as users run it.
+
+The measuring is bench_vs_peer.py's, imported from it: loss lines timestamped as they arrive, the
+steady rate between the line at `first` and the last one, peak RSS per worker (VmHWM), dpl's
+"time per step" line for the phases (data, forward+backward, communication wait, optimizer). Each
+repeat runs every size and config, dpl and the peer back to back (rotating who goes first);
+figures are medians over the repeats, ratios the median of the repeats' own ratios.
+
+Steps per run fall with the size, so that 3 repeats of the whole sweep take about a quarter of an
+hour on a 2-core machine: 200 below 5M parameters, 60 below 30M, 30 above (the rate from step 20,
+20 and 10). --steps and --first set them for every size; --sizes runs a subset.
+
+    /usr/bin/python3 tools/bench/scale_sweep.py --peer convnet_ddp.py --repeats 3 \\
+        --json sweep.json --plot sweep.png
+    /usr/bin/python3 tools/bench/scale_sweep.py --from-json sweep.json --plot sweep.png
+
+Prints a table per size; --json keeps every measurement (--from-json prints and draws it again);
+--plot draws samples/s and dpl's optimizer ms per step against the parameters (needs
+python3-matplotlib).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import sized_mlp  # noqa: E402
+from bench_vs_peer import PHASES, measure_sides, paired_ratio, side_commands  # noqa: E402
+
+PEER_ZERO_FLAGS = ["--zero-redundancy-optimizer"]  # peer_torchscript.py's, for -shard configs
+SHARD_TOKEN = "-shard"
+
+
+def default_steps(parameters):
+    """(first step of the steady rate, steps of a run) for a model of `parameters`."""
+    if parameters < 5e6:
+        return 20, 200
+    if parameters < 30e6:
+        return 20, 60
+    return 10, 30
+
+
+def export_models(args, folder):
+    """Writes one TorchScript MLP per --sizes entry into `folder` (or reuses the file of that
+    width there) and returns what the sweep needs to know of each."""
+    models = []
+    for name in args.sizes.split(","):
+        hidden = sized_mlp.hidden_width(sized_mlp.parse_size(name))
+        parameters = sized_mlp.parameter_count(hidden)
+        first, steps = default_steps(parameters)
+        first, steps = args.first or first, args.steps or steps
+        if steps < first + 20:  # the peer's loss lines fall after steps 1, 11, 21, ...
+            sys.exit(f"{name}: --steps {steps} leaves the peer no two loss lines from step "
+                     f"{first} on; run at least {first + 20} steps")
+        path = os.path.join(folder, f"mlp-{hidden}.pt")
+        if not os.path.isfile(path):
+            exported = subprocess.run(
+                [sys.executable, os.path.join(REPO, "tools", "export_model.py"), path,
+                 "--module", os.path.join(HERE, "sized_mlp.py") + ":SizedMLP",
+                 "--kwargs", json.dumps({"hidden": hidden})], capture_output=True, text=True)
+            if exported.returncode != 0:
+                sys.exit(f"tools/export_model.py {path} failed:\n{exported.stderr}")
+        models.append({"name": name, "hidden": hidden, "parameters": parameters, "module": path,
+                       "first": first, "steps": steps})
+    return models
+
+
+def sweep(args, models, sides):
+    """runs[size name][config][side] = one measurement per repeat."""
+    configs = args.configs.split(",")
+    runs = {m["name"]: {c: {side: [] for side in sides} for c in configs} for m in models}
+    base_env = {k: v for k, v in os.environ.items()
+                if k not in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "DPL_BENCH_ZERO")}
+    ports = iter(range(29610, 29610 + 10000))
+    started = time.perf_counter()
+    for repeat in range(args.repeats):
+        for model in models:
+            side_args = argparse.Namespace(**vars(args), model="torchscript",
+                                           module=model["module"], baseline=None)
+            env = dict(base_env, DPL_BENCH_PEER=args.peer, DPL_BENCH_MODULE=model["module"])
+            for config in configs:
+                peer_flags = PEER_ZERO_FLAGS if SHARD_TOKEN in config else []
+                commands = side_commands(side_args, config, env, next(ports), peer_flags)
+                measured = measure_sides(commands, sides, repeat, model["first"], model["steps"])
+                for side, measurement in measured.items():
+                    runs[model["name"]][config][side].append(measurement)
+                print(f"repeat {repeat + 1}/{args.repeats} {model['name']} {config}: " +
+                      ", ".join(f"{side} {m['rate']:.0f}/s" for side, m in measured.items()),
+                      file=sys.stderr, flush=True)
+        spent = time.perf_counter() - started
+        print(f"repeat {repeat + 1}/{args.repeats} done after {spent:.0f} s; about "
+              f"{spent / (repeat + 1) * (args.repeats - repeat - 1):.0f} s to go",
+              file=sys.stderr, flush=True)
+    return runs
+
+
+def median(measurements, key):
+    """Median of `key` over the repeats that have it (dpl's phases only), else NaN."""
+    values = [m[key] for m in measurements if key in m]
+    return statistics.median(values) if values else float("nan")
+
+
+def across_configs(by_config, key, config, other):
+    """Median over repeats of dpl's `key` at `config` over the same repeat's at `other`."""
+    return paired_ratio({"a": by_config[config]["dpl"], "b": by_config[other]["dpl"]}, key, "a",
+                        "b")
+
+
+def one_thread_config(config):
+    """'2x1-gloo-shard' -> '1x2-gloo-shard': the same cores as one process."""
+    shape, rest = config.split("-", 1)
+    processes, threads = (int(v) for v in shape.split("x"))
+    return f"1x{processes * threads}-{rest}"
+
+
+def print_size(model, by_config, sides):
+    print(f"\n### {model['name']}: {model['parameters']:,} parameters "
+          f"(784-{model['hidden']}-{model['hidden']}-{model['hidden']}-10), steady rate from "
+          f"step {model['first']} to {model['steps']}")
+    untuned = "peer" in sides
+    print("| config | dpl samples/s | peer samples/s | dpl/peer |" +
+          (" untuned peer | dpl/untuned |" if untuned else "") +
+          " dpl RSS MiB | peer RSS MiB | data ms | forward+backward ms | communication wait ms |"
+          " optimizer ms |")
+    print("|---" * (10 + 2 * untuned) + "|")
+    for config, runs in by_config.items():
+        peer = "ZeRO " if SHARD_TOKEN in config else ""
+        row = [config, f"{median(runs['dpl'], 'rate'):.0f}",
+               f"{peer}{median(runs['tuned'], 'rate'):.0f}",
+               f"{paired_ratio(runs, 'rate', 'dpl', 'tuned'):.2f}x"]
+        if untuned:
+            row += [f"{median(runs['peer'], 'rate'):.0f}",
+                    f"{paired_ratio(runs, 'rate', 'dpl', 'peer'):.2f}x"]
+        row += [f"{median(runs['dpl'], 'rss_mib'):.0f}", f"{median(runs['tuned'], 'rss_mib'):.0f}"]
+        row += [f"{median(runs['dpl'], phase):.1f}" for phase in PHASES]
+        print("| " + " | ".join(row) + " |")
+    for config in by_config:
+        single = one_thread_config(config)
+        if single != config and single in by_config:
+            print(f"dpl {config} / dpl {single} = "
+                  f"{across_configs(by_config, 'rate', config, single):.2f} (samples/s)")
+        unsharded = config.replace(SHARD_TOKEN, "")
+        if unsharded != config and unsharded in by_config:
+            print(f"dpl optimizer ms {config} / {unsharded} = "
+                  f"{across_configs(by_config, 'optimizer', config, unsharded):.2f}")
+
+
+def plot(path, models, runs):
+    import matplotlib
+    matplotlib.use("Agg")  # files only; no display needed
+    import matplotlib.pyplot as plt
+
+    models = sorted(models, key=lambda m: m["parameters"])
+    configs = list(runs[models[0]["name"]])
+    figure, (rates, optimizer) = plt.subplots(1, 2, figsize=(13, 5))
+    for index, config in enumerate(configs):
+        colour = f"C{index}"
+        x = [m["parameters"] for m in models]
+        for side, style, label in (("dpl", "-o", "dpl"), ("tuned", "--s", "peer")):
+            if SHARD_TOKEN in config and side == "tuned":
+                label = "peer ZeRO"
+            rates.plot(x, [median(runs[m["name"]][config][side], "rate") for m in models],
+                       style, color=colour, label=f"{label} {config}")
+        optimizer.plot(x, [median(runs[m["name"]][config]["dpl"], "optimizer") for m in models],
+                       "-o", color=colour, label=f"dpl {config}")
+    for axes, title, unit in ((rates, "samples/s (global batch 128)", "samples/s"),
+                              (optimizer, "dpl's optimizer time per step", "ms per step")):
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.set_xlabel("parameters")
+        axes.set_ylabel(unit)
+        axes.set_title(title)
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend(fontsize="small")
+    figure.suptitle("TorchScript MLPs, Fashion-MNIST, Adadelta: dpl against the PyTorch DDP peer")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--launcher", default=os.path.join(REPO, "build", "launcher", "launcher"))
+    p.add_argument("--peer", default=os.environ.get("DPL_PEER_PROGRAM"),
+                   help="the recipe's PyTorch DDP program, convnet_ddp.py (default: "
+                        "$DPL_PEER_PROGRAM)")
+    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--sizes", default="1M,10M,50M,100M",
+                   help="comma list of parameter counts (1M, 500K, 2.5M, 2000000)")
+    p.add_argument("--configs", default="1x2-gloo,2x1-gloo,2x1-gloo-shard",
+                   help="bench_vs_peer.py's configs; the peer of a -shard config runs "
+                        "ZeroRedundancyOptimizer")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, help="steps of every run (default: by size)")
+    p.add_argument("--first", type=int, help="steady rate from this step on (default: by size)")
+    p.add_argument("--untuned", action="store_true", help="also run the peer as users run it")
+    p.add_argument("--modules-dir", help="where the TorchScript MLPs are written, and reused "
+                                         "from (default: a temporary folder)")
+    p.add_argument("--json", help="also write every measurement to this file")
+    p.add_argument("--plot", help="draw the sweep into this PNG file")
+    p.add_argument("--from-json", help="print and --plot a --json file of an earlier sweep "
+                                       "instead of measuring")
+    return p, p.parse_args()
+
+
+def main():
+    p, args = parse_args()
+    if args.from_json:
+        with open(args.from_json) as saved:
+            sweep_result = json.load(saved)
+    else:
+        if not args.peer or not os.path.isfile(args.peer):
+            p.error("name the recipe's PyTorch DDP program (convnet_ddp.py, docs/recipe.md) "
+                    "with --peer FILE or DPL_PEER_PROGRAM=FILE")
+        for name in args.sizes.split(","):
+            try:
+                sized_mlp.parse_size(name)
+            except ValueError as error:
+                p.error(f"--sizes: {error}")
+        scratch = tempfile.TemporaryDirectory(prefix="scale_sweep-")
+        folder = args.modules_dir or scratch.name
+        os.makedirs(folder, exist_ok=True)
+        models = export_models(args, folder)
+        sides = ("dpl", "tuned") + (("peer",) if args.untuned else ())
+        sweep_result = {"args": vars(args), "sides": sides, "models": models,
+                        "runs": sweep(args, models, sides)}
+        if args.json:
+            with open(args.json, "w") as out:
+                json.dump(sweep_result, out, indent=1)
+    print(f"TorchScript MLPs on both sides; {sweep_result['args']['repeats']} repeats, dpl and "
+          "the peer interleaved in each; global batch 128; peer = the tuned peer; figures are "
+          "medians, ratios the median of the repeats' own ratios")
+    for model in sweep_result["models"]:
+        print_size(model, sweep_result["runs"][model["name"]], sweep_result["sides"])
+    if args.plot:
+        plot(args.plot, sweep_result["models"], sweep_result["runs"])
+
+
+if __name__ == "__main__":
+    main()
