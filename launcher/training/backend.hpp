@@ -31,10 +31,10 @@ class Backend {
   // for host tensors and the legacy default stream).
   Status Allreduce(DLTensor* tensor, dpl_reduce_op op, void* stream);
   Status Broadcast(DLTensor* tensor, int32_t root, void* stream);
-  // In place when `input` is slice rank of `output` (dpl/backend_v3.h).
+  // In place when `input` is slice rank of `output` (dpl/backend.h).
   Status Allgather(const DLTensor* input, DLTensor* output, void* stream);
   // `input` holds world-size slices of `output`'s size; `output` gets the reduction of this
-  // rank's slice; in place when it is that slice (dpl/backend_v3.h).
+  // rank's slice; in place when it is that slice (dpl/backend.h).
   Status ReduceScatter(DLTensor* input, DLTensor* output, dpl_reduce_op op, void* stream);
   Status Barrier();
   // Waits for every collective issued and orders `stream` after them; at once for a plugin

@@ -8,7 +8,7 @@
 namespace dpl::training {
 namespace {
 
-std::vector<int64_t> BatchShape(int64_t capacity, const dpl_sample_tensor_v2& sample) {
+std::vector<int64_t> BatchShape(int64_t capacity, const dpl_sample_tensor& sample) {
   std::vector<int64_t> shape{capacity};
   shape.insert(shape.end(), sample.shape,
                sample.shape + std::min<uint32_t>(sample.ndim, DPL_DATASET_MAX_SAMPLE_DIMS));
@@ -21,7 +21,7 @@ bool SameDtype(const DLDataType& a, const DLDataType& b) {
 
 // Ok when the model's host batch `tensor` holds `capacity` samples of `sample`.
 Status CheckModelBatch(const Model& model, const char* what, const DLTensor& tensor,
-                       int64_t capacity, const dpl_sample_tensor_v2& sample) {
+                       int64_t capacity, const dpl_sample_tensor& sample) {
   const std::vector<int64_t> wanted = BatchShape(capacity, sample);
   const bool fits = SameDtype(tensor.dtype, sample.dtype) && tensor.data != nullptr &&
                     tensor.ndim == int32_t(wanted.size()) && tensor.shape != nullptr &&
@@ -47,7 +47,7 @@ std::string BatchText(const DLTensor& tensor) {
   return text + ")";
 }
 
-void BatchBuffer::Part::Own(int64_t capacity, const dpl_sample_tensor_v2& sample) {
+void BatchBuffer::Part::Own(int64_t capacity, const dpl_sample_tensor& sample) {
   own_shape = BatchShape(capacity, sample);
   int64_t elements = 1;
   for (int64_t extent : own_shape) elements *= extent;
@@ -65,8 +65,7 @@ const DLTensor& BatchBuffer::Part::First(int64_t n) {
 }
 
 Status BatchBuffer::Allocate(Model& model, uint32_t slot, int64_t capacity,
-                             const dpl_sample_tensor_v2& input,
-                             const dpl_sample_tensor_v2& target) {
+                             const dpl_sample_tensor& input, const dpl_sample_tensor& target) {
   // The model's own memory where it has it for this slot (page-locked for a GPU model).
   if (slot < model.host_batch_slots()) {
     DPL_RETURN_IF_ERROR(model.HostBatch(slot, capacity, &input_.whole, &target_.whole));

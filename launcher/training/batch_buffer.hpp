@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "dpl/dataset.h"
 #include "dpl/model.h"
 #include "training/model.hpp"
 
@@ -19,8 +20,8 @@ class BatchBuffer {
  public:
   // Room for `capacity` samples of `input` and their `target`s (one sample's dtype and shape
   // each), in `model`'s host batch slot `slot`. Valid until the next Allocate of the same slot.
-  Status Allocate(Model& model, uint32_t slot, int64_t capacity, const dpl_sample_tensor_v2& input,
-                  const dpl_sample_tensor_v2& target);
+  Status Allocate(Model& model, uint32_t slot, int64_t capacity, const dpl_sample_tensor& input,
+                  const dpl_sample_tensor& target);
 
   // The first `n` samples and targets as tensors (the shapes live in this object until the next
   // call).
@@ -37,7 +38,7 @@ class BatchBuffer {
     std::vector<int64_t> own_shape;
     std::vector<uint64_t> own_memory;  // 8-byte aligned for every dtype
 
-    void Own(int64_t capacity, const dpl_sample_tensor_v2& sample);
+    void Own(int64_t capacity, const dpl_sample_tensor& sample);
     const DLTensor& First(int64_t n);
   };
 

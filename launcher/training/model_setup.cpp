@@ -11,15 +11,15 @@ namespace {
 
 // What a sample of `data` is, as the dataset plugin describes it (dataset ABI v2; a v1 plugin's
 // float32 input and int64 label of shape () through its adapter).
-dpl_sample_tensor_v2 DataInput(const DataSplit& data) {
+dpl_sample_tensor DataInput(const DataSplit& data) {
   return data.input();
 }
 
-dpl_sample_tensor_v2 DataTarget(const DataSplit& data) {
+dpl_sample_tensor DataTarget(const DataSplit& data) {
   return data.target();
 }
 
-bool SameSample(const dpl_sample_tensor_v2& a, const dpl_sample_tensor_v2& b) {
+bool SameSample(const dpl_sample_tensor& a, const dpl_sample_tensor& b) {
   return a.dtype.code == b.dtype.code && a.dtype.bits == b.dtype.bits &&
          a.dtype.lanes == b.dtype.lanes && a.ndim == b.ndim &&
          std::equal(a.shape, a.shape + std::min<uint32_t>(a.ndim, DPL_DATASET_MAX_SAMPLE_DIMS),
@@ -27,7 +27,7 @@ bool SameSample(const dpl_sample_tensor_v2& a, const dpl_sample_tensor_v2& b) {
 }
 
 // "int64 (32)".
-std::string SampleText(const dpl_sample_tensor_v2& sample) {
+std::string SampleText(const dpl_sample_tensor& sample) {
   std::string text = support::DtypeName(sample.dtype) + " (";
   for (uint32_t d = 0; d < std::min<uint32_t>(sample.ndim, DPL_DATASET_MAX_SAMPLE_DIMS); ++d) {
     text += (d == 0 ? "" : ", ") + std::to_string(sample.shape[d]);
@@ -40,7 +40,7 @@ std::string SampleText(const dpl_sample_tensor_v2& sample) {
 // model's vocabulary).
 Status CheckTypedModelTakesData(const DataSplit& data, const Model& model) {
   const dpl_model_info& info = model.info();
-  const dpl_sample_tensor_v2 input = DataInput(data), target = DataTarget(data);
+  const dpl_sample_tensor input = DataInput(data), target = DataTarget(data);
   if (SameSample(info.input, input) && SameSample(info.target, target) &&
       info.num_classes >= data.num_classes()) {
     return Status::Ok();

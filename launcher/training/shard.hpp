@@ -13,7 +13,7 @@
 //    each machine holds every part once, as FSDP's hybrid sharding: the state is split among the
 //    machine's workers and the machines do the same steps, so no parameter crosses machines;
 //  - through the backend (--local-reduce backend): one part per rank, the buckets padded to equal
-//    slots for reduce_scatter and an in-place allgather (dpl/backend_v3.h).
+//    slots for reduce_scatter and an in-place allgather (dpl/backend.h).
 #pragma once
 
 #include <functional>
