@@ -9,21 +9,14 @@
 namespace dpl::training {
 namespace {
 
-// One sample's input and target of `data` as the model ABI says them.
-// TODO(data v2): data.input() / data.target() once the data is typed.
+// One sample's input and target of `data` as the model ABI says them (the data set ABI's
+// dpl_sample_tensor is the model ABI's dpl_sample_tensor_v2).
 dpl_sample_tensor_v2 DataInput(const DataSplit& data) {
-  dpl_sample_tensor_v2 input{};
-  input.dtype = DLDataType{kDLFloat, 32, 1};
-  const std::vector<int64_t>& shape = data.sample_shape();
-  input.ndim = uint32_t(std::min<size_t>(shape.size(), DPL_DATASET_MAX_SAMPLE_DIMS));
-  std::copy(shape.begin(), shape.begin() + input.ndim, input.shape);
-  return input;
+  return data.input();
 }
 
-dpl_sample_tensor_v2 DataTarget(const DataSplit&) {
-  dpl_sample_tensor_v2 target{};
-  target.dtype = DLDataType{kDLInt, 64, 1};
-  return target;
+dpl_sample_tensor_v2 DataTarget(const DataSplit& data) {
+  return data.target();
 }
 
 bool SameSample(const dpl_sample_tensor_v2& a, const dpl_sample_tensor_v2& b) {
