@@ -10,10 +10,11 @@ Sides, on the CPU (configs <processes>x<threads>-<backend>[-bf16], as bench_vs_p
          DistributedDataParallel over tools/gpt_model.py's GPT, torch.optim.AdamW with nanoGPT's
          decay groups; fp32, so a bf16 row is compared with the fp32 peer of its shape;
   tuned  the peer with glibc's malloc thresholds raised (bench_vs_peer.py's TUNED_MALLOC).
-Sizes: tiny (2 layers, 4 heads, 64 dims, block 32) and shakespeare (nanoGPT's Shakespeare-char:
-6 layers, 6 heads, 384 dims, block 256; 10.8M parameters at vocabulary 256), byte-level tokens
-of Debian's fortunes texts (tiled to the length a run reads; seeded random ids without them),
-AdamW (weight decay 0.1, betas 0.9,0.99, lr 1e-3), dropout 0, seed 0 on both sides.
+Sizes: tiny (2 layers, 4 heads, 64 dims, block 32, global batch 64) and shakespeare (nanoGPT's
+Shakespeare-char: 6 layers, 6 heads, 384 dims, block 256, 10.8M parameters at vocabulary 256,
+global batch 4), on byte tokens of Debian's fortunes texts (tiled to the length a run reads;
+seeded random ids without them), AdamW (weight decay 0.1, betas 0.9,0.99, lr 1e-3), dropout 0,
+seed 0 on every side.
 
 The method is bench_vs_peer.py's (its functions are used): every program prints a loss line
 every --log-every steps, this script timestamps the lines as they arrive; steady tokens/s =
@@ -45,12 +46,14 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from bench_vs_peer import PHASES, PHASES_LINE, TUNED_MALLOC, parse_config, timed_run  # noqa: E402
 
-# The global batch is the same on every side: the peer gets batch / processes per process.
+# The global batch is the same on every side: the peer gets batch / processes per process. The
+# steps are few so that both CPU sizes, both shapes in fp32 and bf16 and 3 repeats take about
+# 10 minutes on 2 cores (shakespeare: about 0.5 s a step for dpl, 1 s for the peer).
 SIZES = {
     "tiny": dict(layers=2, heads=4, dim=64, block=32, vocab=256, batch=64, lr=1e-3,
-                 betas=(0.9, 0.99), steps=150, first=20, log_every=10),
-    "shakespeare": dict(layers=6, heads=6, dim=384, block=256, vocab=256, batch=8, lr=1e-3,
-                        betas=(0.9, 0.99), steps=20, first=5, log_every=5),
+                 betas=(0.9, 0.99), steps=100, first=20, log_every=10),
+    "shakespeare": dict(layers=6, heads=6, dim=384, block=256, vocab=256, batch=4, lr=1e-3,
+                        betas=(0.9, 0.99), steps=15, first=5, log_every=5),
     "gpt2": dict(layers=12, heads=12, dim=768, block=1024, vocab=50304, batch=16, lr=6e-4,
                  betas=(0.9, 0.95), steps=60, first=20, log_every=10),
 }
