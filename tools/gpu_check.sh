@@ -344,23 +344,16 @@ step "the convnet and gpt plugins against pip torch"
 gpt_status=skipped
 if [[ $model_status == building ]]; then
   wait "$model_pid"
-  read -r convnet_rc gpt_rc <"$work/models.rc" 2>/dev/null || { convnet_rc=1 gpt_rc=1; }
+  read -r convnet_rc gpt_rc 2>/dev/null <"$work/models.rc" || { convnet_rc=1 gpt_rc=1; }
   torch_build="torch $TORCH_VERSION (CUDA $TORCH_CUDA, C++$TORCH_CXX_STANDARD)"
   ((convnet_rc == 0 && gpt_rc == 0)) || tail -n 30 "$work/models_build.log"
-  if ((convnet_rc == 0)); then
-    model_status=built
-    record PASS "convnet plugin built against $torch_build"
-  else
-    model_status=failed
-    record FAIL "the convnet plugin did not build against pip torch (build.log)"
-  fi
-  if ((gpt_rc == 0)); then
-    gpt_status=built
-    record PASS "gpt plugin built against $torch_build"
-  else
-    gpt_status=failed
-    record FAIL "the gpt plugin did not build against pip torch (build.log)"
-  fi
+  plugin_built() {  # plugin_built NAME RC: records whether model plugin NAME built; true if so
+    (($2 == 0)) && { record PASS "$1 plugin built against $torch_build"; return 0; }
+    record FAIL "the $1 plugin did not build against pip torch (build.log)"
+    return 1
+  }
+  if plugin_built convnet "$convnet_rc"; then model_status=built; else model_status=failed; fi
+  if plugin_built gpt "$gpt_rc"; then gpt_status=built; else gpt_status=failed; fi
   cat "$work/models_build.log" >>"$build_log"
 else
   if [[ $TORCH_OK != 1 ]]; then
