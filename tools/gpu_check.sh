@@ -6,7 +6,8 @@
 #
 #  1. builds the nccl and tcp plugins and the nccl tests against the CUDA runtime and the very
 #     libnccl.so.2 that pip torch loads (one process holds one libnccl.so.2: the model plugin's
-#     libtorch and the nccl plugin must agree on it), and the convnet plugin against pip torch;
+#     libtorch and the nccl plugin must agree on it), and the convnet and gpt plugins against pip
+#     torch;
 #  2. runs the nccl tests: the engine with fakes, and the plugin at world size 1 on real CUDA
 #     tensors (NCCL refuses two ranks on one GPU, "Duplicate GPU detected"), then, as a step of
 #     its own, backend ABI v3's reduce_scatter and in-place allgather;
@@ -18,7 +19,9 @@
 #  5. trains 2 ranks sharing the GPU through gloo and through tcp: the ranks' parameters must be
 #     bit-identical, the losses those of the same run on the CPU within float tolerance;
 #  6. trains one rank in bf16 and in fp16 (dynamic loss scaling) on nccl: finite, falling losses;
-#  7. measures samples/s on one GPU against the PyTorch DDP peer (tools/bench/bench_gpu.py).
+#  7. measures samples/s on one GPU against the PyTorch DDP peer (tools/bench/bench_gpu.py);
+#  8. measures tokens/s of GPT-2 small's shape (12 layers, 768 dims, block 1024) in bf16 on one
+#     GPU against the PyTorch DDP peer (tools/bench/bench_lm.py --device cuda).
 # Without a GPU (a dry run) it builds and runs what it can and says what it skipped. It writes at
 # most 8 files to $OUT (gpu_check.log holds everything it prints). It plans for
 # DPL_GPU_CHECK_BUDGET seconds (default 540): a step that would not fit in what is left is skipped
@@ -187,8 +190,9 @@ add_subdirectory("$repo/sdk" sdk)
 CMAKE
 }
 
-# The convnet plugin against pip torch, in the background while the rest builds and runs (against
-# a CPU-only torch too: the training steps then skip, but the build is checked).
+# The convnet and gpt plugins against pip torch, in the background while the rest builds and runs
+# (against a CPU-only torch too: the training steps then skip, but the builds are checked); each
+# target's exit status goes to models.rc, so a gpt that fails to build leaves the convnet's steps.
 model_status=skipped
 if [[ $TORCH_OK == 1 && -n $dlpack_dir ]]; then
   mkdir -p "$work/models"
@@ -196,12 +200,18 @@ if [[ $TORCH_OK == 1 && -n $dlpack_dir ]]; then
   cat >>"$work/models/CMakeLists.txt" <<CMAKE
 include("$repo/sdk/cmake/DplTorchModel.cmake")
 add_subdirectory("$repo/models/convnet" models/convnet)
+add_subdirectory("$repo/models/gpt" models/gpt)
 CMAKE
-  (cmake -S "$work/models" -B "$work/models-build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  (if cmake -S "$work/models" -B "$work/models-build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$TORCH_CMAKE_PREFIX" -DDLPACK_INCLUDE_DIR="$dlpack_dir" \
-    ${cuda_args[@]+"${cuda_args[@]}"} &&
-    timeout 420 cmake --build "$work/models-build" --target dpl_model_convnet -j "$jobs") \
-    >"$work/models_build.log" 2>&1 &
+    ${cuda_args[@]+"${cuda_args[@]}"}; then
+    timeout 420 cmake --build "$work/models-build" --target dpl_model_convnet -j "$jobs"
+    convnet_rc=$?
+    timeout 420 cmake --build "$work/models-build" --target dpl_model_gpt -j "$jobs"
+    echo "$convnet_rc $?" >"$work/models.rc"
+  else
+    echo "1 1" >"$work/models.rc"
+  fi) >"$work/models_build.log" 2>&1 &
   model_pid=$!
   model_status=building
 fi
@@ -330,22 +340,26 @@ elif fits 40 "nccl_bus_bandwidth"; then
   cat "$out/nccl_bandwidth.txt"
 fi
 
-step "the convnet plugin against pip torch"
+step "the convnet and gpt plugins against pip torch"
+gpt_status=skipped
 if [[ $model_status == building ]]; then
-  if wait "$model_pid"; then
-    model_status=built
-    record PASS "convnet plugin built against torch $TORCH_VERSION (CUDA $TORCH_CUDA, C++$TORCH_CXX_STANDARD)"
-  else
-    model_status=failed
-    tail -n 30 "$work/models_build.log"
-    record FAIL "the convnet plugin did not build against pip torch (build.log)"
-  fi
+  wait "$model_pid"
+  read -r convnet_rc gpt_rc 2>/dev/null <"$work/models.rc" || { convnet_rc=1 gpt_rc=1; }
+  torch_build="torch $TORCH_VERSION (CUDA $TORCH_CUDA, C++$TORCH_CXX_STANDARD)"
+  ((convnet_rc == 0 && gpt_rc == 0)) || tail -n 30 "$work/models_build.log"
+  plugin_built() {  # plugin_built NAME RC: records whether model plugin NAME built; true if so
+    (($2 == 0)) && { record PASS "$1 plugin built against $torch_build"; return 0; }
+    record FAIL "the $1 plugin did not build against pip torch (build.log)"
+    return 1
+  }
+  if plugin_built convnet "$convnet_rc"; then model_status=built; else model_status=failed; fi
+  if plugin_built gpt "$gpt_rc"; then gpt_status=built; else gpt_status=failed; fi
   cat "$work/models_build.log" >>"$build_log"
 else
   if [[ $TORCH_OK != 1 ]]; then
-    record SKIP "convnet plugin: needs a Python with torch ($TORCH_WHY)"
+    record SKIP "convnet and gpt plugins: need a Python with torch ($TORCH_WHY)"
   else
-    record SKIP "convnet plugin: needs DLPack's header"
+    record SKIP "convnet and gpt plugins: need DLPack's header"
   fi
 fi
 
@@ -561,6 +575,20 @@ elif fits 70 "bench_gpu"; then
   cat "$out/bench_gpu.txt"
 fi
 
+step "tokens/s of GPT-2 small's shape on one GPU in bf16: dpl against the PyTorch DDP peer"
+# Its output goes to the log only: $OUT keeps to its 8 files.
+if ((!train_ok)) || [[ $gpt_status != built || ! -f $plugins/libdpl_dataset_tokens.so ]]; then
+  record SKIP "bench_lm: needs a GPU, the launcher, the CUDA gpt plugin and the tokens data set plugin (tools/gpu_prepare.sh)"
+elif fits 120 "bench_lm"; then
+  if timeout "$(limit 240)" "$python" "$repo/tools/bench/bench_lm.py" --device cuda \
+    --launcher "$launcher" --plugin-dir "$plugins" --repeats 1 >"$work/bench_lm.txt" 2>&1; then
+    record PASS "bench_lm (dpl's gpt --device cuda against DDP, GPT-2 small's shape, bf16)"
+  else
+    record FAIL "bench_lm (its output above)"
+  fi
+  cat "$work/bench_lm.txt"
+fi
+
 step "summary"
 passed=0 failed=0 skipped=0
 for line in "${results[@]}"; do
@@ -568,6 +596,7 @@ for line in "${results[@]}"; do
   case $line in PASS*) ((passed++)) ;; FAIL*) ((failed++)) ;; SKIP*) ((skipped++)) ;; esac
 done
 grep -h "samples/s on one GPU" "$out/bench_gpu.txt" 2>/dev/null
+grep -h "tokens/s on one GPU" "$work/bench_lm.txt" 2>/dev/null
 grep -h "^| 268435456 \|^| 8 " "$out/nccl_bandwidth.txt" 2>/dev/null
 ((gpus > 0)) || echo "dry run: no GPU here; the SKIP lines above need one"
 echo "gpu_check: $passed passed, $failed failed, $skipped skipped in $((SECONDS - started)) s; files in $out"

@@ -4,8 +4,8 @@
 #   bin/launcher          the launcher with Boost and the C++ runtime linked in
 #                         (-DDPL_PORTABLE_LAUNCHER=ON): the GPU machine has no Boost
 #   plugins/              the idx data set plugin (the launcher reads Fashion-MNIST through it),
-#                         the cifar10 one, and the gloo backend plugin, built against Debian's
-#                         libgloo
+#                         the cifar10 and tokens ones (tokens: the language-model benchmark),
+#                         and the gloo backend plugin, built against Debian's libgloo
 #   lib/                  the libraries these plugins need beyond glibc and the C++ runtime
 #   include/dlpack/       the DLPack header the SDK compiles against
 #   fashion-mnist/        the data set's IDX .gz files
@@ -22,7 +22,7 @@ jobs=${DPL_GPU_PREPARE_JOBS:-2}
 
 configured=$(cmake -S "$root" -B "$root/build-gpu-launcher" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DDPL_PORTABLE_LAUNCHER=ON -DDPL_BUILD_TESTS=OFF -DDPL_WITH_NCCL=OFF)
-targets=(launcher dpl_dataset_idx dpl_dataset_cifar10)
+targets=(launcher dpl_dataset_idx dpl_dataset_cifar10 dpl_dataset_tokens)
 if ! grep -q "gloo backend skipped" <<<"$configured"; then
   targets+=(dpl_backend_gloo)
 else
@@ -40,7 +40,7 @@ if ldd "$deps/bin/launcher" | grep -q -E "boost|libstdc\+\+"; then
   exit 1
 fi
 
-for plugin in dpl_dataset_idx dpl_dataset_cifar10 dpl_backend_gloo; do
+for plugin in dpl_dataset_idx dpl_dataset_cifar10 dpl_dataset_tokens dpl_backend_gloo; do
   built=$root/build-gpu-launcher/plugins_out/lib$plugin.so
   [[ -f $built ]] || continue
   cp "$built" "$deps/plugins/"
