@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iomanip>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -56,10 +57,17 @@ class ScriptNetwork : public torch_model::Network {
   }
   void SetTraining(bool training) override { module_.train(training); }
   bool IsTraining() const override { return module_.is_training(); }
+  // Note [Tied parameters]: a tensor held under two names (a GPT's output weights tied to its
+  // token embedding) is one parameter, listed under its first name, as torch.nn.Module's
+  // named_parameters() lists it; TorchScript's lists every name, and a tensor listed twice would
+  // have its gradient summed twice and be updated twice a step.
   NamedTensors NamedParameters() const override {
     NamedTensors listed;
+    std::set<const void*> seen;
     for (const auto& named : module_.named_parameters(/*recurse=*/true)) {
-      listed.emplace_back(named.name, named.value);
+      if (seen.insert(named.value.unsafeGetTensorImpl()).second) {
+        listed.emplace_back(named.name, named.value);
+      }
     }
     return listed;
   }
