@@ -7,6 +7,7 @@
 #include "common/log.hpp"
 #include "dpl/support/half.hpp"
 #include "observability/activity.hpp"
+#include "observability/stall_monitor.hpp"
 #include "observability/tracer.hpp"
 #include "training/host_tensor.hpp"
 
@@ -152,8 +153,20 @@ Status GradientSynchronizer::FinishStep() {
   }
   // Device collectives may still run on the backend's own stream (backend ABI v2).
   if (first.ok() && !host_memory_) first = backend_->Synchronize(stream_);
-  if (first.ok() && reduction_ != nullptr) first = reduction_->Finish();
+  if (first.ok() && reduction_ != nullptr) first = AwaitReduction();
   return first;
+}
+
+Status GradientSynchronizer::AwaitReduction() {
+  observability::CollectiveActivity activity;
+  activity.collective = "shared-memory sums";
+  activity.buckets = int32_t(buckets_.size());
+  for (const auto& bucket : buckets_) activity.bytes += bucket.elements * sizeof(float);
+  observability::StallMonitor& monitor = observability::StallMonitor::Global();
+  monitor.Begin(activity);  // the communication thread's calls of this step are over
+  const Status finished = reduction_->Finish();
+  monitor.End(finished.ok());
+  return finished;
 }
 
 Status GradientSynchronizer::Allreduce(DLTensor tensor) {

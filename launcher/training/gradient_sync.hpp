@@ -91,6 +91,9 @@ class GradientSynchronizer {
 
  private:
   Status ReduceBucket(size_t bucket_index);
+  // The other workers' parts of a reduction (reduction_->Finish), waited for on the calling
+  // thread and watched as a collective is, so that a peer stopped in its part gets a stall post.
+  Status AwaitReduction();
   Status ReduceHostFloats(float* data, size_t elements);
   Status Allreduce(DLTensor tensor);
   void LaunchReadyBucketsLocked();
