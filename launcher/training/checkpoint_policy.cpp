@@ -7,6 +7,7 @@
 #include "common/log.hpp"
 #include "training/buffers.hpp"
 #include "training/checkpoint.hpp"
+#include "training/number_text.hpp"
 
 namespace dpl::training {
 
@@ -32,12 +33,6 @@ TorchTensor FloatTensor(const float* values, size_t count, std::vector<int64_t> 
 
 std::vector<int64_t> ShapeOf(const DLTensor& tensor) {
   return std::vector<int64_t>(tensor.shape, tensor.shape + tensor.ndim);
-}
-
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::string text = "(";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + ")";
 }
 
 // An option a checkpoint does not name (written before the option existed) had its default.

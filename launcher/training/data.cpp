@@ -4,15 +4,10 @@
 
 #include "common/log.hpp"
 #include "dpl/support/tensor.hpp"
+#include "training/number_text.hpp"
 
 namespace dpl::training {
 namespace {
-
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::string text = "(";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + ")";
-}
 
 // The shape without leading extents of 1.
 std::vector<int64_t> Squeezed(std::vector<int64_t> shape) {

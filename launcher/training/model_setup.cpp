@@ -3,21 +3,10 @@
 #include <algorithm>
 
 #include "common/log.hpp"
-#include "dpl/support/tensor.hpp"
 #include "training/precision.hpp"
 
 namespace dpl::training {
 namespace {
-
-// What a sample of `data` is, as the dataset plugin describes it (dataset ABI v2; a v1 plugin's
-// float32 input and int64 label of shape () through its adapter).
-dpl_sample_tensor DataInput(const DataSplit& data) {
-  return data.input();
-}
-
-dpl_sample_tensor DataTarget(const DataSplit& data) {
-  return data.target();
-}
 
 bool SameSample(const dpl_sample_tensor& a, const dpl_sample_tensor& b) {
   return a.dtype.code == b.dtype.code && a.dtype.bits == b.dtype.bits &&
@@ -26,30 +15,22 @@ bool SameSample(const dpl_sample_tensor& a, const dpl_sample_tensor& b) {
                     b.shape);
 }
 
-// "int64 (32)".
-std::string SampleText(const dpl_sample_tensor& sample) {
-  std::string text = support::DtypeName(sample.dtype) + " (";
-  for (uint32_t d = 0; d < std::min<uint32_t>(sample.ndim, DPL_DATASET_MAX_SAMPLE_DIMS); ++d) {
-    text += (d == 0 ? "" : ", ") + std::to_string(sample.shape[d]);
-  }
-  return text + ")";
-}
-
 // A model of typed samples (ModelCapability::kTypedSamples) takes exactly the data's input and
 // target, and at least the data's classes (for token data: every id of the data is in the
 // model's vocabulary).
 Status CheckTypedModelTakesData(const DataSplit& data, const Model& model) {
   const dpl_model_info& info = model.info();
-  const dpl_sample_tensor input = DataInput(data), target = DataTarget(data);
+  const dpl_sample_tensor& input = data.input();
+  const dpl_sample_tensor& target = data.target();
   if (SameSample(info.input, input) && SameSample(info.target, target) &&
       info.num_classes >= data.num_classes()) {
     return Status::Ok();
   }
   return Status::InvalidArgument(
-      "wrong samples: the model '" + model.name() + "' takes " + SampleText(info.input) +
-      " samples with " + SampleText(info.target) + " targets in " +
+      "wrong samples: the model '" + model.name() + "' takes " + TensorText(info.input) +
+      " samples with " + TensorText(info.target) + " targets in " +
       std::to_string(info.num_classes) + " classes, but " + data.Describe() + " has " +
-      SampleText(input) + " samples with " + SampleText(target) + " targets in " +
+      TensorText(input) + " samples with " + TensorText(target) + " targets in " +
       std::to_string(data.num_classes()) +
       " classes; use data that fits the model or another --model");
 }
@@ -73,8 +54,8 @@ Result<std::unique_ptr<Model>> CreateModelForData(const ModelPlugin& plugin,
   model_config.precision = DplPrecision(config.precision);
   // The data's samples and classes, for a model that adapts to them (ModelCapability::kDataShape,
   // kTypedSamples); input_shape repeats input's shape for the v3 prefix.
-  model_config.input = DataInput(*data.train);
-  model_config.target = DataTarget(*data.train);
+  model_config.input = data.train->input();
+  model_config.target = data.train->target();
   model_config.input_ndim = std::min<uint32_t>(model_config.input.ndim, DPL_MODEL_MAX_INPUT_DIMS);
   std::copy(model_config.input.shape, model_config.input.shape + model_config.input_ndim,
             model_config.input_shape);
