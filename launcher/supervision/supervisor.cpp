@@ -223,8 +223,7 @@ std::optional<Status> Supervisor::FailureElsewhere() {
   auto failure = rendezvous::CheckFailure(client_, prefix_);
   if (!failure.ok()) return StoreLost(failure.status());
   if (!failure->has_value()) return std::nullopt;
-  StopAll();
-  return Status::Error("the job failed elsewhere: " + **failure);
+  return FailedElsewhere(**failure);
 }
 
 std::optional<Status> Supervisor::Preempting() {
@@ -271,8 +270,12 @@ std::optional<Status> Supervisor::ProgramFailureElsewhere() {
   if (!program_ || shape_.num_machines == 1) return std::nullopt;
   auto failure = rendezvous::CheckFailure(client_, prefix_);
   if (!failure.ok() || !failure->has_value()) return std::nullopt;  // this machine's is the first
+  return FailedElsewhere(**failure);
+}
+
+Status Supervisor::FailedElsewhere(const std::string& failure) {
   StopAll();
-  return Status::Error("the job failed elsewhere: " + **failure);
+  return Status::Error("the job failed elsewhere: " + failure);
 }
 
 Status Supervisor::StoreLost(const Status& error) {

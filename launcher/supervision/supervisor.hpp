@@ -96,6 +96,8 @@ class Supervisor {
   // machine published already, which it likely follows from (a program has no exit code that says
   // so, Note [Root cause]); nullopt when there is none, or the store cannot say.
   std::optional<Status> ProgramFailureElsewhere();
+  // Stops the workers after `failure`, the one another launcher published, and says so.
+  Status FailedElsewhere(const std::string& failure);
   // Stops the workers after a store call failed with `error`.
   Status StoreLost(const Status& error);
   // A preemption signal came: passes it on to the workers (SIGUSR1) the first time, and ends the
