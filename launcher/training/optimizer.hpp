@@ -56,10 +56,10 @@ class Optimizer {
   // Updates all parameters once. `parameters[i]` and `gradients[i]` hold the elements of tensor
   // i as given at creation.
   void Step(const std::vector<float*>& parameters, const std::vector<const float*>& gradients);
-  // The same step in parts, for a caller that holds slices of the tensors (a sharded optimizer):
-  // BeginStep(), then UpdateSlice for each slice (every element of every tensor once, in any
-  // order), then EndStep(). An element's update depends on its own parameter, gradient and state
-  // only, so slices give the same bits as Step.
+  // The same step in parts, as Step runs it on its threads (set_threads): BeginStep(), then
+  // UpdateSlice for each slice (every element of every tensor once, in any order), then
+  // EndStep(). An element's update depends on its own parameter, gradient and state only, so
+  // slices give the same bits as one pass over whole tensors.
   void BeginStep();
   // Elements [offset, offset + count) of tensor `tensor`; `parameters` and `gradients` point at
   // element `offset`.
