@@ -22,7 +22,6 @@ class Adadelta final : public Optimizer {
     for (auto& b : acc_delta_) out.push_back(&b);
     return out;
   }
-  std::vector<std::string> StateNames() const override { return {"square_avg", "acc_delta"}; }
 
  private:
   void Prepare(int64_t) override {
@@ -62,7 +61,6 @@ class Sgd final : public Optimizer {
     for (auto& b : momentum_buffer_) out.push_back(&b);
     return out;
   }
-  std::vector<std::string> StateNames() const override { return {"momentum_buffer"}; }
 
  private:
   void Prepare(int64_t step) override {
@@ -108,7 +106,6 @@ class Adam final : public Optimizer {
     for (auto& b : exp_avg_sq_) out.push_back(&b);
     return out;
   }
-  std::vector<std::string> StateNames() const override { return {"exp_avg", "exp_avg_sq"}; }
 
  private:
   void Prepare(int64_t step) override {
@@ -154,6 +151,19 @@ class Adam final : public Optimizer {
 
 bool DecaysTensor(OptimizerKind kind, bool decay_all, int ndim) {
   return kind != OptimizerKind::kAdamW || decay_all || ndim >= 2;
+}
+
+std::vector<std::string> StateNamesOf(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kAdadelta:
+      return {"square_avg", "acc_delta"};
+    case OptimizerKind::kSgd:
+      return {"momentum_buffer"};
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kAdamW:
+      return {"exp_avg", "exp_avg_sq"};
+  }
+  return {};
 }
 
 Optimizer::Optimizer(const OptimizerOptions& options, std::vector<OptimizedTensor> tensors)

@@ -50,6 +50,10 @@ struct OptimizedTensor {
 // Whether a tensor of `ndim` dimensions is decayed by `kind` (Note [Weight decay groups]).
 bool DecaysTensor(OptimizerKind kind, bool decay_all, int ndim);
 
+// torch.optim's names of `kind`'s per-parameter state ("exp_avg", ...), in the order of the
+// optimizer's state buffers and of the model ABI's optimizer state indices.
+std::vector<std::string> StateNamesOf(OptimizerKind kind);
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -72,7 +76,7 @@ class Optimizer {
   // parameter i.
   virtual std::vector<std::vector<float>*> StateBuffers() = 0;
   // torch.optim's names of the per-parameter state ("exp_avg", ...).
-  virtual std::vector<std::string> StateNames() const = 0;
+  std::vector<std::string> StateNames() const { return StateNamesOf(options_.kind); }
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps) { steps_ = steps; }
   // The learning rate of the following steps. A schedule sets it before every step, as

@@ -1,7 +1,7 @@
 // The recording model plugin "recording" (recording_plugin.hpp): a model of ABI v4 that forwards
 // every call to the model of ABI v4 named by --model-options wrap=PATH (e.g. a BatchNorm model,
 // whose buffers reach the buffer entries). It has no optimizer on its device (the optional
-// entries NULL), as the models it wraps.
+// entries NULL): it hides the wrapped model's DPL_MODEL_DEVICE_OPTIMIZER.
 #include "dpl/model.h"
 #include "recording_plugin.hpp"
 
@@ -11,7 +11,7 @@ static_assert(DPL_MODEL_ABI_VERSION == 4,
 // The slots forwarded as they are (the others: create, last_error), and every slot of the table.
 // clang-format off
 #define DPL_RECORDING_FORWARDED(X)                                                        \
-  X(destroy) X(describe) X(parameter) X(set_gradient_ready_callback) X(set_mode)          \
+  X(destroy) X(parameter) X(set_gradient_ready_callback) X(set_mode)          \
   X(zero_gradients) X(train_step) X(eval_step) X(save_state) X(load_state) X(host_batch)  \
   X(read_tensors) X(write_tensors) X(buffer) X(read_buffers) X(write_buffers)             \
   X(rng_state) X(set_rng_state) X(host_batch_slot) X(set_loss_scale)
@@ -19,7 +19,7 @@ static_assert(DPL_MODEL_ABI_VERSION == 4,
 // The optional entries, left NULL: the host does not require them.
 #define DPL_RECORDING_OPTIONAL(X) X(set_optimizer) X(gradient_statistics) X(apply_update)
 #define DPL_RECORDING_SLOTS(X) \
-  X(create) X(last_error) DPL_RECORDING_FORWARDED(X) DPL_RECORDING_OPTIONAL(X)
+  X(create) X(describe) X(last_error) DPL_RECORDING_FORWARDED(X) DPL_RECORDING_OPTIONAL(X)
 
 namespace dpl::abi_coverage {
 namespace {
@@ -53,6 +53,17 @@ dpl_status Create(const dpl_model_config_v4* config, dpl_model** out) {
   });
 }
 
+// The wrapped model's description without DPL_MODEL_DEVICE_OPTIMIZER, whose entries this table
+// leaves NULL.
+dpl_status Describe(dpl_model* model, dpl_model_info_v4* info) {
+  const dpl_status status =
+      Forward<ModelKind, kSlotName_describe, &Table::describe>::Call(model, info);
+  if (status == DPL_OK && info != nullptr && info->struct_size >= sizeof *info) {
+    info->flags &= ~uint32_t(DPL_MODEL_DEVICE_OPTIMIZER);
+  }
+  return status;
+}
+
 constexpr Table MakeTable() {
   Table table{};
   table.header = {sizeof(Table),
@@ -66,6 +77,7 @@ constexpr Table MakeTable() {
   DPL_RECORDING_FORWARDED(DPL_RECORDING_FORWARD)
 #undef DPL_RECORDING_FORWARD
   table.create = &Create;
+  table.describe = &Describe;
   table.last_error = &LastError<ModelKind>;
   return table;
 }

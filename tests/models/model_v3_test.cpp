@@ -65,8 +65,12 @@ TEST(ModelAbiV3, DescribeFillsTheV3FieldsOnlyForAV3SizedInfo) {
   const Model model("convnet", "");
   const dpl_model_info_v4 info = model.Info();
   EXPECT_EQ(info.buffer_count, 0u);
-  EXPECT_EQ(info.flags, DPL_MODEL_BROADCAST_BUFFERS);
+  EXPECT_EQ(info.flags, DPL_MODEL_BROADCAST_BUFFERS | DPL_MODEL_DEVICE_OPTIMIZER);
   EXPECT_EQ(info.stream, nullptr);  // a CPU model
+  dpl_model_info_v4 v3_sized{};     // a v3 host: no optimizer on the model's device
+  v3_sized.struct_size = sizeof(dpl_model_info_v3);
+  ASSERT_EQ(model.plugin().describe(model.get(), &v3_sized), DPL_OK) << model.error();
+  EXPECT_EQ(v3_sized.flags, DPL_MODEL_BROADCAST_BUFFERS);
   dpl_model_info_v4 v1_sized{};
   v1_sized.struct_size = sizeof(dpl_model_info_v1);
   v1_sized.buffer_count = 77;

@@ -13,10 +13,10 @@
 //                            (std::vector<int64_t>{1, 28, 28}), 10)
 //
 // The macro defines the plugin's one exported symbol, `dpl_model_plugin_v4`, implementing every
-// entry of dpl/model_v4.h but the optional device optimizer (Note [Room for the device
-// optimizer]). Define DPL_TORCH_MODEL_ABI_VERSION 3 (or 2, 1) before including this header
-// (dpl_torch_model_plugin(<target> ABI_VERSION 3) does it) to export `dpl_model_plugin_v3` (or
-// _v2, _v1) instead, for launchers that know only those.
+// entry of dpl/model_v4.h, the optimizer on the model's device included (Note [Device optimizer]
+// in dpl/torch_model/device_optimizer.hpp). Define DPL_TORCH_MODEL_ABI_VERSION 3 (or 2, 1) before
+// including this header (dpl_torch_model_plugin(<target> ABI_VERSION 3) does it) to export
+// `dpl_model_plugin_v3` (or _v2, _v1) instead, for launchers that know only those.
 //
 // The data. The last two arguments say what the module takes: exactly this sample shape and
 // number of classes (the host's data must match, or create fails naming both), or, with

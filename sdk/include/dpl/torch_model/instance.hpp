@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dpl/model.h"
+#include "dpl/torch_model/device_optimizer.hpp"
 #include "dpl/torch_model/errors.hpp"
 #include "dpl/torch_model/host_batches.hpp"
 #include "dpl/torch_model/loss.hpp"
@@ -132,8 +133,10 @@ class Instance {
     info->stream = nullptr;
   }
 
-  // The typed samples (model ABI v4). No DPL_MODEL_DEVICE_OPTIMIZER: the host runs the optimizer.
+  // The typed samples and the optimizer on the model's device (model ABI v4; the host decides
+  // whether it runs the optimizer here or in its own memory).
   void FillInfoV4(dpl_model_info_v4* info) const {
+    info->flags |= DPL_MODEL_DEVICE_OPTIMIZER;
     info->input = SampleTensor(data_.input_dtype, data_.input_shape);
     info->target = SampleTensor(data_.target_dtype, data_.target_shape);
   }
@@ -255,6 +258,11 @@ class Instance {
   // Blocking copies (non_blocking = false): from a device they wait for all work issued before
   // on the default stream, collectives included.
   void ReadTensors(dpl_model_tensors which, float* host, uint64_t count) {
+    if (which >= DPL_MODEL_TENSORS_OPTIMIZER_STATE) {
+      torch::NoGradGuard no_grad;
+      HostState(which, host, count).copy_(OptimizerState(which));
+      return;
+    }
     RequireKnownTensors(which);
     torch::NoGradGuard no_grad;
     if (which == DPL_MODEL_TENSORS_GRADIENTS) {  // one buffer: one copy (Note [Flat gradients])
@@ -268,11 +276,29 @@ class Instance {
   }
 
   void WriteTensors(dpl_model_tensors which, const float* host, uint64_t count) {
+    if (which >= DPL_MODEL_TENSORS_OPTIMIZER_STATE) {
+      torch::NoGradGuard no_grad;
+      OptimizerState(which).copy_(HostState(which, const_cast<float*>(host), count));
+      return;
+    }
     RequireKnownTensors(which);
     std::vector<torch::Tensor> slices = HostSlices(host, count);
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < slices.size(); ++i) Selected(which, i).copy_(slices[i]);
   }
+
+  // --- the optimizer on the model's device (Note [Device optimizer]) ---
+
+  void SetOptimizer(const dpl_optimizer_config_v4& config) {
+    optimizer_.reset();  // the old state goes before the new is allocated
+    optimizer_ = std::make_unique<DeviceOptimizer>(config, parameters_, flat_gradients_);
+  }
+
+  void GradientStatistics(dpl_gradient_statistics_v4* statistics) const {
+    DeviceOptimizer::Statistics(flat_gradients_, statistics);
+  }
+
+  void ApplyUpdate(const dpl_update_v4& update) { RequireOptimizer().Apply(update); }
 
   void ReadBuffers(void* host, uint64_t bytes) {
     torch::NoGradGuard no_grad;
@@ -452,6 +478,29 @@ class Instance {
     return slices;
   }
 
+  DeviceOptimizer& RequireOptimizer() const {
+    if (!optimizer_) {
+      throw InvalidArgument("no optimizer yet; call set_optimizer first");
+    }
+    return *optimizer_;
+  }
+
+  torch::Tensor& OptimizerState(dpl_model_tensors which) const {
+    return RequireOptimizer().State(size_t(which) - DPL_MODEL_TENSORS_OPTIMIZER_STATE);
+  }
+
+  // `count` floats at `host` as a tensor, after checking they are exactly optimizer state
+  // `which`'s elements.
+  torch::Tensor HostState(dpl_model_tensors which, float* host, uint64_t count) const {
+    RequireNotNull(host, "host");
+    const int64_t elements = OptimizerState(which).numel();
+    if (count != uint64_t(elements)) {
+      throw InvalidArgument("the host buffer holds " + std::to_string(count) +
+                            " floats, the optimizer's state " + std::to_string(elements));
+    }
+    return torch::from_blob(host, {elements}, torch::TensorOptions().dtype(torch::kFloat32));
+  }
+
   torch::Tensor Selected(dpl_model_tensors which, size_t index) {
     return which == DPL_MODEL_TENSORS_VALUES ? parameters_[index]
                                              : parameters_[index].mutable_grad();
@@ -478,7 +527,8 @@ class Instance {
   std::vector<TensorView> buffer_views_;
 
   HostBatches batches_;
-  float loss_scale_ = 1.0f;  // set_loss_scale
+  float loss_scale_ = 1.0f;                     // set_loss_scale
+  std::unique_ptr<DeviceOptimizer> optimizer_;  // set_optimizer's
 
   // Set by the host thread between steps, read by autograd threads during train_step.
   dpl_gradient_ready_fn gradient_ready_ = nullptr;

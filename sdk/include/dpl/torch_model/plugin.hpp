@@ -12,11 +12,8 @@
 // TorchScript plugin (models/torchscript) writes one that loads a file. Either exports one table:
 //     const dpl_model_plugin_v4 table = Plugin<Traits>::TableV4();  // or TableV3() .. TableV1()
 //
-// Note [Room for the device optimizer]: model ABI v4's set_optimizer, gradient_statistics and
-// apply_update are NULL in TableV4 and info.flags says no DPL_MODEL_DEVICE_OPTIMIZER, so the host
-// runs the optimizer. An optimizer on the model's device adds three entries here and their bodies
-// as Instance methods next to ReadTensors (the flat parameters and gradients are there), and sets
-// the flag in Instance::FillInfoV4; nothing else changes shape.
+// TableV4 runs the optimizer on the model's device when the host asks for it (Note [Device
+// optimizer] in dpl/torch_model/device_optimizer.hpp): info.flags says DPL_MODEL_DEVICE_OPTIMIZER.
 #ifndef DPL_TORCH_MODEL_PLUGIN_HPP
 #define DPL_TORCH_MODEL_PLUGIN_HPP
 
@@ -319,6 +316,30 @@ struct Plugin {
                       [&](Instance& instance) { instance.SetLossScale(scale); });
   }
 
+  static dpl_status SetOptimizer(dpl_model* model, const dpl_optimizer_config_v4* config) {
+    return OnInstance(model, "set_optimizer", [&](Instance& instance) {
+      RequireNotNull(config, "config");
+      RequireStructSize(config->struct_size, sizeof(dpl_optimizer_config_v4), "config");
+      instance.SetOptimizer(*config);
+    });
+  }
+
+  static dpl_status GradientStatistics(dpl_model* model, dpl_gradient_statistics_v4* statistics) {
+    return OnInstance(model, "gradient_statistics", [&](Instance& instance) {
+      RequireNotNull(statistics, "statistics");
+      RequireStructSize(statistics->struct_size, sizeof(dpl_gradient_statistics_v4), "statistics");
+      instance.GradientStatistics(statistics);
+    });
+  }
+
+  static dpl_status ApplyUpdate(dpl_model* model, const dpl_update_v4* update) {
+    return OnInstance(model, "apply_update", [&](Instance& instance) {
+      RequireNotNull(update, "update");
+      RequireStructSize(update->struct_size, sizeof(dpl_update_v4), "update");
+      instance.ApplyUpdate(*update);
+    });
+  }
+
   static constexpr dpl_plugin_header Header(size_t size, uint32_t abi_version) {
     return dpl_plugin_header{static_cast<uint32_t>(size),
                              DPL_PLUGIN_MAGIC,
@@ -414,9 +435,9 @@ struct Plugin {
                                &SetRngState,
                                &HostBatchSlot,
                                &SetLossScale,
-                               nullptr,   // set_optimizer (Note [Room for the device optimizer])
-                               nullptr,   // gradient_statistics
-                               nullptr};  // apply_update
+                               &SetOptimizer,
+                               &GradientStatistics,
+                               &ApplyUpdate};
   }
 };
 
