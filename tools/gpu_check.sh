@@ -21,7 +21,11 @@
 #  6. trains one rank in bf16 and in fp16 (dynamic loss scaling) on nccl: finite, falling losses;
 #  7. measures samples/s on one GPU against the PyTorch DDP peer (tools/bench/bench_gpu.py);
 #  8. measures tokens/s of GPT-2 small's shape (12 layers, 768 dims, block 1024) in bf16 on one
-#     GPU against the PyTorch DDP peer (tools/bench/bench_lm.py --device cuda).
+#     GPU against the PyTorch DDP peer (tools/bench/bench_lm.py --device cuda), the optimizer
+#     running on the GPU (its phase of the step in the table);
+#  9. (after 3, once the gpt plugin is built) runs the optimizer on the GPU against the same
+#     optimizer on the CPU through the gpt plugin: 20 AdamW steps of the same gradients within
+#     1e-6 relative (tests/models/device_optimizer_cuda_test.cpp).
 # Without a GPU (a dry run) it builds and runs what it can and says what it skipped. It writes at
 # most 8 files to $OUT (gpu_check.log holds everything it prints). It plans for
 # DPL_GPU_CHECK_BUDGET seconds (default 540): a step that would not fit in what is left is skipped
@@ -241,6 +245,12 @@ if(DPL_GTEST_SOURCE_DIR)
   endfunction()
   add_subdirectory("$repo/tests/support" tests/support)
   add_subdirectory("$repo/tests/backends" tests/backends)
+  # The optimizer on the GPU against the CPU's, through the gpt plugin built against pip torch.
+  dpl_add_test(device_optimizer_cuda_test
+    SOURCES "$repo/tests/models/device_optimizer_cuda_test.cpp" LIBRARIES \${CMAKE_DL_LIBS})
+  target_include_directories(device_optimizer_cuda_test PRIVATE "$repo/tests/models")
+  target_compile_definitions(device_optimizer_cuda_test PRIVATE DPL_TEST_MODEL_DIR="none"
+    DPL_TEST_PYTHON_FIXTURES="none")
 endif()
 CMAKE
 build_log="$out/build.log"
@@ -257,7 +267,7 @@ elif ! grep "dpl: nccl backend:" "$build_log"; then
   record FAIL "build: the nccl plugin was not configured (no CUDA runtime or NCCL found)"
 else
   targets=(dpl_backend_nccl dpl_backend_tcp)
-  [[ -n $gtest_dir ]] && targets+=(nccl_engine_test nccl_backend_test)
+  [[ -n $gtest_dir ]] && targets+=(nccl_engine_test nccl_backend_test device_optimizer_cuda_test)
   if timeout 300 cmake --build "$work/build" -j "$jobs" --target "${targets[@]}" >>"$build_log" 2>&1; then
     plugins_ok=1
     record PASS "build: ${targets[*]}"
@@ -361,6 +371,24 @@ else
   else
     record SKIP "convnet and gpt plugins: need DLPack's header"
   fi
+fi
+
+step "the optimizer on the GPU against the CPU's (model ABI v4's apply_update, 20 AdamW steps)"
+optimizer_test="$work/build/device_optimizer_cuda_test"
+if [[ $gpt_status == built && -x $optimizer_test ]] && ((gpus > 0)); then
+  cp "$work/models-build/plugins_out/libdpl_model_gpt.so" "$work/build/plugins_out/"
+  optimizer_log="$work/device_optimizer.log"
+  timeout "$(limit 120)" "$optimizer_test" >"$optimizer_log" 2>&1
+  optimizer_rc=$?
+  grep -E "max relative difference|SKIPPED|FAILED|Failure" "$optimizer_log"
+  if ((optimizer_rc == 0)) && ! grep -q "SKIPPED" "$optimizer_log"; then
+    record PASS "the GPU optimizer's parameters after 20 AdamW steps within 1e-6 relative of the CPU's"
+  else
+    tail -n 20 "$optimizer_log"
+    record FAIL "the GPU optimizer against the CPU's (exit $optimizer_rc; skipped on a GPU counts)"
+  fi
+else
+  record SKIP "the GPU optimizer against the CPU's: needs a GPU, the CUDA gpt plugin and GoogleTest"
 fi
 
 launcher="$deps/bin/launcher"

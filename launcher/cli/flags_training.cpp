@@ -279,6 +279,13 @@ void AddScalingAndBucketFlags(TableRows add) {
       Switch("shard-optimizer", SwitchSets::kTrue, In<&TrainingConfig::shard_optimizer>),
       "each rank keeps the optimizer state of its part of the parameters and updates that part "
       "only, then the parts are gathered (ZeRO stage 1); the same bits as without");
+  add(Section::kTraining,
+      SameOnEveryMachine("every rank updates its parameters in the same place, so the replicas "
+                         "stay identical; a checkpoint is the same either way"),
+      Switch("offload-optimizer", SwitchSets::kTrue, In<&TrainingConfig::offload_optimizer>),
+      "run the optimizer of a device model (--device cuda, or --mirror-parameters) on a host copy "
+      "of its parameters, for state that does not fit on the device (ZeRO-Offload); without it "
+      "the optimizer runs where the parameters are when the model can");
 }
 
 // Validation while training (training/evaluation.hpp).

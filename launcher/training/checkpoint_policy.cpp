@@ -123,7 +123,7 @@ Status RestoreOptimizer(const CheckpointState& state, const ParameterPlacement& 
     tensors[entry.parameter + "/" + entry.state] = &entry.tensor;
   }
   const std::vector<HostParameter>& parameters = placement.parameters();
-  const std::vector<std::string> names = update.optimizer().StateNames();
+  const std::vector<std::string> names = update.StateNames();
   OptimizerState whole(names.size());
   for (size_t k = 0; k < names.size(); ++k) {
     for (const HostParameter& p : parameters) {
@@ -134,8 +134,8 @@ Status RestoreOptimizer(const CheckpointState& state, const ParameterPlacement& 
                               .WithContext("the optimizer's state"));
     }
   }
-  update.RestoreState(placement.update_view(), whole);
-  update.optimizer().set_steps(state.optimizer_steps);
+  DPL_RETURN_IF_ERROR(update.RestoreState(placement.update_view(), whole));
+  update.set_optimizer_steps(state.optimizer_steps);
   return Status::Ok();
 }
 
@@ -190,8 +190,9 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
 }
 
 Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
-                              const ParameterPlacement& placement, ParameterUpdate& update) const {
+                              ParameterPlacement& placement, ParameterUpdate& update) const {
   if (config_.checkpoint_dir.empty()) return Status::Ok();
+  if (rank_ == 0) DPL_RETURN_IF_ERROR(placement.RefreshHostValues());
   // Every rank, for a sharded optimizer's parts; rank 0 gets the state whole.
   std::vector<size_t> sizes;
   for (const HostParameter& p : placement.parameters()) sizes.push_back(p.elements);
@@ -218,7 +219,6 @@ Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& positi
                                                   const ParameterPlacement& placement,
                                                   ParameterUpdate& update,
                                                   const OptimizerState& whole) const {
-  Optimizer& optimizer = update.optimizer();
   CheckpointState state;
   state.epoch = position.epoch;
   state.step_in_epoch = position.step_in_epoch;
@@ -246,9 +246,9 @@ Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& positi
     offset += buffer.bytes;
   }
   state.optimizer_name = NameOf(OptimizerNames(), config_.optimizer);
-  state.optimizer_steps = optimizer.steps();
+  state.optimizer_steps = update.optimizer_steps();
   const std::vector<HostParameter>& parameters = placement.parameters();
-  const std::vector<std::string> names = optimizer.StateNames();
+  const std::vector<std::string> names = update.StateNames();
   for (size_t k = 0; k < whole.size(); ++k) {
     for (size_t i = 0; i < parameters.size(); ++i) {
       const HostParameter& p = parameters[i];

@@ -48,7 +48,7 @@ class CheckpointPolicy {
   bool DueAfter(int64_t global_step) const;
   // Writes one (on rank 0, when --checkpoint-dir is set; a no-op elsewhere), then removes what
   // Note [Checkpoint retention] says (a failure to remove is a warning).
-  Status Save(const TrainingPosition& position, Model& model, const ParameterPlacement& placement,
+  Status Save(const TrainingPosition& position, Model& model, ParameterPlacement& placement,
               ParameterUpdate& update) const;
   // Checkpoints carry `*state` (validation while training), and Resume restores it from a
   // checkpoint that has one. Set before Resume; outlives the policy's calls.

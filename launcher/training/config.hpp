@@ -166,6 +166,9 @@ struct TrainingConfig {
   // may be split among the ranks (ZeRO stage 1, shard.hpp).
   LocalReduce local_reduce = LocalReduce::kSharedMemory;
   bool shard_optimizer = false;
+  // A device model's optimizer runs on a host copy of its parameters even where the model could
+  // run it on its device (Note [Device optimizer placement]).
+  bool offload_optimizer = false;
 
   // Reporting: rank 0 logs every log_interval batches, writes JSON lines to metrics_file and
   // TensorBoard events into tensorboard_dir ("" = none), and sends progress records to the

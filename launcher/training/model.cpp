@@ -36,6 +36,30 @@ bool Model::HasDeviceOptimizer() const {
   return Has(ModelCapability::kDeviceOptimizer) && (info_.flags & DPL_MODEL_DEVICE_OPTIMIZER) != 0;
 }
 
+Status Model::RequireDeviceOptimizer(const char* function) const {
+  if (HasDeviceOptimizer()) return Status::Ok();
+  return Status::Error(DPL_ERR_UNSUPPORTED,
+                       "model '" + name() + "' does not run an optimizer on its device (no " +
+                           function + "); train it without a device optimizer");
+}
+
+Status Model::SetOptimizer(const dpl_optimizer_config& config) {
+  DPL_RETURN_IF_ERROR(RequireDeviceOptimizer("set_optimizer"));
+  return Call("set_optimizer", table_.set_optimizer(instance_, &config));
+}
+
+Status Model::GradientStatistics(dpl_gradient_statistics* statistics) {
+  DPL_RETURN_IF_ERROR(RequireDeviceOptimizer("gradient_statistics"));
+  *statistics = dpl_gradient_statistics{};
+  statistics->struct_size = sizeof *statistics;
+  return Call("gradient_statistics", table_.gradient_statistics(instance_, statistics));
+}
+
+Status Model::ApplyUpdate(const dpl_update& update) {
+  DPL_RETURN_IF_ERROR(RequireDeviceOptimizer("apply_update"));
+  return Call("apply_update", table_.apply_update(instance_, &update));
+}
+
 Status Model::Call(const char* function, dpl_status status) const {
   if (status == DPL_OK) return Status::Ok();
   return PluginCallFailure(plugin_.label, function, status, table_.last_error());

@@ -60,6 +60,10 @@ class Model {
   // Whether the model runs the optimizer on its device (set_optimizer, gradient_statistics,
   // apply_update): its ABI has them and its info says DPL_MODEL_DEVICE_OPTIMIZER.
   bool HasDeviceOptimizer() const;
+  // The optimizer on the model's device (HasDeviceOptimizer; Note [Device optimizer] in the SDK).
+  Status SetOptimizer(const dpl_optimizer_config& config);
+  Status GradientStatistics(dpl_gradient_statistics* statistics);
+  Status ApplyUpdate(const dpl_update& update);
   Status ReadTensors(dpl_model_tensors which, float* host, uint64_t count);
   Status WriteTensors(dpl_model_tensors which, const float* host, uint64_t count);
   Status ReadBuffers(void* host, uint64_t bytes);
@@ -76,6 +80,7 @@ class Model {
   Status Call(const char* function, dpl_status status) const;
   // Ok when the plugin has `capability`, else the error for calling `function` without it.
   Status Require(ModelCapability capability, const char* function) const;
+  Status RequireDeviceOptimizer(const char* function) const;
   Status Describe();
 
   ModelPlugin plugin_;

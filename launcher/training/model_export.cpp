@@ -10,8 +10,11 @@
 
 namespace dpl::training {
 
-Status ExportModel(Model& model, const ParameterPlacement& placement, const std::string& path) {
-  if (!model.Has(ModelCapability::kStateFiles)) return WriteParameterStateDict(path, placement);
+Status ExportModel(Model& model, ParameterPlacement& placement, const std::string& path) {
+  if (!model.Has(ModelCapability::kStateFiles)) {
+    DPL_RETURN_IF_ERROR(placement.RefreshHostValues());
+    return WriteParameterStateDict(path, placement);
+  }
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
   Status saved = model.SaveState(temporary);
   if (saved.ok() && std::rename(temporary.c_str(), path.c_str()) != 0) {

@@ -14,6 +14,6 @@ namespace dpl::training {
 
 // Writes the model to `path`: to a temporary name in the same folder, then renamed. Errors name
 // the path.
-Status ExportModel(Model& model, const ParameterPlacement& placement, const std::string& path);
+Status ExportModel(Model& model, ParameterPlacement& placement, const std::string& path);
 
 }  // namespace dpl::training

@@ -1,6 +1,7 @@
 #include "training/parameter_update.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "common/log.hpp"
@@ -95,18 +96,79 @@ void SumPieces(const UpdateView& view, ThreadPool* pool, std::vector<double>* su
   pool->ParallelFor(total, kPiecesPerThread, sum);
 }
 
+// The device model's optimizer as the host's would run: per-parameter weight decay from the
+// groups rule, every element its shard.
+dpl_optimizer_config DeviceOptimizerConfig(const OptimizerOptions& options,
+                                           const std::vector<OptimizedTensor>& tensors,
+                                           std::vector<double>* weight_decay) {
+  static constexpr std::pair<OptimizerKind, dpl_optimizer_kind> kKinds[] = {
+      {OptimizerKind::kSgd, DPL_OPTIMIZER_SGD},
+      {OptimizerKind::kAdam, DPL_OPTIMIZER_ADAM},
+      {OptimizerKind::kAdamW, DPL_OPTIMIZER_ADAMW},
+      {OptimizerKind::kAdadelta, DPL_OPTIMIZER_ADADELTA}};
+  dpl_optimizer_config config{};
+  config.struct_size = sizeof config;
+  for (const auto& [kind, abi_kind] : kKinds) {
+    if (kind == options.kind) config.kind = abi_kind;
+  }
+  config.momentum = options.momentum;
+  config.beta1 = options.adam_beta1;
+  config.beta2 = options.adam_beta2;
+  config.rho = options.rho;
+  const bool adam = options.kind == OptimizerKind::kAdam || options.kind == OptimizerKind::kAdamW;
+  config.eps = adam ? options.adam_eps : options.eps;
+  weight_decay->clear();
+  uint64_t total = 0;
+  for (const OptimizedTensor& tensor : tensors) {
+    weight_decay->push_back(tensor.decayed ? options.weight_decay : 0.0);
+    total += tensor.elements;
+  }
+  config.weight_decay = weight_decay->data();
+  config.shard_begin = 0;
+  config.shard_end = total;
+  return config;
+}
+
+// The host's optimizer for `view`'s runs, or NULL after handing a device model its own (Note
+// [Device optimizer placement]); `tensors` are every parameter's, whole.
+Result<std::unique_ptr<Optimizer>> OptimizerFor(const OptimizerOptions& options,
+                                                const std::vector<OptimizedTensor>& tensors,
+                                                const UpdateView& view, int rank) {
+  if (view.device_model != nullptr) {
+    std::vector<double> weight_decay;
+    DPL_RETURN_IF_ERROR(
+        view.device_model->SetOptimizer(DeviceOptimizerConfig(options, tensors, &weight_decay)));
+    if (rank == 0) {
+      log::Info(
+          "the optimizer runs in the model, where its parameters are; --offload-optimizer "
+          "runs it in host memory instead");
+    }
+    return std::unique_ptr<Optimizer>();
+  }
+  std::vector<OptimizedTensor> runs;
+  for (const UpdateRun& run : view.runs)
+    runs.push_back({run.elements, tensors[run.parameter].decayed});
+  Result<std::unique_ptr<Optimizer>> optimizer = CreateOptimizer(options, std::move(runs));
+  if (optimizer.ok() && view.sharded() && rank == 0) LogStateShare(view, **optimizer);
+  return optimizer;
+}
+
 }  // namespace
 
 ParameterUpdate::ParameterUpdate(const TrainingConfig& config, std::unique_ptr<Optimizer> optimizer,
                                  LrSchedule schedule, std::optional<LossScaler> scaler, int rank,
                                  ThreadPool* pool)
     : clip_grad_norm_(config.clip_grad_norm),
+      kind_(config.optimizer),
+      momentum_(config.momentum),
       optimizer_(std::move(optimizer)),
+      learning_rate_(schedule.learning_rate()),
       schedule_(std::move(schedule)),
       scaler_(std::move(scaler)),
       rank_(rank),
       pool_(pool) {
-  optimizer_->set_learning_rate(schedule_.learning_rate());
+  if (!optimizer_) return;
+  optimizer_->set_learning_rate(learning_rate_);
   optimizer_->set_threads(pool);
 }
 
@@ -127,13 +189,9 @@ Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(
         {p.elements, DecaysTensor(config.optimizer, config.decay_all, p.model_value.ndim)});
   }
   if (rank == 0 && config.weight_decay > 0.0) LogWeightDecay(config, parameters, tensors);
-  std::vector<OptimizedTensor> runs;
-  for (const UpdateRun& run : view.runs)
-    runs.push_back({run.elements, tensors[run.parameter].decayed});
   Result<std::unique_ptr<Optimizer>> optimizer =
-      CreateOptimizer(optimizer_options, std::move(runs));
+      OptimizerFor(optimizer_options, tensors, view, rank);
   if (!optimizer.ok()) return optimizer.status();
-  if (view.sharded() && rank == 0) LogStateShare(view, **optimizer);
 
   LrScheduleOptions schedule_options;
   schedule_options.kind = config.lr_schedule;
@@ -156,13 +214,16 @@ Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(
     if (!created.ok()) return created.status();
     scaler = *created;
   }
-  return std::unique_ptr<ParameterUpdate>(new ParameterUpdate(
+  auto update = std::unique_ptr<ParameterUpdate>(new ParameterUpdate(
       config, std::move(*optimizer), std::move(*schedule), std::move(scaler), rank, pool));
+  update->device_model_ = view.device_model;
+  return update;
 }
 
 Status ParameterUpdate::FollowSchedule(int64_t global_step) {
   if (schedule_.step() != global_step) DPL_RETURN_IF_ERROR(schedule_.Restore(global_step));
-  optimizer_->set_learning_rate(schedule_.learning_rate());
+  learning_rate_ = schedule_.learning_rate();
+  if (optimizer_) optimizer_->set_learning_rate(learning_rate_);
   return Status::Ok();
 }
 
@@ -208,26 +269,30 @@ Status ParameterUpdate::Clip(const UpdateView& view, const std::vector<double>& 
   return view.exchange->Barrier();
 }
 
-Result<StepDecision> ParameterUpdate::Step(int64_t global_step, const UpdateView& view) {
-  DPL_RETURN_IF_ERROR(FollowSchedule(global_step));
-  std::vector<double> piece_sums;
-  const float scale = scaler_ ? scaler_->scale() : 1.0f;
-  Result<bool> non_finite = CheckGradients(view, &piece_sums);
-  if (!non_finite.ok()) return non_finite.status();
-  StepDecision decision = StepDecision::kApply;
-  if (scaler_) {
-    decision = scaler_->Update(*non_finite);
-    if (decision == StepDecision::kSkip) {
-      ++skipped_steps_;
-      if (rank_ == 0) {
-        log::Warning("step " + std::to_string(global_step + 1) +
-                     ": the fp16 gradients hold inf or NaN at loss scale " + NumberText(scale) +
-                     "; the optimizer step is skipped and the loss scale is now " +
-                     NumberText(scaler_->scale()) + " (" + Steps(skipped_steps_) +
-                     " skipped so far)");
-      }
+StepDecision ParameterUpdate::Decide(bool non_finite, int64_t global_step) {
+  if (!scaler_) return StepDecision::kApply;
+  const float scale = scaler_->scale();
+  const StepDecision decision = scaler_->Update(non_finite);
+  if (decision == StepDecision::kSkip) {
+    ++skipped_steps_;
+    if (rank_ == 0) {
+      log::Warning("step " + std::to_string(global_step + 1) +
+                   ": the fp16 gradients hold inf or NaN at loss scale " + NumberText(scale) +
+                   "; the optimizer step is skipped and the loss scale is now " +
+                   NumberText(scaler_->scale()) + " (" + Steps(skipped_steps_) +
+                   " skipped so far)");
     }
   }
+  return decision;
+}
+
+Result<StepDecision> ParameterUpdate::Step(int64_t global_step, const UpdateView& view) {
+  DPL_RETURN_IF_ERROR(FollowSchedule(global_step));
+  if (device_model_ != nullptr) return DeviceStep(global_step, view);
+  std::vector<double> piece_sums;
+  Result<bool> non_finite = CheckGradients(view, &piece_sums);
+  if (!non_finite.ok()) return non_finite.status();
+  const StepDecision decision = Decide(*non_finite, global_step);
   if (decision == StepDecision::kApply) {
     if (clip_grad_norm_ > 0.0) DPL_RETURN_IF_ERROR(Clip(view, piece_sums));
     std::vector<float*> values;
@@ -244,8 +309,37 @@ Result<StepDecision> ParameterUpdate::Step(int64_t global_step, const UpdateView
   return decision;
 }
 
+// The factor is the product of those the host path applies one after the other (the average's,
+// the unscale's, the clip's), so the two paths agree to float rounding.
+Result<StepDecision> ParameterUpdate::DeviceStep(int64_t global_step, const UpdateView& view) {
+  double factor = double(view.gradient_scale);
+  if (scaler_) factor *= double(scaler_->inverse_scale());
+  bool non_finite = false;
+  double norm = 0.0;  // of the gradients times `factor`
+  if (scaler_ || clip_grad_norm_ > 0.0) {
+    dpl_gradient_statistics statistics{};
+    DPL_RETURN_IF_ERROR(device_model_->GradientStatistics(&statistics));
+    non_finite = statistics.all_finite == 0;
+    norm = std::sqrt(statistics.squared_norm) * std::fabs(factor);
+  }
+  const StepDecision decision = Decide(non_finite, global_step);
+  if (decision == StepDecision::kApply) {
+    if (clip_grad_norm_ > 0.0) factor *= double(ClipCoefficient(float(norm), clip_grad_norm_));
+    dpl_update update{};
+    update.struct_size = sizeof update;
+    update.step = device_steps_ + 1;
+    update.learning_rate = learning_rate_;
+    update.gradient_factor = factor;
+    DPL_RETURN_IF_ERROR(device_model_->ApplyUpdate(update));
+    ++device_steps_;
+  }
+  schedule_.Advance();
+  return decision;
+}
+
 Status ParameterUpdate::WholeState(const UpdateView& view, const std::vector<size_t>& sizes,
                                    bool whole, OptimizerState* state) {
+  if (device_model_ != nullptr) return DeviceState(sizes, whole, state);
   std::vector<std::vector<float>*> buffers = optimizer_->StateBuffers();
   const size_t runs = view.runs.size();
   const size_t names = optimizer_->StateNames().size();
@@ -278,7 +372,8 @@ Status ParameterUpdate::WholeState(const UpdateView& view, const std::vector<siz
   return Status::Ok();
 }
 
-void ParameterUpdate::RestoreState(const UpdateView& view, const OptimizerState& state) {
+Status ParameterUpdate::RestoreState(const UpdateView& view, const OptimizerState& state) {
+  if (device_model_ != nullptr) return RestoreDeviceState(state);
   std::vector<std::vector<float>*> buffers = optimizer_->StateBuffers();
   const size_t runs = view.runs.size();
   for (size_t k = 0; k < state.size(); ++k) {
@@ -288,6 +383,49 @@ void ParameterUpdate::RestoreState(const UpdateView& view, const OptimizerState&
       std::copy(from, from + run.elements, buffers[k * runs + r]->begin());
     }
   }
+  return Status::Ok();
+}
+
+void ParameterUpdate::set_optimizer_steps(int64_t steps) {
+  if (optimizer_) optimizer_->set_steps(steps);
+  device_steps_ = steps;
+}
+
+size_t ParameterUpdate::DeviceStateCount() const {
+  return kind_ == OptimizerKind::kSgd && momentum_ == 0.0 ? 0 : StateNames().size();
+}
+
+Status ParameterUpdate::DeviceState(const std::vector<size_t>& sizes, bool whole,
+                                    OptimizerState* state) {
+  state->assign(whole ? StateNames().size() : 0, {});
+  size_t total = 0;
+  for (size_t n : sizes) total += n;
+  std::vector<float> flat(total, 0.0f);
+  for (size_t k = 0; k < state->size(); ++k) {
+    if (k < DeviceStateCount()) {
+      const auto which = static_cast<dpl_model_tensors>(DPL_MODEL_TENSORS_OPTIMIZER_STATE + k);
+      DPL_RETURN_IF_ERROR(device_model_->ReadTensors(which, flat.data(), flat.size()));
+    }
+    size_t offset = 0;
+    for (size_t n : sizes) {
+      (*state)[k].emplace_back(flat.begin() + std::ptrdiff_t(offset),
+                               flat.begin() + std::ptrdiff_t(offset + n));
+      offset += n;
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParameterUpdate::RestoreDeviceState(const OptimizerState& state) {
+  for (size_t k = 0; k < state.size() && k < DeviceStateCount(); ++k) {
+    std::vector<float> flat;
+    for (const std::vector<float>& parameter : state[k]) {
+      flat.insert(flat.end(), parameter.begin(), parameter.end());
+    }
+    const auto which = static_cast<dpl_model_tensors>(DPL_MODEL_TENSORS_OPTIMIZER_STATE + k);
+    DPL_RETURN_IF_ERROR(device_model_->WriteTensors(which, flat.data(), flat.size()));
+  }
+  return Status::Ok();
 }
 
 std::optional<LossScalingState> ParameterUpdate::loss_scaling() const {

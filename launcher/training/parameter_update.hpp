@@ -22,6 +22,14 @@
 // run's length alone, so a run resumed with the same flags continues the straight run's rates
 // exactly, with nothing of the schedule in the checkpoint; one resumed with another --max-steps
 // continues from its step on the curve of its own length.
+//
+// Note [Device optimizer placement]: where the view names a device model (UpdateView::
+// device_model), the model runs the optimizer where its parameters are (model ABI v4's
+// apply_update) and this class only decides: it asks the model for the gradients' statistics when
+// fp16 or clipping needs them, folds the averaging factor, the unscale and the clip coefficient
+// into one gradient factor, and hands the model the step number and the scheduled rate. The
+// checkpoint reads and writes the model's optimizer state by state index, in the host optimizer's
+// layout and names, so a run resumes with either placement.
 #pragma once
 
 #include <cstdint>
@@ -67,16 +75,20 @@ class ParameterUpdate {
   // ranks (Note [Sharded optimizer]). The gradients are left changed; the caller zeroes them.
   Result<StepDecision> Step(int64_t global_step, const UpdateView& view);
 
-  Optimizer& optimizer() { return *optimizer_; }
+  // torch.optim's names of the optimizer's per-parameter state, in its order.
+  std::vector<std::string> StateNames() const { return StateNamesOf(kind_); }
+  // Optimizer steps applied (a checkpoint's count).
+  int64_t optimizer_steps() const { return optimizer_ ? optimizer_->steps() : device_steps_; }
+  void set_optimizer_steps(int64_t steps);
   // The optimizer's state whole: (*state)[k][p] is state k (Optimizer::StateNames) of parameter p
   // (of `sizes[p]` elements). With a sharded `view` every rank must call it (the parts are
   // gathered) and only those with `whole` get every part; the others get an empty list.
   Status WholeState(const UpdateView& view, const std::vector<size_t>& sizes, bool whole,
                     OptimizerState* state);
   // Takes this rank's runs of `state` (laid out as WholeState's).
-  void RestoreState(const UpdateView& view, const OptimizerState& state);
+  Status RestoreState(const UpdateView& view, const OptimizerState& state);
   // The rate of the step the current batch belongs to (set by BeforeBatch).
-  double learning_rate() const { return optimizer_->learning_rate(); }
+  double learning_rate() const { return learning_rate_; }
   bool scales_loss() const { return scaler_.has_value(); }
   // fp16 only.
   std::optional<LossScalingState> loss_scaling() const;
@@ -90,13 +102,28 @@ class ParameterUpdate {
                   LrSchedule schedule, std::optional<LossScaler> scaler, int rank,
                   ThreadPool* pool);
   Status FollowSchedule(int64_t global_step);
+  // The loss scaler's decision on a step whose gradients are non-finite on some rank or not (fp16;
+  // kApply otherwise), logged when skipped.
+  StepDecision Decide(bool non_finite, int64_t global_step);
+  // Step on a device model's own optimizer (Note [Device optimizer placement]).
+  Result<StepDecision> DeviceStep(int64_t global_step, const UpdateView& view);
+  Status DeviceState(const std::vector<size_t>& sizes, bool whole, OptimizerState* state);
+  Status RestoreDeviceState(const OptimizerState& state);
+  // How many state tensors the device model holds: SGD without momentum keeps none (zeros in a
+  // checkpoint, as the host's buffers stay).
+  size_t DeviceStateCount() const;
   // Unscales the runs' gradients (fp16) and shares the global quantities of a sharded view; true
   // when a gradient of any rank is inf or NaN. Fills `piece_sums` when clipping.
   Result<bool> CheckGradients(const UpdateView& view, std::vector<double>* piece_sums);
   Status Clip(const UpdateView& view, const std::vector<double>& piece_sums);
 
   double clip_grad_norm_;
-  std::unique_ptr<Optimizer> optimizer_;
+  OptimizerKind kind_;
+  double momentum_;
+  std::unique_ptr<Optimizer> optimizer_;  // NULL with a device model
+  Model* device_model_ = nullptr;         // Note [Device optimizer placement]
+  int64_t device_steps_ = 0;
+  double learning_rate_;
   LrSchedule schedule_;
   std::optional<LossScaler> scaler_;
   int rank_;

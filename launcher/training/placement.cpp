@@ -102,7 +102,8 @@ class HostCopyPlacement final : public ParameterPlacement {
 };
 
 // The backend reaches the model's memory but the optimizer runs on a host copy (a device model
-// with a device backend, or --mirror-parameters): the model's gradients are summed in buckets
+// with a device backend, or --mirror-parameters, where the model runs no optimizer of its own or
+// --offload-optimizer asks for the host's): the model's gradients are summed in buckets
 // while backward runs, then read into the host copy and scaled there (the host never touches
 // device memory).
 class ModelCollectivesPlacement final : public ParameterPlacement {
@@ -114,23 +115,7 @@ class ModelCollectivesPlacement final : public ParameterPlacement {
     UseHostCopy();
     ViewWholeParameters();
     if (backend_ == nullptr) return Status::Ok();
-    const GradientCompression format = settings_.wire.format;
-    if (format != GradientCompression::kNone && !settings_.wire.from_precision) {
-      return Status::InvalidArgument(
-          std::string("--grad-compression ") + NameOf(CompressionNames(), format) +
-          " converts gradients in host memory, but with --device " +
-          NameOf(DeviceNames(), settings_.device) + " and the '" + backend_->name() +
-          "' backend they are summed on the device; use --grad-compression none");
-    }
-    if (format != GradientCompression::kNone && settings_.rank == 0) {
-      log::Info(std::string("the gradients are summed on the device in float32: ") +
-                NameOf(CompressionNames(), format) +
-                " buckets (--grad-compression auto) are made in host memory only");
-    }
-    settings_.wire.format = GradientCompression::kNone;
-    std::vector<DLTensor> tensors;
-    for (const HostParameter& p : parameters_) tensors.push_back(p.model_gradient);
-    return StartSynchronizer(std::move(tensors), GradientScaling::kByCaller, /*callbacks=*/true);
+    return StartModelSynchronizer();
   }
   Status BroadcastInitialValues() override {
     DPL_RETURN_IF_ERROR(BroadcastOnModel());
@@ -146,6 +131,38 @@ class ModelCollectivesPlacement final : public ParameterPlacement {
   }
   Status PublishValues(StepProfile* profile) override { return PublishHostCopy(profile); }
   Status ValuesChanged() override { return WriteValuesToModel(); }
+};
+
+// The model's own optimizer updates its parameters where they are (Note [Device optimizer
+// placement] in parameter_update.hpp): the gradients are summed on the model's tensors while
+// backward runs, as ModelCollectivesPlacement sums them, and nothing is copied to the host per
+// step. The host values are read from the model only when something reads them.
+class DeviceOptimizerPlacement final : public ParameterPlacement {
+ public:
+  using ParameterPlacement::ParameterPlacement;
+
+  Status Setup() {
+    DPL_RETURN_IF_ERROR(ListParameters());
+    UseHostValues();
+    ViewWholeParameters();
+    view_.device_model = &model_;
+    if (backend_ == nullptr) return Status::Ok();
+    return StartModelSynchronizer();
+  }
+  Status BroadcastInitialValues() override { return BroadcastOnModel(); }
+  Status FinishGradients(const Status& step, float scale, StepProfile* profile) override {
+    DPL_RETURN_IF_ERROR(FinishSynchronizer(step));
+    profile->Lap(StepPhase::kCommunicationWait);
+    view_.gradient_scale = scale;  // the model's update applies it
+    return Status::Ok();
+  }
+  Status PublishValues(StepProfile* profile) override {
+    DPL_RETURN_IF_ERROR(model_.ZeroGradients());
+    profile->Lap(StepPhase::kOptimizer);
+    return Status::Ok();
+  }
+  Status ValuesChanged() override { return WriteValuesToModel(); }
+  Status RefreshHostValues() override { return ReadFromModel(DPL_MODEL_TENSORS_VALUES); }
 };
 
 template <typename Strategy>
@@ -180,6 +197,16 @@ Result<std::unique_ptr<ParameterPlacement>> ParameterPlacement::Create(
   const bool backend_reaches_model =
       backend == nullptr || (host_model ? backend->device_type() == kDLCPU
                                         : backend->device_type() == device.device_type);
+  if (backend_reaches_model && model.HasDeviceOptimizer() && !settings.offload_optimizer) {
+    return Build<DeviceOptimizerPlacement>(model, backend, settings);
+  }
+  if (!settings.offload_optimizer && settings.rank == 0) {
+    log::Info(model.HasDeviceOptimizer()
+                  ? "the optimizer runs in host memory: backend '" + backend->name() +
+                        "' sums the gradients there, not on the model's device"
+                  : "the optimizer runs in host memory: model '" + model.name() +
+                        "' does not run one where its parameters are");
+  }
   if (backend_reaches_model) {
     return Build<ModelCollectivesPlacement>(model, backend, settings);
   }
@@ -189,6 +216,12 @@ Result<std::unique_ptr<ParameterPlacement>> ParameterPlacement::Create(
 Status ParameterPlacement::CheckSupported(const ModelPlugin& plugin,
                                           const PlacementSettings& settings) {
   const bool host_copy = settings.device != Device::kCpu || settings.mirror_parameters;
+  if (!host_copy && settings.offload_optimizer) {
+    return Status::InvalidArgument(
+        "--offload-optimizer moves the optimizer of a device model (--device cuda, or "
+        "--mirror-parameters) into host memory; a CPU model's optimizer runs there already: drop "
+        "--offload-optimizer");
+  }
   if (host_copy && settings.shard_optimizer) {
     return Status::InvalidArgument(
         "--shard-optimizer splits the optimizer of a CPU model that updates its parameters in "
@@ -267,6 +300,37 @@ void ParameterPlacement::UseModelMemory() {
     values_.push_back(p.value);
     gradients_.push_back(p.gradient);
   }
+}
+
+void ParameterPlacement::UseHostValues() {
+  host_values_.assign(total_elements_, 0.0f);
+  size_t offset = 0;
+  for (HostParameter& p : parameters_) {
+    p.value = host_values_.data() + offset;
+    values_.push_back(p.value);
+    gradients_.push_back(nullptr);
+    offset += p.elements;
+  }
+}
+
+Status ParameterPlacement::StartModelSynchronizer() {
+  const GradientCompression format = settings_.wire.format;
+  if (format != GradientCompression::kNone && !settings_.wire.from_precision) {
+    return Status::InvalidArgument(
+        std::string("--grad-compression ") + NameOf(CompressionNames(), format) +
+        " converts gradients in host memory, but with --device " +
+        NameOf(DeviceNames(), settings_.device) + " and the '" + backend_->name() +
+        "' backend they are summed on the device; use --grad-compression none");
+  }
+  if (format != GradientCompression::kNone && settings_.rank == 0) {
+    log::Info(std::string("the gradients are summed on the device in float32: ") +
+              NameOf(CompressionNames(), format) +
+              " buckets (--grad-compression auto) are made in host memory only");
+  }
+  settings_.wire.format = GradientCompression::kNone;
+  std::vector<DLTensor> tensors;
+  for (const HostParameter& p : parameters_) tensors.push_back(p.model_gradient);
+  return StartSynchronizer(std::move(tensors), GradientScaling::kByCaller, /*callbacks=*/true);
 }
 
 void ParameterPlacement::UseHostCopy() {

@@ -1,21 +1,24 @@
 // Where the optimizer's parameters live and where their gradients are summed: the placement
 // strategy of a run, chosen once from the model's memory, the backend's and the options.
 //
-// Note [Host copy of the parameters]: the optimizer runs in the host, on float32 host memory. A
-// CPU model's parameters and gradients ARE host memory and are updated in place. A model on a
-// device the host cannot address (CUDA) gets a host copy instead, the way ZeRO-Offload runs a CPU
+// Note [Host copy of the parameters]: the host's optimizer runs on float32 host memory. A CPU
+// model's parameters and gradients ARE host memory and are updated in place. A model on a device
+// the host cannot address (CUDA) gets a host copy instead, the way ZeRO-Offload runs a CPU
 // optimizer for a GPU model: each optimizer step reads the summed gradients into the copy
 // (read_tensors), scales them, updates the copy of the parameters and writes it back
 // (write_tensors). Checkpoints, --resume and --dump-parameters use the copy. Gradients are summed
 // where the backend reaches them: on the device by a device backend (nccl), bucket by bucket
 // while backward runs; by a host backend (gloo, tcp) in the host copy, after backward.
-// --mirror-parameters takes the host-copy path for a CPU model, so it is tested without a GPU.
+// --mirror-parameters treats a CPU model as such a device model, so it is tested without a GPU.
 //
-// So there are three strategies (placement.cpp): kInPlace (host model, host backend: the model's
+// So there are four strategies (placement.cpp): kInPlace (host model, host backend: the model's
 // own memory, summed in buckets while backward runs), kHostCopy (summed in the host copy after
-// backward: a device model with a host backend) and kModelCollectives (summed in the model's own
+// backward: a device model with a host backend), kModelCollectives (summed in the model's own
 // tensors while backward runs, then read into the host copy: a device model with a device
-// backend, or --mirror-parameters). No other part of training asks which one it got.
+// backend) and kDeviceOptimizer (summed likewise, then the model's own optimizer updates its
+// parameters where they are: the default where the model has one, Note [Device optimizer
+// placement]; --offload-optimizer takes kModelCollectives instead). No other part of training
+// asks which one it got.
 #pragma once
 
 #include <cstdint>
@@ -75,6 +78,11 @@ struct UpdateView {
   size_t pieces = 0;
   ShardExchange* exchange = nullptr;  // NULL: every rank scales all its runs alone
   bool shared_gradients = false;      // Note [Scaling shared gradients]
+  // The model whose own optimizer updates its parameters (Note [Device optimizer placement] in
+  // parameter_update.hpp), with the factor its summed gradients still need (the average's);
+  // NULL: the host's optimizer updates the runs.
+  Model* device_model = nullptr;
+  float gradient_scale = 1.0f;
   // Whether the optimizer updates a part only (--shard-optimizer).
   bool sharded() const { return exchange != nullptr && !shared_gradients; }
 };
@@ -85,8 +93,9 @@ struct PlacementSettings {
   bool mirror_parameters = false;
   LocalReduce local_reduce = LocalReduce::kSharedMemory;
   bool shard_optimizer = false;
-  LocalGroup local;   // the machine's workers and their shared memory
-  GradientWire wire;  // the gradients' format in the collectives (precision.hpp)
+  bool offload_optimizer = false;  // a device model's optimizer in host memory all the same
+  LocalGroup local;                // the machine's workers and their shared memory
+  GradientWire wire;               // the gradients' format in the collectives (precision.hpp)
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
   Device device = Device::kCpu;  // for messages
 };
@@ -125,6 +134,9 @@ class ParameterPlacement {
   virtual Status PublishValues(StepProfile* profile) = 0;
   // The host values were overwritten (a checkpoint, a state dict): the model gets them.
   virtual Status ValuesChanged() = 0;
+  // Before the host values are read (a checkpoint, an export, a replica check): they are made the
+  // model's current ones where the model's own optimizer updates them.
+  virtual Status RefreshHostValues() { return Status::Ok(); }
   // Stops the model from calling back into the gradient synchronizer.
   Status Detach();
   // Runs `call`, a backend call every rank makes, on the thread of the backend's calls (after
@@ -140,6 +152,10 @@ class ParameterPlacement {
   Status ListParameters();
   void UseModelMemory();
   void UseHostCopy();
+  // Host memory for the values only, read from the model on demand (RefreshHostValues).
+  void UseHostValues();
+  // Sums the model's gradients on its own tensors, in buckets as backward reports them ready.
+  Status StartModelSynchronizer();
   // Sums the gradients `tensors` in buckets; with callbacks, as the model reports them ready.
   Status StartSynchronizer(std::vector<DLTensor> tensors, GradientScaling scaling, bool callbacks);
   Status BroadcastOnModel();

@@ -163,7 +163,7 @@ ReplicaCheck::ReplicaCheck(int64_t every, int world_size, GatherWords gather)
     : every_(every), world_size_(world_size), gather_(std::move(gather)) {}
 
 Status ReplicaCheck::AfterStep(int64_t global_step, const std::vector<HostParameter>& parameters) {
-  if (every_ <= 0 || world_size_ < 2 || global_step % every_ != 0) return Status::Ok();
+  if (!DueAfter(global_step)) return Status::Ok();
   const observability::TraceScope span("check", "replica check");
   const std::vector<uint64_t> tensors = TensorHashes(parameters);
   const std::string name = "replica-check-" + std::to_string(global_step);

@@ -56,6 +56,10 @@ class ReplicaCheck {
   // more than one rank): Ok when every replica's hash is rank 0's, else a failure that
   // IsReplicaMismatch recognises.
   Status AfterStep(int64_t global_step, const std::vector<HostParameter>& parameters);
+  // Whether AfterStep compares the replicas after `global_step`.
+  bool DueAfter(int64_t global_step) const {
+    return every_ > 0 && world_size_ >= 2 && global_step % every_ == 0;
+  }
 
  private:
   int64_t every_;

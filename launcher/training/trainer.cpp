@@ -136,6 +136,7 @@ Status Trainer::Setup() {
   settings.device = config_.device;
   settings.local_reduce = config_.local_reduce;
   settings.shard_optimizer = config_.shard_optimizer;
+  settings.offload_optimizer = config_.offload_optimizer;
   settings.local = local_;
   DPL_RETURN_IF_ERROR(ParameterPlacement::CheckSupported(model_plugin_, settings));
   DPL_RETURN_IF_ERROR(CheckPrecisionSupported(model_plugin_, config_.precision));
@@ -238,7 +239,10 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
     DPL_RETURN_IF_ERROR(placement_->PublishValues(&profile_));
     ++position_.global_step;
     profile_.CountStep();
-    DPL_RETURN_IF_ERROR(replicas_->AfterStep(position_.global_step, placement_->parameters()));
+    if (replicas_->DueAfter(position_.global_step)) {
+      DPL_RETURN_IF_ERROR(placement_->RefreshHostValues());
+      DPL_RETURN_IF_ERROR(replicas_->AfterStep(position_.global_step, placement_->parameters()));
+    }
     DPL_RETURN_IF_ERROR(ValidateIfDue(epoch, batch));
     if (checkpoints_.DueAfter(position_.global_step)) {
       TrainingPosition next = position_;
@@ -361,6 +365,7 @@ Status Trainer::Export() const {
 
 Status Trainer::DumpParameters() const {
   if (config_.dump_parameters_dir.empty()) return Status::Ok();
+  DPL_RETURN_IF_ERROR(placement_->RefreshHostValues());
   const std::string path =
       config_.dump_parameters_dir + "/rank-" + std::to_string(identity_.rank) + ".bin";
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -223,8 +223,9 @@ TEST_F(AbiCoverageTest, TheHostCallsEveryRequiredEntry) {
        train + " --max-steps 3 --checkpoint-every 1 --resume --checkpoint-dir " + checkpoints, true,
        "resumed from "},
       // The host copy (read_tensors, write_tensors) and --init-from (load_state).
-      {"mirror", train + " --max-steps 1 --mirror-parameters --init-from " + exported, true,
-       "parameters from " + exported},
+      {"mirror",
+       train + " --max-steps 1 --mirror-parameters --offload-optimizer --init-from " + exported,
+       true, "parameters from " + exported},
       // The sharded optimizer through the backend: reduce_scatter, and allgather in place.
       {"sharded", train + " --max-steps 2 --shard-optimizer", true, "training done: 2 steps"},
       // fp16's dynamic loss scaling (set_loss_scale), on a model that computes fp16 on the CPU.

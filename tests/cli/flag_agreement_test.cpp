@@ -49,7 +49,7 @@ const std::vector<std::string> kSameOnEveryMachine = {
     "data-dir",        "data-options",  "max-steps",     "device",          "grad-compression",
     "loss-scale-init", "bucket-cap-mb", "selftest",      "no-eval",         "mirror-parameters",
     "store",           "preflight",     "eval-every",    "eval-batches",    "early-stop-patience",
-    "check-replicas",  "program",       "local-reduce",  "shard-optimizer",
+    "check-replicas",  "program",       "local-reduce",  "shard-optimizer", "offload-optimizer",
 };
 
 bool Contains(const std::vector<std::string>& names, const std::string& name) {

@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -201,9 +202,12 @@ TEST_F(EndToEndTest, CompressedGradientsKeepRanksIdentical) {
   }
 }
 
-// Note [Host copy of the parameters] (the --device cuda path) run on the CPU: the optimizer
-// works on a host copy, gradients are summed in the model's memory and scaled once read. It must
-// give exactly the parameters of the in-place path.
+// Note [Host copy of the parameters] (the --device cuda --offload-optimizer path) run on the
+// CPU: the optimizer works on a host copy, gradients are summed in the model's memory and scaled
+// once read. It must give exactly the parameters of the in-place path. Without
+// --offload-optimizer the model's own optimizer updates its parameters where they are (Note
+// [Device optimizer placement]): torch.optim's multi-tensor arithmetic, which agrees with the
+// host's to float rounding, and replicas that agree bit for bit.
 struct HostCopyCase {
   const char* name;
   const char* arguments;
@@ -220,7 +224,7 @@ TEST_P(HostCopyTest, GivesBitIdenticalParametersToTheInPlacePath) {
   const std::string args = Common() + GetParam().arguments + " --dump-parameters ";
   RunResult a = RunLauncher(args + in_place);
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  RunResult b = RunLauncher(args + host_copy + " --mirror-parameters");
+  RunResult b = RunLauncher(args + host_copy + " --mirror-parameters --offload-optimizer");
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_NE(b.output.find("the optimizer updates a host copy of the 300426 parameters"),
             std::string::npos)
@@ -246,9 +250,61 @@ INSTANTIATE_TEST_SUITE_P(
                      "--optimizer adam --lr 0.001"}),
     [](const ::testing::TestParamInfo<HostCopyCase>& info) { return info.param.name; });
 
-TEST_F(EndToEndTest, ResumeThroughTheHostCopyMatchesAStraightRun) {
+// ||a - b|| / ||b||: the relative difference of two parameter vectors (elementwise, values
+// near zero would weigh a last-bit difference of an FMA as much as a wrong update).
+double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double difference = 0.0, norm = 0.0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    difference += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+    norm += double(b[i]) * double(b[i]);
+  }
+  return norm > 0.0 ? std::sqrt(difference / norm) : std::sqrt(difference);
+}
+
+class DeviceOptimizerTest : public EndToEndTest,
+                            public ::testing::WithParamInterface<HostCopyCase> {};
+
+TEST_P(DeviceOptimizerTest, AgreesWithTheInPlacePathAndKeepsReplicasIdentical) {
+  const std::string in_place = Dump("in_place"), device = Dump("device");
+  const std::string args = Common() + GetParam().arguments + " --dump-parameters ";
+  RunResult a = RunLauncher(args + in_place);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  RunResult b = RunLauncher(args + device + " --mirror-parameters");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("the optimizer runs in the model, where its parameters are"),
+            std::string::npos)
+      << b.output;
+  EXPECT_EQ(b.output.find("host copy"), std::string::npos) << b.output;
+  const std::vector<float> expected = ReadFloats(in_place + "/rank-0.bin");
+  const std::vector<float> got = ReadFloats(device + "/rank-0.bin");
+  ASSERT_EQ(got.size(), expected.size());
+  ASSERT_FALSE(expected.empty());
+  EXPECT_LE(RelativeDifference(got, expected), 1e-4);
+  if (fs::exists(device + "/rank-1.bin")) {
+    EXPECT_TRUE(got == ReadFloats(device + "/rank-1.bin"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, DeviceOptimizerTest,
+    ::testing::Values(
+        HostCopyCase{"TwoRanksAdadelta",
+                     "--num-processes 2 --batch-size 64 --max-steps 6 --bucket-cap-mb 1"},
+        HostCopyCase{"OneRankAccumulatingSgd",
+                     "--num-processes 1 --batch-size 32 --grad-accum 2 --max-steps 4 "
+                     "--optimizer sgd --momentum 0.9 --lr 0.05 --weight-decay 0.01"},
+        HostCopyCase{"TwoRanksAdamWClipped",
+                     "--num-processes 2 --batch-size 64 --max-steps 6 --optimizer adamw "
+                     "--lr 0.001 --weight-decay 0.1 --clip-grad-norm 0.5"}),
+    [](const ::testing::TestParamInfo<HostCopyCase>& info) { return info.param.name; });
+
+// The device optimizer's state goes into the checkpoint and back (by state index).
+TEST_F(EndToEndTest, ResumeThroughTheDeviceOptimizerMatchesAStraightRun) {
   const std::string straight = Dump("straight"), resumed = Dump("resumed");
-  const std::string args = Common() + "--num-processes 2 --batch-size 64 --mirror-parameters ";
+  const std::string args = Common() +
+                           "--num-processes 2 --batch-size 64 --mirror-parameters "
+                           "--optimizer adamw --lr 0.001 ";
   RunResult full = RunLauncher(args + "--max-steps 8 --dump-parameters " + straight);
   ASSERT_EQ(full.exit_code, 0) << full.output;
   const std::string checkpoints = dir_ + "/checkpoints";
@@ -261,6 +317,21 @@ TEST_F(EndToEndTest, ResumeThroughTheHostCopyMatchesAStraightRun) {
   ASSERT_FALSE(a.empty());
   EXPECT_TRUE(a == ReadFloats(resumed + "/rank-0.bin"));
   EXPECT_TRUE(a == ReadFloats(resumed + "/rank-1.bin"));
+  // The same checkpoint resumes on the host's optimizer (the state's layout and names are one).
+  RunResult host = RunLauncher(Common() +
+                               "--num-processes 2 --batch-size 64 --optimizer adamw --lr 0.001 "
+                               "--max-steps 8 --resume --checkpoint-dir " +
+                               checkpoints + " --dump-parameters " + resumed);
+  ASSERT_EQ(host.exit_code, 0) << host.output;
+  EXPECT_LE(RelativeDifference(ReadFloats(resumed + "/rank-0.bin"), a), 1e-4);
+}
+
+TEST_F(EndToEndTest, OffloadOptimizerOnACpuModelIsRefusedWithWhy) {
+  RunResult r = RunLauncher(Common() + "--offload-optimizer --max-steps 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("a CPU model's optimizer runs there already: drop --offload-optimizer"),
+            std::string::npos)
+      << r.output;
 }
 
 // No GPU here and Debian's libtorch is CPU-only: --device cuda fails at once with what to do.
