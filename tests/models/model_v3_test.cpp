@@ -114,7 +114,7 @@ TEST(BatchNorm, ListsItsBuffersAndFrozenParametersWithFixedAddresses) {
   const dpl_model_info_v4 info = model.Info();
   EXPECT_EQ(info.parameter_count, 6u);  // conv, bn, fc weights and biases; not the frozen scale
   ASSERT_EQ(info.buffer_count, 4u);
-  EXPECT_EQ(info.flags, DPL_MODEL_BROADCAST_BUFFERS);
+  EXPECT_EQ(BufferFlags(info), DPL_MODEL_BROADCAST_BUFFERS);
   const auto buffers = model.Buffers();
   const std::vector<std::string> names = {"scale", "bn.running_mean", "bn.running_var",
                                           "bn.num_batches_tracked"};
@@ -206,11 +206,11 @@ TEST(BatchNorm, SaveAndLoadStateCarryTheBuffers) {
 
 TEST(BatchNorm, TheBroadcastBuffersOptionSharesTheModelOptions) {
   const Model quiet(TestPlugin("batchnorm"), Config("broadcast_buffers=0"));
-  EXPECT_EQ(quiet.Info().flags, 0u);
+  EXPECT_EQ(BufferFlags(quiet.Info()), 0u);
   const Model off(TestPlugin("batchnorm"), Config("broadcast_buffers=false"));
-  EXPECT_EQ(off.Info().flags, 0u);
+  EXPECT_EQ(BufferFlags(off.Info()), 0u);
   const Model on(TestPlugin("batchnorm"), Config("broadcast_buffers=true"));
-  EXPECT_EQ(on.Info().flags, uint32_t(DPL_MODEL_BROADCAST_BUFFERS));
+  EXPECT_EQ(BufferFlags(on.Info()), uint32_t(DPL_MODEL_BROADCAST_BUFFERS));
   std::string message;
   EXPECT_EQ(CreateStatus(TestPlugin("batchnorm"), Config("broadcast_buffers=maybe"), &message),
             DPL_ERR_INVALID_ARGUMENT);

@@ -113,6 +113,12 @@ inline dpl_model_config_v4 WithPrecision(dpl_model_config_v4 config, dpl_precisi
   return config;
 }
 
+// info.flags but the optimizer's (every SDK model runs one on its device): what a test of buffers
+// or modes compares.
+inline uint32_t BufferFlags(const dpl_model_info_v4& info) {
+  return info.flags & ~uint32_t(DPL_MODEL_DEVICE_OPTIMIZER);
+}
+
 // The status and message of a create that is expected to fail (the instance, if any, freed).
 inline dpl_status CreateStatus(const dpl_model_plugin_v4& plugin, const dpl_model_config_v4& config,
                                std::string* message) {

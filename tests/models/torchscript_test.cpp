@@ -74,7 +74,7 @@ TEST_F(TorchScript, TrainsAScriptedCnnWithBatchNormAndAResidualConnection) {
   ASSERT_EQ(info.buffer_count, 6u);
   EXPECT_STREQ(model.Buffer(0).name, "bn1.running_mean");
   EXPECT_STREQ(model.Buffer(5).name, "bn2.num_batches_tracked");
-  EXPECT_EQ(info.flags, DPL_MODEL_BROADCAST_BUFFERS);
+  EXPECT_EQ(dpl_test::BufferFlags(info), DPL_MODEL_BROADCAST_BUFFERS);
 
   g_ready = 0;
   ASSERT_EQ(model.plugin().set_gradient_ready_callback(model.get(), &CountReady, nullptr), DPL_OK);
