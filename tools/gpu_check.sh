@@ -19,6 +19,7 @@
 #  5. trains 2 ranks sharing the GPU through gloo and through tcp: the ranks' parameters must be
 #     bit-identical, the losses those of the same run on the CPU within float tolerance;
 #  6. trains one rank in bf16 and in fp16 (dynamic loss scaling) on nccl: finite, falling losses;
+#     and 20 AdamW steps with the optimizer on the GPU against --offload-optimizer's host copy;
 #  7. measures samples/s on one GPU against the PyTorch DDP peer (tools/bench/bench_gpu.py);
 #  8. measures tokens/s of GPT-2 small's shape (12 layers, 768 dims, block 1024) in bf16 on one
 #     GPU against the PyTorch DDP peer (tools/bench/bench_lm.py --device cuda), the optimizer
@@ -588,6 +589,34 @@ sys.exit(0 if len(v) >= 2 and all(map(math.isfinite, v)) and v[-1] < v[0] else 1
   done
 else
   record SKIP "mixed precision on CUDA: needs a GPU, the launcher and the CUDA convnet plugin"
+fi
+
+step "the optimizer on the GPU against --offload-optimizer's, one rank on nccl"
+# The same 20 AdamW steps with the update on the GPU (the default) and on the host copy: the
+# losses must agree within compare_losses' tolerance, and the default must say where it runs.
+if ((!train_ok)); then
+  record SKIP "the GPU optimizer in training: needs a GPU, the launcher and the CUDA convnet plugin"
+elif fits 40 "the GPU optimizer in training"; then
+  placement_rc=0
+  for placement in device offload; do
+    flags=()
+    [[ $placement == offload ]] && flags=(--offload-optimizer)
+    NVIDIA_TF32_OVERRIDE=0 timeout "$(limit 90)" "$launcher" "${common[@]}" --device cuda \
+      --backend nccl --num-processes 1 --max-steps 20 --log-interval 1 --seed 0 \
+      --model-options dropout=0 --optimizer adamw --lr 0.001 ${flags[@]+"${flags[@]}"} \
+      >"$work/optimizer_$placement.log" 2>&1 || placement_rc=$?
+  done
+  grep -h "the optimizer runs\|host copy" "$work/optimizer_device.log" "$work/optimizer_offload.log"
+  if ((placement_rc != 0)); then
+    tail -n 15 "$work/optimizer_device.log" "$work/optimizer_offload.log"
+    record FAIL "the GPU optimizer in training: a run failed (exit $placement_rc)"
+  elif ! grep -q "the optimizer runs in the model" "$work/optimizer_device.log"; then
+    record FAIL "the GPU optimizer in training: the default run did not put the optimizer on the GPU"
+  elif compare_losses "$work/optimizer_device.log" "$work/optimizer_offload.log"; then
+    record PASS "the GPU optimizer in training: 20 AdamW steps' losses as --offload-optimizer's"
+  else
+    record FAIL "the GPU optimizer in training: losses differ from --offload-optimizer's"
+  fi
 fi
 
 step "samples/s on one GPU: dpl against the PyTorch DDP peer"
