@@ -326,6 +326,30 @@ TEST_F(EndToEndTest, ResumeThroughTheDeviceOptimizerMatchesAStraightRun) {
   EXPECT_LE(RelativeDifference(ReadFloats(resumed + "/rank-0.bin"), a), 1e-4);
 }
 
+// Where a GPU is (never in CI: Debian's libtorch is CPU-only; tools/gpu_check.sh compares the
+// same two on the GPU machine): the update on the GPU, the default, and --offload-optimizer's on
+// the host copy train alike.
+TEST_F(EndToEndTest, OnCudaTheGpuOptimizerTrainsAsTheHostCopyDoes) {
+  const std::string device = Dump("device"), offload = Dump("offload");
+  const std::string args = Common() +
+                           "--device cuda --num-processes 1 --batch-size 64 --max-steps 10 "
+                           "--optimizer adamw --lr 0.001 --dump-parameters ";
+  RunResult on_gpu = RunLauncher(args + device);
+  if (on_gpu.exit_code != 0 && on_gpu.output.find("DPL_ERR_NO_DEVICE") != std::string::npos) {
+    GTEST_SKIP() << "no CUDA device for the convnet plugin here (its libtorch or the machine)";
+  }
+  ASSERT_EQ(on_gpu.exit_code, 0) << on_gpu.output;
+  EXPECT_NE(on_gpu.output.find("the optimizer runs in the model"), std::string::npos)
+      << on_gpu.output;
+  RunResult on_host = RunLauncher(args + offload + " --offload-optimizer");
+  ASSERT_EQ(on_host.exit_code, 0) << on_host.output;
+  EXPECT_NE(on_host.output.find("the optimizer updates a host copy"), std::string::npos)
+      << on_host.output;
+  const std::vector<float> expected = ReadFloats(offload + "/rank-0.bin");
+  ASSERT_FALSE(expected.empty());
+  EXPECT_LE(RelativeDifference(ReadFloats(device + "/rank-0.bin"), expected), 1e-4);
+}
+
 TEST_F(EndToEndTest, OffloadOptimizerOnACpuModelIsRefusedWithWhy) {
   RunResult r = RunLauncher(Common() + "--offload-optimizer --max-steps 1");
   EXPECT_NE(r.exit_code, 0);
