@@ -6,7 +6,8 @@
 #   plugins/              the idx data set plugin (the launcher reads Fashion-MNIST through it),
 #                         the cifar10 and tokens ones (tokens: the language-model benchmark),
 #                         and the gloo backend plugin, built against Debian's libgloo
-#   lib/                  the libraries these plugins need beyond glibc and the C++ runtime
+#   lib/                  the libraries the launcher and these plugins need beyond glibc and
+#                         the C++ runtime (the launcher: libgomp)
 #   include/dlpack/       the DLPack header the SDK compiles against
 #   fashion-mnist/        the data set's IDX .gz files
 #   googletest/           GoogleTest's sources, for the nccl tests
@@ -40,20 +41,25 @@ if ldd "$deps/bin/launcher" | grep -q -E "boost|libstdc\+\+"; then
   exit 1
 fi
 
-for plugin in dpl_dataset_idx dpl_dataset_cifar10 dpl_dataset_tokens dpl_backend_gloo; do
-  built=$root/build-gpu-launcher/plugins_out/lib$plugin.so
-  [[ -f $built ]] || continue
-  cp "$built" "$deps/plugins/"
-  strip "$deps/plugins/lib$plugin.so"
-  # Everything it loads but the C runtime and the C++ runtime, which every machine with a pip
-  # torch has: zlib for idx; libgloo and what libgloo needs (hiredis, ibverbs, netlink).
-  ldd "$built" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r library; do
+# Everything `built` loads but the C runtime and the C++ runtime, which every machine with a pip
+# torch has, into lib/: the launcher's OpenMP runtime (libgomp), zlib for idx, libgloo and what
+# libgloo needs (hiredis, ibverbs, netlink).
+copy_libraries() {
+  ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r library; do
     case $(basename "$library") in
       libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*.so.* | \
         libstdc++.so.* | libgcc_s.so.*) ;;
       *) cp -L "$library" "$deps/lib/" ;;
     esac
   done
+}
+copy_libraries "$deps/bin/launcher"
+for plugin in dpl_dataset_idx dpl_dataset_cifar10 dpl_dataset_tokens dpl_backend_gloo; do
+  built=$root/build-gpu-launcher/plugins_out/lib$plugin.so
+  [[ -f $built ]] || continue
+  cp "$built" "$deps/plugins/"
+  strip "$deps/plugins/lib$plugin.so"
+  copy_libraries "$built"
 done
 
 cp /usr/include/dlpack/dlpack.h "$deps/include/dlpack/" ||
