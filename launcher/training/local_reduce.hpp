@@ -5,7 +5,10 @@
 // machine reduce-scatter each bucket in memory, and only the part a worker summed crosses
 // machines. Per bucket, on its communication thread, worker l
 //   1. copies its gradients in (its own area of the shared memory; 16-bit wire formats scaled and
-//      rounded on the way, as the backends get them),
+//      rounded on the way, as the backends get them) and zeroes them behind the copy, a few KiB
+//      at a time while they are in cache: the model's gradients are read nowhere else this step,
+//      so the next step finds them zero without a pass of zero_gradients over the whole model
+//      (on the 10M MLP, 2 processes x 1 thread: about 3 of the optimizer's 13 ms),
 //   2. waits until every worker of the machine has copied the bucket in,
 //   3. sums part l of the bucket (shard_layout.hpp) over the workers in local-rank order 0, 1, ...
 //      in every element, into the shared sums: a fixed order, so every replica holds the same bits,
@@ -63,7 +66,8 @@ class LocalReducer {
   // A new step: the next generation of every flag.
   void BeginStep() { ++generation_; }
   // Steps 1-5 of Note [Reduction through shared memory] for `bucket`, whose gradients are
-  // `gradients` (host float32 tensors, by parameter index); the sums are multiplied by `scale`.
+  // `gradients` (host float32 tensors, by parameter index, left zero); the sums are multiplied
+  // by `scale`.
   Status ReduceBucket(size_t bucket, const std::vector<DLTensor>& gradients, float scale);
   // Waits until every worker's part of every bucket is summed.
   Status AwaitSums();

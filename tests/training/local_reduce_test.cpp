@@ -31,6 +31,7 @@ struct Report {
   double seconds = 0;
   uint64_t hash = 0;
   double worst_relative_error = 0;
+  uint64_t nonzero_left = 0;  // gradient elements the reduction left non-zero
   char message[400] = {};
 };
 
@@ -95,12 +96,16 @@ struct Gradients {
   std::vector<int64_t> shapes;
   std::vector<DLTensor> tensors;
   explicit Gradients(int worker) : shapes(kSizes.begin(), kSizes.end()) {
-    for (uint32_t p = 0; p < kSizes.size(); ++p) {
-      values.emplace_back(kSizes[p]);
-      for (size_t i = 0; i < kSizes[p]; ++i) values[p][i] = Gradient(worker, p, i);
-    }
+    for (uint32_t p = 0; p < kSizes.size(); ++p) values.emplace_back(kSizes[p]);
+    Fill(worker);
     for (uint32_t p = 0; p < kSizes.size(); ++p) {
       tensors.push_back(HostTensor(values[p].data(), DLDataType{kDLFloat, 32, 1}, 1, &shapes[p]));
+    }
+  }
+  Gradients(const Gradients&) = delete;  // the tensors point into values
+  void Fill(int worker) {
+    for (uint32_t p = 0; p < kSizes.size(); ++p) {
+      for (size_t i = 0; i < kSizes[p]; ++i) values[p][i] = Gradient(worker, p, i);
     }
   }
 };
@@ -118,7 +123,8 @@ void ReduceOnce(const LocalGroup& group, GradientCompression wire, Report* repor
   if (!reducer.ok()) return Fail(report, reducer.status());
   Gradients mine(group.local_rank);
   const float scale = 1.0f / float(group.local_world_size);
-  for (int step = 0; step < 2; ++step) {  // the second reuses every flag and area
+  for (int step = 0; step < 2; ++step) {        // the second reuses every flag and area
+    if (step > 0) mine.Fill(group.local_rank);  // the next backward's
     (*reducer)->BeginStep();
     for (size_t b = 0; b < buckets.size(); ++b) {
       const Status reduced = (*reducer)->ReduceBucket(b, mine.tensors, scale);
@@ -126,6 +132,10 @@ void ReduceOnce(const LocalGroup& group, GradientCompression wire, Report* repor
     }
     const Status summed = (*reducer)->AwaitSums();
     if (!summed.ok()) return Fail(report, summed);
+    // Copied in and zeroed behind (step 1 of Note [Reduction through shared memory]).
+    for (const std::vector<float>& gradient : mine.values) {
+      for (float g : gradient) report->nonzero_left += g != 0.0f ? 1 : 0;
+    }
   }
   const ShardLayout& layout = (*reducer)->layout();
   for (size_t b = 0; b < layout.buckets(); ++b) {
@@ -161,6 +171,7 @@ TEST_P(LocalReduceTest, EveryWorkerGetsTheSameSumsWithinFloat64sTolerance) {
     ASSERT_EQ(reports[k].code, DPL_OK) << "worker " << k << ": " << reports[k].message;
     EXPECT_EQ(reports[k].hash, reports[0].hash) << "worker " << k << " holds other bits";
     EXPECT_LT(reports[k].worst_relative_error, 1e-6) << "worker " << k;
+    EXPECT_EQ(reports[k].nonzero_left, 0u) << "worker " << k << "'s gradients were not zeroed";
   }
 }
 
@@ -172,6 +183,7 @@ TEST_P(LocalReduceTest, SixteenBitWireGivesTheSameBitsEverywhere) {
     ASSERT_EQ(reports[k].code, DPL_OK) << "worker " << k << ": " << reports[k].message;
     EXPECT_EQ(reports[k].hash, reports[0].hash) << "worker " << k << " holds other bits";
     EXPECT_LT(reports[k].worst_relative_error, 2e-2) << "worker " << k;  // bf16's 8 bits
+    EXPECT_EQ(reports[k].nonzero_left, 0u) << "worker " << k << "'s gradients were not zeroed";
   }
 }
 
