@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "plugin_driver.hpp"
+#include "support/relative_difference.hpp"
 
 namespace dpl::device_optimizer_test {
 namespace {
@@ -72,12 +73,8 @@ TEST(DeviceOptimizer, CudaMatchesTheCpuAfterTwentyAdamWSteps) {
     }
   }
   const std::vector<float> expected = cpu.Values(), got = gpu.Values();
-  double difference = 0.0, norm = 0.0;  // ||gpu - cpu|| / ||cpu||
-  for (size_t i = 0; i < expected.size(); ++i) {
-    difference += (double(got[i]) - double(expected[i])) * (double(got[i]) - double(expected[i]));
-    norm += double(expected[i]) * double(expected[i]);
-  }
-  const double worst = std::sqrt(difference / norm);
+  ASSERT_EQ(got.size(), expected.size());
+  const double worst = dpl::testing::RelativeDifference(got, expected);  // ||gpu - cpu|| / ||cpu||
   std::cout << "the GPU's parameters after 20 AdamW steps: relative difference " << worst
             << " from the CPU's (" << total << " elements)\n";
   EXPECT_LE(worst, 1e-6);

@@ -15,11 +15,13 @@
 #include <vector>
 
 #include "plugin_driver.hpp"
+#include "support/relative_difference.hpp"
 #include "training/optimizer.hpp"
 
 namespace dpl::device_optimizer_test {
 namespace {
 
+using dpl::testing::RelativeDifference;
 using dpl_test::Model;
 using dpl_test::Plugin;
 using training::OptimizerKind;
@@ -122,18 +124,6 @@ std::vector<float> ReadState(const Model& model, size_t k, size_t count) {
   EXPECT_EQ(model.plugin().read_tensors(model.get(), which, state.data(), count), DPL_OK)
       << model.error();
   return state;
-}
-
-// ||a - b|| / ||b||: the relative difference of two parameter vectors (elementwise, values
-// near zero would weigh a last-bit difference of an FMA as much as a wrong update).
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double difference = 0.0, norm = 0.0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    difference += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
-    norm += double(b[i]) * double(b[i]);
-  }
-  return norm > 0.0 ? std::sqrt(difference / norm) : std::sqrt(difference);
 }
 
 constexpr double kTolerance = 1e-6;

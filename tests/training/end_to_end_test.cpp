@@ -15,10 +15,12 @@
 
 #include "launcher_runs.hpp"
 #include "support/idx_writer.hpp"
+#include "support/relative_difference.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using ::dpl::testing::RelativeDifference;
 
 bool ConvnetPluginAvailable() {
   std::string dirs = DPL_TEST_PLUGIN_DIR;
@@ -67,6 +69,26 @@ class EndToEndTest : public ::testing::Test {
     return "--data-dir " + dir_ + " --data-cache " + dir_ + "/cache --seed 3 --log-interval 5 ";
   }
   std::string Common() const { return Data() + "--model-options dropout=0 "; }
+
+  // `arguments` run in place and again with `variant`, both dumping their parameters.
+  struct PathRuns {
+    RunResult in_place, variant;
+    std::vector<float> expected, got;  // rank 0's parameters of each
+    bool replicas_agree = true;        // the variant's rank 1, if any, holds its rank 0's bits
+  };
+  PathRuns RunBothPaths(const std::string& arguments, const std::string& variant) {
+    const std::string in_place = Dump("in_place"), other = Dump("variant");
+    const std::string args = Common() + arguments + " --dump-parameters ";
+    PathRuns runs;
+    runs.in_place = RunLauncher(args + in_place);
+    runs.variant = RunLauncher(args + other + " " + variant);
+    runs.expected = ReadFloats(in_place + "/rank-0.bin");
+    runs.got = ReadFloats(other + "/rank-0.bin");
+    if (fs::exists(other + "/rank-1.bin")) {
+      runs.replicas_agree = runs.got == ReadFloats(other + "/rank-1.bin");
+    }
+    return runs;
+  }
   std::string dir_;
 };
 
@@ -220,22 +242,17 @@ void PrintTo(const HostCopyCase& host_copy_case, std::ostream* out) {
 class HostCopyTest : public EndToEndTest, public ::testing::WithParamInterface<HostCopyCase> {};
 
 TEST_P(HostCopyTest, GivesBitIdenticalParametersToTheInPlacePath) {
-  const std::string in_place = Dump("in_place"), host_copy = Dump("host_copy");
-  const std::string args = Common() + GetParam().arguments + " --dump-parameters ";
-  RunResult a = RunLauncher(args + in_place);
-  ASSERT_EQ(a.exit_code, 0) << a.output;
-  RunResult b = RunLauncher(args + host_copy + " --mirror-parameters --offload-optimizer");
-  ASSERT_EQ(b.exit_code, 0) << b.output;
-  EXPECT_NE(b.output.find("the optimizer updates a host copy of the 300426 parameters"),
+  const PathRuns runs =
+      RunBothPaths(GetParam().arguments, "--mirror-parameters --offload-optimizer");
+  ASSERT_EQ(runs.in_place.exit_code, 0) << runs.in_place.output;
+  ASSERT_EQ(runs.variant.exit_code, 0) << runs.variant.output;
+  EXPECT_NE(runs.variant.output.find("the optimizer updates a host copy of the 300426 parameters"),
             std::string::npos)
-      << b.output;
-  EXPECT_NE(b.output.find(", host copies "), std::string::npos) << b.output;
-  const std::vector<float> expected = ReadFloats(in_place + "/rank-0.bin");
-  ASSERT_FALSE(expected.empty());
-  EXPECT_TRUE(expected == ReadFloats(host_copy + "/rank-0.bin"));
-  if (fs::exists(in_place + "/rank-1.bin")) {
-    EXPECT_TRUE(expected == ReadFloats(host_copy + "/rank-1.bin"));
-  }
+      << runs.variant.output;
+  EXPECT_NE(runs.variant.output.find(", host copies "), std::string::npos) << runs.variant.output;
+  ASSERT_FALSE(runs.expected.empty());
+  EXPECT_TRUE(runs.expected == runs.got);
+  EXPECT_TRUE(runs.replicas_agree);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -250,40 +267,21 @@ INSTANTIATE_TEST_SUITE_P(
                      "--optimizer adam --lr 0.001"}),
     [](const ::testing::TestParamInfo<HostCopyCase>& info) { return info.param.name; });
 
-// ||a - b|| / ||b||: the relative difference of two parameter vectors (elementwise, values
-// near zero would weigh a last-bit difference of an FMA as much as a wrong update).
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double difference = 0.0, norm = 0.0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    difference += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
-    norm += double(b[i]) * double(b[i]);
-  }
-  return norm > 0.0 ? std::sqrt(difference / norm) : std::sqrt(difference);
-}
-
 class DeviceOptimizerTest : public EndToEndTest,
                             public ::testing::WithParamInterface<HostCopyCase> {};
 
 TEST_P(DeviceOptimizerTest, AgreesWithTheInPlacePathAndKeepsReplicasIdentical) {
-  const std::string in_place = Dump("in_place"), device = Dump("device");
-  const std::string args = Common() + GetParam().arguments + " --dump-parameters ";
-  RunResult a = RunLauncher(args + in_place);
-  ASSERT_EQ(a.exit_code, 0) << a.output;
-  RunResult b = RunLauncher(args + device + " --mirror-parameters");
-  ASSERT_EQ(b.exit_code, 0) << b.output;
-  EXPECT_NE(b.output.find("the optimizer runs in the model, where its parameters are"),
+  const PathRuns runs = RunBothPaths(GetParam().arguments, "--mirror-parameters");
+  ASSERT_EQ(runs.in_place.exit_code, 0) << runs.in_place.output;
+  ASSERT_EQ(runs.variant.exit_code, 0) << runs.variant.output;
+  EXPECT_NE(runs.variant.output.find("the optimizer runs in the model, where its parameters are"),
             std::string::npos)
-      << b.output;
-  EXPECT_EQ(b.output.find("host copy"), std::string::npos) << b.output;
-  const std::vector<float> expected = ReadFloats(in_place + "/rank-0.bin");
-  const std::vector<float> got = ReadFloats(device + "/rank-0.bin");
-  ASSERT_EQ(got.size(), expected.size());
-  ASSERT_FALSE(expected.empty());
-  EXPECT_LE(RelativeDifference(got, expected), 1e-4);
-  if (fs::exists(device + "/rank-1.bin")) {
-    EXPECT_TRUE(got == ReadFloats(device + "/rank-1.bin"));
-  }
+      << runs.variant.output;
+  EXPECT_EQ(runs.variant.output.find("host copy"), std::string::npos) << runs.variant.output;
+  ASSERT_FALSE(runs.expected.empty());
+  ASSERT_EQ(runs.got.size(), runs.expected.size());
+  EXPECT_LE(RelativeDifference(runs.got, runs.expected), 1e-4);
+  EXPECT_TRUE(runs.replicas_agree);
 }
 
 INSTANTIATE_TEST_SUITE_P(
