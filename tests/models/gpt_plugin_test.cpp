@@ -2,7 +2,7 @@
 // against tools/gpt_model.py's GPT (Debian's python3-torch; skipped without): the loss of the
 // Python class's state dict loaded as --init-from loads it, exports Python loads strictly, typed
 // samples and the data it refuses; and a TorchScript export of the Python class trained through
-// the torchscript plugin on token data.
+// the torchscript plugin on token data, also with the plugin's own optimizer.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -204,6 +204,44 @@ TEST_F(GptPluginTest, TorchScriptGptOfThePythonClassTrainsOnTokens) {
   const dpl_eval_result_v4 result = Evaluate(model, batch);
   EXPECT_EQ(result.elements, batch.targets.numel());
   std::cout << "torchscript gpt: loss " << first << " -> " << last << "\n";
+}
+
+// The same scripted GPT trains with the optimizer the plugin runs itself (the SDK's Note [Device
+// optimizer]): AdamW with nanoGPT's groups updates the script module's own tensors in place.
+TEST_F(GptPluginTest, TorchScriptGptTrainsWithTheModelsOwnOptimizer) {
+  const std::string options = "file=" + Fixture("gpt_script.pt") + ",loss=cross_entropy";
+  const Model model(Plugin("torchscript"), WithTokens(dpl_test::Config(options.c_str()), 32, 256));
+  ASSERT_NE(model.Info().flags & DPL_MODEL_DEVICE_OPTIMIZER, 0u);
+  std::vector<double> decay;
+  uint64_t total = 0;
+  for (const dpl_parameter_v2& parameter : model.Parameters()) {
+    decay.push_back(parameter.value.ndim >= 2 ? 0.1 : 0.0);
+    total += uint64_t(dpl_test::Elements(parameter.value));
+  }
+  dpl_optimizer_config_v4 config{};
+  config.struct_size = sizeof config;
+  config.kind = DPL_OPTIMIZER_ADAMW;
+  config.beta1 = 0.9;
+  config.beta2 = 0.99;
+  config.eps = 1e-8;
+  config.weight_decay = decay.data();
+  config.shard_end = total;
+  ASSERT_EQ(model.plugin().set_optimizer(model.get(), &config), DPL_OK) << model.error();
+  const TokenBatch batch = FixtureBatch();
+  const float first = Train(model, batch);
+  float last = first;
+  for (int64_t step = 1; step <= 20; ++step) {
+    dpl_update_v4 update{};
+    update.struct_size = sizeof update;
+    update.step = step;
+    update.learning_rate = 1e-2;
+    update.gradient_factor = 1.0;
+    ASSERT_EQ(model.plugin().apply_update(model.get(), &update), DPL_OK) << model.error();
+    ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
+    last = Train(model, batch);
+  }
+  EXPECT_LT(last, first - 1.0f);
+  std::cout << "torchscript gpt, its own AdamW: loss " << first << " -> " << last << "\n";
 }
 
 }  // namespace
