@@ -37,20 +37,10 @@ TEST(DeviceOptimizer, CudaMatchesTheCpuAfterTwentyAdamWSteps) {
   Plugin("gpt").destroy(probe);
   const Model cpu(Plugin("gpt"), GptConfig(kDLCPU)), gpu(Plugin("gpt"), cuda_config);
   ASSERT_EQ(cpu.Values(), gpu.Values());
-  std::vector<double> decay;  // nanoGPT's groups: tensors of two or more dimensions only
-  uint64_t total = 0;
-  for (const dpl_parameter_v2& parameter : cpu.Parameters()) {
-    decay.push_back(parameter.value.ndim >= 2 ? 0.1 : 0.0);
-    total += uint64_t(dpl_test::Elements(parameter.value));
-  }
-  dpl_optimizer_config_v4 config{};
-  config.struct_size = sizeof config;
-  config.kind = DPL_OPTIMIZER_ADAMW;
-  config.beta1 = 0.9;
-  config.beta2 = 0.95;
-  config.eps = 1e-8;
-  config.weight_decay = decay.data();
-  config.shard_end = total;
+  const std::vector<double> decay = dpl_test::GroupDecay(cpu, 0.1);
+  const uint64_t total = cpu.ParameterElements();
+  const dpl_optimizer_config_v4 config =
+      dpl_test::OptimizerConfig(DPL_OPTIMIZER_ADAMW, decay, total);
   for (const Model* model : {&cpu, &gpu}) {
     ASSERT_EQ(model->plugin().set_optimizer(model->get(), &config), DPL_OK) << model->error();
   }
@@ -59,17 +49,12 @@ TEST(DeviceOptimizer, CudaMatchesTheCpuAfterTwentyAdamWSteps) {
   for (int64_t step = 1; step <= 20; ++step) {
     std::vector<float> gradients(total);
     for (float& g : gradients) g = normal(rng);
-    dpl_update_v4 update{};
-    update.struct_size = sizeof update;
-    update.step = step;
-    update.learning_rate = 0.01;
-    update.gradient_factor = 0.5;
     for (const Model* model : {&cpu, &gpu}) {
       ASSERT_EQ(model->plugin().write_tensors(model->get(), DPL_MODEL_TENSORS_GRADIENTS,
                                               gradients.data(), total),
                 DPL_OK)
           << model->error();
-      ASSERT_EQ(model->plugin().apply_update(model->get(), &update), DPL_OK) << model->error();
+      ASSERT_EQ(dpl_test::ApplyUpdate(*model, step, 0.01, 0.5), DPL_OK) << model->error();
     }
   }
   const std::vector<float> expected = cpu.Values(), got = gpu.Values();

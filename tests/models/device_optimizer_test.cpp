@@ -22,6 +22,7 @@ namespace dpl::device_optimizer_test {
 namespace {
 
 using dpl::testing::RelativeDifference;
+using dpl_test::ApplyUpdate;
 using dpl_test::Model;
 using dpl_test::Plugin;
 using training::OptimizerKind;
@@ -63,19 +64,11 @@ Layout LayoutOf(const Model& model, OptimizerKind kind) {
 
 dpl_optimizer_config_v4 AbiConfig(const Kind& kind, const Layout& layout,
                                   std::vector<double>* decay) {
-  dpl_optimizer_config_v4 config{};
-  config.struct_size = sizeof config;
-  config.kind = kind.abi_kind;
-  config.momentum = kind.momentum;
-  config.beta1 = 0.9;
-  config.beta2 = 0.95;
-  config.rho = 0.9;
-  config.eps = kind.kind == OptimizerKind::kAdadelta ? 1e-6 : 1e-8;
   decay->clear();
   for (bool decayed : layout.decayed) decay->push_back(decayed ? kind.weight_decay : 0.0);
-  config.weight_decay = decay->data();
-  config.shard_begin = 0;
-  config.shard_end = layout.total;
+  dpl_optimizer_config_v4 config = dpl_test::OptimizerConfig(kind.abi_kind, *decay, layout.total);
+  config.momentum = kind.momentum;
+  if (kind.kind == OptimizerKind::kAdadelta) config.eps = 1e-6;
   return config;
 }
 
@@ -109,15 +102,6 @@ void WriteGradients(const Model& model, const std::vector<float>& gradients) {
       << model.error();
 }
 
-dpl_status Apply(const Model& model, int64_t step, double learning_rate, double factor) {
-  dpl_update_v4 update{};
-  update.struct_size = sizeof update;
-  update.step = step;
-  update.learning_rate = learning_rate;
-  update.gradient_factor = factor;
-  return model.plugin().apply_update(model.get(), &update);
-}
-
 std::vector<float> ReadState(const Model& model, size_t k, size_t count) {
   std::vector<float> state(count);
   const auto which = static_cast<dpl_model_tensors>(DPL_MODEL_TENSORS_OPTIMIZER_STATE + k);
@@ -148,7 +132,7 @@ TEST_P(DeviceOptimizerTest, MatchesTheHostOptimizerStepByStep) {
     const double factor = step <= 4 ? 1.0 : 0.5;
     std::vector<float> gradients = RandomGradients(layout.total, rng);
     WriteGradients(model, gradients);
-    ASSERT_EQ(Apply(model, step, kind.learning_rate, factor), DPL_OK) << model.error();
+    ASSERT_EQ(ApplyUpdate(model, step, kind.learning_rate, factor), DPL_OK) << model.error();
     for (float& g : gradients) g = g * float(factor);
     std::vector<float*> value_pointers;
     std::vector<const float*> gradient_pointers;
@@ -205,8 +189,8 @@ TEST(DeviceOptimizer, AShardUpdatesItsElementsOnly) {
     const std::vector<float> gradients = RandomGradients(layout.total, rng);
     WriteGradients(whole, gradients);
     WriteGradients(part, gradients);
-    ASSERT_EQ(Apply(whole, step, 0.01, 1.0), DPL_OK) << whole.error();
-    ASSERT_EQ(Apply(part, step, 0.01, 1.0), DPL_OK) << part.error();
+    ASSERT_EQ(ApplyUpdate(whole, step, 0.01, 1.0), DPL_OK) << whole.error();
+    ASSERT_EQ(ApplyUpdate(part, step, 0.01, 1.0), DPL_OK) << part.error();
   }
   const std::vector<float> expected = whole.Values(), got = part.Values();
   for (size_t i = 0; i < layout.total; ++i) {
@@ -248,7 +232,7 @@ TEST(DeviceOptimizer, StatisticsAreTheSquaredNormAndFiniteness) {
 
 TEST(DeviceOptimizer, RefusesWhatItCannotRunNamingIt) {
   const Model model(Plugin("gpt"), GptConfig());
-  EXPECT_EQ(Apply(model, 1, 0.1, 1.0), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ApplyUpdate(model, 1, 0.1, 1.0), DPL_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(model.error()).find("call set_optimizer first"), std::string::npos)
       << model.error();
   const Layout layout = LayoutOf(model, OptimizerKind::kAdamW);
@@ -266,7 +250,7 @@ TEST(DeviceOptimizer, RefusesWhatItCannotRunNamingIt) {
       << model.error();
   config.shard_end = layout.total;
   ASSERT_EQ(model.plugin().set_optimizer(model.get(), &config), DPL_OK) << model.error();
-  EXPECT_EQ(Apply(model, 0, 0.1, 1.0), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ApplyUpdate(model, 0, 0.1, 1.0), DPL_ERR_INVALID_ARGUMENT);
   std::vector<float> state(layout.total);
   const auto third = static_cast<dpl_model_tensors>(DPL_MODEL_TENSORS_OPTIMIZER_STATE + 2);
   EXPECT_EQ(model.plugin().read_tensors(model.get(), third, state.data(), state.size()),

@@ -212,31 +212,16 @@ TEST_F(GptPluginTest, TorchScriptGptTrainsWithTheModelsOwnOptimizer) {
   const std::string options = "file=" + Fixture("gpt_script.pt") + ",loss=cross_entropy";
   const Model model(Plugin("torchscript"), WithTokens(dpl_test::Config(options.c_str()), 32, 256));
   ASSERT_NE(model.Info().flags & DPL_MODEL_DEVICE_OPTIMIZER, 0u);
-  std::vector<double> decay;
-  uint64_t total = 0;
-  for (const dpl_parameter_v2& parameter : model.Parameters()) {
-    decay.push_back(parameter.value.ndim >= 2 ? 0.1 : 0.0);
-    total += uint64_t(dpl_test::Elements(parameter.value));
-  }
-  dpl_optimizer_config_v4 config{};
-  config.struct_size = sizeof config;
-  config.kind = DPL_OPTIMIZER_ADAMW;
-  config.beta1 = 0.9;
+  const std::vector<double> decay = dpl_test::GroupDecay(model, 0.1);
+  dpl_optimizer_config_v4 config =
+      dpl_test::OptimizerConfig(DPL_OPTIMIZER_ADAMW, decay, model.ParameterElements());
   config.beta2 = 0.99;
-  config.eps = 1e-8;
-  config.weight_decay = decay.data();
-  config.shard_end = total;
   ASSERT_EQ(model.plugin().set_optimizer(model.get(), &config), DPL_OK) << model.error();
   const TokenBatch batch = FixtureBatch();
   const float first = Train(model, batch);
   float last = first;
   for (int64_t step = 1; step <= 20; ++step) {
-    dpl_update_v4 update{};
-    update.struct_size = sizeof update;
-    update.step = step;
-    update.learning_rate = 1e-2;
-    update.gradient_factor = 1.0;
-    ASSERT_EQ(model.plugin().apply_update(model.get(), &update), DPL_OK) << model.error();
+    ASSERT_EQ(dpl_test::ApplyUpdate(model, step, 1e-2, 1.0), DPL_OK) << model.error();
     ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
     last = Train(model, batch);
   }

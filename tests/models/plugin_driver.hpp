@@ -183,13 +183,19 @@ class Model {
   }
 
   // Every parameter value, back to back (read_tensors).
-  std::vector<float> Values() const {
+  // Every parameter's elements, in all.
+  uint64_t ParameterElements() const {
     uint64_t count = 0;
     for (const auto& parameter : Parameters()) {
       int64_t elements = 1;
       for (int32_t d = 0; d < parameter.value.ndim; ++d) elements *= parameter.value.shape[d];
       count += uint64_t(elements);
     }
+    return count;
+  }
+
+  std::vector<float> Values() const {
+    const uint64_t count = ParameterElements();
     std::vector<float> values(count);
     EXPECT_EQ(plugin_.read_tensors(model_, DPL_MODEL_TENSORS_VALUES, values.data(), count), DPL_OK)
         << plugin_.last_error();
@@ -214,6 +220,45 @@ inline int64_t Elements(const DLTensor& tensor) {
   int64_t count = 1;
   for (int32_t i = 0; i < tensor.ndim; ++i) count *= tensor.shape[i];
   return count;
+}
+
+// The optimizer `kind` (model ABI v4's set_optimizer) over all `elements` parameter elements,
+// parameter i decayed by weight_decay[i] (borrowed: it must outlive the call), with betas 0.9 and
+// 0.95, rho 0.9 and eps 1e-8; the caller changes what its test needs.
+inline dpl_optimizer_config_v4 OptimizerConfig(int32_t kind,
+                                               const std::vector<double>& weight_decay,
+                                               uint64_t elements) {
+  dpl_optimizer_config_v4 config{};
+  config.struct_size = sizeof config;
+  config.kind = kind;
+  config.beta1 = 0.9;
+  config.beta2 = 0.95;
+  config.rho = 0.9;
+  config.eps = 1e-8;
+  config.weight_decay = weight_decay.data();
+  config.shard_begin = 0;
+  config.shard_end = elements;
+  return config;
+}
+
+// nanoGPT's parameter groups: `decay` on the tensors of two or more dimensions, none on the others.
+inline std::vector<double> GroupDecay(const Model& model, double decay) {
+  std::vector<double> weight_decay;
+  for (const dpl_parameter_v2& parameter : model.Parameters()) {
+    weight_decay.push_back(parameter.value.ndim >= 2 ? decay : 0.0);
+  }
+  return weight_decay;
+}
+
+// apply_update of optimizer step `step` at `learning_rate`, the gradients times `factor`.
+inline dpl_status ApplyUpdate(const Model& model, int64_t step, double learning_rate,
+                              double factor) {
+  dpl_update_v4 update{};
+  update.struct_size = sizeof update;
+  update.step = step;
+  update.learning_rate = learning_rate;
+  update.gradient_factor = factor;
+  return model.plugin().apply_update(model.get(), &update);
 }
 
 inline float* Floats(const DLTensor& tensor) {
