@@ -138,11 +138,6 @@ Result<std::unique_ptr<Optimizer>> OptimizerFor(const OptimizerOptions& options,
     std::vector<double> weight_decay;
     DPL_RETURN_IF_ERROR(
         view.device_model->SetOptimizer(DeviceOptimizerConfig(options, tensors, &weight_decay)));
-    if (rank == 0) {
-      log::Info(
-          "the optimizer runs in the model, where its parameters are; --offload-optimizer "
-          "runs it in host memory instead");
-    }
     return std::unique_ptr<Optimizer>();
   }
   std::vector<OptimizedTensor> runs;
@@ -398,6 +393,7 @@ size_t ParameterUpdate::DeviceStateCount() const {
 Status ParameterUpdate::DeviceState(const std::vector<size_t>& sizes, bool whole,
                                     OptimizerState* state) {
   state->assign(whole ? StateNames().size() : 0, {});
+  if (!whole) return Status::Ok();  // unsharded: nothing to gather from this rank
   size_t total = 0;
   for (size_t n : sizes) total += n;
   std::vector<float> flat(total, 0.0f);

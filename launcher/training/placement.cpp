@@ -200,6 +200,11 @@ Result<std::unique_ptr<ParameterPlacement>> ParameterPlacement::Create(
       backend == nullptr || (host_model ? backend->device_type() == kDLCPU
                                         : backend->device_type() == device.device_type);
   if (backend_reaches_model && model.HasDeviceOptimizer() && !settings.offload_optimizer) {
+    if (settings.rank == 0) {
+      log::Info(
+          "the optimizer runs in the model, where its parameters are; --offload-optimizer "
+          "runs it in host memory instead");
+    }
     return Build<DeviceOptimizerPlacement>(model, backend, settings);
   }
   if (!settings.offload_optimizer && settings.rank == 0) {
@@ -336,15 +341,13 @@ Status ParameterPlacement::StartModelSynchronizer() {
 }
 
 void ParameterPlacement::UseHostCopy() {
-  host_values_.assign(total_elements_, 0.0f);
+  UseHostValues();
   host_gradients_.assign(total_elements_, 0.0f);
   size_t offset = 0;
-  for (HostParameter& p : parameters_) {
-    p.value = host_values_.data() + offset;
-    p.gradient = host_gradients_.data() + offset;
-    values_.push_back(p.value);
-    gradients_.push_back(p.gradient);
-    offset += p.elements;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    parameters_[i].gradient = host_gradients_.data() + offset;
+    gradients_[i] = parameters_[i].gradient;
+    offset += parameters_[i].elements;
   }
   if (settings_.rank == 0) {
     log::Info("the optimizer updates a host copy of the " + std::to_string(total_elements_) +

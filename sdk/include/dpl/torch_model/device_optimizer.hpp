@@ -35,7 +35,7 @@ class DeviceOptimizer {
   // state before its first step.
   DeviceOptimizer(const dpl_optimizer_config_v4& config,
                   const std::vector<torch::Tensor>& parameters, const torch::Tensor& flat_gradients)
-      : config_(config), gradients_(flat_gradients) {
+      : config_(config) {
     CheckKind();
     const uint64_t total = uint64_t(flat_gradients.numel());
     if (config.shard_begin > config.shard_end || config.shard_end > total) {
@@ -53,7 +53,10 @@ class DeviceOptimizer {
     for (size_t i = 0; i < parameters.size(); ++i) {
       const int64_t elements = parameters[i].numel();
       const int64_t from = std::max(start, begin), to = std::min(start + elements, begin + length);
-      if (from < to) AddRun(parameters[i], config.weight_decay[i], from - start, from, to - from);
+      if (from < to) {
+        AddRun(parameters[i], flat_gradients, config.weight_decay[i], from - start, from,
+               to - from);
+      }
       start += elements;
     }
   }
@@ -132,13 +135,14 @@ class DeviceOptimizer {
     }
   }
 
-  // Elements [offset, offset + count) of `parameter`, which are [at, at + count) of all.
-  void AddRun(const torch::Tensor& parameter, double weight_decay, int64_t offset, int64_t at,
-              int64_t count) {
+  // Elements [offset, offset + count) of `parameter`, which are [at, at + count) of all (and of
+  // `flat_gradients`).
+  void AddRun(const torch::Tensor& parameter, const torch::Tensor& flat_gradients,
+              double weight_decay, int64_t offset, int64_t at, int64_t count) {
     Group& group = GroupOf(weight_decay);
     const int64_t in_shard = at - int64_t(config_.shard_begin);
     group.parameters.push_back(parameter.detach().view({-1}).narrow(0, offset, count));
-    group.gradients.push_back(gradients_.narrow(0, at, count));
+    group.gradients.push_back(flat_gradients.narrow(0, at, count));
     for (size_t k = 0; k < states_.size(); ++k) {
       group.states[k].push_back(states_[k].narrow(0, in_shard, count));
     }
@@ -218,7 +222,6 @@ class DeviceOptimizer {
   }
 
   dpl_optimizer_config_v4 config_;  // weight_decay is borrowed for create only: not read later
-  torch::Tensor gradients_;         // every gradient, flat
   torch::Tensor shard_gradients_;   // the shard's
   std::vector<torch::Tensor> states_;
   std::vector<Group> groups_;
