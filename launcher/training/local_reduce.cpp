@@ -199,7 +199,7 @@ void LocalReducer::CopyIn(size_t bucket, const std::vector<DLTensor>& gradients,
         uint16_t* to = reinterpret_cast<uint16_t*>(input) + layout.starts[k] + at;
         for (size_t i = 0; i < count; ++i) to[i] = narrow(from[at + i] * scale);
       }
-      std::memset(from + at, 0, count * sizeof(float));
+      if (zero_behind_) std::memset(from + at, 0, count * sizeof(float));
     }
   }
 }

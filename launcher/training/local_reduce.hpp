@@ -8,7 +8,9 @@
 //      rounded on the way, as the backends get them) and zeroes them behind the copy, a few KiB
 //      at a time while they are in cache: the model's gradients are read nowhere else this step,
 //      so the next step finds them zero without a pass of zero_gradients over the whole model
-//      (on the 10M MLP, 2 processes x 1 thread: about 3 of the optimizer's 13 ms),
+//      (on the 10M MLP, 2 processes x 1 thread: about 3 of the optimizer's 13 ms). A model whose
+//      next backward replaces its gradients (DPL_MODEL_REPLACED_GRADIENTS) needs no zeroing:
+//      the host calls its zero_gradients, which writes nothing, instead,
 //   2. waits until every worker of the machine has copied the bucket in,
 //   3. sums part l of the bucket (shard_layout.hpp) over the workers in local-rank order 0, 1, ...
 //      in every element, into the shared sums: a fixed order, so every replica holds the same bits,
@@ -63,6 +65,11 @@ class LocalReducer {
   const ShardLayout& layout() const { return layout_; }
   const LocalGroup& group() const { return group_; }
 
+  // Step 1 copies the gradients without zeroing them: the model replaces them at its next
+  // backward after zero_gradients (Model::ReplacesGradients), which the host then calls.
+  void KeepGradients() { zero_behind_ = false; }
+  bool zeroes_gradients() const { return zero_behind_; }
+
   // A new step: the next generation of every flag.
   void BeginStep() { ++generation_; }
   // Steps 1-5 of Note [Reduction through shared memory] for `bucket`, whose gradients are
@@ -110,6 +117,7 @@ class LocalReducer {
   std::vector<pid_t> pids_;
   uint32_t generation_ = 0;
   uint32_t phase_ = 0;
+  bool zero_behind_ = true;
 };
 
 }  // namespace dpl::training

@@ -36,6 +36,11 @@ bool Model::HasDeviceOptimizer() const {
   return Has(ModelCapability::kDeviceOptimizer) && (info_.flags & DPL_MODEL_DEVICE_OPTIMIZER) != 0;
 }
 
+bool Model::ReplacesGradients() const {
+  // The flag is v4's; an adapted older model (no typed samples) never says it.
+  return Has(ModelCapability::kTypedSamples) && (info_.flags & DPL_MODEL_REPLACED_GRADIENTS) != 0;
+}
+
 Status Model::RequireDeviceOptimizer(const char* function) const {
   if (HasDeviceOptimizer()) return Status::Ok();
   return Status::Error(DPL_ERR_UNSUPPORTED,

@@ -60,6 +60,10 @@ class Model {
   // Whether the model runs the optimizer on its device (set_optimizer, gradient_statistics,
   // apply_update): its ABI has them and its info says DPL_MODEL_DEVICE_OPTIMIZER.
   bool HasDeviceOptimizer() const;
+  // Whether zero_gradients only marks the gradients for the next backward to replace
+  // (DPL_MODEL_REPLACED_GRADIENTS, model ABI v4): it costs nothing, and until that backward the
+  // gradients keep their old values.
+  bool ReplacesGradients() const;
   // The optimizer on the model's device (HasDeviceOptimizer; Note [Device optimizer] in the SDK).
   Status SetOptimizer(const dpl_optimizer_config& config);
   Status GradientStatistics(dpl_gradient_statistics* statistics);

@@ -36,9 +36,9 @@ class InPlacePlacement final : public ParameterPlacement {
       DPL_RETURN_IF_ERROR(GatherUpdatedParts());
       profile->Lap(StepPhase::kCommunicationWait);
     }
-    // The shared-memory sums left the model's gradients zero (Note [Reduction through shared
-    // memory], step 1).
-    if (!reducer_) DPL_RETURN_IF_ERROR(model_.ZeroGradients());
+    // The shared-memory sums may have left the model's gradients zero (Note [Reduction through
+    // shared memory], step 1).
+    if (!reducer_ || !reducer_->zeroes_gradients()) DPL_RETURN_IF_ERROR(model_.ZeroGradients());
     profile->Lap(StepPhase::kOptimizer);
     return Status::Ok();
   }

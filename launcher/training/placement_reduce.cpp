@@ -43,6 +43,7 @@ Status ParameterPlacement::StartSharedMemory(std::vector<DLTensor> tensors) {
       LocalReducer::Create(local, std::move(layout), settings_.wire.format, sharded, entries);
   if (!reducer.ok()) return reducer.status();
   reducer_ = std::move(*reducer);
+  if (model_.ReplacesGradients()) reducer_->KeepGradients();
   comm_ = std::make_unique<CommunicationThread>();
   reduction_ = std::make_unique<SharedMemoryReduction>(reducer_.get(), tensors, !sharded);
   sync_ = std::make_unique<GradientSynchronizer>(comm_.get(), std::move(tensors), buckets,

@@ -71,6 +71,7 @@ def write(directory):
     export(path("five_classes.pt"), "--module", "fixture_models:ResidualCnn", "--kwargs",
            '{"classes": 5}')
     export(path("no_parameters.pt"), "--module", "fixture_models:NoParameters")
+    export(path("spare_layer.pt"), "--module", "fixture_models:SpareLayer")
 
     torch.manual_seed(1)
     convnet = export_model.ConvNet()

@@ -65,7 +65,8 @@ TEST(ModelAbiV3, DescribeFillsTheV3FieldsOnlyForAV3SizedInfo) {
   const Model model("convnet", "");
   const dpl_model_info_v4 info = model.Info();
   EXPECT_EQ(info.buffer_count, 0u);
-  EXPECT_EQ(info.flags, DPL_MODEL_BROADCAST_BUFFERS | DPL_MODEL_DEVICE_OPTIMIZER);
+  EXPECT_EQ(info.flags, DPL_MODEL_BROADCAST_BUFFERS | DPL_MODEL_DEVICE_OPTIMIZER |
+                            DPL_MODEL_REPLACED_GRADIENTS);
   EXPECT_EQ(info.stream, nullptr);  // a CPU model
   dpl_model_info_v4 v3_sized{};     // a v3 host: no optimizer on the model's device
   v3_sized.struct_size = sizeof(dpl_model_info_v3);
@@ -79,6 +80,23 @@ TEST(ModelAbiV3, DescribeFillsTheV3FieldsOnlyForAV3SizedInfo) {
   EXPECT_EQ(v1_sized.parameter_count, 8u);
   EXPECT_EQ(v1_sized.buffer_count, 77u) << "a v1-sized info must not be written past its size";
   EXPECT_EQ(v1_sized.flags, 99u);
+}
+
+// Note [Replaced gradients] of the SDK: a host that created the model with an older config reads
+// zeros through the gradients' addresses after zero_gradients, as its ABI promised.
+TEST(ModelAbiV3, AnOlderHostReadsZeroGradientsAfterZeroGradients) {
+  dpl_model_config_v4 config = Config("dropout=0");
+  config.struct_size = sizeof(dpl_model_config_v3);
+  const Model model(Plugin("convnet"), config);
+  EXPECT_EQ(model.Info().flags & DPL_MODEL_REPLACED_GRADIENTS, 0u);
+  const Batch batch(4);
+  TrainStep(model, batch);
+  ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
+  for (const auto& parameter : model.Parameters()) {
+    for (int64_t i = 0; i < Elements(parameter.gradient); ++i) {
+      ASSERT_EQ(Floats(parameter.gradient)[i], 0.0f) << parameter.name;
+    }
+  }
 }
 
 TEST(Mlp, TakesAnySampleShapeAndNumberOfClasses) {

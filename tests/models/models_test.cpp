@@ -96,10 +96,18 @@ TEST(ConvNet, TrainStepGivesFiniteLossAndNonZeroGradientsAddedInPlace) {
           << after[p].name << "[" << i << "]";
     }
   }
+  // Note [Replaced gradients]: zero_gradients writes nothing, the next step's gradients replace
+  // the doubled ones, in the same memory.
+  EXPECT_NE(model.Info().flags & DPL_MODEL_REPLACED_GRADIENTS, 0u);
   ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
-  for (const auto& parameter : model.Parameters()) {
-    const float* gradient = Floats(parameter.gradient);
-    for (int64_t i = 0; i < Elements(parameter.gradient); ++i) ASSERT_EQ(gradient[i], 0.0f);
+  EXPECT_FLOAT_EQ(TrainStep(model, batch), loss);
+  const auto replaced = model.Parameters();
+  for (std::size_t p = 0; p < replaced.size(); ++p) {
+    EXPECT_EQ(replaced[p].gradient.data, before[p].gradient.data) << replaced[p].name;
+    const float* gradient = Floats(replaced[p].gradient);
+    for (std::size_t i = 0; i < first_gradients[p].size(); ++i) {
+      ASSERT_EQ(gradient[i], first_gradients[p][i]) << replaced[p].name << "[" << i << "]";
+    }
   }
 }
 
@@ -383,10 +391,13 @@ TEST(ConvNet, GradientsAreViewsIntoOneBufferInParameterOrder) {
               Floats(parameters[i + 1].gradient))
         << parameters[i].name;
   }
-  // zero_gradients clears the whole buffer.
+  // After zero_gradients the model's own readers see zeros before any backward (Note [Replaced
+  // gradients]: they settle the pending zero).
   const Batch batch(4);
   TrainStep(model, batch);
   ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
+  const std::vector<float> read = model.Values(DPL_MODEL_TENSORS_GRADIENTS);
+  for (size_t i = 0; i < read.size(); ++i) ASSERT_EQ(read[i], 0.0f) << "element " << i;
   for (const auto& parameter : parameters) {
     for (int64_t i = 0; i < Elements(parameter.gradient); ++i) {
       ASSERT_EQ(Floats(parameter.gradient)[i], 0.0f) << parameter.name;

@@ -113,10 +113,10 @@ inline dpl_model_config_v4 WithPrecision(dpl_model_config_v4 config, dpl_precisi
   return config;
 }
 
-// info.flags but the optimizer's (every SDK model runs one on its device): what a test of buffers
-// or modes compares.
+// info.flags but those every SDK model says (its optimizer on its device, its replaced
+// gradients): what a test of buffers or modes compares.
 inline uint32_t BufferFlags(const dpl_model_info_v4& info) {
-  return info.flags & ~uint32_t(DPL_MODEL_DEVICE_OPTIMIZER);
+  return info.flags & ~uint32_t(DPL_MODEL_DEVICE_OPTIMIZER | DPL_MODEL_REPLACED_GRADIENTS);
 }
 
 // The status and message of a create that is expected to fail (the instance, if any, freed).
@@ -182,7 +182,6 @@ class Model {
     return buffers;
   }
 
-  // Every parameter value, back to back (read_tensors).
   // Every parameter's elements, in all.
   uint64_t ParameterElements() const {
     uint64_t count = 0;
@@ -194,10 +193,11 @@ class Model {
     return count;
   }
 
-  std::vector<float> Values() const {
+  // Every parameter value (or gradient), back to back (read_tensors).
+  std::vector<float> Values(dpl_model_tensors which = DPL_MODEL_TENSORS_VALUES) const {
     const uint64_t count = ParameterElements();
     std::vector<float> values(count);
-    EXPECT_EQ(plugin_.read_tensors(model_, DPL_MODEL_TENSORS_VALUES, values.data(), count), DPL_OK)
+    EXPECT_EQ(plugin_.read_tensors(model_, which, values.data(), count), DPL_OK)
         << plugin_.last_error();
     return values;
   }

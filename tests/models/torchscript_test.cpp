@@ -90,6 +90,47 @@ TEST_F(TorchScript, TrainsAScriptedCnnWithBatchNormAndAResidualConnection) {
   EXPECT_NE(TrainStep(model, batch), TrainStep(model, batch)) << "dropout in train mode";
 }
 
+// Note [Replaced gradients]: after zero_gradients the next backward replaces each gradient; one
+// that backward does not reach (a layer forward never uses) becomes zero, whatever it held.
+TEST_F(TorchScript, ABackwardAfterZeroGradientsReplacesEveryGradientAndZeroesUnreachedOnes) {
+  const std::string options = Options("spare_layer.pt");
+  const Model model(Plugin("torchscript"), Config(options.c_str(), 2));
+  EXPECT_NE(model.Info().flags & DPL_MODEL_REPLACED_GRADIENTS, 0u);
+  const auto parameters = model.Parameters();
+  ASSERT_EQ(parameters.size(), 4u);
+  ASSERT_STREQ(parameters[2].name, "spare.weight");
+  const Batch batch(8);
+  TrainStep(model, batch);
+  const std::vector<float> once = model.Values(DPL_MODEL_TENSORS_GRADIENTS);
+  // What a host might leave in the gradients' memory: a stale sum, NaN in the spare layer.
+  for (const auto& parameter : parameters) {
+    float* gradient = Floats(parameter.gradient);
+    const bool spare = std::string(parameter.name).rfind("spare.", 0) == 0;
+    for (int64_t i = 0; i < Elements(parameter.gradient); ++i) {
+      gradient[i] = spare ? std::nanf("") : 3.0f * gradient[i] + 1.0f;
+    }
+  }
+  ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
+  TrainStep(model, batch);
+  const std::vector<float> replaced = model.Values(DPL_MODEL_TENSORS_GRADIENTS);
+  ASSERT_EQ(replaced.size(), once.size());
+  size_t nonzero = 0;
+  for (size_t i = 0; i < once.size(); ++i) {
+    ASSERT_EQ(replaced[i], once[i]) << "element " << i;
+    nonzero += once[i] != 0.0f ? 1 : 0;
+  }
+  EXPECT_GT(nonzero, 0u);
+  for (size_t p = 2; p < 4; ++p) {  // the spare layer's
+    for (int64_t i = 0; i < Elements(parameters[p].gradient); ++i) {
+      ASSERT_EQ(Floats(parameters[p].gradient)[i], 0.0f) << parameters[p].name;
+    }
+  }
+  // A second backward without zero_gradients adds, as before (--grad-accum).
+  TrainStep(model, batch);
+  const std::vector<float> twice = model.Values(DPL_MODEL_TENSORS_GRADIENTS);
+  for (size_t i = 0; i < once.size(); ++i) ASSERT_EQ(twice[i], 2.0f * once[i]) << i;
+}
+
 TEST_F(TorchScript, TrainsATracedModuleAndSaysWhichLayersIgnoreTheMode) {
   const std::string options = Options("cnn_traced.pt");
   dpl_model_config_v4 config = Config(options.c_str(), 2);

@@ -32,6 +32,7 @@ struct Report {
   uint64_t hash = 0;
   double worst_relative_error = 0;
   uint64_t nonzero_left = 0;  // gradient elements the reduction left non-zero
+  uint64_t changed = 0;       // with KeepGradients: gradient elements the reduction changed
   char message[400] = {};
 };
 
@@ -116,11 +117,14 @@ void Fail(Report* report, const Status& status) {
 }
 
 // One step of the unsharded reduction; checks the sums against float64 and hashes them.
-void ReduceOnce(const LocalGroup& group, GradientCompression wire, Report* report) {
+// With `keep`, the model replaces its gradients itself (LocalReducer::KeepGradients).
+void ReduceOnce(const LocalGroup& group, GradientCompression wire, Report* report,
+                bool keep = false) {
   const std::vector<Bucket> buckets = AssignBuckets(kSizes, 100000);
   auto reducer = LocalReducer::Create(group, ShardLayout(kSizes, buckets, group.local_world_size),
                                       wire, false, 0);
   if (!reducer.ok()) return Fail(report, reducer.status());
+  if (keep) (*reducer)->KeepGradients();
   Gradients mine(group.local_rank);
   const float scale = 1.0f / float(group.local_world_size);
   for (int step = 0; step < 2; ++step) {        // the second reuses every flag and area
@@ -132,9 +136,13 @@ void ReduceOnce(const LocalGroup& group, GradientCompression wire, Report* repor
     }
     const Status summed = (*reducer)->AwaitSums();
     if (!summed.ok()) return Fail(report, summed);
-    // Copied in and zeroed behind (step 1 of Note [Reduction through shared memory]).
-    for (const std::vector<float>& gradient : mine.values) {
-      for (float g : gradient) report->nonzero_left += g != 0.0f ? 1 : 0;
+    // Copied in and zeroed behind (step 1 of Note [Reduction through shared memory]), or left.
+    for (uint32_t p = 0; p < kSizes.size(); ++p) {
+      for (size_t i = 0; i < kSizes[p]; ++i) {
+        const float g = mine.values[p][i];
+        report->nonzero_left += g != 0.0f ? 1 : 0;
+        report->changed += g != Gradient(group.local_rank, p, i) ? 1 : 0;
+      }
     }
   }
   const ShardLayout& layout = (*reducer)->layout();
@@ -184,6 +192,23 @@ TEST_P(LocalReduceTest, SixteenBitWireGivesTheSameBitsEverywhere) {
     EXPECT_EQ(reports[k].hash, reports[0].hash) << "worker " << k << " holds other bits";
     EXPECT_LT(reports[k].worst_relative_error, 2e-2) << "worker " << k;  // bf16's 8 bits
     EXPECT_EQ(reports[k].nonzero_left, 0u) << "worker " << k << "'s gradients were not zeroed";
+  }
+}
+
+// A model that replaces its gradients at the next backward keeps them through the reduction, and
+// the sums are the same bits.
+TEST_P(LocalReduceTest, KeptGradientsAreLeftAsTheyWereAndSumToTheSameBits) {
+  const std::vector<Report> zeroed = RunWorkers(GetParam(), [](const LocalGroup& group, Report* r) {
+    ReduceOnce(group, GradientCompression::kNone, r);
+  });
+  const std::vector<Report> kept = RunWorkers(GetParam(), [](const LocalGroup& group, Report* r) {
+    ReduceOnce(group, GradientCompression::kNone, r, /*keep=*/true);
+  });
+  for (size_t k = 0; k < kept.size(); ++k) {
+    ASSERT_EQ(kept[k].code, DPL_OK) << "worker " << k << ": " << kept[k].message;
+    EXPECT_EQ(kept[k].hash, zeroed[k].hash) << "worker " << k << " holds other bits";
+    EXPECT_EQ(kept[k].changed, 0u) << "worker " << k << "'s gradients were changed";
+    EXPECT_GT(kept[k].nonzero_left, 0u) << "worker " << k;
   }
 }
 

@@ -43,6 +43,11 @@ extern "C" {
 /* Flags of dpl_model_info_v4.flags, in addition to v3's. */
 #define DPL_MODEL_DEVICE_OPTIMIZER \
   2u /* set_optimizer / apply_update run the optimizer on the model's device */
+/* zero_gradients writes nothing: the next train_step's backward replaces the gradients instead
+ * of adding to them (a gradient it does not reach becomes zero). In between, the gradients'
+ * memory keeps its old values, so a host reads them only after a train_step. Said only to a host
+ * that created the model with a dpl_model_config_v4. */
+#define DPL_MODEL_REPLACED_GRADIENTS 4u
 
 /* read_tensors / write_tensors: `which` = DPL_MODEL_TENSORS_OPTIMIZER_STATE + k moves state k
  * of the optimizer set by set_optimizer (the order of dpl_optimizer_kind's comment), float32,

@@ -22,6 +22,7 @@
 #include "dpl/model.h"
 #include "dpl/torch_model/device_optimizer.hpp"
 #include "dpl/torch_model/errors.hpp"
+#include "dpl/torch_model/gradients.hpp"
 #include "dpl/torch_model/host_batches.hpp"
 #include "dpl/torch_model/loss.hpp"
 #include "dpl/torch_model/network.hpp"
@@ -41,7 +42,8 @@ struct InstanceSettings {
   std::string model_version;
   c10::Device device{c10::kCPU};
   dpl_precision precision = DPL_PRECISION_FP32;
-  bool broadcast_buffers = true;  // model option broadcast_buffers (model ABI v3)
+  bool broadcast_buffers = true;   // model option broadcast_buffers (model ABI v3)
+  bool replace_gradients = false;  // DPL_MODEL_REPLACED_GRADIENTS (model ABI v4)
   dpl_log_fn log = nullptr;
   void* log_context = nullptr;
 };
@@ -51,14 +53,13 @@ class Instance;
 // Calls the host's gradient-ready callback once autograd has accumulated one parameter's grad.
 class GradientReadyHook : public torch::autograd::FunctionPostHook {
  public:
-  GradientReadyHook(const Instance* instance, uint32_t index)
-      : instance_(instance), index_(index) {}
+  GradientReadyHook(Instance* instance, uint32_t index) : instance_(instance), index_(index) {}
   torch::autograd::variable_list operator()(
       const torch::autograd::variable_list& outputs,
       const torch::autograd::variable_list& /*inputs*/) override;
 
  private:
-  const Instance* instance_;
+  Instance* instance_;
   uint32_t index_;
 };
 
@@ -89,7 +90,8 @@ class Instance {
     if (settings_.log != nullptr) settings_.log(settings_.log_context, level, message.c_str());
   }
 
-  void NotifyGradientReady(uint32_t index) const {
+  void NotifyGradientReady(uint32_t index) {
+    gradients_.Arrived(index);
     if (gradient_ready_ != nullptr) gradient_ready_(gradient_ready_context_, index);
   }
 
@@ -137,6 +139,7 @@ class Instance {
   // whether it runs the optimizer here or in its own memory).
   void FillInfoV4(dpl_model_info_v4* info) const {
     info->flags |= DPL_MODEL_DEVICE_OPTIMIZER;
+    if (settings_.replace_gradients) info->flags |= DPL_MODEL_REPLACED_GRADIENTS;
     info->input = SampleTensor(data_.input_dtype, data_.input_shape);
     info->target = SampleTensor(data_.target_dtype, data_.target_shape);
   }
@@ -192,7 +195,10 @@ class Instance {
     network_->SetTraining(mode == DPL_MODEL_MODE_TRAIN);
   }
 
-  void ZeroGradients() { flat_gradients_.zero_(); }
+  void ZeroGradients() {  // Note [Replaced gradients]
+    gradients_.Zero();
+    if (!settings_.replace_gradients) gradients_.Settle();
+  }
 
   // set_loss_scale: backward runs on loss * scale (Note [Mixed precision]).
   void SetLossScale(float scale) {
@@ -216,6 +222,7 @@ class Instance {
     CheckBuffersKept();
     torch::Tensor mean_loss =
         ElementLoss(loss_, output, batch.second, data_.num_classes, at::Reduction::Mean);
+    FlatGradients::Backward backward(gradients_);
     if (loss_scale_ == 1.0f) {
       mean_loss.backward();
     } else {
@@ -268,7 +275,7 @@ class Instance {
     if (which == DPL_MODEL_TENSORS_GRADIENTS) {  // one buffer: one copy (Note [Flat gradients])
       RequireHostCount(host, count);
       torch::from_blob(host, {int64_t(count)}, torch::TensorOptions().dtype(torch::kFloat32))
-          .copy_(flat_gradients_);
+          .copy_(gradients_.flat());
       return;
     }
     std::vector<torch::Tensor> slices = HostSlices(host, count);
@@ -291,14 +298,17 @@ class Instance {
 
   void SetOptimizer(const dpl_optimizer_config_v4& config) {
     optimizer_.reset();  // the old state goes before the new is allocated
-    optimizer_ = std::make_unique<DeviceOptimizer>(config, parameters_, flat_gradients_);
+    optimizer_ = std::make_unique<DeviceOptimizer>(config, parameters_, gradients_.flat());
   }
 
-  void GradientStatistics(dpl_gradient_statistics_v4* statistics) const {
-    DeviceOptimizer::Statistics(flat_gradients_, statistics);
+  void GradientStatistics(dpl_gradient_statistics_v4* statistics) {
+    DeviceOptimizer::Statistics(gradients_.flat(), statistics);
   }
 
-  void ApplyUpdate(const dpl_update_v4& update) { RequireOptimizer().Apply(update); }
+  void ApplyUpdate(const dpl_update_v4& update) {
+    gradients_.Settle();
+    RequireOptimizer().Apply(update);
+  }
 
   void ReadBuffers(void* host, uint64_t bytes) {
     torch::NoGradGuard no_grad;
@@ -363,7 +373,6 @@ class Instance {
   // model state the optimizer must not touch, so they are listed with the buffers.
   void CollectParameters() {
     torch::NoGradGuard no_grad;
-    int64_t elements = 0;
     for (auto& [name, parameter] : network_->NamedParameters()) {
       if (!parameter.requires_grad()) {
         frozen_.emplace_back(name, parameter);
@@ -375,27 +384,14 @@ class Instance {
       }
       parameter_names_.push_back(name);
       parameters_.push_back(parameter);
-      elements += parameter.numel();
     }
-    // Note [Flat gradients]: every gradient is a view into one zeroed buffer, in parameter
-    // order (DDP's gradient_as_bucket_view). A grad that exists before backward is accumulated
-    // into in place (grad mode is off during backward), so the views never go stale, the host
-    // reduces a bucket of neighbouring gradients with one collective and no copy, and zeroing
-    // is one kernel.
-    flat_gradients_ = torch::zeros(
-        {elements}, torch::TensorOptions().device(settings_.device).dtype(torch::kFloat32));
-    int64_t offset = 0;
-    for (auto& parameter : parameters_) {
-      parameter.mutable_grad() =
-          flat_gradients_.narrow(0, offset, parameter.numel()).view(parameter.sizes());
-      offset += parameter.numel();
-    }
+    gradients_.Bind(parameters_, settings_.device);  // Note [Flat gradients]
     const size_t count = parameters_.size();
     value_views_.resize(count);
     gradient_views_.resize(count);
     for (size_t i = 0; i < count; ++i) {
       value_views_[i].Bind(parameters_[i]);
-      gradient_views_[i].Bind(parameters_[i].grad());
+      gradient_views_[i].Bind(gradients_.view(i));
       auto accumulator = torch::autograd::impl::grad_accumulator(parameters_[i]);
       accumulator->add_post_hook(
           std::make_unique<GradientReadyHook>(this, static_cast<uint32_t>(i)));
@@ -502,8 +498,7 @@ class Instance {
   }
 
   torch::Tensor Selected(dpl_model_tensors which, size_t index) {
-    return which == DPL_MODEL_TENSORS_VALUES ? parameters_[index]
-                                             : parameters_[index].mutable_grad();
+    return which == DPL_MODEL_TENSORS_VALUES ? parameters_[index] : gradients_.view(index);
   }
 
   InstanceSettings settings_;
@@ -516,8 +511,7 @@ class Instance {
   std::vector<torch::Tensor> parameters_;
   std::vector<TensorView> value_views_;
   std::vector<TensorView> gradient_views_;
-  // Every gradient is a view into this one buffer, in parameter order (Note [Flat gradients]).
-  torch::Tensor flat_gradients_;
+  FlatGradients gradients_;  // Note [Flat gradients]
   // Owning references: autograd keeps only a weak one, and a new accumulator would lose our hook.
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
 

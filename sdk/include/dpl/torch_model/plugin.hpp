@@ -126,6 +126,8 @@ struct Plugin {
       // The helper's own option, after the network's (so the known-options list names those
       // first); model ABI v1/v2 hosts have no buffers to broadcast.
       settings.broadcast_buffers = kAbi >= 3 && options.GetBool("broadcast_buffers", true);
+      // An older host reads zeros after zero_gradients (Note [Replaced gradients]).
+      settings.replace_gradients = kAbi >= 4 && config->struct_size >= sizeof(dpl_model_config_v4);
       settings.log = config->log;
       settings.log_context = config->log_context;
       options.CheckAllKnown();
