@@ -75,6 +75,9 @@ struct ModelInterface {
   std::function<dpl_status(dpl_model* model, dpl_gradient_statistics* statistics)>
       gradient_statistics;
   std::function<dpl_status(dpl_model* model, const dpl_update* update)> apply_update;
+  // Model ABI v4 where the plugin has it (else empty): its parameters' values in the host's
+  // memory, one copy for a machine's workers.
+  std::function<dpl_status(dpl_model* model, float* values, uint64_t count)> share_parameters;
 };
 
 // The oldest model ABI with `capability`, for messages ("model ABI v3"): the version a plugin

@@ -88,7 +88,7 @@ LocalReducer::~LocalReducer() = default;
 Result<std::unique_ptr<LocalReducer>> LocalReducer::Create(const LocalGroup& group,
                                                            ShardLayout layout,
                                                            GradientCompression wire, bool sharded,
-                                                           size_t entries) {
+                                                           size_t entries, bool parameters) {
   if (group.local_world_size > kMaxLocalWorkers) {
     return Status::InvalidArgument("--local-reduce shm takes at most " +
                                    std::to_string(kMaxLocalWorkers) +
@@ -108,7 +108,9 @@ Result<std::unique_ptr<LocalReducer>> LocalReducer::Create(const LocalGroup& gro
   r.sums_offset_ = r.inputs_offset_ + RoundUp(workers * r.padded_elements_ * r.wire_bytes_, kLine);
   r.copy_offset_ = r.sums_offset_ + r.padded_elements_ * sizeof(float);
   r.entries_offset_ = r.copy_offset_ + (sharded ? r.padded_elements_ * sizeof(float) : 0);
-  const size_t bytes = r.entries_offset_ + workers * r.entries_ * sizeof(double);
+  r.values_offset_ = RoundUp(r.entries_offset_ + workers * r.entries_ * sizeof(double), kLine);
+  const size_t bytes = r.values_offset_ + (parameters ? r.layout_.elements() * sizeof(float) : 0);
+  if (!parameters) r.values_offset_ = 0;
   Result<std::unique_ptr<SharedMapping>> mapping = SharedMapping::Map(group.memory_fd, bytes);
   if (!mapping.ok()) return mapping.status();
   r.mapping_ = std::move(*mapping);
@@ -160,6 +162,11 @@ std::atomic<uint32_t>& LocalReducer::Flag(int worker, size_t index) const {
 char* LocalReducer::Input(int worker, size_t bucket) const {
   return mapping_->data() + inputs_offset_ +
          (size_t(worker) * padded_elements_ + bucket_offsets_[bucket]) * wire_bytes_;
+}
+
+float* LocalReducer::values() const {
+  return values_offset_ == 0 ? nullptr
+                             : reinterpret_cast<float*>(mapping_->data() + values_offset_);
 }
 
 float* LocalReducer::sums(size_t b) const {

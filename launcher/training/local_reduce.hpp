@@ -56,10 +56,11 @@ class LocalReducer {
  public:
   // Maps the shared memory and meets the machine's other workers there. `layout` has one part per
   // worker. `wire`: kNone, kFp16 or kBf16. Room for `entries` doubles a worker shares per step
-  // (ShareEntries), and with `sharded` for a copy of the parameters (GatherParts).
+  // (ShareEntries), with `sharded` for a copy of the parameters (GatherParts), and with
+  // `parameters` for the machine's one copy of the parameters' values (values()).
   static Result<std::unique_ptr<LocalReducer>> Create(const LocalGroup& group, ShardLayout layout,
                                                       GradientCompression wire, bool sharded,
-                                                      size_t entries);
+                                                      size_t entries, bool parameters = false);
   ~LocalReducer();
 
   const ShardLayout& layout() const { return layout_; }
@@ -80,6 +81,9 @@ class LocalReducer {
   Status AwaitSums();
   // Bucket `b`'s averaged gradients, in its flat order (Note [Bucket layout]).
   float* sums(size_t b) const;
+  // The parameters' values every worker of the machine computes with (Note [Shared parameters]
+  // in placement.hpp), in parameter order, back to back; NULL unless Create made room.
+  float* values() const;
 
   // Every worker arrives before any leaves.
   Status Barrier(const char* what);
@@ -112,7 +116,7 @@ class LocalReducer {
   size_t entries_ = 0;
   size_t flags_per_worker_ = 0;
   size_t flags_offset_ = 0, inputs_offset_ = 0, sums_offset_ = 0, copy_offset_ = 0;
-  size_t entries_offset_ = 0;
+  size_t entries_offset_ = 0, values_offset_ = 0;
   std::unique_ptr<SharedMapping> mapping_;
   std::vector<pid_t> pids_;
   uint32_t generation_ = 0;

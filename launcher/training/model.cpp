@@ -129,6 +129,13 @@ Status Model::HostBatch(uint32_t slot, int64_t capacity, DLTensor* input, DLTens
   return Call("host_batch", table_.host_batch(instance_, capacity, input, target));
 }
 
+Status Model::ShareParameters(float* values, uint64_t count) {
+  if (!CanShareParameters()) {
+    return Status::Error(DPL_ERR_UNSUPPORTED, ModelAbiText(plugin_, "has no share_parameters"));
+  }
+  return Call("share_parameters", table_.share_parameters(instance_, values, count));
+}
+
 Status Model::ReadTensors(dpl_model_tensors which, float* host, uint64_t count) {
   DPL_RETURN_IF_ERROR(Require(ModelCapability::kHostCopy, "read_tensors"));
   return Call("read_tensors", table_.read_tensors(instance_, which, host, count));

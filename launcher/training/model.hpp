@@ -68,6 +68,10 @@ class Model {
   Status SetOptimizer(const dpl_optimizer_config& config);
   Status GradientStatistics(dpl_gradient_statistics* statistics);
   Status ApplyUpdate(const dpl_update& update);
+  // Whether the model can compute with parameter values in the host's memory
+  // (share_parameters), and hands them over: `count` floats in read_tensors' layout.
+  bool CanShareParameters() const { return bool(table_.share_parameters); }
+  Status ShareParameters(float* values, uint64_t count);
   Status ReadTensors(dpl_model_tensors which, float* host, uint64_t count);
   Status WriteTensors(dpl_model_tensors which, const float* host, uint64_t count);
   Status ReadBuffers(void* host, uint64_t bytes);

@@ -11,6 +11,14 @@
 // while backward runs; by a host backend (gloo, tcp) in the host copy, after backward.
 // --mirror-parameters treats a CPU model as such a device model, so it is tested without a GPU.
 //
+// Note [Shared parameters]: with --shard-optimizer and the shared-memory sums, a CPU model that
+// has share_parameters computes with the machine's one copy of the values in the shared mapping
+// (local rank 0 copies its values in; every worker then hands the model that memory). Each worker
+// updates its part there in place, so the parts need no gathering, only a barrier before any
+// worker's next forward pass; no worker updates before every backward of the step is done, since
+// the sums it waits for need them all. A machine holds one copy of the parameters instead of one
+// per worker. Broadcasts and checkpoint loads write the same bytes from each worker.
+//
 // So there are four strategies (placement.cpp): kInPlace (host model, host backend: the model's
 // own memory, summed in buckets while backward runs), kHostCopy (summed in the host copy after
 // backward: a device model with a host backend), kModelCollectives (summed in the model's own
@@ -177,6 +185,8 @@ class ParameterPlacement {
   void ViewPart(ShardExchange& exchange, bool runs);
   // With a sharded view: every rank's updated part into every rank's model.
   Status GatherUpdatedParts();
+  // Note [Shared parameters]: the model computes with the machine's one copy of the values.
+  Status ShareValues();
 
   Model& model_;
   Backend* backend_;
@@ -193,6 +203,7 @@ class ParameterPlacement {
   std::unique_ptr<BucketReduction> reduction_;
   std::unique_ptr<ShardExchange> shared_exchange_;  // the shared memory's, when sharded
   ShardExchange* exchange_ = nullptr;               // NULL: not sharded
+  bool shares_values_ = false;                      // Note [Shared parameters]
   std::unique_ptr<GradientSynchronizer> sync_;
   UpdateView view_;
 };

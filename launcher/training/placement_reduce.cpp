@@ -39,11 +39,13 @@ Status ParameterPlacement::StartSharedMemory(std::vector<DLTensor> tensors) {
   std::vector<Bucket> buckets = AssignBuckets(SizesOf(parameters_), settings_.bucket_cap_bytes);
   ShardLayout layout(SizesOf(parameters_), buckets, local.local_world_size);
   const size_t entries = size_t(local.local_world_size) + layout.pieces();
-  Result<std::unique_ptr<LocalReducer>> reducer =
-      LocalReducer::Create(local, std::move(layout), settings_.wire.format, sharded, entries);
+  const bool share = sharded && model_.CanShareParameters();  // Note [Shared parameters]
+  Result<std::unique_ptr<LocalReducer>> reducer = LocalReducer::Create(
+      local, std::move(layout), settings_.wire.format, sharded, entries, share);
   if (!reducer.ok()) return reducer.status();
   reducer_ = std::move(*reducer);
   if (model_.ReplacesGradients()) reducer_->KeepGradients();
+  if (share) DPL_RETURN_IF_ERROR(ShareValues());
   comm_ = std::make_unique<CommunicationThread>();
   reduction_ = std::make_unique<SharedMemoryReduction>(reducer_.get(), tensors, !sharded);
   sync_ = std::make_unique<GradientSynchronizer>(comm_.get(), std::move(tensors), buckets,
@@ -57,7 +59,8 @@ Status ParameterPlacement::StartSharedMemory(std::vector<DLTensor> tensors) {
               (local.machines > 1
                    ? ", their parts then across the " + std::to_string(local.machines) + " machines"
                    : std::string()) +
-              (sharded ? "; each worker of a machine updates its part of the parameters" : ""));
+              (sharded ? "; each worker of a machine updates its part of the parameters" : "") +
+              (shares_values_ ? ", which the machine's workers share (one copy a machine)" : ""));
   }
   shared_exchange_ = SharedMemoryExchange(reducer_.get());
   if (sharded) {
@@ -130,7 +133,29 @@ void ParameterPlacement::ViewPart(ShardExchange& exchange, bool runs) {
   if (runs) view_.runs = view_.scaled;
 }
 
+Status ParameterPlacement::ShareValues() {
+  float* values = reducer_->values();
+  if (settings_.local.local_rank == 0) {
+    DPL_RETURN_IF_ERROR(model_.ReadTensors(DPL_MODEL_TENSORS_VALUES, values, total_elements_));
+  }
+  DPL_RETURN_IF_ERROR(reducer_->Barrier("the parameters' values in shared memory"));
+  DPL_RETURN_IF_ERROR(model_.ShareParameters(values, total_elements_));
+  size_t offset = 0;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    HostParameter& parameter = parameters_[i];
+    parameter.value = values + offset;
+    parameter.model_value.data = parameter.value;
+    values_[i] = parameter.value;
+    offset += parameter.elements;
+  }
+  shares_values_ = true;
+  return Status::Ok();
+}
+
 Status ParameterPlacement::GatherUpdatedParts() {
+  // Note [Shared parameters]: every part is already in every worker's parameters; no worker may
+  // compute with them before all parts are updated.
+  if (shares_values_) return reducer_->Barrier("the updated parts of the shared parameters");
   auto place = [this](const Segment& segment) {
     return parameters_[segment.parameter].value + segment.offset;
   };

@@ -17,7 +17,8 @@ static_assert(DPL_MODEL_ABI_VERSION == 4,
   X(rng_state) X(set_rng_state) X(host_batch_slot) X(set_loss_scale)
 // clang-format on
 // The optional entries, left NULL: the host does not require them.
-#define DPL_RECORDING_OPTIONAL(X) X(set_optimizer) X(gradient_statistics) X(apply_update)
+#define DPL_RECORDING_OPTIONAL(X) \
+  X(set_optimizer) X(gradient_statistics) X(apply_update) X(share_parameters)
 #define DPL_RECORDING_SLOTS(X) \
   X(create) X(describe) X(last_error) DPL_RECORDING_FORWARDED(X) DPL_RECORDING_OPTIONAL(X)
 
@@ -36,7 +37,8 @@ struct ModelKind {
   static constexpr const char* kWord = "model";
   static constexpr const char* kPrefix = "recording model";
   static WrappedPlugin<Table>& Wrapped() {
-    static WrappedPlugin<Table> wrapped("dpl_model_plugin_v4", DPL_PLUGIN_KIND_MODEL, 4);
+    static WrappedPlugin<Table> wrapped("dpl_model_plugin_v4", DPL_PLUGIN_KIND_MODEL, 4,
+                                        DPL_MODEL_PLUGIN_V4_FIRST_SIZE);
     return wrapped;
   }
 };

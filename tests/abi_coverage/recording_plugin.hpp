@@ -80,8 +80,10 @@ inline WrapOptions SplitWrapOption(const char* options, const std::string& flag)
 template <typename Inner>
 class WrappedPlugin {
  public:
-  WrappedPlugin(const char* symbol, uint32_t kind, uint32_t abi_version)
-      : symbol_(symbol), kind_(kind), abi_version_(abi_version) {}
+  // `least_size`: the smallest table of the version (a slot added later is not forwarded).
+  WrappedPlugin(const char* symbol, uint32_t kind, uint32_t abi_version,
+                size_t least_size = sizeof(Inner))
+      : symbol_(symbol), kind_(kind), abi_version_(abi_version), least_size_(least_size) {}
 
   const Inner* table() const noexcept { return table_.load(std::memory_order_acquire); }
 
@@ -103,7 +105,7 @@ class WrappedPlugin {
     support::Require(inner != nullptr, "wrap=" + path + " has no symbol " + symbol_);
     const dpl_plugin_header& header = inner->header;
     support::Require(header.magic == DPL_PLUGIN_MAGIC && header.kind == kind_ &&
-                         header.abi_version == abi_version_ && header.struct_size >= sizeof(Inner),
+                         header.abi_version == abi_version_ && header.struct_size >= least_size_,
                      "wrap=" + path + ": " + symbol_ + " is not a table of kind " +
                          std::to_string(kind_) + ", ABI v" + std::to_string(abi_version_));
     path_ = path;
@@ -115,6 +117,7 @@ class WrappedPlugin {
   const char* symbol_;
   uint32_t kind_;
   uint32_t abi_version_;
+  size_t least_size_;
   std::mutex mutex_;
   std::string path_;
   std::atomic<const Inner*> table_{nullptr};

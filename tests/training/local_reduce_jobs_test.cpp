@@ -25,9 +25,11 @@ class LocalReduceJobsTest : public LauncherRunTest {
  protected:
   void SetUp() override { WriteData(480); }
 
-  // The MLP on the test's data, one thread a worker, parameters dumped into folder `name`.
-  std::string Job(int processes, const std::string& name, const std::string& extra) {
-    return Data() + "--model mlp --backend gloo --no-eval --batch-size 48 --num-processes " +
+  // The MLP (or `model`) on the test's data, one thread a worker, parameters dumped into folder
+  // `name`.
+  std::string Job(int processes, const std::string& name, const std::string& extra,
+                  const std::string& model = "--model mlp") {
+    return Data() + model + " --backend gloo --no-eval --batch-size 48 --num-processes " +
            std::to_string(processes) + " --dump-parameters " + Folder(name) + " " + extra;
   }
   std::vector<float> Params(const std::string& name, int rank) const {
@@ -70,6 +72,25 @@ TEST_F(LocalReduceJobsTest, WorkersStartedFreshShareTheMemoryToo) {
   EXPECT_TRUE(Params("fresh", 1) == Params("fresh", 0));
 }
 
+// Note [Shared parameters]: a model without share_parameters (the test model "scaled", a v4 table
+// of the first size) keeps its own copy; the updated parts are gathered into it, same bits.
+TEST_F(LocalReduceJobsTest, AModelWithoutShareParametersGetsThePartsGathered) {
+  const std::string scaled = "--plugin-dir " DPL_TEST_SCALED_MODEL_DIR " --model scaled";
+  const std::string flags = "--max-steps 5 --optimizer adam --lr 0.01 --bucket-cap-mb 0.01";
+  ExpectRun(Job(2, "scaled_whole", flags, scaled));
+  const RunResult sharded =
+      RunLauncher(Job(2, "scaled_sharded", flags + " --shard-optimizer", scaled));
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
+  EXPECT_TRUE(Contains(sharded.output, "each worker of a machine updates its part"))
+      << sharded.output;
+  EXPECT_FALSE(Contains(sharded.output, "workers share (one copy a machine)")) << sharded.output;
+  const std::vector<float> whole = Params("scaled_whole", 0);
+  ASSERT_GT(whole.size(), 100u);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(Params("scaled_sharded", rank) == whole) << "rank " << rank;
+  }
+}
+
 struct ShardCase {
   const char* optimizer;
   int processes;
@@ -92,6 +113,9 @@ TEST_P(ShardedOptimizerTest, IsBitIdenticalToTheUnshardedRun) {
   const RunResult sharded = RunLauncher(Job(c.processes, "sharded", flags + " --shard-optimizer"));
   ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
   EXPECT_TRUE(Contains(sharded.output, "each worker of a machine updates its part"))
+      << sharded.output;
+  // Note [Shared parameters]: the machine's one copy, updated in place part by part.
+  EXPECT_TRUE(Contains(sharded.output, "which the machine's workers share (one copy a machine)"))
       << sharded.output;
   for (int rank = 0; rank < c.processes; ++rank) {
     EXPECT_TRUE(Params("sharded", rank) == Params("whole", 0)) << "rank " << rank;

@@ -360,8 +360,10 @@ dpl_status SetLossScale(dpl_model* model, float scale) {
 extern "C" DPL_PLUGIN_EXPORT const dpl_model_plugin_v4 dpl_scaled_model_table
     DPL_PLUGIN_ENTRY_SYMBOL(dpl_model_plugin_v4);
 extern "C" const dpl_model_plugin_v4 dpl_scaled_model_table = {
-    {sizeof(dpl_model_plugin_v4), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_MODEL, DPL_MODEL_ABI_VERSION_4,
-     "scaled", "1.0.0", "softmax regression in float32 that takes any precision (tests only)"},
+    // A v4 table of the first size (before share_parameters): such a plugin still loads.
+    {DPL_MODEL_PLUGIN_V4_FIRST_SIZE, DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_MODEL,
+     DPL_MODEL_ABI_VERSION_4, "scaled", "1.0.0",
+     "softmax regression in float32 that takes any precision (tests only)"},
     Create,
     Destroy,
     Describe,
@@ -387,4 +389,5 @@ extern "C" const dpl_model_plugin_v4 dpl_scaled_model_table = {
     nullptr,  // set_optimizer: the host runs the optimizer
     nullptr,
     nullptr,
+    nullptr,  // share_parameters: past the table's end (header.struct_size)
 };

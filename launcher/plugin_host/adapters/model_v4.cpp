@@ -10,7 +10,8 @@ namespace {
 using Table = dpl_model_plugin_v4;
 
 // set_optimizer, gradient_statistics and apply_update are optional: NULL unless the plugin says
-// DPL_MODEL_DEVICE_OPTIMIZER (training::Model checks the two agree).
+// DPL_MODEL_DEVICE_OPTIMIZER (training::Model checks the two agree); share_parameters is optional
+// and may be beyond the table's end.
 RequiredEntries Required(const void* table) {
   return RequiredModelV3Entries(static_cast<const Table*>(table));
 }
@@ -27,13 +28,17 @@ ModelInterface Adapt(const void* table) {
   if (t.set_optimizer != nullptr) model.set_optimizer = t.set_optimizer;
   if (t.gradient_statistics != nullptr) model.gradient_statistics = t.gradient_statistics;
   if (t.apply_update != nullptr) model.apply_update = t.apply_update;
+  // A table from before share_parameters ends where it begins.
+  if (t.header.struct_size >= sizeof(Table) && t.share_parameters != nullptr) {
+    model.share_parameters = t.share_parameters;
+  }
   return model;
 }
 
 }  // namespace
 
 Adapter ModelV4Adapter() {
-  return MakeAdapter(DPL_MODEL_ABI_VERSION_4, sizeof(Table),
+  return MakeAdapter(DPL_MODEL_ABI_VERSION_4, DPL_MODEL_PLUGIN_V4_FIRST_SIZE,
                      kModelV3Capabilities.With(
                          {ModelCapability::kTypedSamples, ModelCapability::kDeviceOptimizer}),
                      &Required, &Adapt);

@@ -201,7 +201,21 @@ typedef struct dpl_model_plugin_v4 {
    * collectives, which the host orders there). Does not zero the gradients. Returns when issued;
    * later work on the stream sees the new values. */
   dpl_status (*apply_update)(dpl_model* model, const dpl_update_v4* update);
+
+  /* --- Added to version 4 later: read only where header.struct_size covers it. --- */
+
+  /* NULL, or DPL_ERR_UNSUPPORTED, where the model cannot (a model on a device). From now on the
+   * parameters' values are
+   * the `count` floats at `values` (read_tensors' layout: parameters in index order, back to
+   * back), which the host has filled; the model computes with them there, keeps its gradients
+   * its own, and never frees them. The workers of a machine pass the same shared memory, so a
+   * machine holds one copy of the parameters; the host then updates each part of it once and
+   * orders those writes against every worker's reads. */
+  dpl_status (*share_parameters)(dpl_model* model, float* values, uint64_t count);
 } dpl_model_plugin_v4;
+
+/* The size of a v4 table from before share_parameters: the least a v4 plugin's may be. */
+#define DPL_MODEL_PLUGIN_V4_FIRST_SIZE (sizeof(dpl_model_plugin_v4) - sizeof(void (*)(void)))
 
 #ifdef __cplusplus
 }

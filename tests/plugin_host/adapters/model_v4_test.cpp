@@ -65,7 +65,7 @@ dpl_model_plugin_v4 Table(bool device_optimizer = false) {
 
 TEST(ModelV4Adapter, HasEveryCapability) {
   const Adapter& adapter = AdapterOf(DPL_PLUGIN_KIND_MODEL, 4);
-  EXPECT_EQ(adapter.table_size, sizeof(dpl_model_plugin_v4));
+  EXPECT_EQ(adapter.table_size, DPL_MODEL_PLUGIN_V4_FIRST_SIZE);
   const dpl_model_plugin_v4 table = Table();
   const ModelInterface model = AdaptTable<ModelInterface>(adapter, &table);
   EXPECT_EQ(model.abi, "model ABI v4");
@@ -134,6 +134,28 @@ TEST(ModelV4Adapter, TakesTheDeviceOptimizerWhereThePluginHasIt) {
   EXPECT_EQ(device_optimizer.apply_update(nullptr, &update), DPL_OK);
   EXPECT_EQ(Calls(),
             (std::vector<std::string>{"set_optimizer", "gradient_statistics", "apply_update"}));
+}
+
+dpl_status ShareParameters(dpl_model*, float*, uint64_t) {
+  return Called("share_parameters");
+}
+
+// share_parameters came to v4 later: a table of v4's first size ends before it, so the adapter
+// reads no slot past the table's end.
+TEST(ModelV4Adapter, TakesShareParametersOnlyFromATableThatReachesIt) {
+  const Adapter& adapter = AdapterOf(DPL_PLUGIN_KIND_MODEL, 4);
+  dpl_model_plugin_v4 first = Table();
+  first.header.struct_size = DPL_MODEL_PLUGIN_V4_FIRST_SIZE;
+  first.share_parameters = ShareParameters;  // past its end: what an older plugin's memory holds
+  EXPECT_FALSE(AdaptTable<ModelInterface>(adapter, &first).share_parameters);
+  dpl_model_plugin_v4 whole = Table();
+  EXPECT_FALSE(AdaptTable<ModelInterface>(adapter, &whole).share_parameters);
+  whole.share_parameters = ShareParameters;
+  const ModelInterface model = AdaptTable<ModelInterface>(adapter, &whole);
+  Calls().clear();
+  ASSERT_TRUE(model.share_parameters);
+  EXPECT_EQ(model.share_parameters(nullptr, nullptr, 0), DPL_OK);
+  EXPECT_EQ(Calls(), (std::vector<std::string>{"share_parameters"}));
 }
 
 TEST(ModelV4Adapter, RequiresV3sEntriesAndNotTheDeviceOptimizer) {

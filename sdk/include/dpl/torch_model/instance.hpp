@@ -294,6 +294,27 @@ class Instance {
     for (size_t i = 0; i < slices.size(); ++i) Selected(which, i).copy_(slices[i]);
   }
 
+  // share_parameters: the parameters compute with the host's memory from now on (one copy for a
+  // machine's workers). set_data keeps each parameter's identity (autograd's accumulator and
+  // hook, a scripted module's attribute) and swaps its storage.
+  void ShareParameters(float* values, uint64_t count) {
+    if (!settings_.device.is_cpu()) {
+      throw PluginError(
+          DPL_ERR_UNSUPPORTED,
+          "share_parameters takes host memory; this model is on " + settings_.device.str());
+    }
+    RequireHostCount(values, count);
+    torch::NoGradGuard no_grad;
+    int64_t offset = 0;
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      torch::Tensor& parameter = parameters_[i];
+      parameter.set_data(torch::from_blob(values + offset, parameter.sizes(),
+                                          torch::TensorOptions().dtype(torch::kFloat32)));
+      value_views_[i].tensor.data = parameter.data_ptr();  // the shape the host holds stays
+      offset += parameter.numel();
+    }
+  }
+
   // --- the optimizer on the model's device (Note [Device optimizer]) ---
 
   void SetOptimizer(const dpl_optimizer_config_v4& config) {

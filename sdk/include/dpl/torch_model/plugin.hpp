@@ -342,6 +342,11 @@ struct Plugin {
     });
   }
 
+  static dpl_status ShareParameters(dpl_model* model, float* values, uint64_t count) {
+    return OnInstance(model, "share_parameters",
+                      [&](Instance& instance) { instance.ShareParameters(values, count); });
+  }
+
   static constexpr dpl_plugin_header Header(size_t size, uint32_t abi_version) {
     return dpl_plugin_header{static_cast<uint32_t>(size),
                              DPL_PLUGIN_MAGIC,
@@ -439,7 +444,8 @@ struct Plugin {
                                &SetLossScale,
                                &SetOptimizer,
                                &GradientStatistics,
-                               &ApplyUpdate};
+                               &ApplyUpdate,
+                               &ShareParameters};
   }
 };
 
