@@ -29,13 +29,20 @@ dpl_model_config_v4 GptConfig(int32_t device_type) {
   return config;
 }
 
-TEST(DeviceOptimizer, CudaMatchesTheCpuAfterTwentyAdamWSteps) {
-  dpl_model* probe = nullptr;
-  const dpl_model_config_v4 cuda_config = GptConfig(kDLCUDA);
-  if (Plugin("gpt").create(&cuda_config, &probe) != DPL_OK) {
-    GTEST_SKIP() << "no CUDA device for the gpt plugin: " << Plugin("gpt").last_error();
+// Skips, saying why, where the gpt plugin cannot make a CUDA model.
+class DeviceOptimizer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dpl_model* probe = nullptr;
+    if (Plugin("gpt").create(&cuda_config, &probe) != DPL_OK) {
+      GTEST_SKIP() << "no CUDA device for the gpt plugin: " << Plugin("gpt").last_error();
+    }
+    Plugin("gpt").destroy(probe);
   }
-  Plugin("gpt").destroy(probe);
+  const dpl_model_config_v4 cuda_config = GptConfig(kDLCUDA);
+};
+
+TEST_F(DeviceOptimizer, CudaMatchesTheCpuAfterTwentyAdamWSteps) {
   const Model cpu(Plugin("gpt"), GptConfig(kDLCPU)), gpu(Plugin("gpt"), cuda_config);
   ASSERT_EQ(cpu.Values(), gpu.Values());
   const std::vector<double> decay = dpl_test::GroupDecay(cpu, 0.1);
@@ -89,13 +96,7 @@ struct Tokens {
 
 // Note [Replaced gradients] on CUDA: after zero_gradients the next backward's gradients replace
 // the old ones (copied into the flat buffer by the ready hook, on the gradient's stream).
-TEST(DeviceOptimizer, CudaBackwardAfterZeroGradientsReplacesTheGradients) {
-  dpl_model* probe = nullptr;
-  const dpl_model_config_v4 cuda_config = GptConfig(kDLCUDA);
-  if (Plugin("gpt").create(&cuda_config, &probe) != DPL_OK) {
-    GTEST_SKIP() << "no CUDA device for the gpt plugin: " << Plugin("gpt").last_error();
-  }
-  Plugin("gpt").destroy(probe);
+TEST_F(DeviceOptimizer, CudaBackwardAfterZeroGradientsReplacesTheGradients) {
   const Model gpu(Plugin("gpt"), cuda_config);
   ASSERT_NE(gpu.Info().flags & DPL_MODEL_REPLACED_GRADIENTS, 0u);
   const Tokens batch;

@@ -17,6 +17,16 @@ namespace {
 
 using namespace dpl_test;
 
+// `tensor` is still at `before`'s address and holds `expected`, element for element.
+void ExpectSameMemoryHolding(const DLTensor& tensor, const DLTensor& before,
+                             const std::vector<float>& expected, const char* name) {
+  EXPECT_EQ(tensor.data, before.data) << name;
+  const float* values = Floats(tensor);
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(values[i], expected[i]) << name << "[" << i << "]";
+  }
+}
+
 TEST(ConvNet, DescribesTheRecipeShapes) {
   Model model("convnet", "");
   EXPECT_STREQ(model.plugin().header.name, "convnet");
@@ -103,11 +113,8 @@ TEST(ConvNet, TrainStepGivesFiniteLossAndNonZeroGradientsAddedInPlace) {
   EXPECT_FLOAT_EQ(TrainStep(model, batch), loss);
   const auto replaced = model.Parameters();
   for (std::size_t p = 0; p < replaced.size(); ++p) {
-    EXPECT_EQ(replaced[p].gradient.data, before[p].gradient.data) << replaced[p].name;
-    const float* gradient = Floats(replaced[p].gradient);
-    for (std::size_t i = 0; i < first_gradients[p].size(); ++i) {
-      ASSERT_EQ(gradient[i], first_gradients[p][i]) << replaced[p].name << "[" << i << "]";
-    }
+    ExpectSameMemoryHolding(replaced[p].gradient, before[p].gradient, first_gradients[p],
+                            replaced[p].name);
   }
 }
 
@@ -164,11 +171,7 @@ TEST(ConvNet, SaveAndLoadRoundTripIntoTheSameTensors) {
       << model.plugin().last_error();
   const auto reloaded = model.Parameters();
   for (std::size_t p = 0; p < parameters.size(); ++p) {
-    EXPECT_EQ(reloaded[p].value.data, parameters[p].value.data) << parameters[p].name;
-    const float* value = Floats(reloaded[p].value);
-    for (std::size_t i = 0; i < saved[p].size(); ++i) {
-      ASSERT_EQ(value[i], saved[p][i]) << parameters[p].name << "[" << i << "]";
-    }
+    ExpectSameMemoryHolding(reloaded[p].value, parameters[p].value, saved[p], parameters[p].name);
   }
   // Another seed gives other weights; loading the file makes them equal again.
   Model other("convnet", "", 12);
