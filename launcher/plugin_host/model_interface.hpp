@@ -78,6 +78,8 @@ struct ModelInterface {
   // Model ABI v4 where the plugin has it (else empty): its parameters' values in the host's
   // memory, one copy for a machine's workers.
   std::function<dpl_status(dpl_model* model, float* values, uint64_t count)> share_parameters;
+  // Likewise: its gradients in the host's memory (each worker's own area of the shared memory).
+  std::function<dpl_status(dpl_model* model, float* gradients, uint64_t count)> share_gradients;
 };
 
 // The oldest model ABI with `capability`, for messages ("model ABI v3"): the version a plugin

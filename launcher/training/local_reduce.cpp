@@ -160,8 +160,36 @@ std::atomic<uint32_t>& LocalReducer::Flag(int worker, size_t index) const {
 }
 
 char* LocalReducer::Input(int worker, size_t bucket) const {
+  if (direct_) return reinterpret_cast<char*>(ModelGradients(worker) + direct_offsets_[bucket]);
   return mapping_->data() + inputs_offset_ +
          (size_t(worker) * padded_elements_ + bucket_offsets_[bucket]) * wire_bytes_;
+}
+
+float* LocalReducer::ModelGradients(int worker) const {
+  return reinterpret_cast<float*>(mapping_->data() + inputs_offset_) +
+         size_t(worker) * padded_elements_;
+}
+
+bool LocalReducer::UseModelGradients() {
+  if (wire_ != GradientCompression::kNone) return false;
+  // Each bucket's first element in parameter order: the buckets are consecutive runs of it.
+  std::vector<size_t> order(layout_.buckets());
+  for (size_t b = 0; b < order.size(); ++b) order[b] = b;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return layout_.bucket(a).parameters.front() < layout_.bucket(b).parameters.front();
+  });
+  direct_offsets_.assign(layout_.buckets(), 0);
+  size_t offset = 0;
+  uint32_t next = 0;  // the parameter the next bucket must begin with
+  for (size_t b : order) {
+    for (uint32_t p : layout_.bucket(b).parameters) {
+      if (p != next++) return false;  // not one run of the parameter order
+    }
+    direct_offsets_[b] = offset;
+    offset += layout_.bucket(b).elements;
+  }
+  direct_ = true;
+  return true;
 }
 
 float* LocalReducer::values() const {
@@ -188,6 +216,7 @@ Status LocalReducer::WaitForAll(size_t flag, uint32_t target,
 
 // Step 1: copied and zeroed a chunk at a time, so the zeroes land on lines still in cache.
 void LocalReducer::CopyIn(size_t bucket, const std::vector<DLTensor>& gradients, float scale) {
+  if (direct_) return;             // Note [Gradients in shared memory]
   constexpr size_t kChunk = 4096;  // elements: 16 KiB of float32, within L1
   const BucketLayout& layout = layout_.bucket(bucket);
   char* input = Input(group_.local_rank, bucket);

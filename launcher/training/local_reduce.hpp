@@ -19,6 +19,12 @@
 //   5. marks part l of the bucket summed.
 // The optimizer then reads the averaged gradients straight from the shared sums (no copy back
 // into the model); with --shard-optimizer each worker reads only its own part.
+//
+// Note [Gradients in shared memory]: a model with share_gradients keeps its gradients in its
+// worker's input area from the start, in parameter order: a bucket's parameters are consecutive
+// and ascending there (gradient_sync.cpp), so the bucket is one run of it and step 1 copies
+// nothing, it only marks the bucket. The others read it until the sums are awaited; the worker's
+// next backward writes it only after its optimizer step, after that wait.
 // Before the next step writes a bucket again, every worker has copied that bucket in once more,
 // which it does only after its optimizer step: so one area per bucket suffices, and every
 // exchange of the sharded optimizer (shard.hpp) is separated from the next by a reduction.
@@ -69,7 +75,14 @@ class LocalReducer {
   // Step 1 copies the gradients without zeroing them: the model replaces them at its next
   // backward after zero_gradients (Model::ReplacesGradients), which the host then calls.
   void KeepGradients() { zero_behind_ = false; }
-  bool zeroes_gradients() const { return zero_behind_; }
+  bool zeroes_gradients() const { return zero_behind_ && !direct_; }
+  // Note [Gradients in shared memory]: each worker's model keeps its gradients in the worker's
+  // input area, in parameter order (ModelGradients), so step 1 copies nothing; the host zeroes
+  // them through the model. float32 wire only; false where it cannot be used.
+  bool UseModelGradients();
+  bool reads_model_gradients() const { return direct_; }
+  // Worker `worker`'s area for its model's gradients, layout().elements() floats.
+  float* ModelGradients(int worker) const;
 
   // A new step: the next generation of every flag.
   void BeginStep() { ++generation_; }
@@ -122,6 +135,8 @@ class LocalReducer {
   uint32_t generation_ = 0;
   uint32_t phase_ = 0;
   bool zero_behind_ = true;
+  bool direct_ = false;                 // Note [Gradients in shared memory]
+  std::vector<size_t> direct_offsets_;  // of each bucket's first element in parameter order
 };
 
 }  // namespace dpl::training

@@ -136,6 +136,13 @@ Status Model::ShareParameters(float* values, uint64_t count) {
   return Call("share_parameters", table_.share_parameters(instance_, values, count));
 }
 
+Status Model::ShareGradients(float* gradients, uint64_t count) {
+  if (!CanShareGradients()) {
+    return Status::Error(DPL_ERR_UNSUPPORTED, ModelAbiText(plugin_, "has no share_gradients"));
+  }
+  return Call("share_gradients", table_.share_gradients(instance_, gradients, count));
+}
+
 Status Model::ReadTensors(dpl_model_tensors which, float* host, uint64_t count) {
   DPL_RETURN_IF_ERROR(Require(ModelCapability::kHostCopy, "read_tensors"));
   return Call("read_tensors", table_.read_tensors(instance_, which, host, count));

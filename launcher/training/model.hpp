@@ -72,6 +72,9 @@ class Model {
   // (share_parameters), and hands them over: `count` floats in read_tensors' layout.
   bool CanShareParameters() const { return bool(table_.share_parameters); }
   Status ShareParameters(float* values, uint64_t count);
+  // Likewise for its gradients (share_gradients).
+  bool CanShareGradients() const { return bool(table_.share_gradients); }
+  Status ShareGradients(float* gradients, uint64_t count);
   Status ReadTensors(dpl_model_tensors which, float* host, uint64_t count);
   Status WriteTensors(dpl_model_tensors which, const float* host, uint64_t count);
   Status ReadBuffers(void* host, uint64_t bytes);

@@ -187,6 +187,9 @@ class ParameterPlacement {
   Status GatherUpdatedParts();
   // Note [Shared parameters]: the model computes with the machine's one copy of the values.
   Status ShareValues();
+  // Note [Gradients in shared memory] (local_reduce.hpp): the model keeps its gradients in this
+  // worker's input area; `tensors` (the gradients the reduction reads) follow them.
+  Status ShareGradients(std::vector<DLTensor>* tensors);
 
   Model& model_;
   Backend* backend_;

@@ -46,6 +46,9 @@ Status ParameterPlacement::StartSharedMemory(std::vector<DLTensor> tensors) {
   reducer_ = std::move(*reducer);
   if (model_.ReplacesGradients()) reducer_->KeepGradients();
   if (share) DPL_RETURN_IF_ERROR(ShareValues());
+  if (model_.CanShareGradients() && reducer_->UseModelGradients()) {
+    DPL_RETURN_IF_ERROR(ShareGradients(&tensors));
+  }
   comm_ = std::make_unique<CommunicationThread>();
   reduction_ = std::make_unique<SharedMemoryReduction>(reducer_.get(), tensors, !sharded);
   sync_ = std::make_unique<GradientSynchronizer>(comm_.get(), std::move(tensors), buckets,
@@ -60,7 +63,8 @@ Status ParameterPlacement::StartSharedMemory(std::vector<DLTensor> tensors) {
                    ? ", their parts then across the " + std::to_string(local.machines) + " machines"
                    : std::string()) +
               (sharded ? "; each worker of a machine updates its part of the parameters" : "") +
-              (shares_values_ ? ", which the machine's workers share (one copy a machine)" : ""));
+              (shares_values_ ? ", which the machine's workers share (one copy a machine)" : "") +
+              (reducer_->reads_model_gradients() ? "; the models keep their gradients there" : ""));
   }
   shared_exchange_ = SharedMemoryExchange(reducer_.get());
   if (sharded) {
@@ -149,6 +153,21 @@ Status ParameterPlacement::ShareValues() {
     offset += parameter.elements;
   }
   shares_values_ = true;
+  return Status::Ok();
+}
+
+Status ParameterPlacement::ShareGradients(std::vector<DLTensor>* tensors) {
+  float* gradients = reducer_->ModelGradients(settings_.local.local_rank);
+  DPL_RETURN_IF_ERROR(model_.ShareGradients(gradients, total_elements_));
+  size_t offset = 0;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    HostParameter& parameter = parameters_[i];
+    parameter.gradient = gradients + offset;
+    parameter.model_gradient.data = parameter.gradient;
+    gradients_[i] = parameter.gradient;
+    (*tensors)[i].data = parameter.gradient;
+    offset += parameter.elements;
+  }
   return Status::Ok();
 }
 

@@ -18,7 +18,7 @@ static_assert(DPL_MODEL_ABI_VERSION == 4,
 // clang-format on
 // The optional entries, left NULL: the host does not require them.
 #define DPL_RECORDING_OPTIONAL(X) \
-  X(set_optimizer) X(gradient_statistics) X(apply_update) X(share_parameters)
+  X(set_optimizer) X(gradient_statistics) X(apply_update) X(share_parameters) X(share_gradients)
 #define DPL_RECORDING_SLOTS(X) \
   X(create) X(describe) X(last_error) DPL_RECORDING_FORWARDED(X) DPL_RECORDING_OPTIONAL(X)
 

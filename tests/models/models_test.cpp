@@ -118,6 +118,38 @@ TEST(ConvNet, TrainStepGivesFiniteLossAndNonZeroGradientsAddedInPlace) {
   }
 }
 
+// share_gradients (model ABI v4): the gradients move into the host's memory, values and all, and
+// backward accumulates and replaces them there.
+TEST(ConvNet, ShareGradientsMovesTheGradientsIntoTheHostsMemory) {
+  Model shared("convnet", "dropout=0"), own("convnet", "dropout=0");
+  const Batch batch(8);
+  TrainStep(shared, batch);
+  TrainStep(own, batch);
+  const uint64_t total = shared.ParameterElements();
+  std::vector<float> host(total, -1.0f);
+  EXPECT_EQ(shared.plugin().share_gradients(shared.get(), host.data(), total - 1),
+            DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(shared.plugin().last_error()).find("floats, the parameters"),
+            std::string::npos)
+      << shared.plugin().last_error();
+  ASSERT_EQ(shared.plugin().share_gradients(shared.get(), host.data(), total), DPL_OK)
+      << shared.plugin().last_error();
+  EXPECT_TRUE(host == own.Values(DPL_MODEL_TENSORS_GRADIENTS)) << "the values moved with them";
+  size_t offset = 0;
+  for (const auto& parameter : shared.Parameters()) {
+    EXPECT_EQ(Floats(parameter.gradient), host.data() + offset) << parameter.name;
+    offset += size_t(Elements(parameter.gradient));
+  }
+  TrainStep(shared, batch);  // adds, in the host's memory
+  TrainStep(own, batch);
+  EXPECT_TRUE(host == own.Values(DPL_MODEL_TENSORS_GRADIENTS));
+  ASSERT_EQ(shared.plugin().zero_gradients(shared.get()), DPL_OK);
+  ASSERT_EQ(own.plugin().zero_gradients(own.get()), DPL_OK);
+  TrainStep(shared, batch);  // replaces, in the host's memory
+  TrainStep(own, batch);
+  EXPECT_TRUE(host == own.Values(DPL_MODEL_TENSORS_GRADIENTS));
+}
+
 TEST(ConvNet, PlainSgdOnTheExposedTensorsLowersTheLoss) {
   Model model("convnet", "dropout=0", 3);
   const Batch batch(16);

@@ -49,6 +49,8 @@ TEST_F(LocalReduceJobsTest, TwoAndThreeWorkersStayBitIdentical) {
     EXPECT_TRUE(Contains(r.output, "summed in the shared memory of each machine's " +
                                        std::to_string(processes) + " workers"))
         << r.output;
+    // Note [Gradients in shared memory]: an SDK model keeps its gradients there.
+    EXPECT_TRUE(Contains(r.output, "the models keep their gradients there")) << r.output;
     const std::vector<float> rank0 = Params(name, 0);
     ASSERT_GT(rank0.size(), 1000u);
     for (int rank = 1; rank < processes; ++rank) {
@@ -74,7 +76,7 @@ TEST_F(LocalReduceJobsTest, WorkersStartedFreshShareTheMemoryToo) {
 
 // Note [Shared parameters]: a model without share_parameters (the test model "scaled", a v4 table
 // of the first size) keeps its own copy; the updated parts are gathered into it, same bits.
-TEST_F(LocalReduceJobsTest, AModelWithoutShareParametersGetsThePartsGathered) {
+TEST_F(LocalReduceJobsTest, AModelWithoutTheSharingEntriesGetsItsGradientsAndPartsCopied) {
   const std::string scaled = "--plugin-dir " DPL_TEST_SCALED_MODEL_DIR " --model scaled";
   const std::string flags = "--max-steps 5 --optimizer adam --lr 0.01 --bucket-cap-mb 0.01";
   ExpectRun(Job(2, "scaled_whole", flags, scaled));
@@ -84,6 +86,7 @@ TEST_F(LocalReduceJobsTest, AModelWithoutShareParametersGetsThePartsGathered) {
   EXPECT_TRUE(Contains(sharded.output, "each worker of a machine updates its part"))
       << sharded.output;
   EXPECT_FALSE(Contains(sharded.output, "workers share (one copy a machine)")) << sharded.output;
+  EXPECT_FALSE(Contains(sharded.output, "keep their gradients there")) << sharded.output;
   const std::vector<float> whole = Params("scaled_whole", 0);
   ASSERT_GT(whole.size(), 100u);
   for (int rank = 0; rank < 2; ++rank) {

@@ -92,24 +92,36 @@ std::vector<Report> RunWorkers(int workers,
   return reports;
 }
 
+// A worker's gradients, back to back in parameter order: in memory of their own, or in `area`
+// (the worker's area of the shared memory, Note [Gradients in shared memory]).
 struct Gradients {
-  std::vector<std::vector<float>> values;
+  std::vector<float> own;
   std::vector<int64_t> shapes;
   std::vector<DLTensor> tensors;
-  explicit Gradients(int worker) : shapes(kSizes.begin(), kSizes.end()) {
-    for (uint32_t p = 0; p < kSizes.size(); ++p) values.emplace_back(kSizes[p]);
-    Fill(worker);
-    for (uint32_t p = 0; p < kSizes.size(); ++p) {
-      tensors.push_back(HostTensor(values[p].data(), DLDataType{kDLFloat, 32, 1}, 1, &shapes[p]));
+  explicit Gradients(int worker, float* area = nullptr) : shapes(kSizes.begin(), kSizes.end()) {
+    size_t total = 0;
+    for (size_t elements : kSizes) total += elements;
+    if (area == nullptr) {
+      own.resize(total);
+      area = own.data();
     }
+    for (uint32_t p = 0; p < kSizes.size(); ++p) {
+      tensors.push_back(HostTensor(area, DLDataType{kDLFloat, 32, 1}, 1, &shapes[p]));
+      area += kSizes[p];
+    }
+    Fill(worker);
   }
-  Gradients(const Gradients&) = delete;  // the tensors point into values
+  Gradients(const Gradients&) = delete;  // the tensors point into own
+  float* of(uint32_t p) const { return static_cast<float*>(tensors[p].data); }
   void Fill(int worker) {
     for (uint32_t p = 0; p < kSizes.size(); ++p) {
-      for (size_t i = 0; i < kSizes[p]; ++i) values[p][i] = Gradient(worker, p, i);
+      for (size_t i = 0; i < kSizes[p]; ++i) of(p)[i] = Gradient(worker, p, i);
     }
   }
 };
+
+// How a worker's gradients reach the reduction.
+enum class Input { kCopiedAndZeroed, kCopiedAndKept, kInSharedMemory };
 
 void Fail(Report* report, const Status& status) {
   report->code = status.code();
@@ -117,15 +129,20 @@ void Fail(Report* report, const Status& status) {
 }
 
 // One step of the unsharded reduction; checks the sums against float64 and hashes them.
-// With `keep`, the model replaces its gradients itself (LocalReducer::KeepGradients).
+// kCopiedAndKept: the model replaces its gradients itself (LocalReducer::KeepGradients).
 void ReduceOnce(const LocalGroup& group, GradientCompression wire, Report* report,
-                bool keep = false) {
+                Input input = Input::kCopiedAndZeroed) {
   const std::vector<Bucket> buckets = AssignBuckets(kSizes, 100000);
   auto reducer = LocalReducer::Create(group, ShardLayout(kSizes, buckets, group.local_world_size),
                                       wire, false, 0);
   if (!reducer.ok()) return Fail(report, reducer.status());
-  if (keep) (*reducer)->KeepGradients();
-  Gradients mine(group.local_rank);
+  if (input == Input::kCopiedAndKept) (*reducer)->KeepGradients();
+  if (input == Input::kInSharedMemory && !(*reducer)->UseModelGradients()) {
+    return Fail(report, Status::Error("UseModelGradients refused"));
+  }
+  Gradients mine(group.local_rank, input == Input::kInSharedMemory
+                                       ? (*reducer)->ModelGradients(group.local_rank)
+                                       : nullptr);
   const float scale = 1.0f / float(group.local_world_size);
   for (int step = 0; step < 2; ++step) {        // the second reuses every flag and area
     if (step > 0) mine.Fill(group.local_rank);  // the next backward's
@@ -139,7 +156,7 @@ void ReduceOnce(const LocalGroup& group, GradientCompression wire, Report* repor
     // Copied in and zeroed behind (step 1 of Note [Reduction through shared memory]), or left.
     for (uint32_t p = 0; p < kSizes.size(); ++p) {
       for (size_t i = 0; i < kSizes[p]; ++i) {
-        const float g = mine.values[p][i];
+        const float g = mine.of(p)[i];
         report->nonzero_left += g != 0.0f ? 1 : 0;
         report->changed += g != Gradient(group.local_rank, p, i) ? 1 : 0;
       }
@@ -196,19 +213,24 @@ TEST_P(LocalReduceTest, SixteenBitWireGivesTheSameBitsEverywhere) {
 }
 
 // A model that replaces its gradients at the next backward keeps them through the reduction, and
-// the sums are the same bits.
+// the sums are the same bits; so when its gradients are the worker's area of the shared memory
+// (Note [Gradients in shared memory]), which step 1 then does not copy.
 TEST_P(LocalReduceTest, KeptGradientsAreLeftAsTheyWereAndSumToTheSameBits) {
   const std::vector<Report> zeroed = RunWorkers(GetParam(), [](const LocalGroup& group, Report* r) {
     ReduceOnce(group, GradientCompression::kNone, r);
   });
-  const std::vector<Report> kept = RunWorkers(GetParam(), [](const LocalGroup& group, Report* r) {
-    ReduceOnce(group, GradientCompression::kNone, r, /*keep=*/true);
-  });
-  for (size_t k = 0; k < kept.size(); ++k) {
-    ASSERT_EQ(kept[k].code, DPL_OK) << "worker " << k << ": " << kept[k].message;
-    EXPECT_EQ(kept[k].hash, zeroed[k].hash) << "worker " << k << " holds other bits";
-    EXPECT_EQ(kept[k].changed, 0u) << "worker " << k << "'s gradients were changed";
-    EXPECT_GT(kept[k].nonzero_left, 0u) << "worker " << k;
+  for (const Input input : {Input::kCopiedAndKept, Input::kInSharedMemory}) {
+    const std::vector<Report> kept =
+        RunWorkers(GetParam(), [&](const LocalGroup& group, Report* r) {
+          ReduceOnce(group, GradientCompression::kNone, r, input);
+        });
+    const char* how = input == Input::kCopiedAndKept ? "copied: " : "in shared memory: ";
+    for (size_t k = 0; k < kept.size(); ++k) {
+      ASSERT_EQ(kept[k].code, DPL_OK) << how << "worker " << k << ": " << kept[k].message;
+      EXPECT_EQ(kept[k].hash, zeroed[k].hash) << how << "worker " << k << " holds other bits";
+      EXPECT_EQ(kept[k].changed, 0u) << how << "worker " << k << "'s gradients were changed";
+      EXPECT_GT(kept[k].nonzero_left, 0u) << how << "worker " << k;
+    }
   }
 }
 

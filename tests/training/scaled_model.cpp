@@ -389,5 +389,6 @@ extern "C" const dpl_model_plugin_v4 dpl_scaled_model_table = {
     nullptr,  // set_optimizer: the host runs the optimizer
     nullptr,
     nullptr,
-    nullptr,  // share_parameters: past the table's end (header.struct_size)
+    nullptr,  // share_parameters and share_gradients: past the table's end (header.struct_size)
+    nullptr,
 };

@@ -10,8 +10,8 @@ namespace {
 using Table = dpl_model_plugin_v4;
 
 // set_optimizer, gradient_statistics and apply_update are optional: NULL unless the plugin says
-// DPL_MODEL_DEVICE_OPTIMIZER (training::Model checks the two agree); share_parameters is optional
-// and may be beyond the table's end.
+// DPL_MODEL_DEVICE_OPTIMIZER (training::Model checks the two agree); share_parameters and
+// share_gradients are optional and may be beyond the table's end.
 RequiredEntries Required(const void* table) {
   return RequiredModelV3Entries(static_cast<const Table*>(table));
 }
@@ -29,8 +29,9 @@ ModelInterface Adapt(const void* table) {
   if (t.gradient_statistics != nullptr) model.gradient_statistics = t.gradient_statistics;
   if (t.apply_update != nullptr) model.apply_update = t.apply_update;
   // A table from before share_parameters ends where it begins.
-  if (t.header.struct_size >= sizeof(Table) && t.share_parameters != nullptr) {
-    model.share_parameters = t.share_parameters;
+  if (t.header.struct_size >= sizeof(Table)) {
+    if (t.share_parameters != nullptr) model.share_parameters = t.share_parameters;
+    if (t.share_gradients != nullptr) model.share_gradients = t.share_gradients;
   }
   return model;
 }

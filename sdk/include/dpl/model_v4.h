@@ -212,10 +212,18 @@ typedef struct dpl_model_plugin_v4 {
    * machine holds one copy of the parameters; the host then updates each part of it once and
    * orders those writes against every worker's reads. */
   dpl_status (*share_parameters)(dpl_model* model, float* values, uint64_t count);
+  /* NULL, or DPL_ERR_UNSUPPORTED, where the model cannot (a model on a device, a model whose
+   * optimizer is set). From now on the gradients are the `count` floats at `gradients` (the same
+   * layout), which the model fills with its current ones, accumulates and replaces there, and
+   * never frees. Each worker of a machine passes its own area of the shared memory; the others
+   * read a gradient there only after the model reported it ready, and until the host's next
+   * zero_gradients. */
+  dpl_status (*share_gradients)(dpl_model* model, float* gradients, uint64_t count);
 } dpl_model_plugin_v4;
 
-/* The size of a v4 table from before share_parameters: the least a v4 plugin's may be. */
-#define DPL_MODEL_PLUGIN_V4_FIRST_SIZE (sizeof(dpl_model_plugin_v4) - sizeof(void (*)(void)))
+/* The size of a v4 table from before share_parameters and share_gradients: the least a v4
+ * plugin's may be. */
+#define DPL_MODEL_PLUGIN_V4_FIRST_SIZE (sizeof(dpl_model_plugin_v4) - 2 * sizeof(void (*)(void)))
 
 #ifdef __cplusplus
 }

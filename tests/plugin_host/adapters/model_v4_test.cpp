@@ -139,23 +139,31 @@ TEST(ModelV4Adapter, TakesTheDeviceOptimizerWhereThePluginHasIt) {
 dpl_status ShareParameters(dpl_model*, float*, uint64_t) {
   return Called("share_parameters");
 }
+dpl_status ShareGradients(dpl_model*, float*, uint64_t) {
+  return Called("share_gradients");
+}
 
-// share_parameters came to v4 later: a table of v4's first size ends before it, so the adapter
-// reads no slot past the table's end.
-TEST(ModelV4Adapter, TakesShareParametersOnlyFromATableThatReachesIt) {
+// share_parameters and share_gradients came to v4 later: a table of v4's first size ends before
+// them, so the adapter reads no slot past the table's end.
+TEST(ModelV4Adapter, TakesTheSharingEntriesOnlyFromATableThatReachesThem) {
   const Adapter& adapter = AdapterOf(DPL_PLUGIN_KIND_MODEL, 4);
   dpl_model_plugin_v4 first = Table();
   first.header.struct_size = DPL_MODEL_PLUGIN_V4_FIRST_SIZE;
   first.share_parameters = ShareParameters;  // past its end: what an older plugin's memory holds
-  EXPECT_FALSE(AdaptTable<ModelInterface>(adapter, &first).share_parameters);
+  first.share_gradients = ShareGradients;
+  const ModelInterface older = AdaptTable<ModelInterface>(adapter, &first);
+  EXPECT_FALSE(older.share_parameters || older.share_gradients);
   dpl_model_plugin_v4 whole = Table();
-  EXPECT_FALSE(AdaptTable<ModelInterface>(adapter, &whole).share_parameters);
+  const ModelInterface without = AdaptTable<ModelInterface>(adapter, &whole);
+  EXPECT_FALSE(without.share_parameters || without.share_gradients);
   whole.share_parameters = ShareParameters;
+  whole.share_gradients = ShareGradients;
   const ModelInterface model = AdaptTable<ModelInterface>(adapter, &whole);
   Calls().clear();
-  ASSERT_TRUE(model.share_parameters);
+  ASSERT_TRUE(model.share_parameters && model.share_gradients);
   EXPECT_EQ(model.share_parameters(nullptr, nullptr, 0), DPL_OK);
-  EXPECT_EQ(Calls(), (std::vector<std::string>{"share_parameters"}));
+  EXPECT_EQ(model.share_gradients(nullptr, nullptr, 0), DPL_OK);
+  EXPECT_EQ(Calls(), (std::vector<std::string>{"share_parameters", "share_gradients"}));
 }
 
 TEST(ModelV4Adapter, RequiresV3sEntriesAndNotTheDeviceOptimizer) {

@@ -46,6 +46,23 @@ class FlatGradients {
     replaced_.assign(parameters.size(), 0);
   }
 
+  // Moves the buffer, its values with it, into `memory` (host memory that outlives the model);
+  // between backward passes only.
+  void MoveTo(float* memory) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor moved =
+        torch::from_blob(memory, {flat_.numel()}, torch::TensorOptions().dtype(torch::kFloat32));
+    moved.copy_(flat_);
+    flat_ = moved;
+    int64_t offset = 0;
+    for (size_t i = 0; i < views_.size(); ++i) {
+      torch::Tensor& parameter = (*parameters_)[i];
+      views_[i] = flat_.narrow(0, offset, parameter.numel()).view(parameter.sizes());
+      parameter.mutable_grad() = views_[i];
+      offset += parameter.numel();
+    }
+  }
+
   // The buffer, a pending zero settled.
   const torch::Tensor& flat() {
     Settle();

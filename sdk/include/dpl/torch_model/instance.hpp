@@ -315,6 +315,22 @@ class Instance {
     }
   }
 
+  // share_gradients: the flat gradient buffer moves into the host's memory (Note [Flat
+  // gradients]); the host keeps the shapes it was given, so only the addresses change.
+  void ShareGradients(float* gradients, uint64_t count) {
+    if (!settings_.device.is_cpu() || optimizer_) {
+      throw PluginError(DPL_ERR_UNSUPPORTED,
+                        "share_gradients takes host memory before any set_optimizer; this model "
+                        "is on " +
+                            settings_.device.str() + (optimizer_ ? " with an optimizer" : ""));
+    }
+    RequireHostCount(gradients, count);
+    gradients_.MoveTo(gradients);
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      gradient_views_[i].tensor.data = gradients_.view(i).data_ptr();
+    }
+  }
+
   // --- the optimizer on the model's device (Note [Device optimizer]) ---
 
   void SetOptimizer(const dpl_optimizer_config_v4& config) {

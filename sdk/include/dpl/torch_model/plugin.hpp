@@ -347,6 +347,11 @@ struct Plugin {
                       [&](Instance& instance) { instance.ShareParameters(values, count); });
   }
 
+  static dpl_status ShareGradients(dpl_model* model, float* gradients, uint64_t count) {
+    return OnInstance(model, "share_gradients",
+                      [&](Instance& instance) { instance.ShareGradients(gradients, count); });
+  }
+
   static constexpr dpl_plugin_header Header(size_t size, uint32_t abi_version) {
     return dpl_plugin_header{static_cast<uint32_t>(size),
                              DPL_PLUGIN_MAGIC,
@@ -445,7 +450,8 @@ struct Plugin {
                                &SetOptimizer,
                                &GradientStatistics,
                                &ApplyUpdate,
-                               &ShareParameters};
+                               &ShareParameters,
+                               &ShareGradients};
   }
 };
 
