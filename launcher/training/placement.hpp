@@ -190,6 +190,8 @@ class ParameterPlacement {
   // Note [Gradients in shared memory] (local_reduce.hpp): the model keeps its gradients in this
   // worker's input area; `tensors` (the gradients the reduction reads) follow them.
   Status ShareGradients(std::vector<DLTensor>* tensors);
+  // Calls `place(i, address)` with each parameter's address in `base`, parameters back to back.
+  void PlaceBackToBack(float* base, const std::function<void(size_t, float*)>& place);
 
   Model& model_;
   Backend* backend_;

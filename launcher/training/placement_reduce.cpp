@@ -144,30 +144,33 @@ Status ParameterPlacement::ShareValues() {
   }
   DPL_RETURN_IF_ERROR(reducer_->Barrier("the parameters' values in shared memory"));
   DPL_RETURN_IF_ERROR(model_.ShareParameters(values, total_elements_));
-  size_t offset = 0;
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    HostParameter& parameter = parameters_[i];
-    parameter.value = values + offset;
-    parameter.model_value.data = parameter.value;
-    values_[i] = parameter.value;
-    offset += parameter.elements;
-  }
+  PlaceBackToBack(values, [this](size_t i, float* value) {
+    parameters_[i].value = value;
+    parameters_[i].model_value.data = value;
+    values_[i] = value;
+  });
   shares_values_ = true;
   return Status::Ok();
+}
+
+void ParameterPlacement::PlaceBackToBack(float* base,
+                                         const std::function<void(size_t, float*)>& place) {
+  size_t offset = 0;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    place(i, base + offset);
+    offset += parameters_[i].elements;
+  }
 }
 
 Status ParameterPlacement::ShareGradients(std::vector<DLTensor>* tensors) {
   float* gradients = reducer_->ModelGradients(settings_.local.local_rank);
   DPL_RETURN_IF_ERROR(model_.ShareGradients(gradients, total_elements_));
-  size_t offset = 0;
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    HostParameter& parameter = parameters_[i];
-    parameter.gradient = gradients + offset;
-    parameter.model_gradient.data = parameter.gradient;
-    gradients_[i] = parameter.gradient;
-    (*tensors)[i].data = parameter.gradient;
-    offset += parameter.elements;
-  }
+  PlaceBackToBack(gradients, [this, tensors](size_t i, float* gradient) {
+    parameters_[i].gradient = gradient;
+    parameters_[i].model_gradient.data = gradient;
+    gradients_[i] = gradient;
+    (*tensors)[i].data = gradient;
+  });
   return Status::Ok();
 }
 
