@@ -202,6 +202,9 @@ TEST_F(LocalReduceJobsTest, TwoMachinesOfTwoWorkersStayBitIdentical) {
     ASSERT_TRUE(ExitedWith(status0, 0)) << Describe(status0) << zero.Output();
     ASSERT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << one.Output();
     EXPECT_TRUE(Contains(zero.Output(), "their parts then across the 2 machines")) << zero.Output();
+    // Each machine's one copy of the values, and the gradients kept in its shared memory.
+    EXPECT_TRUE(Contains(zero.Output(), "the models keep their gradients there")) << zero.Output();
+    EXPECT_EQ(Contains(zero.Output(), "share (one copy a machine)"), sharded) << zero.Output();
     const std::vector<float> rank0 = Params(sharded ? "sharded" : "machines", 0);
     ASSERT_GT(rank0.size(), 1000u);
     for (int rank = 1; rank < 4; ++rank) {
