@@ -108,9 +108,10 @@ Result<std::unique_ptr<LocalReducer>> LocalReducer::Create(const LocalGroup& gro
   r.sums_offset_ = r.inputs_offset_ + RoundUp(workers * r.padded_elements_ * r.wire_bytes_, kLine);
   r.copy_offset_ = r.sums_offset_ + r.padded_elements_ * sizeof(float);
   r.entries_offset_ = r.copy_offset_ + (sharded ? r.padded_elements_ * sizeof(float) : 0);
-  r.values_offset_ = RoundUp(r.entries_offset_ + workers * r.entries_ * sizeof(double), kLine);
-  const size_t bytes = r.values_offset_ + (parameters ? r.layout_.elements() * sizeof(float) : 0);
-  if (!parameters) r.values_offset_ = 0;
+  const size_t values_at =
+      RoundUp(r.entries_offset_ + workers * r.entries_ * sizeof(double), kLine);
+  r.values_offset_ = parameters ? values_at : 0;  // 0: no room (values() is NULL)
+  const size_t bytes = values_at + (parameters ? r.layout_.elements() * sizeof(float) : 0);
   Result<std::unique_ptr<SharedMapping>> mapping = SharedMapping::Map(group.memory_fd, bytes);
   if (!mapping.ok()) return mapping.status();
   r.mapping_ = std::move(*mapping);

@@ -19,15 +19,15 @@
 //   5. marks part l of the bucket summed.
 // The optimizer then reads the averaged gradients straight from the shared sums (no copy back
 // into the model); with --shard-optimizer each worker reads only its own part.
+// Before the next step writes a bucket again, every worker has copied that bucket in once more,
+// which it does only after its optimizer step: so one area per bucket suffices, and every
+// exchange of the sharded optimizer (shard.hpp) is separated from the next by a reduction.
 //
 // Note [Gradients in shared memory]: a model with share_gradients keeps its gradients in its
 // worker's input area from the start, in parameter order: a bucket's parameters are consecutive
 // and ascending there (gradient_sync.cpp), so the bucket is one run of it and step 1 copies
 // nothing, it only marks the bucket. The others read it until the sums are awaited; the worker's
 // next backward writes it only after its optimizer step, after that wait.
-// Before the next step writes a bucket again, every worker has copied that bucket in once more,
-// which it does only after its optimizer step: so one area per bucket suffices, and every
-// exchange of the sharded optimizer (shard.hpp) is separated from the next by a reduction.
 #pragma once
 
 #include <atomic>

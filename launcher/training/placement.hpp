@@ -187,6 +187,7 @@ class ParameterPlacement {
   Status GatherUpdatedParts();
   // Note [Shared parameters]: the model computes with the machine's one copy of the values.
   Status ShareValues();
+  bool SharesValues() const { return reducer_ && reducer_->values() != nullptr; }
   // Note [Gradients in shared memory] (local_reduce.hpp): the model keeps its gradients in this
   // worker's input area; `tensors` (the gradients the reduction reads) follow them.
   Status ShareGradients(std::vector<DLTensor>* tensors);
@@ -208,7 +209,6 @@ class ParameterPlacement {
   std::unique_ptr<BucketReduction> reduction_;
   std::unique_ptr<ShardExchange> shared_exchange_;  // the shared memory's, when sharded
   ShardExchange* exchange_ = nullptr;               // NULL: not sharded
-  bool shares_values_ = false;                      // Note [Shared parameters]
   std::unique_ptr<GradientSynchronizer> sync_;
   UpdateView view_;
 };

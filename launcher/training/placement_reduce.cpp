@@ -63,7 +63,7 @@ Status ParameterPlacement::StartSharedMemory(std::vector<DLTensor> tensors) {
                    ? ", their parts then across the " + std::to_string(local.machines) + " machines"
                    : std::string()) +
               (sharded ? "; each worker of a machine updates its part of the parameters" : "") +
-              (shares_values_ ? ", which the machine's workers share (one copy a machine)" : "") +
+              (SharesValues() ? ", which the machine's workers share (one copy a machine)" : "") +
               (reducer_->reads_model_gradients() ? "; the models keep their gradients there" : ""));
   }
   shared_exchange_ = SharedMemoryExchange(reducer_.get());
@@ -149,7 +149,6 @@ Status ParameterPlacement::ShareValues() {
     parameters_[i].model_value.data = value;
     values_[i] = value;
   });
-  shares_values_ = true;
   return Status::Ok();
 }
 
@@ -177,7 +176,7 @@ Status ParameterPlacement::ShareGradients(std::vector<DLTensor>* tensors) {
 Status ParameterPlacement::GatherUpdatedParts() {
   // Note [Shared parameters]: every part is already in every worker's parameters; no worker may
   // compute with them before all parts are updated.
-  if (shares_values_) return reducer_->Barrier("the updated parts of the shared parameters");
+  if (SharesValues()) return reducer_->Barrier("the updated parts of the shared parameters");
   auto place = [this](const Segment& segment) {
     return parameters_[segment.parameter].value + segment.offset;
   };

@@ -150,6 +150,24 @@ TEST(ConvNet, ShareGradientsMovesTheGradientsIntoTheHostsMemory) {
   EXPECT_TRUE(host == own.Values(DPL_MODEL_TENSORS_GRADIENTS));
 }
 
+// The optimizer's state views the tensors as they are: neither moves into host memory after it.
+TEST(ConvNet, SharingEntriesAreRefusedOnceTheOptimizerIsSet) {
+  Model model("convnet", "");
+  const uint64_t total = model.ParameterElements();
+  const dpl_optimizer_config_v4 config = OptimizerConfig(
+      DPL_OPTIMIZER_SGD, std::vector<double>(model.Parameters().size(), 0.0), total);
+  ASSERT_EQ(model.plugin().set_optimizer(model.get(), &config), DPL_OK)
+      << model.plugin().last_error();
+  std::vector<float> host(total);
+  EXPECT_EQ(model.plugin().share_parameters(model.get(), host.data(), total), DPL_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(model.plugin().last_error()).find("share_parameters takes host memory"),
+            std::string::npos)
+      << model.plugin().last_error();
+  EXPECT_EQ(model.plugin().share_gradients(model.get(), host.data(), total), DPL_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(model.plugin().last_error()).find("with an optimizer"), std::string::npos)
+      << model.plugin().last_error();
+}
+
 TEST(ConvNet, PlainSgdOnTheExposedTensorsLowersTheLoss) {
   Model model("convnet", "dropout=0", 3);
   const Batch batch(16);

@@ -204,13 +204,12 @@ typedef struct dpl_model_plugin_v4 {
 
   /* --- Added to version 4 later: read only where header.struct_size covers it. --- */
 
-  /* NULL, or DPL_ERR_UNSUPPORTED, where the model cannot (a model on a device). From now on the
-   * parameters' values are
-   * the `count` floats at `values` (read_tensors' layout: parameters in index order, back to
-   * back), which the host has filled; the model computes with them there, keeps its gradients
-   * its own, and never frees them. The workers of a machine pass the same shared memory, so a
-   * machine holds one copy of the parameters; the host then updates each part of it once and
-   * orders those writes against every worker's reads. */
+  /* NULL, or DPL_ERR_UNSUPPORTED, where the model cannot (a model on a device, a model whose
+   * optimizer is set). From now on the parameters' values are the `count` floats at `values`
+   * (read_tensors' layout: parameters in index order, back to back), which the host has filled; the
+   * model computes with them there, keeps its gradients its own, and never frees them. The workers
+   * of a machine pass the same shared memory, so a machine holds one copy of the parameters; the
+   * host then updates each part of it once and orders those writes against every worker's reads. */
   dpl_status (*share_parameters)(dpl_model* model, float* values, uint64_t count);
   /* NULL, or DPL_ERR_UNSUPPORTED, where the model cannot (a model on a device, a model whose
    * optimizer is set). From now on the gradients are the `count` floats at `gradients` (the same

@@ -294,16 +294,23 @@ class Instance {
     for (size_t i = 0; i < slices.size(); ++i) Selected(which, i).copy_(slices[i]);
   }
 
+  // share_parameters and share_gradients take host memory, before any set_optimizer (whose
+  // state views the tensors as they are), `count` floats for every parameter.
+  void RequireSharable(const char* entry, const float* memory, uint64_t count) const {
+    if (!settings_.device.is_cpu() || optimizer_) {
+      throw PluginError(DPL_ERR_UNSUPPORTED,
+                        std::string(entry) + " takes host memory before any set_optimizer; this " +
+                            "model is on " + settings_.device.str() +
+                            (optimizer_ ? " with an optimizer" : ""));
+    }
+    RequireHostCount(memory, count);
+  }
+
   // share_parameters: the parameters compute with the host's memory from now on (one copy for a
   // machine's workers). set_data keeps each parameter's identity (autograd's accumulator and
   // hook, a scripted module's attribute) and swaps its storage.
   void ShareParameters(float* values, uint64_t count) {
-    if (!settings_.device.is_cpu()) {
-      throw PluginError(
-          DPL_ERR_UNSUPPORTED,
-          "share_parameters takes host memory; this model is on " + settings_.device.str());
-    }
-    RequireHostCount(values, count);
+    RequireSharable("share_parameters", values, count);
     torch::NoGradGuard no_grad;
     int64_t offset = 0;
     for (size_t i = 0; i < parameters_.size(); ++i) {
@@ -318,13 +325,7 @@ class Instance {
   // share_gradients: the flat gradient buffer moves into the host's memory (Note [Flat
   // gradients]); the host keeps the shapes it was given, so only the addresses change.
   void ShareGradients(float* gradients, uint64_t count) {
-    if (!settings_.device.is_cpu() || optimizer_) {
-      throw PluginError(DPL_ERR_UNSUPPORTED,
-                        "share_gradients takes host memory before any set_optimizer; this model "
-                        "is on " +
-                            settings_.device.str() + (optimizer_ ? " with an optimizer" : ""));
-    }
-    RequireHostCount(gradients, count);
+    RequireSharable("share_gradients", gradients, count);
     gradients_.MoveTo(gradients);
     for (size_t i = 0; i < parameters_.size(); ++i) {
       gradient_views_[i].tensor.data = gradients_.view(i).data_ptr();
