@@ -161,8 +161,8 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x,
 
 // Note [Attention by libtorch version]: libtorch 2.x fuses attention (flash or memory-efficient
 // kernels on CUDA) in scaled_dot_product_attention; 1.13 has none, so there the attention is
-// written out as nanoGPT writes it without flash, op for op as tools/gpt_model.py does, which
-// keeps the two sides' logits equal on 1.13.
+// written out as nanoGPT writes it without flash, op for op as tools/gpt_model.py does (long
+// sequences in two halves, the same values), which keeps the two sides' logits equal on 1.13.
 torch::Tensor CausalSelfAttentionImpl::Attend(const torch::Tensor& query, const torch::Tensor& key,
                                               const torch::Tensor& value,
                                               const torch::Tensor& future) {
@@ -171,12 +171,35 @@ torch::Tensor CausalSelfAttentionImpl::Attend(const torch::Tensor& query, const 
   return at::scaled_dot_product_attention(query, key, value, /*attn_mask=*/{},
                                           is_training() ? dropout_ : 0.0, /*is_causal=*/true);
 #else
+  // Below this length the halves' slicing costs more than the masked quarter of the work saves.
+  constexpr int64_t kHalvedAttentionMinSteps = 128;
+  const int64_t steps = query.size(-2);
+  if (steps < kHalvedAttentionMinSteps) return AttendToPrefix(query, key, value, future);
+  // Note [Attention in two halves]: the first half of the positions sees only the first half
+  // of the keys, so its scores and weighted sum are computed over those alone: 3/4 of the
+  // written-out attention's matrix work. The scores left out are the masked ones, whose softmax
+  // weight is exactly 0, so each row sums the same terms; the logits stay those of
+  // tools/gpt_model.py (the CPU tests compare them within 1e-5). Two halves measured fastest
+  // on the CPU at block 256; more pieces cost more in slicing and concatenation than they save.
+  const int64_t half = steps / 2;
+  const torch::Tensor first =
+      AttendToPrefix(query.narrow(-2, 0, half), key.narrow(-2, 0, half), value.narrow(-2, 0, half),
+                     future.narrow(0, 0, half).narrow(1, 0, half));
+  const torch::Tensor second = AttendToPrefix(query.narrow(-2, half, steps - half), key, value,
+                                              future.narrow(0, half, steps - half));
+  return torch::cat({first, second}, -2);
+#endif
+}
+
+torch::Tensor CausalSelfAttentionImpl::AttendToPrefix(const torch::Tensor& query,
+                                                      const torch::Tensor& key,
+                                                      const torch::Tensor& value,
+                                                      const torch::Tensor& future) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(key.size(-1)));
   torch::Tensor weights = torch::matmul(query, key.transpose(-2, -1)) * scale;
   weights = weights.masked_fill(future, -std::numeric_limits<double>::infinity());
   weights = torch::dropout(torch::softmax(weights, -1), dropout_, is_training());
   return torch::matmul(weights, value);
-#endif
 }
 
 MlpImpl::MlpImpl(const GptConfig& config) : dropout_(config.dropout) {

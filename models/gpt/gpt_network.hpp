@@ -72,6 +72,10 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
  private:
   torch::Tensor Attend(const torch::Tensor& query, const torch::Tensor& key,
                        const torch::Tensor& value, const torch::Tensor& future);
+  // The written-out attention of `query`'s rows over the first key.size(-2) positions; `future`
+  // masks (rows, keys). Unused where libtorch fuses attention.
+  torch::Tensor AttendToPrefix(const torch::Tensor& query, const torch::Tensor& key,
+                               const torch::Tensor& value, const torch::Tensor& future);
 
   int64_t heads_;
   double dropout_;

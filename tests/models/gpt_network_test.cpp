@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -202,6 +203,55 @@ TEST(GptNetworkTest, EarlierPositionsDoNotSeeLaterTokens) {
   // Every later position sees the change in some logit.
   const torch::Tensor later = (before.slice(1, 10) - after.slice(1, 10)).abs().amax(-1);
   EXPECT_GT(later.min().item<double>(), 0.0);
+}
+
+// nanoGPT's written-out attention over every key, masked, through `attention`'s own layers: the
+// reference for the halved form the network takes on long sequences.
+torch::Tensor WrittenOutAttention(gpt::CausalSelfAttention& attention, const torch::Tensor& x,
+                                  int64_t heads) {
+  const int64_t batch = x.size(0), steps = x.size(1), dim = x.size(2);
+  const std::vector<torch::Tensor> qkv = attention->c_attn->forward(x).split(dim, 2);
+  const auto split_heads = [&](const torch::Tensor& part) {
+    return part.view({batch, steps, heads, dim / heads}).transpose(1, 2);
+  };
+  const torch::Tensor key = split_heads(qkv[1]);
+  torch::Tensor weights = torch::matmul(split_heads(qkv[0]), key.transpose(-2, -1)) /
+                          std::sqrt(static_cast<double>(dim / heads));
+  weights = weights.masked_fill(torch::ones({steps, steps}, torch::kBool).triu(1),
+                                -std::numeric_limits<double>::infinity());
+  const torch::Tensor y = torch::matmul(torch::softmax(weights, -1), split_heads(qkv[2]));
+  return attention->c_proj->forward(y.transpose(1, 2).contiguous().view({batch, steps, dim}));
+}
+
+TEST(GptNetworkTest, AttendsToLongSequencesAsTheWrittenOutAttention) {
+  // Long sequences attend in two halves on libtorch without fused attention (Note [Attention
+  // in two halves]): same outputs and gradients as the whole masked attention, odd lengths too.
+  GptConfig config = TinyConfig();
+  config.block = 200;
+  for (const int64_t steps : {int64_t{16}, int64_t{128}, int64_t{199}}) {
+    SCOPED_TRACE("T = " + std::to_string(steps));
+    torch::manual_seed(3);
+    gpt::CausalSelfAttention attention(config);
+    const torch::Tensor x = torch::randn({2, steps, config.dim}).requires_grad_();
+    const torch::Tensor future = gpt::FutureMask(steps, torch::kCPU);
+    const torch::Tensor y = attention->forward(x, future);
+    const torch::Tensor weight = torch::randn_like(y);
+    const std::vector<torch::Tensor> inputs = {x, attention->c_attn->weight};
+    const auto grads = torch::autograd::grad({(y * weight).sum()}, inputs);
+    const torch::Tensor reference = WrittenOutAttention(attention, x, config.heads);
+    const auto reference_grads = torch::autograd::grad({(reference * weight).sum()}, inputs);
+    // Within float rounding of the largest value: the keys' gradients add the two halves'
+    // parts where the whole attention sums them in one product.
+    const auto relative = [](const torch::Tensor& got, const torch::Tensor& expected) {
+      return MaxDifference(got, expected) / expected.abs().max().item<double>();
+    };
+    EXPECT_LE(relative(y, reference), 1e-6);
+    EXPECT_LE(relative(grads[0], reference_grads[0]), 1e-6);
+    EXPECT_LE(relative(grads[1], reference_grads[1]), 1e-6);
+    // The comparison can fail: the outputs and gradients vary far beyond the tolerance.
+    EXPECT_GT(reference.std().item<double>(), 1e-2);
+    EXPECT_GT(reference_grads[1].std().item<double>(), 1e-2);
+  }
 }
 
 std::vector<std::string> Names(const gpt::NamedTensors& tensors) {
