@@ -25,6 +25,10 @@ hour on a 2-core machine: 200 below 5M parameters, 60 below 30M, 30 above (the r
         --json sweep.json --plot sweep.png
     /usr/bin/python3 tools/bench/scale_sweep.py --from-json sweep.json --plot sweep.png
 
+--ceiling also runs split_ceiling.py's two layouts of each size in every repeat (forward+backward
+alone, one process of 2 threads against 2 of 1, no communication): the ceiling of dpl's
+2x1 / 1x2, measured in the same minutes as dpl.
+
 Prints a table per size; --json keeps every measurement (--from-json prints and draws it again);
 --plot draws samples/s and dpl's optimizer ms per step against the parameters (needs
 python3-matplotlib).
@@ -42,6 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import sized_mlp  # noqa: E402
+import split_ceiling  # noqa: E402
 from bench_vs_peer import PHASES, measure_sides, paired_ratio, side_commands  # noqa: E402
 
 PEER_ZERO_FLAGS = ["--zero-redundancy-optimizer"]  # peer_torchscript.py's, for -shard configs
@@ -82,10 +87,21 @@ def export_models(args, folder):
     return models
 
 
+def measure_ceiling(args, model):
+    """split_ceiling.py's two layouts of `model` at this sweep's batch: {'1x2': ms, '2x1': ms},
+    forward+backward alone, the slowest process of each."""
+    steps, warmup = (20, 10) if model["parameters"] < 30e6 else (6, 3)
+    layout_args = argparse.Namespace(module=model["module"], input_shape="1,28,28", batch=128,
+                                     steps=steps, warmup=warmup, classes=10, token_ids=0)
+    return {f"{p}x{t}": split_ceiling.run_layout(layout_args, p, t) for p, t in ((1, 2), (2, 1))}
+
+
 def sweep(args, models, sides):
-    """runs[size name][config][side] = one measurement per repeat."""
+    """runs[size name][config][side] = one measurement per repeat; with --ceiling also
+    ceilings[size name] = one measure_ceiling per repeat."""
     configs = args.configs.split(",")
     runs = {m["name"]: {c: {side: [] for side in sides} for c in configs} for m in models}
+    ceilings = {m["name"]: [] for m in models}
     base_env = {k: v for k, v in os.environ.items()
                 if k not in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "DPL_BENCH_ZERO")}
     ports = iter(range(29610, 29610 + 10000))
@@ -104,11 +120,17 @@ def sweep(args, models, sides):
                 print(f"repeat {repeat + 1}/{args.repeats} {model['name']} {config}: " +
                       ", ".join(f"{side} {m['rate']:.0f}/s" for side, m in measured.items()),
                       file=sys.stderr, flush=True)
+            if args.ceiling:
+                ceilings[model["name"]].append(measure_ceiling(args, model))
+                print(f"repeat {repeat + 1}/{args.repeats} {model['name']} forward+backward "
+                      "alone: " + ", ".join(f"{k} {v:.1f} ms" for k, v in
+                                            ceilings[model["name"]][-1].items()),
+                      file=sys.stderr, flush=True)
         spent = time.perf_counter() - started
         print(f"repeat {repeat + 1}/{args.repeats} done after {spent:.0f} s; about "
               f"{spent / (repeat + 1) * (args.repeats - repeat - 1):.0f} s to go",
               file=sys.stderr, flush=True)
-    return runs
+    return runs, ceilings
 
 
 def median(measurements, key):
@@ -130,7 +152,7 @@ def one_thread_config(config):
     return f"1x{processes * threads}-{rest}"
 
 
-def print_size(model, by_config, sides):
+def print_size(model, by_config, sides, ceiling):
     print(f"\n### {model['name']}: {model['parameters']:,} parameters "
           f"(784-{model['hidden']}-{model['hidden']}-{model['hidden']}-10), steady rate from "
           f"step {model['first']} to {model['steps']}")
@@ -152,7 +174,7 @@ def print_size(model, by_config, sides):
         row += [f"{median(runs['dpl'], phase):.1f}" for phase in PHASES]
         print("| " + " | ".join(row) + " |")
     for config in by_config:
-        single = one_thread_config(config)
+        single = one_thread_config(config.replace(SHARD_TOKEN, ""))
         if single != config and single in by_config:
             print(f"dpl {config} / dpl {single} = "
                   f"{across_configs(by_config, 'rate', config, single):.2f} (samples/s)")
@@ -160,6 +182,12 @@ def print_size(model, by_config, sides):
         if unsharded != config and unsharded in by_config:
             print(f"dpl optimizer ms {config} / {unsharded} = "
                   f"{across_configs(by_config, 'optimizer', config, unsharded):.2f}")
+    if ceiling:
+        joint, split = ([c[k] for c in ceiling] for k in ("1x2", "2x1"))
+        print(f"ceiling of 2x1 / 1x2 (split_ceiling.py, forward+backward alone): "
+              f"{statistics.median(j / s for j, s in zip(joint, split)):.2f} (1x2 "
+              f"{statistics.median(joint):.1f} ms, 2x1 {statistics.median(split):.1f} ms), best "
+              f"against best {min(joint) / min(split):.2f}")
 
 
 def plot(path, models, runs):
@@ -212,6 +240,9 @@ def parse_args():
     p.add_argument("--steps", type=int, help="steps of every run (default: by size)")
     p.add_argument("--first", type=int, help="steady rate from this step on (default: by size)")
     p.add_argument("--untuned", action="store_true", help="also run the peer as users run it")
+    p.add_argument("--ceiling", action="store_true",
+                   help="also measure each size's ceiling of 2x1 / 1x2 in every repeat: "
+                        "forward+backward alone, no communication (split_ceiling.py)")
     p.add_argument("--modules-dir", help="where the TorchScript MLPs are written, and reused "
                                          "from (default: a temporary folder)")
     p.add_argument("--json", help="also write every measurement to this file")
@@ -240,8 +271,9 @@ def main():
         os.makedirs(folder, exist_ok=True)
         models = export_models(args, folder)
         sides = ("dpl", "tuned") + (("peer",) if args.untuned else ())
-        sweep_result = {"args": vars(args), "sides": sides, "models": models,
-                        "runs": sweep(args, models, sides)}
+        runs, ceilings = sweep(args, models, sides)
+        sweep_result = {"args": vars(args), "sides": sides, "models": models, "runs": runs,
+                        "ceilings": ceilings}
         if args.json:
             with open(args.json, "w") as out:
                 json.dump(sweep_result, out, indent=1)
@@ -249,7 +281,8 @@ def main():
           "the peer interleaved in each; global batch 128; peer = the tuned peer; figures are "
           "medians, ratios the median of the repeats' own ratios")
     for model in sweep_result["models"]:
-        print_size(model, sweep_result["runs"][model["name"]], sweep_result["sides"])
+        print_size(model, sweep_result["runs"][model["name"]], sweep_result["sides"],
+                   sweep_result.get("ceilings", {}).get(model["name"]))
     if args.plot:
         plot(args.plot, sweep_result["models"], sweep_result["runs"])
 
