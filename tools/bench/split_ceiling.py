@@ -129,6 +129,8 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.processes < 2 or args.batch % args.processes:
         p.error(f"--batch {args.batch} must split evenly over --processes {args.processes} >= 2")
+    if args.module and not os.path.isfile(args.module):
+        p.error(f"--module {args.module}: no such file (tools/export_model.py writes one)")
     return args
 
 
