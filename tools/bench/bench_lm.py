@@ -12,7 +12,9 @@ Sides, on the CPU (configs <processes>x<threads>-<backend>[-bf16], as bench_vs_p
   tuned  the peer with glibc's malloc thresholds raised (bench_vs_peer.py's TUNED_MALLOC).
 Sizes: tiny (2 layers, 4 heads, 64 dims, block 32, global batch 64) and shakespeare (nanoGPT's
 Shakespeare-char: 6 layers, 6 heads, 384 dims, block 256, 10.8M parameters at vocabulary 256,
-global batch 4), on byte tokens of Debian's fortunes texts (tiled to the length a run reads;
+global batch 4) by default; gpt-1m (4 layers, 144 dims, 1.1M parameters), gpt-50m (10 layers,
+640 dims, 49.6M) and gpt-100m (14 layers, 768 dims, 99.6M), Shakespeare-char's shape otherwise,
+for the size sweep; on byte tokens of Debian's fortunes texts (tiled to the length a run reads;
 seeded random ids without them), AdamW (weight decay 0.1, betas 0.9,0.99, lr 1e-3), dropout 0,
 seed 0 on every side.
 
@@ -54,6 +56,14 @@ SIZES = {
                  betas=(0.9, 0.99), steps=100, first=20, log_every=10),
     "shakespeare": dict(layers=6, heads=6, dim=384, block=256, vocab=256, batch=4, lr=1e-3,
                         betas=(0.9, 0.99), steps=15, first=5, log_every=5),
+    # Shakespeare-char's shape at about 1M, 50M and 100M parameters, for the size sweep of the
+    # scaling work (scale_sweep.py runs the MLPs of those sizes); heads of 36 to 64 dimensions.
+    "gpt-1m": dict(layers=4, heads=4, dim=144, block=256, vocab=256, batch=4, lr=1e-3,
+                   betas=(0.9, 0.99), steps=60, first=20, log_every=10),
+    "gpt-50m": dict(layers=10, heads=10, dim=640, block=256, vocab=256, batch=4, lr=1e-3,
+                    betas=(0.9, 0.99), steps=10, first=4, log_every=2),
+    "gpt-100m": dict(layers=14, heads=12, dim=768, block=256, vocab=256, batch=4, lr=1e-3,
+                     betas=(0.9, 0.99), steps=8, first=4, log_every=2),
     "gpt2": dict(layers=12, heads=12, dim=768, block=1024, vocab=50304, batch=16, lr=6e-4,
                  betas=(0.9, 0.95), steps=60, first=20, log_every=10),
 }
