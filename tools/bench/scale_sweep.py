@@ -4,6 +4,7 @@ parameters (tools/bench/sized_mlp.py: 784 inputs, three hidden layers of one wid
 written once as TorchScript by tools/export_model.py and trained by both sides on Fashion-MNIST:
 dpl with `--model torchscript --model-options file=...`, the peer with peer_torchscript.py (the
 recipe's own program with `torch.jit.load` for its ConvNet), same data, Adadelta, global batch 128.
+The GPT at the same sizes is bench_lm.py's (--sizes gpt-1m,shakespeare,gpt-50m,gpt-100m).
 
 Configs are bench_vs_peer.py's (<processes>x<threads>-<backend>[-shard]); by default 1 process x
 2 threads, 2 processes x 1 thread and 2 x 1 with dpl's --shard-optimizer, against which the peer
