@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -75,16 +74,9 @@ def export_models(args, folder):
         if steps < first + 20:  # the peer's loss lines fall after steps 1, 11, 21, ...
             sys.exit(f"{name}: --steps {steps} leaves the peer no two loss lines from step "
                      f"{first} on; run at least {first + 20} steps")
-        path = os.path.join(folder, f"mlp-{hidden}.pt")
-        if not os.path.isfile(path):
-            exported = subprocess.run(
-                [sys.executable, os.path.join(REPO, "tools", "export_model.py"), path,
-                 "--module", os.path.join(HERE, "sized_mlp.py") + ":SizedMLP",
-                 "--kwargs", json.dumps({"hidden": hidden})], capture_output=True, text=True)
-            if exported.returncode != 0:
-                sys.exit(f"tools/export_model.py {path} failed:\n{exported.stderr}")
-        models.append({"name": name, "hidden": hidden, "parameters": parameters, "module": path,
-                       "first": first, "steps": steps})
+        models.append({"name": name, "hidden": hidden, "parameters": parameters,
+                       "module": sized_mlp.written_module(hidden, folder), "first": first,
+                       "steps": steps})
     return models
 
 

@@ -7,7 +7,10 @@ layers of one width, 10 classes, log-probabilities out (the shape of the 10M-par
         --kwargs "{\"hidden\": $(python3 tools/bench/sized_mlp.py 50M)}"
     launcher --model torchscript --model-options file=mlp.pt ...
 """
+import json
 import math
+import os
+import subprocess
 import sys
 
 import torch
@@ -48,6 +51,21 @@ def parse_size(text):
         raise ValueError(f"size {text!r} is below the smallest MLP "
                          f"({parameter_count(WIDTH_STEP)} parameters)")
     return int(value)
+
+
+def written_module(hidden, folder):
+    """The TorchScript file of the MLP of width `hidden` in `folder`, written by
+    tools/export_model.py the first time it is asked for; exits naming the file if that fails."""
+    path = os.path.join(folder, f"mlp-{hidden}.pt")
+    if not os.path.isfile(path):
+        here = os.path.abspath(__file__)
+        export = os.path.join(os.path.dirname(os.path.dirname(here)), "export_model.py")
+        exported = subprocess.run(
+            [sys.executable, export, path, "--module", here + ":SizedMLP", "--kwargs",
+             json.dumps({"hidden": hidden})], capture_output=True, text=True)
+        if exported.returncode != 0:
+            sys.exit(f"tools/export_model.py {path} failed:\n{exported.stderr}")
+    return path
 
 
 class SizedMLP(nn.Module):

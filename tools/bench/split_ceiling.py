@@ -34,8 +34,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+import sized_mlp  # noqa: E402
 from bench_vs_peer import TUNED_MALLOC  # noqa: E402
 
 
@@ -89,21 +89,6 @@ def run_layout(args, processes, threads):
     return max(results)
 
 
-def sized_module(size, folder):
-    """The TorchScript file of scale_sweep.py's MLP of about `size` parameters."""
-    import sized_mlp
-    hidden = sized_mlp.hidden_width(sized_mlp.parse_size(size))
-    path = os.path.join(folder, f"mlp-{hidden}.pt")
-    if not os.path.isfile(path):
-        exported = subprocess.run(
-            [sys.executable, os.path.join(REPO, "tools", "export_model.py"), path, "--module",
-             os.path.join(HERE, "sized_mlp.py") + ":SizedMLP", "--kwargs",
-             json.dumps({"hidden": hidden})], capture_output=True, text=True)
-        if exported.returncode != 0:
-            sys.exit(f"tools/export_model.py {path} failed:\n{exported.stderr}")
-    return path
-
-
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -140,7 +125,8 @@ def main(argv):
         return worker(args)
     if args.size:
         os.makedirs(args.cache, exist_ok=True)
-        args.module = sized_module(args.size, args.cache)
+        args.module = sized_mlp.written_module(
+            sized_mlp.hidden_width(sized_mlp.parse_size(args.size)), args.cache)
     p = args.processes
     layouts = [(1, p), (p, 1)]
     times = {layout: [] for layout in layouts}
