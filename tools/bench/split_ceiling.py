@@ -114,6 +114,11 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.processes < 2 or args.batch % args.processes:
         p.error(f"--batch {args.batch} must split evenly over --processes {args.processes} >= 2")
+    if args.size:
+        try:
+            args.hidden = sized_mlp.hidden_width(sized_mlp.parse_size(args.size))
+        except ValueError as error:
+            p.error(f"--size: {error}")
     if args.module and not os.path.isfile(args.module):
         p.error(f"--module {args.module}: no such file (tools/export_model.py writes one)")
     return args
@@ -125,8 +130,7 @@ def main(argv):
         return worker(args)
     if args.size:
         os.makedirs(args.cache, exist_ok=True)
-        args.module = sized_mlp.written_module(
-            sized_mlp.hidden_width(sized_mlp.parse_size(args.size)), args.cache)
+        args.module = sized_mlp.written_module(args.hidden, args.cache)
     p = args.processes
     layouts = [(1, p), (p, 1)]
     times = {layout: [] for layout in layouts}
