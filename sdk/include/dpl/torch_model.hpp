@@ -55,6 +55,10 @@
 //    archive (dpl/torch_model/state_file.hpp).
 //  - CPU or CUDA (the config's device), batches through page-locked host buffers on CUDA, two host
 //    batch slots, every device entry point with the model's device current on the calling thread.
+//  - Process settings, once per worker: glibc keeps blocks under 32 MiB in its heap, and the
+//    first such plugin to create a model installs libtorch's CPU allocator of Note [Large blocks
+//    kept for reuse] (dpl/torch_model/large_blocks.hpp), which keeps larger blocks from one step
+//    to the next, and pins that plugin in memory.
 // Everything here has internal linkage (an anonymous namespace), so the plugin, built with hidden
 // visibility, exports nothing else; the state files go through the SDK's torch_files library,
 // which dpl_torch_model_plugin links statically, also built with hidden visibility.

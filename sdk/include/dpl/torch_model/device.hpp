@@ -16,6 +16,7 @@
 
 #include "dpl/model.h"
 #include "dpl/torch_model/errors.hpp"
+#include "dpl/torch_model/large_blocks.hpp"
 
 namespace dpl {
 namespace torch_model {
@@ -95,11 +96,15 @@ inline void ConfigureThreads(int32_t num_threads) {
 // glibc serves blocks that large with mmap and returns them with munmap, so each step pays page
 // faults on fresh zero pages: measured on the ConvNet at batch 128, one thread, this tripled the
 // step time (145 ms against 50 ms). Raising the mmap and trim thresholds once per process keeps
-// those buffers in the heap for reuse. It only changes where memory comes from.
+// those buffers in the heap for reuse. It only changes where memory comes from. Blocks above
+// 32 MiB still get their own mappings, reused by the allocator of Note [Large blocks kept for
+// reuse]: in the heap they fragment it.
 inline void KeepLargeBuffersInHeap() {
+  KeepLargeBlocksForReuse();
 #if defined(__GLIBC__)
   static const bool configured = [] {
-    mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);  // glibc's maximum on 64-bit
+    // The default ceiling of glibc's own sliding threshold on 64-bit.
+    mallopt(M_MMAP_THRESHOLD, static_cast<int>(LargeBlockCache::kMinBytes));
     mallopt(M_TRIM_THRESHOLD, 1024 * 1024 * 1024);
     mallopt(M_TOP_PAD, 64 * 1024 * 1024);
     return true;

@@ -30,6 +30,7 @@
 #include "dpl/torch_model/device.hpp"
 #include "dpl/torch_model/errors.hpp"
 #include "dpl/torch_model/instance.hpp"
+#include "dpl/torch_model/large_blocks.hpp"
 #include "dpl/torch_model/libtorch_versions.hpp"
 #include "dpl/torch_model/network.hpp"
 #include "dpl/torch_model/precision.hpp"
@@ -216,6 +217,7 @@ struct Plugin {
                               float* loss) {
     return OnInstance(model, "train_step", [&](Instance& instance) {
       RequireNotNull(loss, "loss");
+      LargeBlockStep step;
       *loss = instance.TrainStep(input, labels);
     });
   }
@@ -225,6 +227,7 @@ struct Plugin {
     return OnInstance(model, "eval_step", [&](Instance& instance) {
       RequireNotNull(loss_sum, "loss_sum");
       RequireNotNull(correct, "correct");
+      LargeBlockStep step;
       const Evaluation evaluation = instance.EvalStep(input, labels);
       *loss_sum = evaluation.loss_sum;
       *correct = evaluation.correct;
@@ -236,6 +239,7 @@ struct Plugin {
     return OnInstance(model, "eval_step", [&](Instance& instance) {
       RequireNotNull(result, "result");
       RequireStructSize(result->struct_size, sizeof(dpl_eval_result_v4), "result");
+      LargeBlockStep step;
       const Evaluation evaluation = instance.EvalStep(input, target);
       result->loss_sum = evaluation.loss_sum;
       result->elements = evaluation.elements;

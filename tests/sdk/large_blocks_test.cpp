@@ -1,0 +1,126 @@
+// The libtorch helper's allocator for large blocks (Note [Large blocks kept for reuse] in
+// dpl/torch_model/large_blocks.hpp), on its own: which blocks it keeps, for how long, and that
+// what it serves is memory. Its use by a model plugin is tested in tests/models (Mlp).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "dpl/torch_model/large_blocks.hpp"
+
+namespace {
+
+using dpl::torch_model::LargeBlockCache;
+using dpl::torch_model::LargeBlockStep;
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// A cache of its own, made the one the deleters reach for the test's duration.
+class LargeBlocksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    previous_ = LargeBlockCache::Current();
+    LargeBlockCache::Current() = &cache_;
+  }
+  void TearDown() override { LargeBlockCache::Current() = previous_; }
+
+  LargeBlockCache cache_{c10::GetDefaultCPUAllocator(), 100 * kMiB};
+  LargeBlockCache* previous_ = nullptr;
+};
+
+TEST_F(LargeBlocksTest, ABlockFreedInAStepServesTheNextRequestOfItsSize) {
+  LargeBlockStep step;
+  void* first = nullptr;
+  {
+    c10::DataPtr block = cache_.allocate(40 * kMiB);
+    first = block.get();
+    std::memset(first, 7, 40 * kMiB);
+  }
+  EXPECT_EQ(cache_.counts().cached_bytes, 40 * kMiB);
+  c10::DataPtr again = cache_.allocate(40 * kMiB);
+  EXPECT_EQ(again.get(), first);
+  // The same pages, not fresh zeros: the kernel did not map them again.
+  EXPECT_EQ(static_cast<const unsigned char*>(again.get())[40 * kMiB - 1], 7);
+  EXPECT_EQ(cache_.counts().reused, 1u);
+  EXPECT_EQ(cache_.counts().mapped, 1u);
+  EXPECT_EQ(cache_.counts().cached_bytes, 0u);
+}
+
+TEST_F(LargeBlocksTest, OnlyTheExactSizeIsReused) {
+  LargeBlockStep step;
+  { c10::DataPtr block = cache_.allocate(40 * kMiB); }
+  c10::DataPtr larger = cache_.allocate(48 * kMiB);
+  EXPECT_EQ(cache_.counts().mapped, 2u);
+  EXPECT_EQ(cache_.counts().reused, 0u);
+  EXPECT_EQ(cache_.counts().cached_bytes, 40 * kMiB);
+}
+
+TEST_F(LargeBlocksTest, ABlockFreedOutsideAStepIsReturnedAtOnce) {
+  { c10::DataPtr block = cache_.allocate(40 * kMiB); }
+  EXPECT_EQ(cache_.counts().cached_bytes, 0u);
+  c10::DataPtr again = cache_.allocate(40 * kMiB);
+  EXPECT_EQ(cache_.counts().mapped, 2u);
+}
+
+TEST_F(LargeBlocksTest, ABlockNoStepTookIsReturnedAtTheEndOfTheNextStep) {
+  {
+    LargeBlockStep step;
+    c10::DataPtr block = cache_.allocate(40 * kMiB);
+  }
+  EXPECT_EQ(cache_.counts().cached_bytes, 40 * kMiB);  // kept for the next step
+  {
+    LargeBlockStep step;
+    c10::DataPtr other = cache_.allocate(64 * kMiB);
+  }
+  // The 40 MiB block sat through a whole step unused; the 64 MiB one was freed in it.
+  EXPECT_EQ(cache_.counts().cached_bytes, 64 * kMiB);
+  { LargeBlockStep step; }
+  EXPECT_EQ(cache_.counts().cached_bytes, 0u);
+}
+
+TEST_F(LargeBlocksTest, TheCacheKeepsTheNewestBlocksUnderItsBound) {
+  LargeBlockStep step;
+  void* newest = nullptr;
+  for (int i = 0; i < 3; ++i) {
+    c10::DataPtr a = cache_.allocate(40 * kMiB);
+    c10::DataPtr b = cache_.allocate(40 * kMiB);
+    c10::DataPtr c = cache_.allocate(40 * kMiB);
+    newest = a.get();  // freed last of the three (destroyed in reverse order)
+  }
+  // 120 MiB freed at a time, 100 MiB allowed: two blocks stay, the last one freed among them.
+  EXPECT_EQ(cache_.counts().cached_bytes, 80 * kMiB);
+  c10::DataPtr again = cache_.allocate(40 * kMiB);
+  EXPECT_EQ(again.get(), newest);
+}
+
+TEST_F(LargeBlocksTest, SmallRequestsGoToTheDefaultAllocator) {
+  LargeBlockStep step;
+  c10::DataPtr small = cache_.allocate(4096);
+  ASSERT_NE(small.get(), nullptr);
+  EXPECT_NE(small.get_deleter(), cache_.raw_deleter());
+  EXPECT_EQ(cache_.counts().mapped, 0u);
+  void* raw_small = cache_.raw_allocate(1000);
+  void* raw_large = cache_.raw_allocate(33 * kMiB);
+  static_cast<char*>(raw_large)[33 * kMiB - 1] = 1;
+  cache_.raw_deallocate(raw_small);
+  cache_.raw_deallocate(raw_large);
+  EXPECT_EQ(cache_.counts().mapped, 1u);
+  EXPECT_EQ(cache_.counts().cached_bytes, 33 * kMiB);
+}
+
+TEST_F(LargeBlocksTest, ARequestOfAnOddSizeTakesWholePagesAndIsReused) {
+  LargeBlockStep step;
+  const size_t odd = 40 * kMiB + 3;
+  void* first = nullptr;
+  {
+    c10::DataPtr block = cache_.allocate(odd);
+    first = block.get();
+    static_cast<char*>(first)[odd - 1] = 1;
+  }
+  EXPECT_EQ(cache_.counts().cached_bytes % 4096, 0u);
+  EXPECT_GE(cache_.counts().cached_bytes, odd);
+  c10::DataPtr again = cache_.allocate(odd);
+  EXPECT_EQ(again.get(), first);
+}
+
+}  // namespace
