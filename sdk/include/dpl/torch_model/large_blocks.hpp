@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -55,7 +56,7 @@ class LargeBlockCache final : public c10::Allocator {
       : small_blocks_(small_blocks), max_cached_bytes_(max_cached_bytes) {}
   LargeBlockCache(const LargeBlockCache&) = delete;
   LargeBlockCache& operator=(const LargeBlockCache&) = delete;
-  ~LargeBlockCache() override { Unmap(TakeCachedOlderThan(UINT64_MAX)); }
+  ~LargeBlockCache() { Unmap(TakeCachedOlderThan(UINT64_MAX)); }
 
   // The deleter stored in every DataPtr is a plain function: it reaches its cache through this,
   // the one installed in the process (or a test's own).
@@ -64,13 +65,17 @@ class LargeBlockCache final : public c10::Allocator {
     return current;
   }
 
-  c10::DataPtr allocate(size_t bytes) const override {
-    if (bytes < kMinBytes) return small_blocks_->allocate(bytes);
-    void* block = const_cast<LargeBlockCache*>(this)->Take(RoundToPages(bytes));
-    return {block, block, &Release, c10::Device(c10::DeviceType::CPU)};
+  // c10::Allocator's interface as libtorch 1.13 and 2.x spell it, with no `override` (which would
+  // name the one spelling): allocate is const in 1.13 and not in 2.3 and later, and 2.x added a
+  // pure copy_data. What one libtorch does not declare is an ordinary member in the other.
+  c10::DataPtr allocate(size_t bytes) const {
+    return const_cast<LargeBlockCache*>(this)->Allocate(bytes);
   }
-
-  c10::DeleterFnPtr raw_deleter() const override { return &Release; }
+  c10::DataPtr allocate(size_t bytes) { return Allocate(bytes); }
+  c10::DeleterFnPtr raw_deleter() const { return &Release; }
+  void copy_data(void* destination, const void* source, size_t bytes) const {
+    std::memcpy(destination, source, bytes);
+  }
 
   Counts counts() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -103,6 +108,12 @@ class LargeBlockCache final : public c10::Allocator {
   };
 
   static void Release(void* block) { Current()->Give(block); }
+
+  c10::DataPtr Allocate(size_t bytes) {
+    if (bytes < kMinBytes) return small_blocks_->allocate(bytes);
+    void* block = Take(RoundToPages(bytes));
+    return {block, block, &Release, c10::Device(c10::DeviceType::CPU)};
+  }
 
   static size_t RoundToPages(size_t bytes) {
     const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
