@@ -2,9 +2,12 @@
 // dpl/torch_model/large_blocks.hpp), on its own: which blocks it keeps, for how long, and that
 // what it serves is memory. Its use by a model plugin is tested in tests/models (Mlp).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "dpl/torch_model/large_blocks.hpp"
 
@@ -121,6 +124,33 @@ TEST_F(LargeBlocksTest, ARequestOfAnOddSizeTakesWholePagesAndIsReused) {
   EXPECT_GE(cache_.counts().cached_bytes, odd);
   c10::DataPtr again = cache_.allocate(odd);
   EXPECT_EQ(again.get(), first);
+}
+
+// The bytes of address space the process has mapped (/proc/self/statm's first field).
+size_t MappedBytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0;
+  statm >> pages;
+  return pages * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Limits the address space to what the process has mapped plus 32 MiB, then asks for 48 MiB with
+// 64 MiB cached; exits 0 when the request was served and the cache returned.
+[[noreturn]] void AskForMoreThanTheLimitLeaves(LargeBlockCache* cache) {
+  LargeBlockStep step;
+  { c10::DataPtr cached = cache->allocate(64 * kMiB); }
+  rlimit limit{};
+  limit.rlim_cur = MappedBytes() + 32 * kMiB;
+  limit.rlim_max = RLIM_INFINITY;
+  if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(2);
+  c10::DataPtr block = cache->allocate(48 * kMiB);
+  static_cast<char*>(block.get())[48 * kMiB - 1] = 1;
+  std::_Exit(cache->counts().cached_bytes == 0 ? 0 : 3);
+}
+
+TEST_F(LargeBlocksTest, WhenMemoryIsShortTheCacheIsReturnedBeforeARequestFails) {
+  // In a child process, so that the limit ends with it.
+  EXPECT_EXIT(AskForMoreThanTheLimitLeaves(&cache_), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -120,6 +120,10 @@ class LargeBlockCache final : public c10::Allocator {
     return (bytes + page - 1) / page * page;
   }
 
+  static void* Map(size_t bytes) {
+    return mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  }
+
   static void Unmap(const std::vector<Block>& blocks) {
     for (const Block& block : blocks) munmap(block.address, block.bytes);
   }
@@ -138,7 +142,13 @@ class LargeBlockCache final : public c10::Allocator {
         return block;
       }
     }
-    void* block = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* block = Map(bytes);
+    if (block == MAP_FAILED) {
+      // Short of memory (an address-space limit, strict overcommit): what the cache holds must
+      // not be why a request fails.
+      Unmap(TakeCachedOlderThan(UINT64_MAX));
+      block = Map(bytes);
+    }
     TORCH_CHECK(block != MAP_FAILED, "dpl: out of memory: could not map a block of ", bytes,
                 " bytes for a tensor");
     // As the worker's heap (Note [Worker heap] of the launcher): transparent huge pages where the
