@@ -14,7 +14,8 @@ Sizes: tiny (2 layers, 4 heads, 64 dims, block 32, global batch 64) and shakespe
 Shakespeare-char: 6 layers, 6 heads, 384 dims, block 256, 10.8M parameters at vocabulary 256,
 global batch 4) by default; gpt-1m (4 layers, 144 dims, 1.1M parameters), gpt-50m (10 layers,
 640 dims, 49.6M) and gpt-100m (14 layers, 768 dims, 99.6M), Shakespeare-char's shape otherwise,
-for the size sweep; on byte tokens of Debian's fortunes texts (tiled to the length a run reads;
+for the size sweep; vocab-50k (4 layers, 256 dims, block 128, global batch 8, GPT-2's vocabulary
+of 50304: logits and the token embedding's gradient above 32 MiB); on byte tokens of Debian's fortunes texts (tiled to the length a run reads;
 seeded random ids without them), AdamW (weight decay 0.1, betas 0.9,0.99, lr 1e-3), dropout 0,
 seed 0 on every side.
 
@@ -64,6 +65,10 @@ SIZES = {
                     betas=(0.9, 0.99), steps=10, first=4, log_every=2),
     "gpt-100m": dict(layers=14, heads=12, dim=768, block=256, vocab=256, batch=4, lr=1e-3,
                      betas=(0.9, 0.99), steps=8, first=4, log_every=2),
+    # A small network at GPT-2's vocabulary: its logits (8 x 128 x 50304 floats) and the token
+    # embedding's gradient are large blocks (Note [Large blocks kept for reuse] in the SDK).
+    "vocab-50k": dict(layers=4, heads=4, dim=256, block=128, vocab=50304, batch=8, lr=1e-3,
+                      betas=(0.9, 0.99), steps=30, first=10, log_every=5),
     "gpt2": dict(layers=12, heads=12, dim=768, block=1024, vocab=50304, batch=16, lr=6e-4,
                  betas=(0.9, 0.95), steps=60, first=20, log_every=10),
 }
