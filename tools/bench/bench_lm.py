@@ -49,26 +49,33 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from bench_vs_peer import PHASES, PHASES_LINE, TUNED_MALLOC, parse_config, timed_run  # noqa: E402
 
+
+def cpu_size(**shape_and_steps):
+    """A size trained on the CPU: AdamW at lr 1e-3, betas 0.9,0.99 (the docstring's settings)."""
+    return dict(shape_and_steps, lr=1e-3, betas=(0.9, 0.99))
+
+
 # The global batch is the same on every side: the peer gets batch / processes per process. The
 # steps are few so that both CPU sizes, both shapes in fp32 and bf16 and 3 repeats take about
 # 10 minutes on 2 cores (shakespeare: about 0.5 s a step for dpl, 1 s for the peer).
 SIZES = {
-    "tiny": dict(layers=2, heads=4, dim=64, block=32, vocab=256, batch=64, lr=1e-3,
-                 betas=(0.9, 0.99), steps=100, first=20, log_every=10),
-    "shakespeare": dict(layers=6, heads=6, dim=384, block=256, vocab=256, batch=4, lr=1e-3,
-                        betas=(0.9, 0.99), steps=15, first=5, log_every=5),
+    "tiny": cpu_size(layers=2, heads=4, dim=64, block=32, vocab=256, batch=64,
+                     steps=100, first=20, log_every=10),
+    "shakespeare": cpu_size(layers=6, heads=6, dim=384, block=256, vocab=256, batch=4,
+                            steps=15, first=5, log_every=5),
     # Shakespeare-char's shape at about 1M, 50M and 100M parameters, for the size sweep of the
     # scaling work (scale_sweep.py runs the MLPs of those sizes); heads of 36 to 64 dimensions.
-    "gpt-1m": dict(layers=4, heads=4, dim=144, block=256, vocab=256, batch=4, lr=1e-3,
-                   betas=(0.9, 0.99), steps=60, first=20, log_every=10),
-    "gpt-50m": dict(layers=10, heads=10, dim=640, block=256, vocab=256, batch=4, lr=1e-3,
-                    betas=(0.9, 0.99), steps=10, first=4, log_every=2),
-    "gpt-100m": dict(layers=14, heads=12, dim=768, block=256, vocab=256, batch=4, lr=1e-3,
-                     betas=(0.9, 0.99), steps=8, first=4, log_every=2),
+    "gpt-1m": cpu_size(layers=4, heads=4, dim=144, block=256, vocab=256, batch=4,
+                       steps=60, first=20, log_every=10),
+    "gpt-50m": cpu_size(layers=10, heads=10, dim=640, block=256, vocab=256, batch=4,
+                        steps=10, first=4, log_every=2),
+    "gpt-100m": cpu_size(layers=14, heads=12, dim=768, block=256, vocab=256, batch=4,
+                         steps=8, first=4, log_every=2),
     # A small network at GPT-2's vocabulary: its logits (8 x 128 x 50304 floats) and the token
     # embedding's gradient are large blocks (Note [Large blocks kept for reuse] in the SDK).
-    "vocab-50k": dict(layers=4, heads=4, dim=256, block=128, vocab=50304, batch=8, lr=1e-3,
-                      betas=(0.9, 0.99), steps=30, first=10, log_every=5),
+    "vocab-50k": cpu_size(layers=4, heads=4, dim=256, block=128, vocab=50304, batch=8,
+                          steps=30, first=10, log_every=5),
+    # GPT-2 small on one GPU, with nanoGPT's optimizer settings for it.
     "gpt2": dict(layers=12, heads=12, dim=768, block=1024, vocab=50304, batch=16, lr=6e-4,
                  betas=(0.9, 0.95), steps=60, first=20, log_every=10),
 }
