@@ -1,8 +1,9 @@
 // The libtorch helper's allocator for large blocks (Note [Large blocks kept for reuse] in
 // dpl/torch_model/large_blocks.hpp), on its own: which blocks it keeps, for how long, and that
-// what it serves is memory. Its use by a model plugin is tested in tests/models (Mlp).
+// what it serves is memory. Its use by a model plugin: tests/models/large_blocks_plugin_test.cpp.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -120,7 +121,7 @@ TEST_F(LargeBlocksTest, ARequestOfAnOddSizeTakesWholePagesAndIsReused) {
     first = block.get();
     static_cast<char*>(first)[odd - 1] = 1;
   }
-  EXPECT_EQ(cache_.counts().cached_bytes % 4096, 0u);
+  EXPECT_EQ(cache_.counts().cached_bytes % static_cast<size_t>(sysconf(_SC_PAGESIZE)), 0u);
   EXPECT_GE(cache_.counts().cached_bytes, odd);
   c10::DataPtr again = cache_.allocate(odd);
   EXPECT_EQ(again.get(), first);
