@@ -36,6 +36,25 @@ std::optional<std::pair<std::string, std::string>> DefaultDataCache() {
   return std::make_pair(std::string("the data cache folder"), folder);
 }
 
+// --shard-optimizer [auto|on|off]: alone it means on, as when it was a switch, and a config
+// file's true or false still reads.
+Flag ShardOptimizer() {
+  Flag flag = Choice("shard-optimizer", "[WHEN]", training::OptimizerShardingNames,
+                     In<&TrainingConfig::shard_optimizer>);
+  flag.optional_value = true;
+  const auto choose = flag.apply;
+  flag.apply = [=](const std::string& label, const std::string& text, ParsedFlags* parsed) {
+    bool given = true;
+    if (text.empty() || ParseBool(label, text, &given).ok()) {
+      In<&TrainingConfig::shard_optimizer>(parsed->options) =
+          given ? training::OptimizerSharding::kOn : training::OptimizerSharding::kOff;
+      return Status::Ok();
+    }
+    return choose(label, text, parsed);
+  };
+  return flag;
+}
+
 Flag DataCache() {
   Flag data_cache = Base("data-cache", "DIR");
   data_cache.apply = [](const std::string& label, const std::string& text, ParsedFlags* parsed) {
@@ -276,9 +295,11 @@ void AddScalingAndBucketFlags(TableRows add) {
   add(Section::kTraining,
       SameOnEveryMachine("every rank splits the optimizer alike; a checkpoint holds the state "
                          "whole, so a run resumes sharded or not, at any world size"),
-      Switch("shard-optimizer", SwitchSets::kTrue, In<&TrainingConfig::shard_optimizer>),
+      ShardOptimizer(),
       "each rank keeps the optimizer state of its part of the parameters and updates that part "
-      "only, then the parts are gathered (ZeRO stage 1); the same bits as without");
+      "only, then the parts are gathered (ZeRO stage 1); the same bits as without. auto: on for "
+      "a CPU model on one machine whose workers sum in shared memory, where it is faster and "
+      "lighter; off elsewhere. The flag alone means on (default auto)");
   add(Section::kTraining,
       SameOnEveryMachine("every rank updates its parameters in the same place, so the replicas "
                          "stay identical; a checkpoint is the same either way"),

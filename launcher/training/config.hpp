@@ -39,6 +39,9 @@ enum class Precision { kFp32, kBf16, kFp16 };
 enum class LrScheduleKind { kConstant, kStep, kCosine, kLinear };
 // How the workers of one machine sum their gradients on the CPU (local_reduce.hpp).
 enum class LocalReduce { kSharedMemory, kBackend };
+// Whether each rank keeps the optimizer state of its part only (shard.hpp); kAuto: where it was
+// measured faster (ShardsOptimizer in placement.hpp).
+enum class OptimizerSharding { kAuto, kOn, kOff };
 
 // A choice's spelling on the command line, in checkpoints and in messages: the one table per enum.
 template <typename Enum>
@@ -78,6 +81,12 @@ inline const Spellings<LrScheduleKind>& LrScheduleNames() {
 inline const Spellings<LocalReduce>& LocalReduceNames() {
   static const Spellings<LocalReduce> names = {{"shm", LocalReduce::kSharedMemory},
                                                {"backend", LocalReduce::kBackend}};
+  return names;
+}
+inline const Spellings<OptimizerSharding>& OptimizerShardingNames() {
+  static const Spellings<OptimizerSharding> names = {{"auto", OptimizerSharding::kAuto},
+                                                     {"on", OptimizerSharding::kOn},
+                                                     {"off", OptimizerSharding::kOff}};
   return names;
 }
 
@@ -165,7 +174,7 @@ struct TrainingConfig {
   // A machine's workers sum through its shared memory or through the backend; the optimizer state
   // may be split among the ranks (ZeRO stage 1, shard.hpp).
   LocalReduce local_reduce = LocalReduce::kSharedMemory;
-  bool shard_optimizer = false;
+  OptimizerSharding shard_optimizer = OptimizerSharding::kAuto;
   // A device model's optimizer runs on a host copy of its parameters even where the model could
   // run it on its device (Note [Device optimizer placement]).
   bool offload_optimizer = false;

@@ -116,6 +116,10 @@ class ParameterPlacement {
   // Whether `plugin` can train with these settings: a host copy (a device model,
   // --mirror-parameters) needs ModelCapability::kHostCopy. Asked before the model is created.
   static Status CheckSupported(const ModelPlugin& plugin, const PlacementSettings& settings);
+  // Whether the optimizer is sharded (--shard-optimizer): as asked, or under kAuto where sharding
+  // was measured faster and lighter (Note [Sharding by default]). Reads only what every rank of
+  // the job shares, so that all decide alike.
+  static bool ShardsOptimizer(OptimizerSharding sharding, const PlacementSettings& settings);
   ParameterPlacement(Model& model, Backend* backend, const PlacementSettings& settings);
   virtual ~ParameterPlacement();
 
@@ -126,6 +130,9 @@ class ParameterPlacement {
   const std::vector<const float*>& gradients() const { return gradients_; }
   // What this rank's optimizer updates, after FinishGradients.
   const UpdateView& update_view() const { return view_; }
+  // Whether the workers of this machine compute with one copy of the parameters (Note [Shared
+  // parameters]).
+  bool SharesValues() const { return reducer_ && reducer_->values() != nullptr; }
 
   // Copies rank 0's parameters and buffers to every rank (and the parameters into the host
   // copy), as DDP does when it wraps a module.
@@ -187,7 +194,6 @@ class ParameterPlacement {
   Status GatherUpdatedParts();
   // Note [Shared parameters]: the model computes with the machine's one copy of the values.
   Status ShareValues();
-  bool SharesValues() const { return reducer_ && reducer_->values() != nullptr; }
   // Note [Gradients in shared memory] (local_reduce.hpp): the model keeps its gradients in this
   // worker's input area; `tensors` (the gradients the reduction reads) follow them.
   Status ShareGradients(std::vector<DLTensor>* tensors);

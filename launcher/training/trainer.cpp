@@ -135,9 +135,15 @@ Status Trainer::Setup() {
   settings.bucket_cap_bytes = config_.bucket_cap_bytes;
   settings.device = config_.device;
   settings.local_reduce = config_.local_reduce;
-  settings.shard_optimizer = config_.shard_optimizer;
   settings.offload_optimizer = config_.offload_optimizer;
   settings.local = local_;
+  settings.shard_optimizer = ParameterPlacement::ShardsOptimizer(config_.shard_optimizer, settings);
+  if (settings.shard_optimizer && config_.shard_optimizer == OptimizerSharding::kAuto &&
+      identity_.rank == 0) {
+    log::Info("each of this machine's " + std::to_string(local_.local_world_size) +
+              " workers keeps the optimizer state of its part of the parameters (--shard-optimizer "
+              "auto; off keeps the whole state in each)");
+  }
   DPL_RETURN_IF_ERROR(ParameterPlacement::CheckSupported(model_plugin_, settings));
   DPL_RETURN_IF_ERROR(CheckPrecisionSupported(model_plugin_, config_.precision));
 
@@ -174,6 +180,11 @@ Status Trainer::Setup() {
       std::make_unique<ReplicaCheck>(config_.check_replicas, identity_.world_size,
                                      ReplicaGather(backend_, placement_.get(), sum_across_ranks_,
                                                    identity_.rank, identity_.world_size));
+  if (config_.check_replicas > 0 && placement_->SharesValues() && identity_.rank == 0) {
+    log::Info(
+        "--check-replicas compares the machines' copies of the parameters: the workers of a "
+        "machine compute with one copy (--shard-optimizer off gives each its own)");
+  }
   return Status::Ok();
 }
 

@@ -178,6 +178,39 @@ TEST_F(OptionsTest, ChoiceErrorsListChoices) {
   EXPECT_EQ(ErrorOf({"--backend", ""}), "--backend must not be empty");
 }
 
+// Note [Sharding by default]: auto unless given; the flag alone means on, as when it was a switch,
+// and true or false (a config file's spelling of a switch) still read.
+TEST_F(OptionsTest, ShardOptimizerTakesAnOptionalWhen) {
+  using training::OptimizerSharding;
+  auto sharding = [](std::vector<std::string> arguments) {
+    auto options = Parse(arguments);
+    EXPECT_TRUE(options.ok()) << options.status().message();
+    return options.ok() ? options->training.shard_optimizer : OptimizerSharding::kAuto;
+  };
+  EXPECT_EQ(sharding({}), OptimizerSharding::kAuto);
+  EXPECT_EQ(sharding({"--shard-optimizer"}), OptimizerSharding::kOn);
+  EXPECT_EQ(sharding({"--shard-optimizer", "--no-eval"}), OptimizerSharding::kOn);
+  EXPECT_EQ(sharding({"--shard-optimizer", "off"}), OptimizerSharding::kOff);
+  EXPECT_EQ(sharding({"--shard-optimizer=on"}), OptimizerSharding::kOn);
+  EXPECT_EQ(sharding({"--shard-optimizer", "auto"}), OptimizerSharding::kAuto);
+  EXPECT_EQ(sharding({"--shard-optimizer", "false"}), OptimizerSharding::kOff);
+  const std::string path = std::string(DPL_TEST_BINARY_DIR) + "/shard_optimizer.cfg";
+  {
+    std::ofstream file(path);
+    file << "shard-optimizer = true\n";
+  }
+  EXPECT_EQ(sharding({"--config", path}), OptimizerSharding::kOn);
+  EXPECT_EQ(ErrorOf({"--shard-optimizer", "half"}),
+            "--shard-optimizer must be one of auto|on|off (got 'half')");
+  for (const char* when : {"auto", "on", "off"}) {
+    auto options = Parse({"--num-processes", "2", "--shard-optimizer", when});
+    ASSERT_TRUE(options.ok()) << options.status().message();
+    auto worker = Parse(WorkerArguments(*options, 1, "127.0.0.1:5555"));
+    ASSERT_TRUE(worker.ok()) << worker.status().message();
+    EXPECT_EQ(worker->training.shard_optimizer, options->training.shard_optimizer) << when;
+  }
+}
+
 TEST_F(OptionsTest, BatchMustSplitEvenly) {
   EXPECT_EQ(ErrorOf({"--num-processes", "3"}),
             "--batch-size 128 is not divisible by the world size 3 (--num-processes 3 x "

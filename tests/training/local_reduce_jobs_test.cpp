@@ -44,21 +44,31 @@ class LocalReduceJobsTest : public LauncherRunTest {
 TEST_F(LocalReduceJobsTest, TwoAndThreeWorkersStayBitIdentical) {
   for (const int processes : {2, 3}) {
     const std::string name = "shm" + std::to_string(processes);
-    const RunResult r = RunLauncher(Job(processes, name, "--max-steps 6"));
+    const RunResult r = RunLauncher(Job(processes, name, "--max-steps 6 --check-replicas 3"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_TRUE(Contains(r.output, "summed in the shared memory of each machine's " +
                                        std::to_string(processes) + " workers"))
         << r.output;
     // Note [Gradients in shared memory]: an SDK model keeps its gradients there.
     EXPECT_TRUE(Contains(r.output, "the models keep their gradients there")) << r.output;
+    // Note [Sharding by default]: one machine summing in shared memory shards unless told not to,
+    // and its workers then compute with one copy of the parameters.
+    EXPECT_TRUE(Contains(r.output, "--check-replicas compares the machines' copies")) << r.output;
+    EXPECT_TRUE(Contains(r.output,
+                         "keeps the optimizer state of its part of the parameters "
+                         "(--shard-optimizer auto"))
+        << r.output;
     const std::vector<float> rank0 = Params(name, 0);
     ASSERT_GT(rank0.size(), 1000u);
     for (int rank = 1; rank < processes; ++rank) {
       EXPECT_TRUE(Params(name, rank) == rank0) << processes << " workers: rank " << rank;
     }
   }
-  // Two terms add alike in any order: at 2 workers the backend's sums are the same bits.
-  ExpectRun(Job(2, "backend2", "--max-steps 6 --local-reduce backend"));
+  // Two terms add alike in any order: at 2 workers the backend's sums are the same bits, and the
+  // sharded optimizer's updates those of the whole one. Through the backend auto does not shard.
+  const RunResult backend = RunLauncher(Job(2, "backend2", "--max-steps 6 --local-reduce backend"));
+  ASSERT_EQ(backend.exit_code, 0) << backend.output;
+  EXPECT_FALSE(Contains(backend.output, "updates its part")) << backend.output;
   EXPECT_TRUE(Params("backend2", 0) == Params("shm2", 0));
 }
 
@@ -79,7 +89,7 @@ TEST_F(LocalReduceJobsTest, WorkersStartedFreshShareTheMemoryToo) {
 TEST_F(LocalReduceJobsTest, AModelWithoutTheSharingEntriesGetsItsGradientsAndPartsCopied) {
   const std::string scaled = "--plugin-dir " DPL_TEST_SCALED_MODEL_DIR " --model scaled";
   const std::string flags = "--max-steps 5 --optimizer adam --lr 0.01 --bucket-cap-mb 0.01";
-  ExpectRun(Job(2, "scaled_whole", flags, scaled));
+  ExpectRun(Job(2, "scaled_whole", flags + " --shard-optimizer off", scaled));
   const RunResult sharded =
       RunLauncher(Job(2, "scaled_sharded", flags + " --shard-optimizer", scaled));
   ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
@@ -112,7 +122,9 @@ TEST_P(ShardedOptimizerTest, IsBitIdenticalToTheUnshardedRun) {
   const std::string flags = std::string("--max-steps 5 --optimizer ") + c.optimizer +
                             " --lr 0.05 --momentum 0.9 --weight-decay 0.01 --clip-grad-norm 0.5 " +
                             "--lr-schedule cosine --bucket-cap-mb 0.05";
-  ExpectRun(Job(c.processes, "whole", flags));
+  const RunResult whole = RunLauncher(Job(c.processes, "whole", flags + " --shard-optimizer off"));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  EXPECT_FALSE(Contains(whole.output, "each worker of a machine updates its part")) << whole.output;
   const RunResult sharded = RunLauncher(Job(c.processes, "sharded", flags + " --shard-optimizer"));
   ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
   EXPECT_TRUE(Contains(sharded.output, "each worker of a machine updates its part"))
@@ -151,13 +163,14 @@ TEST_F(LocalReduceJobsTest, ShardedCheckpointsResumeUnshardedAndAtAnotherWorldSi
   auto job = [&](int processes, const std::string& name, const std::string& extra) {
     return Job(processes, name, flags + extra);
   };
-  ExpectRun(job(2, "straight", "--max-steps 8"));
+  ExpectRun(job(2, "straight", "--max-steps 8 --shard-optimizer off"));
   const std::string first = Folder("first"), second = Folder("second");
-  ExpectRun(job(2, "half", "--max-steps 4 --shard-optimizer --checkpoint-dir " + first));
-  ExpectRun(job(2, "resumed", "--max-steps 8 --resume --checkpoint-dir " + first));
+  ExpectRun(job(2, "half", "--max-steps 4 --shard-optimizer on --checkpoint-dir " + first));
+  ExpectRun(
+      job(2, "resumed", "--max-steps 8 --shard-optimizer off --resume --checkpoint-dir " + first));
   EXPECT_TRUE(Params("resumed", 0) == Params("straight", 0)) << "sharded, resumed unsharded";
   // At 3 ranks the sums differ from 2 ranks' in their last bits: the run must resume and train.
-  ExpectRun(job(3, "half3", "--max-steps 4 --checkpoint-dir " + second));
+  ExpectRun(job(3, "half3", "--max-steps 4 --shard-optimizer off --checkpoint-dir " + second));
   const RunResult three = RunLauncher(
       job(2, "resumed3", "--max-steps 8 --shard-optimizer --resume --checkpoint-dir " + second));
   ASSERT_EQ(three.exit_code, 0) << three.output;

@@ -130,12 +130,15 @@ def model_flags(args):
 
 
 # Tokens of a config after its backend, besides the precision: dpl's own flags (the peer runs
-# as it always does).
-DPL_CONFIG_FLAGS = {"shard": ["--shard-optimizer"], "viabackend": ["--local-reduce", "backend"]}
+# as it always does). Without -shard or -whole dpl shards as its default does (on one machine of
+# several CPU workers); -shard is the bare flag, which earlier launchers (--baseline) read too.
+DPL_CONFIG_FLAGS = {"shard": ["--shard-optimizer"], "whole": ["--shard-optimizer", "off"],
+                    "viabackend": ["--local-reduce", "backend"]}
 
 
 def parse_config(config):
-    """'2x1-gloo[-bf16][-shard][-viabackend]' -> processes, threads, backend, precision, flags."""
+    """'2x1-gloo[-bf16][-shard|-whole][-viabackend]' -> processes, threads, backend, precision,
+    flags."""
     shape, backend, *rest = config.split("-")
     precision = next((t for t in rest if t in ("fp32", "bf16", "fp16")), "fp32")
     flags = []
@@ -238,10 +241,11 @@ def main():
     p.add_argument("--steps", type=int, default=200, help="steps of every run")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--configs", default="1x2-gloo,2x1-gloo,2x1-tcp",
-                   help="comma list of <processes>x<threads>-<backend>[-<precision>][-shard]"
-                        "[-viabackend]; the precision (fp32 by default, bf16) and the rest are "
-                        "dpl's (--shard-optimizer, --local-reduce backend): the peer always runs "
-                        "fp32 DDP")
+                   help="comma list of <processes>x<threads>-<backend>[-<precision>][-shard|"
+                        "-whole][-viabackend]; the precision (fp32 by default, bf16) and the rest "
+                        "are dpl's (--shard-optimizer on or off, --local-reduce backend; without "
+                        "either dpl's default, sharded on one machine of several workers): the "
+                        "peer always runs fp32 DDP")
     p.add_argument("--json", help="also write every measurement to this file")
     p.add_argument("--baseline", help="an earlier dpl launcher to compare with, run alike")
     p.add_argument("--model", choices=("convnet", "torchscript"), default="convnet",

@@ -6,9 +6,10 @@ dpl with `--model torchscript --model-options file=...`, the peer with peer_torc
 recipe's own program with `torch.jit.load` for its ConvNet), same data, Adadelta, global batch 128.
 The GPT at the same sizes is bench_lm.py's (--sizes gpt-1m,shakespeare,gpt-50m,gpt-100m).
 
-Configs are bench_vs_peer.py's (<processes>x<threads>-<backend>[-shard]); by default 1 process x
-2 threads, 2 processes x 1 thread and 2 x 1 with dpl's --shard-optimizer, against which the peer
-runs torch's ZeroRedundancyOptimizer (sharding at 1 process would change nothing). The peer is
+Configs are bench_vs_peer.py's (<processes>x<threads>-<backend>[-shard|-whole]); by default 1
+process x 2 threads, 2 processes x 1 thread with the whole optimizer on each (-whole, dpl's
+--shard-optimizer off) and 2 x 1 with dpl's --shard-optimizer (its default there), against which
+the peer runs torch's ZeroRedundancyOptimizer (sharding at 1 process would change nothing). The peer is
 the tuned one (glibc malloc thresholds raised, bench_vs_peer.py's "peer tuned"); --untuned adds
 the peer as users run it.
 
@@ -51,6 +52,7 @@ from bench_vs_peer import PHASES, measure_sides, paired_ratio, side_commands  # 
 
 PEER_ZERO_FLAGS = ["--zero-redundancy-optimizer"]  # peer_torchscript.py's, for -shard configs
 SHARD_TOKEN = "-shard"
+WHOLE_TOKEN = "-whole"  # dpl's --shard-optimizer off; the peer as for no token
 
 
 def default_steps(parameters):
@@ -167,12 +169,16 @@ def print_size(model, by_config, sides, ceiling):
         row += [f"{median(runs['dpl'], phase):.1f}" for phase in PHASES]
         print("| " + " | ".join(row) + " |")
     for config in by_config:
-        single = one_thread_config(config.replace(SHARD_TOKEN, ""))
+        single = one_thread_config(config.replace(SHARD_TOKEN, "").replace(WHOLE_TOKEN, ""))
         if single != config and single in by_config:
             print(f"dpl {config} / dpl {single} = "
                   f"{across_configs(by_config, 'rate', config, single):.2f} (samples/s)")
-        unsharded = config.replace(SHARD_TOKEN, "")
-        if unsharded != config and unsharded in by_config:
+        # Sweeps saved before sharding was dpl's default named the whole optimizer's config
+        # without a token.
+        unsharded = next((c for c in (config.replace(SHARD_TOKEN, WHOLE_TOKEN),
+                                      config.replace(SHARD_TOKEN, ""))
+                          if c != config and c in by_config), None)
+        if unsharded:
             print(f"dpl optimizer ms {config} / {unsharded} = "
                   f"{across_configs(by_config, 'optimizer', config, unsharded):.2f}")
     if ceiling:
@@ -226,9 +232,9 @@ def parse_args():
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--sizes", default="1M,10M,50M,100M",
                    help="comma list of parameter counts (1M, 500K, 2.5M, 2000000)")
-    p.add_argument("--configs", default="1x2-gloo,2x1-gloo,2x1-gloo-shard",
+    p.add_argument("--configs", default="1x2-gloo,2x1-gloo-whole,2x1-gloo-shard",
                    help="bench_vs_peer.py's configs; the peer of a -shard config runs "
-                        "ZeroRedundancyOptimizer")
+                        "ZeroRedundancyOptimizer, dpl's of a -whole one --shard-optimizer off")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, help="steps of every run (default: by size)")
     p.add_argument("--first", type=int, help="steady rate from this step on (default: by size)")
