@@ -50,6 +50,8 @@ class Trainer {
 
  private:
   Status Setup();
+  // How the parameters are placed and summed: the flags, and this machine's workers.
+  PlacementSettings ChoosePlacement() const;
   Status TrainEpoch(int64_t epoch);
   Status TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices);
   Status StopIfPreempted(int64_t epoch);
@@ -123,10 +125,7 @@ Status Trainer::Run() {
   return DumpParameters();
 }
 
-Status Trainer::Setup() {
-  Result<int> local_batch = PerRankBatchSize(config_.batch_size, identity_.world_size);
-  if (!local_batch.ok()) return local_batch.status();
-  local_batch_ = *local_batch;
+PlacementSettings Trainer::ChoosePlacement() const {
   PlacementSettings settings;
   settings.rank = identity_.rank;
   settings.world_size = identity_.world_size;
@@ -144,6 +143,14 @@ Status Trainer::Setup() {
               " workers keeps the optimizer state of its part of the parameters (--shard-optimizer "
               "auto; off keeps the whole state in each)");
   }
+  return settings;
+}
+
+Status Trainer::Setup() {
+  Result<int> local_batch = PerRankBatchSize(config_.batch_size, identity_.world_size);
+  if (!local_batch.ok()) return local_batch.status();
+  local_batch_ = *local_batch;
+  const PlacementSettings settings = ChoosePlacement();
   DPL_RETURN_IF_ERROR(ParameterPlacement::CheckSupported(model_plugin_, settings));
   DPL_RETURN_IF_ERROR(CheckPrecisionSupported(model_plugin_, config_.precision));
 
