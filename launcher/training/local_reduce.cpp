@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "dpl/support/half.hpp"
+#include "observability/stall_monitor.hpp"
 #include "training/host_tensor.hpp"
 
 namespace dpl::training {
@@ -308,7 +309,16 @@ Status LocalReducer::Barrier(const char* what) {
   ++phase_;
   const size_t flag = 2 * layout_.buckets();
   Publish(&Flag(group_.local_rank, flag), phase_);
-  return WaitForAll(flag, phase_, [&] { return std::string(what); });
+  // Reported as the sums are (gradient_sync.cpp), so that a worker waiting here for one that
+  // stopped gets the stall warning naming it. Called on the training thread while the
+  // communication thread is idle: the monitor watches one call at a time.
+  observability::CollectiveActivity activity;
+  activity.collective = "shared-memory barrier";
+  observability::StallMonitor& monitor = observability::StallMonitor::Global();
+  monitor.Begin(activity);
+  const Status arrived = WaitForAll(flag, phase_, [&] { return std::string(what); });
+  monitor.End(arrived.ok());
+  return arrived;
 }
 
 Status LocalReducer::ShareEntries(std::vector<double>* values) {
