@@ -137,6 +137,9 @@ class ParameterPlacement {
   // Copies rank 0's parameters and buffers to every rank (and the parameters into the host
   // copy), as DDP does when it wraps a module.
   Status BroadcastInitialState();
+  // After the initial values are broadcast and a checkpoint restored: where the workers of a
+  // machine share one copy of the values, none trains until all have written theirs.
+  Status SettleSharedValues();
   // Before each forward pass of training, and once after the last: rank 0's buffers to every
   // rank, when the model asks for it (DPL_MODEL_BROADCAST_BUFFERS; DDP's broadcast_buffers=True).
   Status BeforeForward();

@@ -137,6 +137,16 @@ void ParameterPlacement::ViewPart(ShardExchange& exchange, bool runs) {
   if (runs) view_.runs = view_.scaled;
 }
 
+// Note [Shared parameters]: each worker writes the machine's one copy on its own schedule, rank
+// 0's initial values as its broadcast arrives (a sender may return before a receiver has written
+// them) and then a checkpoint's values. The writes are the same bytes, the last of each worker
+// the restored ones; but a worker that went on to train could read another's late write of the
+// initial values in between. So all finish writing before any trains.
+Status ParameterPlacement::SettleSharedValues() {
+  if (!SharesValues()) return Status::Ok();
+  return reducer_->Barrier("the parameters' values written into shared memory");
+}
+
 Status ParameterPlacement::ShareValues() {
   float* values = reducer_->values();
   if (settings_.local.local_rank == 0) {

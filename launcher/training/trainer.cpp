@@ -104,6 +104,7 @@ Status Trainer::Run() {
   checkpoints_.TrackValidation(&validation_);
   Result<TrainingPosition> start = checkpoints_.Resume(*model_, *placement_, *update_);
   if (!start.ok()) return start.status();
+  DPL_RETURN_IF_ERROR(placement_->SettleSharedValues());
   position_ = *start;
   plan_ = StepPlan(config_, plan_.batches_per_epoch(), *start);
   // A run resumed after its patience ran out ends where the straight run did.
