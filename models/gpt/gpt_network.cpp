@@ -7,8 +7,8 @@
 #include <regex>
 #include <sstream>
 
-#include "batched_matmul.hpp"
 #include "dpl/torch_model.hpp"
+#include "dpl/torch_model/batched_matmul.hpp"
 #include "dpl/torch_model/libtorch_versions.hpp"
 
 namespace dpl::gpt {
@@ -197,12 +197,12 @@ torch::Tensor CausalSelfAttentionImpl::AttendToPrefix(const torch::Tensor& query
                                                       const torch::Tensor& value,
                                                       const torch::Tensor& future) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(key.size(-1)));
-  // Note [Many small products] (batched_matmul.cpp): torch::matmul's values, without bmm's
-  // per-matrix overhead.
-  torch::Tensor weights = BatchedMatmul(query, key.transpose(-2, -1)) * scale;
+  // Note [Many small products] (dpl/torch_model/batched_matmul.hpp): torch::matmul's values,
+  // without bmm's per-matrix overhead.
+  torch::Tensor weights = torch_model::BatchedMatmul(query, key.transpose(-2, -1)) * scale;
   weights = weights.masked_fill(future, -std::numeric_limits<double>::infinity());
   weights = torch::dropout(torch::softmax(weights, -1), dropout_, is_training());
-  return BatchedMatmul(weights, value);
+  return torch_model::BatchedMatmul(weights, value);
 }
 
 MlpImpl::MlpImpl(const GptConfig& config) : dropout_(config.dropout) {

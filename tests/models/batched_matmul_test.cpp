@@ -1,4 +1,4 @@
-// The gpt's batched products (Note [Many small products] in models/gpt/batched_matmul.cpp):
+// The SDK's batched products (Note [Many small products] in dpl/torch_model/batched_matmul.hpp):
 // torch::matmul's values and gradients for every layout the attention hands it, the same values
 // at any thread count, and torch::matmul itself where it does not apply.
 #include <gtest/gtest.h>
@@ -10,13 +10,12 @@
 #include <utility>
 #include <vector>
 
-#include "batched_matmul.hpp"
-#include "dpl/torch_model/libtorch_versions.hpp"
+#include "dpl/torch_model/batched_matmul.hpp"
 
 namespace dpl::gpt_test {
 namespace {
 
-using gpt::BatchedMatmul;
+using torch_model::BatchedMatmul;
 
 // The attention's operands: queries, keys and values as views of one (batch, T, 3 * dim) tensor,
 // split into heads, as CausalSelfAttention makes them.
@@ -34,7 +33,7 @@ Heads SplitHeads(int64_t batch, int64_t steps, int64_t heads, int64_t head_dim) 
 }
 
 bool Direct() {
-  return gpt::HasDirectSgemm();
+  return torch_model::HasDirectSgemm();
 }
 
 // Within float rounding of a sum of products: 1e-5 of the largest magnitude.

@@ -1,3 +1,6 @@
+// dpl SDK, libtorch model helper, for models that include it: batched matrix products
+// for attention on the CPU (Note [Many small products]).
+//
 // Note [Many small products]: the attention multiplies one small matrix per sequence and head
 // (a tiny GPT's 32 x 16 by 16 x 32, 256 of them in a batch of 64). libtorch 1.13's CPU bmm, in a
 // build without MKL such as Debian's, takes them one after another through the dispatcher (a
@@ -10,11 +13,14 @@
 // depend on it; they differ from bmm's by float rounding only (bmm may hand sgemm the transposed
 // problem). Elsewhere (a libtorch with MKL, whose bmm batches itself, or libtorch 2.x, where the
 // model uses scaled_dot_product_attention) it is torch::matmul.
-#include "batched_matmul.hpp"
+#ifndef DPL_TORCH_MODEL_BATCHED_MATMUL_HPP
+#define DPL_TORCH_MODEL_BATCHED_MATMUL_HPP
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <torch/torch.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <optional>
@@ -22,27 +28,28 @@
 
 #include "dpl/torch_model/libtorch_versions.hpp"
 
-namespace dpl::gpt {
+namespace dpl {
+namespace torch_model {
 namespace {
 
 // Fortran BLAS's sgemm_, with the two hidden lengths of its character arguments.
-using Sgemm = void (*)(const char* transa, const char* transb, const int* m, const int* n,
-                       const int* k, const float* alpha, const float* a, const int* lda,
-                       const float* b, const int* ldb, const float* beta, float* c, const int* ldc,
-                       size_t transa_length, size_t transb_length);
+using SgemmFunction = void (*)(const char* transa, const char* transb, const int* m, const int* n,
+                               const int* k, const float* alpha, const float* a, const int* lda,
+                               const float* b, const int* ldb, const float* beta, float* c,
+                               const int* ldc, size_t transa_length, size_t transb_length);
 
-Sgemm LoadedSgemm() {
-  static const Sgemm sgemm = []() -> Sgemm {
+inline SgemmFunction LoadedSgemm() {
+  static const SgemmFunction sgemm = []() -> SgemmFunction {
     // Only a BLAS already loaded (libtorch's): never another one of the system's.
     void* blas = dlopen("libblas.so.3", RTLD_NOW | RTLD_NOLOAD);
-    return blas == nullptr ? nullptr : reinterpret_cast<Sgemm>(dlsym(blas, "sgemm_"));
+    return blas == nullptr ? nullptr : reinterpret_cast<SgemmFunction>(dlsym(blas, "sgemm_"));
   }();
   return sgemm;
 }
 
 // One operand's matrices as BLAS (column-major) sees them: `transposed` when the memory holds
 // the row-major matrix's columns contiguously.
-struct Operand {
+struct SgemmOperand {
   const float* data;
   std::vector<int64_t> offsets;  // of each matrix of the batch, in elements
   bool transposed;
@@ -50,10 +57,10 @@ struct Operand {
 };
 
 // The layout of `x` (..., rows, columns), or nothing when its matrices are not BLAS matrices.
-std::optional<Operand> Describe(const torch::Tensor& x) {
+inline std::optional<SgemmOperand> DescribeForSgemm(const torch::Tensor& x) {
   const int64_t rows = x.size(-2), columns = x.size(-1);
   const int64_t row_stride = x.stride(-2), column_stride = x.stride(-1);
-  Operand operand{x.data_ptr<float>(), {}, false, 0};
+  SgemmOperand operand{x.data_ptr<float>(), {}, false, 0};
   if (column_stride == 1 && row_stride >= std::max<int64_t>(columns, 1) && row_stride < INT_MAX) {
     operand.leading = static_cast<int>(row_stride);
   } else if (row_stride == 1 && column_stride >= std::max<int64_t>(rows, 1) &&
@@ -76,14 +83,15 @@ std::optional<Operand> Describe(const torch::Tensor& x) {
   return operand;
 }
 
-std::optional<Operand> DescribeOrCopy(const torch::Tensor& x, torch::Tensor* copy) {
-  std::optional<Operand> operand = Describe(x);
+inline std::optional<SgemmOperand> DescribeForSgemmOrCopy(const torch::Tensor& x,
+                                                          torch::Tensor* copy) {
+  std::optional<SgemmOperand> operand = DescribeForSgemm(x);
   if (operand) return operand;
   *copy = x.contiguous();
-  return Describe(*copy);
+  return DescribeForSgemm(*copy);
 }
 
-bool Direct(const torch::Tensor& a, const torch::Tensor& b) {
+inline bool DirectSgemmApplies(const torch::Tensor& a, const torch::Tensor& b) {
   const auto fits = [](int64_t size) { return size > 0 && size < INT_MAX; };
   return LoadedSgemm() != nullptr && a.device().is_cpu() && b.device().is_cpu() &&
          a.scalar_type() == torch::kFloat && b.scalar_type() == torch::kFloat &&
@@ -92,12 +100,12 @@ bool Direct(const torch::Tensor& a, const torch::Tensor& b) {
          a.size(-1) == b.size(-2) && fits(a.size(-2)) && fits(a.size(-1)) && fits(b.size(-1));
 }
 
-// a @ b through sgemm, for operands Direct accepted. The row-major product C = A B is,
+// a @ b through sgemm, for operands DirectSgemmApplies accepted. The row-major product C = A B is,
 // column-major, C' = B' A': B is sgemm's first operand and A its second.
-torch::Tensor Multiply(const torch::Tensor& a, const torch::Tensor& b) {
+inline torch::Tensor MultiplyBySgemm(const torch::Tensor& a, const torch::Tensor& b) {
   torch::Tensor a_copy, b_copy;
-  const std::optional<Operand> left = DescribeOrCopy(a, &a_copy);
-  const std::optional<Operand> right = DescribeOrCopy(b, &b_copy);
+  const std::optional<SgemmOperand> left = DescribeForSgemmOrCopy(a, &a_copy);
+  const std::optional<SgemmOperand> right = DescribeForSgemmOrCopy(b, &b_copy);
   std::vector<int64_t> shape = a.sizes().vec();
   shape.back() = b.size(-1);
   torch::Tensor c = torch::empty(shape, a.options().memory_format(c10::MemoryFormat::Contiguous));
@@ -108,7 +116,7 @@ torch::Tensor Multiply(const torch::Tensor& a, const torch::Tensor& b) {
   // About 64K multiply-adds a task, so that a matrix's call is not all of a task's cost.
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / (int64_t(m) * n * k));
   at::parallel_for(0, matrices, grain, [&](int64_t begin, int64_t end) {
-    const Sgemm sgemm = LoadedSgemm();
+    const SgemmFunction sgemm = LoadedSgemm();
     const float one = 1.0f, zero = 0.0f;
     const char* transa = right->transposed ? "T" : "N";
     const char* transb = left->transposed ? "T" : "N";
@@ -126,28 +134,37 @@ class BatchedMatmulFunction : public torch::autograd::Function<BatchedMatmulFunc
   static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& a,
                                const torch::Tensor& b) {
     context->save_for_backward({a, b});
-    return Multiply(a, b);
+    return MultiplyBySgemm(a, b);
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* context,
                                                torch::autograd::tensor_list gradients) {
     const torch::autograd::variable_list saved = context->get_saved_variables();
     const torch::Tensor& gradient = gradients[0];
     torch::Tensor a_gradient, b_gradient;
-    if (context->needs_input_grad(0)) a_gradient = Multiply(gradient, saved[1].transpose(-2, -1));
-    if (context->needs_input_grad(1)) b_gradient = Multiply(saved[0].transpose(-2, -1), gradient);
+    if (context->needs_input_grad(0))
+      a_gradient = MultiplyBySgemm(gradient, saved[1].transpose(-2, -1));
+    if (context->needs_input_grad(1))
+      b_gradient = MultiplyBySgemm(saved[0].transpose(-2, -1), gradient);
     return {a_gradient, b_gradient};
   }
 };
 
-}  // namespace
-
-bool HasDirectSgemm() {
+// Whether this process has the BLAS sgemm that BatchedMatmul calls.
+inline bool HasDirectSgemm() {
   return LoadedSgemm() != nullptr;
 }
 
-torch::Tensor BatchedMatmul(const torch::Tensor& a, const torch::Tensor& b) {
-  if (!Direct(a, b)) return torch::matmul(a, b);
+// a: (..., M, K) and b: (..., K, P) with the same leading sizes -> (..., M, P), as torch::matmul,
+// differentiable. Float32 CPU tensors outside autocast go to the BLAS sgemm that libtorch loaded,
+// one call per matrix, the matrices split among the thread's OpenMP team; anything else (another
+// type or device, autocast, broadcast leading sizes, no such BLAS) is torch::matmul.
+inline torch::Tensor BatchedMatmul(const torch::Tensor& a, const torch::Tensor& b) {
+  if (!DirectSgemmApplies(a, b)) return torch::matmul(a, b);
   return BatchedMatmulFunction::apply(a, b);
 }
 
-}  // namespace dpl::gpt
+}  // namespace
+}  // namespace torch_model
+}  // namespace dpl
+
+#endif  // DPL_TORCH_MODEL_BATCHED_MATMUL_HPP
