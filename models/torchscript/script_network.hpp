@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "dpl/torch_model.hpp"
+#include "matmul_rewrite.hpp"
 
 namespace dpl::torchscript {
 namespace {
@@ -35,8 +36,10 @@ using torch_model::ShapeText;
 
 class ScriptNetwork : public torch_model::Network {
  public:
-  ScriptNetwork(torch::jit::Module module, std::string file)
-      : module_(std::move(module)), file_(std::move(file)) {}
+  // `batched_matmuls`: its aten::matmul calls were rewritten (Note [TorchScript's batched
+  // products]), which Save undoes in the copy it writes.
+  ScriptNetwork(torch::jit::Module module, std::string file, bool batched_matmuls = false)
+      : module_(std::move(module)), file_(std::move(file)), batched_matmuls_(batched_matmuls) {}
 
   // Note [Running TorchScript unoptimised]: the module runs in the interpreter op by op, as
   // torch.jit.optimized_execution(False) runs it in Python, so every op goes through libtorch's
@@ -81,16 +84,21 @@ class ScriptNetwork : public torch_model::Network {
   // The trained module as torch.jit.save writes it, in eval mode: torch.jit.load(path) in
   // Python gives a module ready for inference.
   void Save(const std::string& path) override {
-    const bool was_training = module_.is_training();
-    module_.eval();
+    torch::jit::Module saved = module_;
+    if (batched_matmuls_) {
+      saved = module_.clone();  // its own graphs: the module that trains keeps its operator
+      RewriteMatmuls(saved, /*to_batched=*/false);
+    }
+    const bool was_training = saved.is_training();
+    saved.eval();
     try {
-      module_.save(path);
+      saved.save(path);
     } catch (const c10::Error& error) {
-      module_.train(was_training);
+      saved.train(was_training);
       throw PluginError(DPL_ERR_IO,
                         "cannot write state file " + path + ": " + error.what_without_backtrace());
     }
-    module_.train(was_training);
+    saved.train(was_training);
   }
 
   torch::jit::Module& module() { return module_; }
@@ -98,6 +106,7 @@ class ScriptNetwork : public torch_model::Network {
  private:
   torch::jit::Module module_;
   std::string file_;
+  bool batched_matmuls_;
 };
 
 // The module in `file` on `device`, refusing what is no TorchScript archive with the reason.

@@ -1,11 +1,37 @@
 // The TorchScript model plugin: trains any module saved from Python with torch.jit.save
 // (torch.jit.script or torch.jit.trace), through the SDK helper's model instance.
 //     launcher --model torchscript --model-options file=net.pt[,loss=nll|cross_entropy|mse]
+#include <torch/library.h>
+
 #include "dpl/torch_model.hpp"
+#include "dpl/torch_model/batched_matmul.hpp"
 #include "script_network.hpp"
 
 namespace dpl::torchscript {
 namespace {
+
+// Note [TorchScript's batched products] (matmul_rewrite.hpp): the operator the rewritten graphs
+// call; a composite of autograd-aware calls, so autograd needs no kernel of its own.
+torch::Tensor BatchedMatmulOperator(const torch::Tensor& a, const torch::Tensor& b) {
+  return torch_model::BatchedMatmul(a, b);
+}
+
+TORCH_LIBRARY(dpl_torchscript, library) {
+  library.def("batched_matmul(Tensor a, Tensor b) -> Tensor", &BatchedMatmulOperator);
+}
+
+// On the CPU, where BatchedMatmul has its BLAS: the module's matmuls through it, said in the log.
+bool UseBatchedMatmuls(const torch::jit::Module& module, const torch_model::BuildContext& context,
+                       const std::string& file) {
+  if (!context.device.is_cpu() || !torch_model::HasDirectSgemm()) return false;
+  RewriteMatmuls(module, /*to_batched=*/true);
+  const size_t count = CountBatchedMatmuls(module);
+  if (count == 0) return false;
+  context.Log(DPL_LOG_INFO, "TorchScript file " + file + ": " + std::to_string(count) +
+                                " matrix product(s) (aten::matmul) run matrix by matrix through "
+                                "the BLAS libtorch loaded, its batches over the worker's threads");
+  return true;
+}
 
 struct TorchScriptTraits {
   using Options = torch_model::ModelOptions;
@@ -41,7 +67,8 @@ struct TorchScriptTraits {
                                                      : Loss::kMse;
     torch::jit::Module module = LoadScriptModule(file, context.device);
     CheckParameters(module, file);
-    auto network = std::make_unique<ScriptNetwork>(std::move(module), file);
+    const bool batched = UseBatchedMatmuls(module, context, file);
+    auto network = std::make_unique<ScriptNetwork>(std::move(module), file, batched);
     torch_model::NetworkSpec spec;
     spec.num_classes = CheckForward(*network, context, loss, file);
     WarnAboutFixedModes(network->module(), context, file);

@@ -3,14 +3,19 @@
 // Python class's state dict loaded as --init-from loads it, exports Python loads strictly, typed
 // samples and the data it refuses; and a TorchScript export of the Python class trained through
 // the torchscript plugin on token data, also with the plugin's own optimizer.
+#include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
+#include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "dpl/torch_model/batched_matmul.hpp"
 #include "gpt_test_support.hpp"
 #include "plugin_driver.hpp"
 
@@ -227,6 +232,63 @@ TEST_F(GptPluginTest, TorchScriptGptTrainsWithTheModelsOwnOptimizer) {
   }
   EXPECT_LT(last, first - 1.0f);
   std::cout << "torchscript gpt, its own AdamW: loss " << first << " -> " << last << "\n";
+}
+
+std::mutex g_log_mutex;
+std::vector<std::string> g_log;
+void CollectLog(void*, dpl_log_level, const char* message) {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  g_log.emplace_back(message);
+}
+
+// Note [TorchScript's batched products]: the scripted GPT's attention products go through the
+// SDK's BatchedMatmul where it has its BLAS, and says so; the module it exports calls libtorch's
+// own matmul again, loads without dpl and gives the plugin's loss.
+TEST_F(GptPluginTest, TorchScriptGptRunsItsProductsMatrixByMatrixAndExportsTorchsOwnOps) {
+  const std::string file = Fixture("gpt_script.pt");
+  const std::string options = "file=" + file + ",loss=cross_entropy";
+  dpl_model_config_v4 config = WithTokens(dpl_test::Config(options.c_str()), 32, 256);
+  config.log = &CollectLog;
+  {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    g_log.clear();
+  }
+  const Model model(Plugin("torchscript"), config);
+  {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    const std::string said = "TorchScript file " + file +
+                             ": 2 matrix product(s) (aten::matmul) run matrix by matrix through "
+                             "the BLAS libtorch loaded, its batches over the worker's threads";
+    const bool logged = std::find(g_log.begin(), g_log.end(), said) != g_log.end();
+    EXPECT_EQ(logged, torch_model::HasDirectSgemm()) << (g_log.empty() ? "" : g_log.front());
+  }
+  const TokenBatch batch = FixtureBatch();
+  for (int step = 0; step < 3; ++step) {
+    Train(model, batch);
+    dpl_test::Sgd(model, 0.5f);
+    ASSERT_EQ(model.plugin().zero_gradients(model.get()), DPL_OK);
+  }
+  const dpl_eval_result_v4 trained = Evaluate(model, batch);
+  const std::string exported = ScratchDir() + "/torchscript_gpt_export.pt";
+  ASSERT_EQ(model.plugin().save_state(model.get(), exported.c_str()), DPL_OK) << model.error();
+  // The archive's code, as torch.jit.save wrote it (its records may be compressed).
+  caffe2::serialize::PyTorchStreamReader archive(exported);
+  size_t code_records = 0;
+  for (const std::string& name : archive.getAllRecords()) {
+    if (name.size() < 3 || name.compare(name.size() - 3, 3, ".py") != 0) continue;
+    ++code_records;
+    const auto [data, size] = archive.getRecord(name);
+    const std::string code(static_cast<const char*>(data.get()), size);
+    EXPECT_EQ(code.find("dpl_torchscript"), std::string::npos) << name << ":\n" << code;
+  }
+  EXPECT_GT(code_records, 0u);
+  torch::jit::Module loaded = torch::jit::load(exported);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor logits = loaded.forward({batch.idx}).toTensor();
+  EXPECT_NEAR(gpt::GptLoss(logits, batch.targets).item<double>(),
+              trained.loss_sum / double(trained.elements), kTolerance);
+  // The module that trains keeps its operator: the export rewrote a copy.
+  EXPECT_NEAR(Evaluate(model, batch).loss_sum, trained.loss_sum, 1e-9);
 }
 
 }  // namespace
