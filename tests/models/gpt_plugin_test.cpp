@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -234,13 +233,6 @@ TEST_F(GptPluginTest, TorchScriptGptTrainsWithTheModelsOwnOptimizer) {
   std::cout << "torchscript gpt, its own AdamW: loss " << first << " -> " << last << "\n";
 }
 
-std::mutex g_log_mutex;
-std::vector<std::string> g_log;
-void CollectLog(void*, dpl_log_level, const char* message) {
-  std::lock_guard<std::mutex> lock(g_log_mutex);
-  g_log.emplace_back(message);
-}
-
 // Note [TorchScript's batched products]: the scripted GPT's attention products go through the
 // SDK's BatchedMatmul where it has its BLAS, and says so; the module it exports calls libtorch's
 // own matmul again, loads without dpl and gives the plugin's loss.
@@ -248,20 +240,15 @@ TEST_F(GptPluginTest, TorchScriptGptRunsItsProductsMatrixByMatrixAndExportsTorch
   const std::string file = Fixture("gpt_script.pt");
   const std::string options = "file=" + file + ",loss=cross_entropy";
   dpl_model_config_v4 config = WithTokens(dpl_test::Config(options.c_str()), 32, 256);
-  config.log = &CollectLog;
-  {
-    std::lock_guard<std::mutex> lock(g_log_mutex);
-    g_log.clear();
-  }
+  dpl_test::LogLines log;
+  log.CollectFrom(&config);
   const Model model(Plugin("torchscript"), config);
-  {
-    std::lock_guard<std::mutex> lock(g_log_mutex);
-    const std::string said = "TorchScript file " + file +
-                             ": 2 matrix product(s) (aten::matmul) run matrix by matrix through "
-                             "the BLAS libtorch loaded, its batches over the worker's threads";
-    const bool logged = std::find(g_log.begin(), g_log.end(), said) != g_log.end();
-    EXPECT_EQ(logged, torch_model::HasDirectSgemm()) << (g_log.empty() ? "" : g_log.front());
-  }
+  const std::vector<std::string> lines = log.lines();
+  const std::string said = "1 TorchScript file " + file +
+                           ": 2 matrix product(s) (aten::matmul) run matrix by matrix through "
+                           "the BLAS libtorch loaded, its batches over the worker's threads";
+  const bool logged = std::find(lines.begin(), lines.end(), said) != lines.end();
+  EXPECT_EQ(logged, torch_model::HasDirectSgemm()) << (lines.empty() ? "" : lines.front());
   const TokenBatch batch = FixtureBatch();
   for (int step = 0; step < 3; ++step) {
     Train(model, batch);

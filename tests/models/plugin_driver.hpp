@@ -14,6 +14,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
@@ -84,6 +85,30 @@ inline dpl_model_config_v4 Config(const char* options, uint64_t seed = 0) {
   config.target.dtype = DLDataType{kDLInt, 64, 1};
   return config;
 }
+
+// The lines a plugin logs through its config, each "LEVEL message" ("2 ..." for a warning).
+class LogLines {
+ public:
+  // Points `config`'s log here.
+  void CollectFrom(dpl_model_config_v4* config) {
+    config->log = &Record;
+    config->log_context = this;
+  }
+  std::vector<std::string> lines() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lines_;
+  }
+
+ private:
+  static void Record(void* context, dpl_log_level level, const char* message) {
+    auto* self = static_cast<LogLines*>(context);
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    self->lines_.push_back(std::to_string(int(level)) + " " + message);
+  }
+
+  mutable std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
 
 // `config` for float32 samples of `shape` (empty: the host does not say) in `classes` classes.
 inline dpl_model_config_v4 WithData(dpl_model_config_v4 config, std::vector<int64_t> shape,

@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <cmath>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,14 +25,6 @@ class TorchScript : public ::testing::Test {
     return "file=" + File(name) + more;
   }
 };
-
-std::mutex g_log_mutex;
-std::vector<std::string> g_log;
-
-void CollectLog(void*, dpl_log_level level, const char* message) {
-  std::lock_guard<std::mutex> lock(g_log_mutex);
-  g_log.push_back(std::to_string(int(level)) + " " + message);
-}
 
 std::atomic<int> g_ready{0};
 void CountReady(void*, uint32_t) {
@@ -134,23 +125,20 @@ TEST_F(TorchScript, ABackwardAfterZeroGradientsReplacesEveryGradientAndZeroesUnr
 TEST_F(TorchScript, TrainsATracedModuleAndSaysWhichLayersIgnoreTheMode) {
   const std::string options = Options("cnn_traced.pt");
   dpl_model_config_v4 config = Config(options.c_str(), 2);
-  config.log = &CollectLog;
-  {
-    std::lock_guard<std::mutex> lock(g_log_mutex);
-    g_log.clear();
-  }
+  LogLines log;
+  log.CollectFrom(&config);
   const Model model(Plugin("torchscript"), config);
   const Batch batch(32);
   const auto [first, last] = Train(model, batch, 12, 0.5f);
   EXPECT_LT(last, first - 0.1f) << "first " << first << " last " << last;
-  std::lock_guard<std::mutex> lock(g_log_mutex);
-  ASSERT_EQ(g_log.size(), 2u);
-  EXPECT_EQ(g_log[0], "2 TorchScript file " + File("cnn_traced.pt") +
+  const std::vector<std::string> lines = log.lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "2 TorchScript file " + File("cnn_traced.pt") +
                           ": batch_norm (train), dropout (train) run in the mode shown whatever "
                           "train/eval mode is set (the mode is recorded when a module is "
                           "traced); script the module (torch.jit.script, tools/export_model.py "
                           "without --trace) for layers that follow the mode");
-  EXPECT_EQ(g_log[1],
+  EXPECT_EQ(lines[1],
             "1 model torchscript 1.0.0: 10 parameter tensors, 786 elements, on cpu, 6 buffers");
 }
 
