@@ -231,14 +231,12 @@ Result<std::unique_ptr<ParameterPlacement>> ParameterPlacement::Create(
 bool ParameterPlacement::ShardsOptimizer(OptimizerSharding sharding,
                                          const PlacementSettings& settings) {
   if (sharding != OptimizerSharding::kAuto) return sharding == OptimizerSharding::kOn;
-  return settings.device == Device::kCpu && !settings.mirror_parameters &&
-         settings.local_reduce == LocalReduce::kSharedMemory && settings.local.machines == 1 &&
-         settings.local.local_world_size >= 2;
+  return !UsesHostCopy(settings) && AsksSharedMemorySums(settings) && settings.local.machines == 1;
 }
 
 Status ParameterPlacement::CheckSupported(const ModelPlugin& plugin,
                                           const PlacementSettings& settings) {
-  const bool host_copy = settings.device != Device::kCpu || settings.mirror_parameters;
+  const bool host_copy = UsesHostCopy(settings);
   if (!host_copy && settings.offload_optimizer) {
     return Status::InvalidArgument(
         "--offload-optimizer moves the optimizer of a device model (--device cuda, or "

@@ -108,6 +108,19 @@ struct PlacementSettings {
   Device device = Device::kCpu;  // for messages
 };
 
+// Whether the optimizer works on a host copy of the values (a device model, --mirror-parameters)
+// rather than updating a CPU model's memory in place.
+inline bool UsesHostCopy(const PlacementSettings& settings) {
+  return settings.device != Device::kCpu || settings.mirror_parameters;
+}
+
+// Whether a machine's workers are to sum in its shared memory (whether its loader could make that
+// memory is ParameterPlacement::UsesSharedMemory's to say).
+inline bool AsksSharedMemorySums(const PlacementSettings& settings) {
+  return settings.local_reduce == LocalReduce::kSharedMemory &&
+         settings.local.local_world_size >= 2;
+}
+
 class ParameterPlacement {
  public:
   // Chooses and sets up the strategy for `model`'s parameters. `backend` is NULL at world size 1.

@@ -18,10 +18,8 @@ std::vector<size_t> SizesOf(const std::vector<HostParameter>& parameters) {
 }  // namespace
 
 bool ParameterPlacement::UsesSharedMemory() const {
+  if (!AsksSharedMemorySums(settings_)) return false;
   const LocalGroup& local = settings_.local;
-  if (settings_.local_reduce != LocalReduce::kSharedMemory || local.local_world_size < 2) {
-    return false;
-  }
   if (local.memory_fd >= 0 && (local.machines == 1 || local.across_machines != nullptr)) {
     return true;
   }
