@@ -65,6 +65,14 @@ void StallMonitor::Begin(const CollectiveActivity& activity) {
   posted_ = false;
 }
 
+Status StallMonitor::Watch(const CollectiveActivity& activity,
+                           const std::function<Status()>& call) {
+  Begin(activity);
+  const Status status = call();
+  End(status.ok());
+  return status;
+}
+
 void StallMonitor::End(bool ok) {
   bool wake = false;
   {

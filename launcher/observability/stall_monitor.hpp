@@ -38,6 +38,9 @@ class StallMonitor {
   // The call of Begin returned; `ok` when it succeeded, which withdraws a post it got. A failed
   // call's post stays: it tells the launcher what the failure ended.
   void End(bool ok);
+  // Begin(activity), `call`, End with its success: a blocking call of the training thread watched
+  // as the communication thread's are (while that thread is idle: one call is watched at a time).
+  Status Watch(const CollectiveActivity& activity, const std::function<Status()>& call);
 
  private:
   void Watch();

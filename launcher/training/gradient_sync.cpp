@@ -162,11 +162,9 @@ Status GradientSynchronizer::AwaitReduction() {
   activity.collective = "shared-memory sums";
   activity.buckets = int32_t(buckets_.size());
   for (const auto& bucket : buckets_) activity.bytes += bucket.elements * sizeof(float);
-  observability::StallMonitor& monitor = observability::StallMonitor::Global();
-  monitor.Begin(activity);  // the communication thread's calls of this step are over
-  const Status finished = reduction_->Finish();
-  monitor.End(finished.ok());
-  return finished;
+  // The communication thread's calls of this step are over.
+  return observability::StallMonitor::Global().Watch(activity,
+                                                     [this] { return reduction_->Finish(); });
 }
 
 Status GradientSynchronizer::Allreduce(DLTensor tensor) {

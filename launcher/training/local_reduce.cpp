@@ -309,16 +309,12 @@ Status LocalReducer::Barrier(const char* what) {
   ++phase_;
   const size_t flag = 2 * layout_.buckets();
   Publish(&Flag(group_.local_rank, flag), phase_);
-  // Reported as the sums are (gradient_sync.cpp), so that a worker waiting here for one that
-  // stopped gets the stall warning naming it. Called on the training thread while the
-  // communication thread is idle: the monitor watches one call at a time.
+  // Watched as the sums are (gradient_sync.cpp), so that a worker waiting here for one that
+  // stopped gets the stall warning naming it.
   observability::CollectiveActivity activity;
   activity.collective = "shared-memory barrier";
-  observability::StallMonitor& monitor = observability::StallMonitor::Global();
-  monitor.Begin(activity);
-  const Status arrived = WaitForAll(flag, phase_, [&] { return std::string(what); });
-  monitor.End(arrived.ok());
-  return arrived;
+  return observability::StallMonitor::Global().Watch(
+      activity, [&] { return WaitForAll(flag, phase_, [&] { return std::string(what); }); });
 }
 
 Status LocalReducer::ShareEntries(std::vector<double>* values) {
