@@ -22,6 +22,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "dpl/torch_model/parallel.hpp"
+
 namespace dpl::convnet {
 namespace {
 

@@ -17,9 +17,9 @@ function(dpl_torch_model_plugin target)
   target_link_libraries(${target} PRIVATE dpl::sdk dpl::torch_files ${TORCH_LIBRARIES})
   target_compile_definitions(${target} PRIVATE DPL_TORCH_MODEL_ABI_VERSION=${ARG_ABI_VERSION})
   # at::parallel_for is a header template: compiled without OpenMP it runs every loop of the
-  # plugin's own kernels on one thread (ATen's INTRA_OP_PARALLEL follows _OPENMP), which left
-  # the ConvNet's fused kernels serial while the other threads waited. Debian's libtorch uses
-  # OpenMP (libgomp), so the plugin's loops join the same thread pool.
+  # plugin's own kernels on one thread (Note [Loops of the thread team] in
+  # dpl/torch_model/parallel.hpp). Debian's libtorch uses OpenMP (libgomp), so the plugin's loops
+  # join the same thread pool; a library the plugin links that runs loops needs it too.
   find_package(OpenMP COMPONENTS CXX)
   if(OpenMP_CXX_FOUND)
     target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)

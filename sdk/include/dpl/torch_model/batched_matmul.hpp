@@ -16,7 +16,6 @@
 #ifndef DPL_TORCH_MODEL_BATCHED_MATMUL_HPP
 #define DPL_TORCH_MODEL_BATCHED_MATMUL_HPP
 
-#include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <torch/torch.h>
 
@@ -27,6 +26,7 @@
 #include <vector>
 
 #include "dpl/torch_model/libtorch_versions.hpp"
+#include "dpl/torch_model/parallel.hpp"
 
 namespace dpl {
 namespace torch_model {
