@@ -13,8 +13,9 @@ state dict written by either side loads into the other and gives the same logits
 
 The module scripts with torch.jit.script (torch 1.13, Debian's python3-torch, and later). Where
 torch has F.scaled_dot_product_attention (2.0 and later) attention is fused, as nanoGPT's "flash"
-path; on 1.13 it is written out, op for op as the C++ network does (which takes sequences of 128
-positions or more in two halves, skipping masked work, with the same values).
+path; on 1.13 it is written out, with the values of the C++ network (which takes sequences of 128
+positions or more in two halves, skipping masked work, and scales and masks the scores in their
+product).
 """
 import math
 import re

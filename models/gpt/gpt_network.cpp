@@ -171,8 +171,9 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x,
 
 // Note [Attention by libtorch version]: libtorch 2.x fuses attention (flash or memory-efficient
 // kernels on CUDA) in scaled_dot_product_attention; 1.13 has none, so there the attention is
-// written out as nanoGPT writes it without flash, op for op as tools/gpt_model.py does (long
-// sequences in two halves, the same values), which keeps the two sides' logits equal on 1.13.
+// written out as nanoGPT writes it without flash, with the values of tools/gpt_model.py's ops
+// (long sequences in two halves, the scale and mask in the scores' product), which keeps the two
+// sides' logits equal on 1.13.
 torch::Tensor CausalSelfAttentionImpl::Attend(const torch::Tensor& query, const torch::Tensor& key,
                                               const torch::Tensor& value,
                                               const torch::Tensor& future) {
@@ -207,9 +208,10 @@ torch::Tensor CausalSelfAttentionImpl::AttendToPrefix(const torch::Tensor& query
                                                       const torch::Tensor& future) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(key.size(-1)));
   // Note [Many small products] (dpl/torch_model/batched_matmul.hpp): torch::matmul's values,
-  // without bmm's per-matrix overhead.
-  torch::Tensor weights = torch_model::BatchedMatmul(query, key.transpose(-2, -1)) * scale;
-  weights = weights.masked_fill(future, -std::numeric_limits<double>::infinity());
+  // without bmm's per-matrix overhead; the scale and the mask in the product's one pass, with the
+  // values of Python's multiplication and masked_fill.
+  torch::Tensor weights =
+      torch_model::ScaledBatchedMatmul(query, key.transpose(-2, -1), scale, future);
   weights = torch::dropout(torch::softmax(weights, -1), dropout_, is_training());
   return torch_model::BatchedMatmul(weights, value);
 }
@@ -360,7 +362,8 @@ torch::Tensor FutureMask(int64_t steps, const torch::Device& device) {
   static_cast<void>(device);
   return {};
 #else
-  return torch::ones({steps, steps}, torch::TensorOptions().dtype(torch::kBool).device(device))
+  return torch::full({steps, steps}, -std::numeric_limits<float>::infinity(),
+                     torch::TensorOptions().dtype(torch::kFloat).device(device))
       .triu(1);
 #endif
 }

@@ -62,8 +62,9 @@ TORCH_MODULE(LayerNorm);
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   explicit CausalSelfAttentionImpl(const GptConfig& config);
-  // x: (batch, T, dim). future: (T, T) bool, true above the diagonal (the positions a row must
-  // not see), from FutureMask; undefined where the fused attention applies the mask itself.
+  // x: (batch, T, dim). future: (T, T) float, -inf above the diagonal (the positions a row must
+  // not see) and 0 elsewhere, from FutureMask; undefined where the fused attention applies the
+  // mask itself.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& future);
 
   torch::nn::Linear c_attn{nullptr};  // dim -> 3 * dim: queries, keys, values
@@ -159,7 +160,8 @@ class Gpt : public torch::nn::Module {
   GptConfig config_;
 };
 
-// (T, T) bool, true above the diagonal, on `device`; undefined where fused attention is used.
+// (T, T) float32, -inf above the diagonal and 0 elsewhere, on `device`: added to the attention's
+// scores, the mask Python's masked_fill applies. Undefined where fused attention is used.
 torch::Tensor FutureMask(int64_t steps, const torch::Device& device);
 
 // The mean cross-entropy over every position: logits (batch, T, vocab), targets (batch, T).

@@ -6,6 +6,8 @@
 
 #include <ATen/Parallel.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +18,7 @@ namespace dpl::gpt_test {
 namespace {
 
 using torch_model::BatchedMatmul;
+using torch_model::ScaledBatchedMatmul;
 
 // The attention's operands: queries, keys and values as views of one (batch, T, 3 * dim) tensor,
 // split into heads, as CausalSelfAttention makes them.
@@ -95,6 +98,78 @@ TEST(BatchedMatmulTest, GivesTheSameValuesOnOneThreadAndOnSeveral) {
   const torch::Tensor two = BatchedMatmul(heads.query, heads.key.transpose(-2, -1));
   at::set_num_threads(threads);
   EXPECT_TRUE(torch::equal(one, two));
+}
+
+// The attention's scores as Python's GPT writes them, (query @ key^T) * scale, then -inf above
+// the diagonal by masked_fill; the product BatchedMatmul's, so that only the scale and the mask
+// differ from ScaledBatchedMatmul.
+torch::Tensor MaskedScores(const torch::Tensor& query, const torch::Tensor& key, double scale) {
+  const int64_t steps = query.size(-2);
+  const torch::Tensor future = torch::ones({steps, key.size(-2)}, torch::kBool).triu(1);
+  return (BatchedMatmul(query, key.transpose(-2, -1)) * scale)
+      .masked_fill(future, -std::numeric_limits<double>::infinity());
+}
+
+torch::Tensor AdditiveMask(int64_t rows, int64_t columns) {
+  return torch::full({rows, columns}, -std::numeric_limits<float>::infinity()).triu(1);
+}
+
+// ScaledBatchedMatmul against MaskedScores, through a softmax (as the attention uses them, and
+// so that the masked scores pass no gradient), values and gradients.
+void ExpectMaskedScores(const Heads& heads, double scale, double tolerance,
+                        const std::string& what) {
+  SCOPED_TRACE(what);
+  const torch::Tensor query = heads.query.detach().requires_grad_(true);
+  const torch::Tensor key = heads.key.detach().requires_grad_(true);
+  const torch::Tensor reference_query = heads.query.detach().requires_grad_(true);
+  const torch::Tensor reference_key = heads.key.detach().requires_grad_(true);
+  const int64_t steps = query.size(-2);
+  const torch::Tensor scores =
+      ScaledBatchedMatmul(query, key.transpose(-2, -1), scale, AdditiveMask(steps, steps));
+  const torch::Tensor reference = MaskedScores(reference_query, reference_key, scale);
+  ASSERT_EQ(scores.sizes(), reference.sizes());
+  // The masked scores are -inf on both sides, the others close (equal for a power of two).
+  EXPECT_TRUE(torch::equal(torch::isinf(scores), torch::isinf(reference)));
+  const torch::Tensor seen = torch::isfinite(reference);
+  EXPECT_LE((scores - reference).masked_select(seen).abs().max().item<double>(), tolerance);
+  if (Direct()) {
+    EXPECT_NE(scores.grad_fn()->name().find("BatchedMatmulFunction"), std::string::npos)
+        << scores.grad_fn()->name();
+  }
+  const torch::Tensor upstream = torch::randn(reference.sizes());
+  (torch::softmax(scores, -1) * upstream).sum().backward();
+  (torch::softmax(reference, -1) * upstream).sum().backward();
+  EXPECT_LE((query.grad() - reference_query.grad()).abs().max().item<double>(), tolerance);
+  EXPECT_LE((key.grad() - reference_key.grad()).abs().max().item<double>(), tolerance);
+  // The comparisons can fail: the gradients are far from zero.
+  EXPECT_GT(reference_key.grad().abs().max().item<double>(), 1e-2);
+}
+
+TEST(BatchedMatmulTest, ScalesAndMasksAsMultiplicationAndMaskedFill) {
+  torch::manual_seed(3);
+  // Heads of 16: a scale of 1/4, a power of two, so every step is exact on both sides.
+  ExpectMaskedScores(SplitHeads(4, 32, 4, 16), 0.25, 0.0, "1/4");
+  // Heads of 36 (nanoGPT's 1M size): 1/6 rounds once in the product, once after it in Python.
+  ExpectMaskedScores(SplitHeads(2, 24, 4, 36), 1.0 / 6.0, 1e-5, "1/6");
+}
+
+TEST(BatchedMatmulTest, ScaledScoresAreMatmulsWhereTheyDoNotApply) {
+  torch::manual_seed(4);
+  const Heads heads = SplitHeads(2, 8, 2, 4);
+  const torch::Tensor key_t = heads.key.transpose(-2, -1);
+  // A mask that asks for its own gradient is added by autograd's addition.
+  const torch::Tensor learnt = torch::zeros({8, 8}, torch::requires_grad());
+  const torch::Tensor scores = ScaledBatchedMatmul(heads.query, key_t, 0.5, learnt);
+  EXPECT_TRUE(torch::equal(scores, torch::matmul(heads.query, key_t) * 0.5));
+  scores.sum().backward();
+  ASSERT_TRUE(learnt.grad().defined());
+  EXPECT_TRUE(torch::equal(learnt.grad(), torch::full({8, 8}, 2.0f * 2.0f)));
+  // Another type.
+  const torch::Tensor doubles = ScaledBatchedMatmul(
+      heads.query.to(torch::kDouble), key_t.to(torch::kDouble), 0.5, AdditiveMask(8, 8));
+  EXPECT_EQ(doubles.scalar_type(), torch::kDouble);
+  EXPECT_TRUE(
+      torch::equal(torch::isinf(doubles), torch::isinf(AdditiveMask(8, 8)).expand({2, 2, 8, 8})));
 }
 
 TEST(BatchedMatmulTest, IsMatmulWhereItDoesNotApply) {

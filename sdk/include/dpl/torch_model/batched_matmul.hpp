@@ -100,52 +100,62 @@ inline bool DirectSgemmApplies(const torch::Tensor& a, const torch::Tensor& b) {
          a.size(-1) == b.size(-2) && fits(a.size(-2)) && fits(a.size(-1)) && fits(b.size(-1));
 }
 
-// a @ b through sgemm, for operands DirectSgemmApplies accepted. The row-major product C = A B is,
-// column-major, C' = B' A': B is sgemm's first operand and A its second.
-inline torch::Tensor MultiplyBySgemm(const torch::Tensor& a, const torch::Tensor& b) {
+// scale * (a @ b) + addend through sgemm, for operands DirectSgemmApplies accepted; `addend`
+// (broadcast to the product's shape, float32) may be undefined. The row-major product C = A B
+// is, column-major, C' = B' A': B is sgemm's first operand and A its second. The addend is the
+// product's initial value, which sgemm's beta of 1 keeps: no pass of its own.
+inline torch::Tensor MultiplyBySgemm(const torch::Tensor& a, const torch::Tensor& b,
+                                     float scale = 1.0f, const torch::Tensor& addend = {}) {
   torch::Tensor a_copy, b_copy;
   const std::optional<SgemmOperand> left = DescribeForSgemmOrCopy(a, &a_copy);
   const std::optional<SgemmOperand> right = DescribeForSgemmOrCopy(b, &b_copy);
   std::vector<int64_t> shape = a.sizes().vec();
   shape.back() = b.size(-1);
-  torch::Tensor c = torch::empty(shape, a.options().memory_format(c10::MemoryFormat::Contiguous));
+  torch::Tensor c =
+      addend.defined()
+          ? addend.expand(shape).contiguous()
+          : torch::empty(shape, a.options().memory_format(c10::MemoryFormat::Contiguous));
   const int m = static_cast<int>(b.size(-1)), n = static_cast<int>(a.size(-2));
   const int k = static_cast<int>(a.size(-1));
   const int64_t matrices = static_cast<int64_t>(left->offsets.size());
   float* out = c.data_ptr<float>();
+  const float beta = addend.defined() ? 1.0f : 0.0f;
   // About 64K multiply-adds a task, so that a matrix's call is not all of a task's cost.
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / (int64_t(m) * n * k));
   at::parallel_for(0, matrices, grain, [&](int64_t begin, int64_t end) {
     const SgemmFunction sgemm = LoadedSgemm();
-    const float one = 1.0f, zero = 0.0f;
     const char* transa = right->transposed ? "T" : "N";
     const char* transb = left->transposed ? "T" : "N";
     for (int64_t i = begin; i < end; ++i) {
-      sgemm(transa, transb, &m, &n, &k, &one, right->data + right->offsets[size_t(i)],
-            &right->leading, left->data + left->offsets[size_t(i)], &left->leading, &zero,
+      sgemm(transa, transb, &m, &n, &k, &scale, right->data + right->offsets[size_t(i)],
+            &right->leading, left->data + left->offsets[size_t(i)], &left->leading, &beta,
             out + i * int64_t(m) * n, &m, 1, 1);
     }
   });
   return c;
 }
 
+// scale * (a @ b) + addend, differentiable in a and b (the addend is a constant).
 class BatchedMatmulFunction : public torch::autograd::Function<BatchedMatmulFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& a,
-                               const torch::Tensor& b) {
+                               const torch::Tensor& b, double scale,
+                               const c10::optional<torch::Tensor>& addend) {
     context->save_for_backward({a, b});
-    return MultiplyBySgemm(a, b);
+    context->saved_data["scale"] = scale;
+    return MultiplyBySgemm(a, b, static_cast<float>(scale), addend.value_or(torch::Tensor()));
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* context,
                                                torch::autograd::tensor_list gradients) {
     const torch::autograd::variable_list saved = context->get_saved_variables();
+    const auto scale = static_cast<float>(context->saved_data["scale"].toDouble());
     const torch::Tensor& gradient = gradients[0];
     torch::Tensor a_gradient, b_gradient;
     if (context->needs_input_grad(0))
-      a_gradient = MultiplyBySgemm(gradient, saved[1].transpose(-2, -1));
+      a_gradient = MultiplyBySgemm(gradient, saved[1].transpose(-2, -1), scale);
     if (context->needs_input_grad(1))
-      b_gradient = MultiplyBySgemm(saved[0].transpose(-2, -1), gradient);
-    return {a_gradient, b_gradient};
+      b_gradient = MultiplyBySgemm(saved[0].transpose(-2, -1), gradient, scale);
+    return {a_gradient, b_gradient, torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -160,7 +170,21 @@ inline bool HasDirectSgemm() {
 // type or device, autocast, broadcast leading sizes, no such BLAS) is torch::matmul.
 inline torch::Tensor BatchedMatmul(const torch::Tensor& a, const torch::Tensor& b) {
   if (!DirectSgemmApplies(a, b)) return torch::matmul(a, b);
-  return BatchedMatmulFunction::apply(a, b);
+  return BatchedMatmulFunction::apply(a, b, 1.0, c10::optional<torch::Tensor>());
+}
+
+// scale * (a @ b) + addend, the addend (M, P) a constant of any dtype broadcast over the leading
+// sizes: an attention's scaled scores and its mask (0 where a position may attend, -inf where
+// not) in one pass over the scores where BatchedMatmul applies, instead of a multiplication and
+// a masked_fill forward and again backward. The values are those of the three operations: the
+// addend is added to the scaled product once, and x + 0 is x, x - inf is -inf.
+inline torch::Tensor ScaledBatchedMatmul(const torch::Tensor& a, const torch::Tensor& b,
+                                         double scale, const torch::Tensor& addend) {
+  if (!DirectSgemmApplies(a, b) || addend.requires_grad() || addend.dim() != 2 ||
+      addend.scalar_type() != torch::kFloat || !addend.device().is_cpu()) {
+    return torch::matmul(a, b) * scale + addend;
+  }
+  return BatchedMatmulFunction::apply(a, b, scale, c10::optional<torch::Tensor>(addend));
 }
 
 }  // namespace
