@@ -196,9 +196,10 @@ void AddOptimizerFlags(TableRows add) {
       SameOnEveryMachine("the gradients' format on the wire; a checkpoint holds float32 state"),
       Choice<training::GradientCompression>("grad-compression", "KIND", training::CompressionNames,
                                             In<&TrainingConfig::grad_compression>),
-      "format of the gradients on the wire: auto|none|fp16|bf16 (default auto: the --precision's, "
-      "so bf16 and fp16 training send 16-bit buckets and fp32 float32 ones); an explicit value "
-      "wins; the backend sums 16-bit buckets in float32");
+      "format of the gradients on the wire: auto|none|fp16|bf16 (default auto: the --precision's "
+      "between machines, so bf16 and fp16 training send 16-bit buckets and fp32 float32 ones, and "
+      "float32 on one machine); an explicit value wins; the backend sums 16-bit buckets in "
+      "float32");
   add(Section::kPrecision, ChangesTheMath(),
       Choice<training::Precision>("precision", "FORMAT", training::PrecisionNames,
                                   In<&TrainingConfig::precision>),

@@ -28,10 +28,14 @@ struct GradientWire {
   // Chosen by --grad-compression auto from the precision rather than given: a place that cannot
   // send 16-bit gradients then sends float32 instead of refusing.
   bool from_precision = false;
+  // --grad-compression auto kept a 16-bit precision's gradients in float32: one machine.
+  bool float32_on_one_machine = false;
 };
 
 // --grad-compression auto sends the compute precision's 16-bit format (bf16 training sends bf16
-// buckets, fp16 training fp16 ones) and float32 for fp32; an explicit value wins.
-GradientWire ResolveGradientWire(Precision precision, GradientCompression requested);
+// buckets, fp16 training fp16 ones) between machines, and float32 for fp32 and on one machine
+// (Note [16-bit gradients between machines only]); an explicit value wins.
+GradientWire ResolveGradientWire(Precision precision, GradientCompression requested,
+                                 bool across_machines);
 
 }  // namespace dpl::training

@@ -52,6 +52,7 @@ class Trainer {
   Status Setup();
   // How the parameters are placed and summed: the flags, and this machine's workers.
   PlacementSettings ChoosePlacement() const;
+  void SayWhatAutoChose(const PlacementSettings& settings) const;
   Status TrainEpoch(int64_t epoch);
   Status TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices);
   Status StopIfPreempted(int64_t epoch);
@@ -131,20 +132,33 @@ PlacementSettings Trainer::ChoosePlacement() const {
   settings.rank = identity_.rank;
   settings.world_size = identity_.world_size;
   settings.mirror_parameters = config_.mirror_parameters;
-  settings.wire = ResolveGradientWire(config_.precision, config_.grad_compression);
+  settings.wire = ResolveGradientWire(config_.precision, config_.grad_compression,
+                                      /*across_machines=*/local_.machines > 1);
   settings.bucket_cap_bytes = config_.bucket_cap_bytes;
   settings.device = config_.device;
   settings.local_reduce = config_.local_reduce;
   settings.offload_optimizer = config_.offload_optimizer;
   settings.local = local_;
   settings.shard_optimizer = ParameterPlacement::ShardsOptimizer(config_.shard_optimizer, settings);
-  if (settings.shard_optimizer && config_.shard_optimizer == OptimizerSharding::kAuto &&
-      identity_.rank == 0) {
+  if (identity_.rank == 0) SayWhatAutoChose(settings);
+  return settings;
+}
+
+// Rank 0's word on the choices of `auto` flags that differ from what the flag's name suggests.
+void Trainer::SayWhatAutoChose(const PlacementSettings& settings) const {
+  if (settings.shard_optimizer && config_.shard_optimizer == OptimizerSharding::kAuto) {
     log::Info("each of this machine's " + std::to_string(local_.local_world_size) +
               " workers keeps the optimizer state of its part of the parameters (--shard-optimizer "
               "auto; off keeps the whole state in each)");
   }
-  return settings;
+  if (settings.wire.float32_on_one_machine) {
+    const std::string precision = NameOf(PrecisionNames(), config_.precision);
+    log::Info(
+        "the gradients are summed in float32 on this one machine (--grad-compression auto "
+        "sends " +
+        precision + " buckets only between machines; --grad-compression " + precision +
+        " sends them here too)");
+  }
 }
 
 Status Trainer::Setup() {

@@ -148,7 +148,7 @@ TEST(TrainingMathFlags, HelpSaysWhatAutoCompressionSends) {
                            "--loss-scale-growth-interval"}) {
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
   }
-  EXPECT_NE(help.find("(default auto: the --precision's, so bf16 and fp16 training send 16-bit"),
+  EXPECT_NE(help.find("auto: the --precision's between machines, so bf16 and fp16"),
             std::string::npos)
       << help;
 }

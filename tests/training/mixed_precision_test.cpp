@@ -13,6 +13,7 @@
 #include "launcher_runs.hpp"
 #include "torch_reference.hpp"
 #include "training/checkpoint.hpp"
+#include "training/precision.hpp"
 
 namespace dpl::test {
 namespace {
@@ -81,13 +82,13 @@ TEST_P(InfOnOneRankTest, EveryRankSkipsTheStepAndHalvesTheScale) {
     GTEST_SKIP() << "the " << GetParam() << " backend plugin is not built";
   }
   const std::string out = Folder("out"), checkpoints = dir_ + "/checkpoints";
-  RunResult r = RunLauncher(Job(2) + "--backend " + GetParam() +
-                            " --precision fp16 --model-options inf_rank=1,inf_step=3 --max-steps 6 "
-                            "--log-interval 1 --checkpoint-dir " +
-                            checkpoints + " --dump-parameters " + out);
+  RunResult r =
+      RunLauncher(Job(2) + "--backend " + GetParam() +
+                  " --precision fp16 --grad-compression fp16 --model-options "
+                  "inf_rank=1,inf_step=3 --max-steps 6 --log-interval 1 --checkpoint-dir " +
+                  checkpoints + " --dump-parameters " + out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(Contains(r.output, "sent as fp16 (the precision's, --grad-compression auto)"))
-      << r.output;
+  EXPECT_TRUE(Contains(r.output, "sent as fp16")) << r.output;
   EXPECT_TRUE(Contains(r.output,
                        "step 3: the fp16 gradients hold inf or NaN at loss scale 65536; the "
                        "optimizer step is skipped and the loss scale is now 32768 (1 step "
@@ -128,9 +129,7 @@ TEST_F(ScaledModelTest, TheHostCopyPathSkipsAsTheInPlacePathDoes) {
   ASSERT_EQ(a.exit_code, 0) << a.output;
   RunResult b = RunLauncher(args + host_copy + " --mirror-parameters");
   ASSERT_EQ(b.exit_code, 0) << b.output;
-  EXPECT_TRUE(Contains(b.output,
-                       "the gradients are summed on the device in float32: fp16 "
-                       "buckets (--grad-compression auto) are made in host memory only"))
+  EXPECT_TRUE(Contains(b.output, "the gradients are summed in float32 on this one machine"))
       << b.output;
   for (const RunResult* run : {&a, &b}) {
     EXPECT_TRUE(Contains(run->output, "step 2: the fp16 gradients hold inf or NaN")) << run->output;
@@ -314,11 +313,11 @@ TEST_P(Bf16RanksTest, Bf16KeepsTheRanksBitIdentical) {
   if (!PluginBuilt("libdpl_backend_" + backend + ".so")) GTEST_SKIP() << backend << " not built";
   const std::string bf16 = Folder("bf16"), fp32 = Folder("fp32");
   const std::string args = Job() + "--backend " + backend + " --max-steps 6 --bucket-cap-mb 1 ";
-  RunResult r = RunLauncher(args + "--precision bf16 --dump-parameters " + bf16);
+  RunResult r =
+      RunLauncher(args + "--precision bf16 --grad-compression bf16 --dump-parameters " + bf16);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(Contains(r.output, "on cpu, forward in bf16")) << r.output;
-  EXPECT_TRUE(Contains(r.output, "sent as bf16 (the precision's, --grad-compression auto)"))
-      << r.output;
+  EXPECT_TRUE(Contains(r.output, "sent as bf16")) << r.output;
   EXPECT_FALSE(Contains(r.output, "cannot allreduce bf16")) << r.output;
   const std::vector<float> r0 = ReadFloats(bf16 + "/rank-0.bin");
   ASSERT_EQ(r0.size(), 300426u);
@@ -329,6 +328,52 @@ TEST_P(Bf16RanksTest, Bf16KeepsTheRanksBitIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CpuBackends, Bf16RanksTest, ::testing::Values("tcp", "gloo"));
+
+// Note [16-bit gradients between machines only]: on one machine --grad-compression auto sums a
+// bf16 run's gradients in float32, the same bits as --grad-compression none, and says so.
+TEST_F(ConvnetPrecisionTest, OneMachineSumsBf16TrainingsGradientsInFloat32) {
+  const std::string automatic = Folder("auto"), none = Folder("none");
+  const std::string args = Job() + "--precision bf16 --max-steps 4 --dump-parameters ";
+  RunResult r = RunLauncher(args + automatic);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output,
+                       "the gradients are summed in float32 on this one machine "
+                       "(--grad-compression auto sends bf16 buckets only between machines; "
+                       "--grad-compression bf16 sends them here too)"))
+      << r.output;
+  EXPECT_FALSE(Contains(r.output, "sent as bf16")) << r.output;
+  RunResult reference = RunLauncher(args + none + " --grad-compression none");
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  EXPECT_FALSE(Contains(reference.output, "on this one machine")) << reference.output;
+  const std::vector<float> expected = ReadFloats(none + "/rank-0.bin");
+  ASSERT_EQ(expected.size(), 300426u);
+  EXPECT_TRUE(expected == ReadFloats(automatic + "/rank-0.bin"));
+  EXPECT_TRUE(expected == ReadFloats(automatic + "/rank-1.bin"));
+}
+
+TEST(GradientWireTest, AutoSendsThePrecisionsFormatBetweenMachinesOnly) {
+  using training::GradientCompression;
+  using training::Precision;
+  using training::ResolveGradientWire;
+  const auto format = [](Precision precision, GradientCompression requested, bool across) {
+    return ResolveGradientWire(precision, requested, across).format;
+  };
+  EXPECT_EQ(format(Precision::kBf16, GradientCompression::kAuto, true), GradientCompression::kBf16);
+  EXPECT_EQ(format(Precision::kFp16, GradientCompression::kAuto, true), GradientCompression::kFp16);
+  EXPECT_EQ(format(Precision::kFp32, GradientCompression::kAuto, true), GradientCompression::kNone);
+  EXPECT_EQ(format(Precision::kBf16, GradientCompression::kAuto, false),
+            GradientCompression::kNone);
+  EXPECT_TRUE(ResolveGradientWire(Precision::kBf16, GradientCompression::kAuto, false)
+                  .float32_on_one_machine);
+  EXPECT_FALSE(ResolveGradientWire(Precision::kFp32, GradientCompression::kAuto, false)
+                   .float32_on_one_machine);
+  // An explicit format wins anywhere.
+  EXPECT_EQ(format(Precision::kBf16, GradientCompression::kBf16, false),
+            GradientCompression::kBf16);
+  EXPECT_EQ(format(Precision::kBf16, GradientCompression::kNone, true), GradientCompression::kNone);
+  EXPECT_FALSE(
+      ResolveGradientWire(Precision::kBf16, GradientCompression::kFp16, true).from_precision);
+}
 
 // Note [The schedule spans the run]: resumed inside the warmup (step 4) and inside the cosine
 // (step 11) with the straight run's flags, a bf16 run with SGD, weight decay and clipping ends as
