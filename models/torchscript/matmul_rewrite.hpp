@@ -3,10 +3,14 @@
 #ifndef DPL_MODELS_TORCHSCRIPT_MATMUL_REWRITE_HPP
 #define DPL_MODELS_TORCHSCRIPT_MATMUL_REWRITE_HPP
 
+#include <torch/csrc/jit/ir/subgraph_matcher.h>
 #include <torch/csrc/jit/passes/subgraph_rewrite.h>
 #include <torch/script.h>
 
+#include <memory>
 #include <set>
+#include <string>
+#include <unordered_map>
 
 #include "dpl/torch_model/batched_matmul.hpp"
 
@@ -22,9 +26,29 @@ namespace {
 // aten::matmul back, so torch.jit.load reads it without dpl.
 constexpr const char* kBatchedMatmulOperator = "dpl_torchscript::batched_matmul";
 
-// Replaces aten::matmul by the batched operator (`to_batched`) or back, in every method of
-// `module` and of its submodules (which share their type's graphs).
+// Note [TorchScript's masked scores]: an attention written out as nanoGPT writes it without
+// flash, `(q @ k.transpose(-2, -1)) * scale` then `.masked_fill(mask, float("-inf"))`, is one
+// call of dpl_torchscript::scaled_masked_matmul, which computes the scores, their scale and the
+// mask in one pass over them (the SDK's ScaledBatchedMatmul, as the gpt plugin does). It takes
+// the pattern only with a number for the scale and the value; any other mask or value is the
+// three operations themselves.
+constexpr const char* kScaledMaskedMatmulOperator = "dpl_torchscript::scaled_masked_matmul";
+
+// Replaces aten::matmul by the batched operator and the masked scores by theirs
+// (`to_batched`), or back, in every method of `module` and of its submodules (which share their
+// type's graphs).
 inline void RewriteMatmuls(const torch::jit::Module& module, bool to_batched) {
+  const std::string scores = R"(
+graph(%a, %b, %scale, %mask, %value):
+  %product = aten::matmul(%a, %b)
+  %scaled = aten::mul(%product, %scale)
+  %masked = aten::masked_fill(%scaled, %mask, %value)
+  return (%masked))";
+  const std::string fused_scores = std::string(R"(
+graph(%a, %b, %scale, %mask, %value):
+  %masked = )") + kScaledMaskedMatmulOperator +
+                                   R"((%a, %b, %scale, %mask, %value)
+  return (%masked))";
   const std::string matmul = R"(
 graph(%a, %b):
   %product = aten::matmul(%a, %b)
@@ -34,13 +58,31 @@ graph(%a, %b):
   %product = )") + kBatchedMatmulOperator +
                               R"((%a, %b)
   return (%product))";
-  torch::jit::SubgraphRewriter rewriter;
-  rewriter.RegisterRewritePattern(to_batched ? matmul : batched, to_batched ? batched : matmul);
-  for (const torch::jit::Module& each : module.modules()) rewriter.runOnModule(each);
+  // The scale and the fill value as numbers: the operator's schema (a tensor scale is left). The
+  // filter gets the pattern's values by name, and the match maps them to the graph's.
+  const auto numbers = [](const torch::jit::Match& match,
+                          const std::unordered_map<std::string, torch::jit::Value*>& pattern) {
+    for (const char* name : {"scale", "value"}) {
+      const c10::TypeKind kind = match.values_map.at(pattern.at(name))->type()->kind();
+      if (kind != c10::TypeKind::FloatType && kind != c10::TypeKind::IntType) return false;
+    }
+    return true;
+  };
+  torch::jit::SubgraphRewriter fuse_scores, products;
+  fuse_scores.RegisterRewritePattern(to_batched ? scores : fused_scores,
+                                     to_batched ? fused_scores : scores);
+  products.RegisterRewritePattern(to_batched ? matmul : batched, to_batched ? batched : matmul);
+  for (const torch::jit::Module& each : module.modules()) {
+    for (const torch::jit::Method& method : each.get_methods()) {
+      std::shared_ptr<torch::jit::Graph> graph = method.graph();
+      fuse_scores.runOnGraph(graph, numbers);
+      products.runOnGraph(graph);
+    }
+  }
 }
 
-// The batched operator's calls in the methods of `module` and its submodules, each graph once.
-inline size_t CountBatchedMatmuls(const torch::jit::Module& module) {
+// The calls of `kind` in the methods of `module` and its submodules, each graph once.
+inline size_t CountCalls(const torch::jit::Module& module, const char* kind) {
   std::set<const torch::jit::Graph*> seen;
   size_t count = 0;
   for (const torch::jit::Module& each : module.modules()) {
@@ -48,7 +90,7 @@ inline size_t CountBatchedMatmuls(const torch::jit::Module& module) {
       const std::shared_ptr<torch::jit::Graph> graph = method.graph();
       if (!seen.insert(graph.get()).second) continue;
       for (const torch::jit::Node* node : graph->nodes()) {
-        if (std::string(node->kind().toQualString()) == kBatchedMatmulOperator) ++count;
+        if (std::string(node->kind().toQualString()) == kind) ++count;
       }
     }
   }

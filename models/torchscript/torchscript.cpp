@@ -3,6 +3,8 @@
 //     launcher --model torchscript --model-options file=net.pt[,loss=nll|cross_entropy|mse]
 #include <torch/library.h>
 
+#include <cmath>
+
 #include "dpl/torch_model.hpp"
 #include "dpl/torch_model/batched_matmul.hpp"
 #include "script_network.hpp"
@@ -16,8 +18,29 @@ torch::Tensor BatchedMatmulOperator(const torch::Tensor& a, const torch::Tensor&
   return torch_model::BatchedMatmul(a, b);
 }
 
+// Note [TorchScript's masked scores] (matmul_rewrite.hpp): (a @ b) * scale, masked_fill(mask,
+// value). A mask of (rows, columns) booleans filled with -inf is an additive mask of 0 and -inf
+// added in the product's pass, with the same values where the product is finite; anything else
+// is the three operations.
+torch::Tensor ScaledMaskedMatmulOperator(const torch::Tensor& a, const torch::Tensor& b,
+                                         const c10::Scalar& scale, const torch::Tensor& mask,
+                                         const c10::Scalar& value) {
+  const bool minus_infinity =
+      value.isFloatingPoint() && std::isinf(value.toDouble()) && value.toDouble() < 0;
+  if (minus_infinity && mask.scalar_type() == torch::kBool && mask.dim() == 2 &&
+      mask.size(0) == a.size(-2) && mask.size(1) == b.size(-1) && a.dim() >= 3) {
+    const torch::Tensor additive =
+        torch::zeros(mask.sizes(), mask.options().dtype(torch::kFloat)).masked_fill(mask, value);
+    return torch_model::ScaledBatchedMatmul(a, b, scale.toDouble(), additive);
+  }
+  return torch_model::BatchedMatmul(a, b).mul(scale).masked_fill(mask, value);
+}
+
 TORCH_LIBRARY(dpl_torchscript, library) {
   library.def("batched_matmul(Tensor a, Tensor b) -> Tensor", &BatchedMatmulOperator);
+  library.def(
+      "scaled_masked_matmul(Tensor a, Tensor b, Scalar scale, Tensor mask, Scalar value) -> Tensor",
+      &ScaledMaskedMatmulOperator);
 }
 
 // On the CPU, where BatchedMatmul has its BLAS: the module's matmuls through it, said in the log.
@@ -25,11 +48,16 @@ bool UseBatchedMatmuls(const torch::jit::Module& module, const torch_model::Buil
                        const std::string& file) {
   if (!context.device.is_cpu() || !torch_model::HasDirectSgemm()) return false;
   RewriteMatmuls(module, /*to_batched=*/true);
-  const size_t count = CountBatchedMatmuls(module);
+  const size_t scores = CountCalls(module, kScaledMaskedMatmulOperator);
+  const size_t count = CountCalls(module, kBatchedMatmulOperator) + scores;
   if (count == 0) return false;
-  context.Log(DPL_LOG_INFO, "TorchScript file " + file + ": " + std::to_string(count) +
-                                " matrix product(s) (aten::matmul) run matrix by matrix through "
-                                "the BLAS libtorch loaded, its batches over the worker's threads");
+  context.Log(DPL_LOG_INFO,
+              "TorchScript file " + file + ": " + std::to_string(count) +
+                  " matrix product(s) (aten::matmul) run matrix by matrix through the BLAS "
+                  "libtorch loaded, its batches over the worker's threads" +
+                  (scores == 0 ? std::string()
+                               : "; " + std::to_string(scores) +
+                                     " of them scaled and masked in the same pass"));
   return true;
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -234,8 +235,9 @@ TEST_F(GptPluginTest, TorchScriptGptTrainsWithTheModelsOwnOptimizer) {
 }
 
 // Note [TorchScript's batched products]: the scripted GPT's attention products go through the
-// SDK's BatchedMatmul where it has its BLAS, and says so; the module it exports calls libtorch's
-// own matmul again, loads without dpl and gives the plugin's loss.
+// SDK's BatchedMatmul where it has its BLAS, its masked scores in one pass (Note [TorchScript's
+// masked scores]), and says so; the module it exports calls libtorch's own matmul, mul and
+// masked_fill again, loads without dpl and gives the plugin's loss.
 TEST_F(GptPluginTest, TorchScriptGptRunsItsProductsMatrixByMatrixAndExportsTorchsOwnOps) {
   const std::string file = Fixture("gpt_script.pt");
   const std::string options = "file=" + file + ",loss=cross_entropy";
@@ -246,7 +248,8 @@ TEST_F(GptPluginTest, TorchScriptGptRunsItsProductsMatrixByMatrixAndExportsTorch
   const std::vector<std::string> lines = log.lines();
   const std::string said = "1 TorchScript file " + file +
                            ": 2 matrix product(s) (aten::matmul) run matrix by matrix through "
-                           "the BLAS libtorch loaded, its batches over the worker's threads";
+                           "the BLAS libtorch loaded, its batches over the worker's threads; 1 of "
+                           "them scaled and masked in the same pass";
   const bool logged = std::find(lines.begin(), lines.end(), said) != lines.end();
   EXPECT_EQ(logged, torch_model::HasDirectSgemm()) << (lines.empty() ? "" : lines.front());
   const TokenBatch batch = FixtureBatch();
@@ -276,6 +279,28 @@ TEST_F(GptPluginTest, TorchScriptGptRunsItsProductsMatrixByMatrixAndExportsTorch
               trained.loss_sum / double(trained.elements), kTolerance);
   // The module that trains keeps its operator: the export rewrote a copy.
   EXPECT_NEAR(Evaluate(model, batch).loss_sum, trained.loss_sum, 1e-9);
+}
+
+// Note [TorchScript's masked scores]: the plugin's operator gives the three operations' values:
+// through the one pass for a -inf fill, as the operations themselves for any other value.
+TEST_F(GptPluginTest, TorchScriptsMaskedScoresAreMulAndMaskedFill) {
+  Plugin("torchscript");  // registers the operator
+  const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("dpl_torchscript::scaled_masked_matmul", "")
+          .typed<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const c10::Scalar&,
+                               const torch::Tensor&, const c10::Scalar&)>();
+  torch::manual_seed(5);
+  const torch::Tensor query = torch::randn({2, 4, 8, 16});
+  const torch::Tensor key_t = torch::randn({2, 4, 8, 16}).transpose(-2, -1);
+  const torch::Tensor future = torch::ones({8, 8}, torch::kBool).triu(1);
+  const torch::Tensor product = torch_model::BatchedMatmul(query, key_t);
+  for (const double fill : {-std::numeric_limits<double>::infinity(), -1e4}) {
+    SCOPED_TRACE("fill " + std::to_string(fill));
+    const torch::Tensor scores = op.call(query, key_t, 0.25, future, fill);
+    // A scale of 1/4 rounds nothing: the same bits as the three operations.
+    EXPECT_TRUE(torch::equal(scores, product.mul(0.25).masked_fill(future, fill)));
+  }
 }
 
 }  // namespace
