@@ -62,27 +62,10 @@ void SumFloats(const std::vector<const float*>& inputs, float* sums, size_t coun
   }
 }
 
-// The same for 16-bit inputs: summed in float32 and rounded once into `rounded`.
-void SumHalves(const std::vector<const uint16_t*>& inputs, uint16_t* rounded, size_t count,
-               ToFloat widen, FromFloat narrow) {
-  float acc[kChunk];
-  for (size_t first = 0; first < count; first += kChunk) {
-    const size_t n = std::min(kChunk, count - first);
-    for (size_t i = 0; i < n; ++i) acc[i] = widen(inputs[0][first + i]);
-    for (size_t k = 1; k < inputs.size(); ++k) {
-      for (size_t i = 0; i < n; ++i) acc[i] = acc[i] + widen(inputs[k][first + i]);
-    }
-    for (size_t i = 0; i < n; ++i) rounded[first + i] = narrow(acc[i]);
-  }
-}
-
 }  // namespace
 
 LocalReducer::LocalReducer(const LocalGroup& group, ShardLayout layout, GradientCompression wire)
-    : group_(group),
-      layout_(std::move(layout)),
-      wire_(wire),
-      wire_bytes_(wire == GradientCompression::kNone ? sizeof(float) : sizeof(uint16_t)) {}
+    : group_(group), layout_(std::move(layout)), wire_(wire) {}
 
 LocalReducer::~LocalReducer() = default;
 
@@ -106,7 +89,7 @@ Result<std::unique_ptr<LocalReducer>> LocalReducer::Create(const LocalGroup& gro
   r.flags_per_worker_ = 2 * r.layout_.buckets() + 1;
   r.flags_offset_ = RoundUp(sizeof(Header), kLine);
   r.inputs_offset_ = r.flags_offset_ + workers * r.flags_per_worker_ * kLine;
-  r.sums_offset_ = r.inputs_offset_ + RoundUp(workers * r.padded_elements_ * r.wire_bytes_, kLine);
+  r.sums_offset_ = r.inputs_offset_ + RoundUp(workers * r.padded_elements_ * sizeof(float), kLine);
   r.copy_offset_ = r.sums_offset_ + r.padded_elements_ * sizeof(float);
   r.entries_offset_ = r.copy_offset_ + (sharded ? r.padded_elements_ * sizeof(float) : 0);
   const size_t values_at =
@@ -164,7 +147,7 @@ std::atomic<uint32_t>& LocalReducer::Flag(int worker, size_t index) const {
 char* LocalReducer::Input(int worker, size_t bucket) const {
   if (direct_) return reinterpret_cast<char*>(ModelGradients(worker) + direct_offsets_[bucket]);
   return mapping_->data() + inputs_offset_ +
-         (size_t(worker) * padded_elements_ + bucket_offsets_[bucket]) * wire_bytes_;
+         (size_t(worker) * padded_elements_ + bucket_offsets_[bucket]) * sizeof(float);
 }
 
 float* LocalReducer::ModelGradients(int worker) const {
@@ -173,7 +156,6 @@ float* LocalReducer::ModelGradients(int worker) const {
 }
 
 bool LocalReducer::UseModelGradients() {
-  if (wire_ != GradientCompression::kNone) return false;
   // Each bucket's first element in parameter order: the buckets are consecutive runs of it.
   std::vector<size_t> order(layout_.buckets());
   for (size_t b = 0; b < order.size(); ++b) order[b] = b;
@@ -217,26 +199,18 @@ Status LocalReducer::WaitForAll(size_t flag, uint32_t target,
 }
 
 // Step 1: copied and zeroed a chunk at a time, so the zeroes land on lines still in cache.
-void LocalReducer::CopyIn(size_t bucket, const std::vector<DLTensor>& gradients, float scale) {
+void LocalReducer::CopyIn(size_t bucket, const std::vector<DLTensor>& gradients) {
   if (direct_) return;             // Note [Gradients in shared memory]
   constexpr size_t kChunk = 4096;  // elements: 16 KiB of float32, within L1
   const BucketLayout& layout = layout_.bucket(bucket);
-  char* input = Input(group_.local_rank, bucket);
-  const FromFloat narrow = wire_ == GradientCompression::kNone ? nullptr : NarrowingOf(wire_);
+  float* input = reinterpret_cast<float*>(Input(group_.local_rank, bucket));
   for (size_t k = 0; k < layout.parameters.size(); ++k) {
     const DLTensor& gradient = gradients[layout.parameters[k]];
     float* from = HostData<float>(gradient);
     const size_t n = ElementCount(gradient);
     for (size_t at = 0; at < n; at += kChunk) {
       const size_t count = std::min(kChunk, n - at);
-      if (narrow == nullptr) {
-        std::memcpy(input + (layout.starts[k] + at) * sizeof(float), from + at,
-                    count * sizeof(float));
-      } else {
-        // Scaled before the 16-bit sum, as the backends' path does (gradient_sync.cpp).
-        uint16_t* to = reinterpret_cast<uint16_t*>(input) + layout.starts[k] + at;
-        for (size_t i = 0; i < count; ++i) to[i] = narrow(from[at + i] * scale);
-      }
+      std::memcpy(input + layout.starts[k] + at, from + at, count * sizeof(float));
       if (zero_behind_) std::memset(from + at, 0, count * sizeof(float));
     }
   }
@@ -244,7 +218,7 @@ void LocalReducer::CopyIn(size_t bucket, const std::vector<DLTensor>& gradients,
 
 Status LocalReducer::ReduceBucket(size_t bucket, const std::vector<DLTensor>& gradients,
                                   float scale) {
-  CopyIn(bucket, gradients, scale);
+  CopyIn(bucket, gradients);
   Publish(&Flag(group_.local_rank, bucket), generation_);
   auto what = [&] {
     return "gradient bucket " + std::to_string(bucket) + " of step " + std::to_string(generation_);
@@ -262,35 +236,36 @@ Status LocalReducer::SumPart(size_t bucket, float scale) {
   const size_t count = layout.bounds[size_t(group_.local_rank) + 1] - first;
   if (count == 0) return Status::Ok();
   float* out = sums(bucket) + first;
-  const bool across = group_.machines > 1;
-  int64_t shape[1] = {int64_t(count)};
-  if (wire_ == GradientCompression::kNone) {
-    std::vector<const float*> inputs;
-    for (int k = 0; k < group_.local_world_size; ++k) {
-      inputs.push_back(reinterpret_cast<const float*>(Input(k, bucket)) + first);
-    }
-    SumFloats(inputs, out, count, scale, /*scaled=*/!across);
-    if (!across) return Status::Ok();
-    DLTensor part = HostTensor(out, DLDataType{kDLFloat, 32, 1}, 1, shape);
-    DPL_RETURN_IF_ERROR(group_.across_machines->Allreduce(&part, DPL_REDUCE_SUM, nullptr));
-    for (size_t i = 0; i < count; ++i) out[i] *= scale;
-    return Status::Ok();
-  }
-  std::vector<const uint16_t*> inputs;
+  std::vector<const float*> inputs;
   for (int k = 0; k < group_.local_world_size; ++k) {
-    inputs.push_back(reinterpret_cast<const uint16_t*>(Input(k, bucket)) + first);
+    inputs.push_back(reinterpret_cast<const float*>(Input(k, bucket)) + first);
   }
-  // The rounded sum goes into this worker's own input: nobody else reads that part of it.
-  uint16_t* rounded = reinterpret_cast<uint16_t*>(Input(group_.local_rank, bucket)) + first;
+  const bool across = group_.machines > 1;
+  const bool sixteen_bits = across && wire_ != GradientCompression::kNone;
+  // Scaled before a 16-bit sum, as the backends' path does (gradient_sync.cpp).
+  SumFloats(inputs, out, count, scale, /*scaled=*/!across || sixteen_bits);
+  if (!across) return Status::Ok();
+  if (sixteen_bits) return SumAcrossIn16Bits(out, count);
+  int64_t shape[1] = {int64_t(count)};
+  DLTensor part = HostTensor(out, DLDataType{kDLFloat, 32, 1}, 1, shape);
+  DPL_RETURN_IF_ERROR(group_.across_machines->Allreduce(&part, DPL_REDUCE_SUM, nullptr));
+  for (size_t i = 0; i < count; ++i) out[i] *= scale;
+  return Status::Ok();
+}
+
+// The machine's scaled part rounded once to the wire's format, summed across the machines, and
+// widened back into `part`.
+Status LocalReducer::SumAcrossIn16Bits(float* part, size_t count) {
+  const FromFloat narrow = NarrowingOf(wire_);
   const ToFloat widen = WideningOf(wire_);
-  SumHalves(inputs, rounded, count, widen, NarrowingOf(wire_));
-  if (across) {
-    const bool half = wire_ == GradientCompression::kFp16;
-    DLTensor part =
-        HostTensor(rounded, DLDataType{uint8_t(half ? kDLFloat : kDLBfloat), 16, 1}, 1, shape);
-    DPL_RETURN_IF_ERROR(group_.across_machines->Allreduce(&part, DPL_REDUCE_SUM, nullptr));
-  }
-  for (size_t i = 0; i < count; ++i) out[i] = widen(rounded[i]);
+  wire_part_.resize(count);
+  for (size_t i = 0; i < count; ++i) wire_part_[i] = narrow(part[i]);
+  const bool half = wire_ == GradientCompression::kFp16;
+  int64_t shape[1] = {int64_t(count)};
+  DLTensor rounded = HostTensor(wire_part_.data(),
+                                DLDataType{uint8_t(half ? kDLFloat : kDLBfloat), 16, 1}, 1, shape);
+  DPL_RETURN_IF_ERROR(group_.across_machines->Allreduce(&rounded, DPL_REDUCE_SUM, nullptr));
+  for (size_t i = 0; i < count; ++i) part[i] = widen(wire_part_[i]);
   return Status::Ok();
 }
 

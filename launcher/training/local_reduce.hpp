@@ -4,8 +4,8 @@
 // Note [Reduction through shared memory]: as NCCL and oneCCL do inside a node, the workers of a
 // machine reduce-scatter each bucket in memory, and only the part a worker summed crosses
 // machines. Per bucket, on its communication thread, worker l
-//   1. copies its gradients in (its own area of the shared memory; 16-bit wire formats scaled and
-//      rounded on the way, as the backends get them) and zeroes them behind the copy, a few KiB
+//   1. copies its gradients in (its own area of the shared memory, in float32 whatever the wire)
+//      and zeroes them behind the copy, a few KiB
 //      at a time while they are in cache: the model's gradients are read nowhere else this step,
 //      so the next step finds them zero without a pass of zero_gradients over the whole model
 //      (on the 10M MLP, 2 processes x 1 thread: about 3 of the optimizer's 13 ms). A model whose
@@ -15,7 +15,9 @@
 //   3. sums part l of the bucket (shard_layout.hpp) over the workers in local-rank order 0, 1, ...
 //      in every element, into the shared sums: a fixed order, so every replica holds the same bits,
 //   4. with several machines, allreduces that part with the workers of the same local rank on the
-//      other machines (a backend instance of their own), then scales it,
+//      other machines (a backend instance of their own), then scales it; a 16-bit wire format
+//      applies here only, to the part scaled first and rounded once (Note [16-bit gradients
+//      between machines only] in precision.cpp),
 //   5. marks part l of the bucket summed.
 // The optimizer then reads the averaged gradients straight from the shared sums (no copy back
 // into the model); with --shard-optimizer each worker reads only its own part.
@@ -117,13 +119,14 @@ class LocalReducer {
   char* Input(int worker, size_t bucket) const;
   PeerProcess Peer(int worker) const;
   Status WaitForAll(size_t flag, uint32_t target, const std::function<std::string()>& what);
-  void CopyIn(size_t bucket, const std::vector<DLTensor>& gradients, float scale);
+  void CopyIn(size_t bucket, const std::vector<DLTensor>& gradients);
+  Status SumAcrossIn16Bits(float* part, size_t count);
   Status SumPart(size_t bucket, float scale);
 
   LocalGroup group_;
   ShardLayout layout_;
-  GradientCompression wire_;
-  size_t wire_bytes_;
+  GradientCompression wire_;            // between machines only
+  std::vector<uint16_t> wire_part_;     // a part rounded to the wire's 16 bits
   std::vector<size_t> bucket_offsets_;  // elements, each a multiple of 16
   size_t padded_elements_ = 0;
   size_t entries_ = 0;

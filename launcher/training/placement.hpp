@@ -198,6 +198,7 @@ class ParameterPlacement {
   Status FinishSynchronizer(const Status& step);
   // ", sent as bf16 (...)" for a 16-bit wire format, else "": for the log.
   std::string WireText() const;
+  std::string AcrossMachinesText() const;
   // The in-place strategy's ways to sum (placement_reduce.cpp): through the machine's shared
   // memory, or sharded through the backend; whether the shared memory can be used.
   bool UsesSharedMemory() const;

@@ -31,6 +31,19 @@ bool ParameterPlacement::UsesSharedMemory() const {
   return false;
 }
 
+// Where the shared memory's sums go next, and in which format (Note [16-bit gradients between
+// machines only]).
+std::string ParameterPlacement::AcrossMachinesText() const {
+  const LocalGroup& local = settings_.local;
+  if (local.machines > 1) {
+    return ", their parts then across the " + std::to_string(local.machines) + " machines" +
+           WireText();
+  }
+  if (settings_.wire.format == GradientCompression::kNone) return "";
+  return std::string(" (--grad-compression ") + NameOf(CompressionNames(), settings_.wire.format) +
+         " applies between machines only)";
+}
+
 Status ParameterPlacement::StartSharedMemory(std::vector<DLTensor> tensors) {
   const LocalGroup& local = settings_.local;
   const bool sharded = settings_.shard_optimizer;
@@ -56,10 +69,7 @@ Status ParameterPlacement::StartSharedMemory(std::vector<DLTensor> tensors) {
               std::to_string(buckets.size()) + " bucket(s) of at most " +
               log::Bytes(uint64_t(settings_.bucket_cap_bytes)) +
               ", summed in the shared memory of each machine's " +
-              std::to_string(local.local_world_size) + " workers" + WireText() +
-              (local.machines > 1
-                   ? ", their parts then across the " + std::to_string(local.machines) + " machines"
-                   : std::string()) +
+              std::to_string(local.local_world_size) + " workers" + AcrossMachinesText() +
               (sharded ? "; each worker of a machine updates its part of the parameters" : "") +
               (SharesValues() ? ", which the machine's workers share (one copy a machine)" : "") +
               (reducer_->reads_model_gradients() ? "; the models keep their gradients there" : ""));

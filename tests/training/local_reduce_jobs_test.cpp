@@ -227,6 +227,36 @@ TEST_F(LocalReduceJobsTest, TwoMachinesOfTwoWorkersStayBitIdentical) {
   EXPECT_TRUE(Params("sharded", 0) == Params("machines", 0)) << "sharded across 2 machines";
 }
 
+// Note [16-bit gradients between machines only]: with a bf16 wire each machine still sums its
+// workers' float32 gradients in place; only the parts crossing machines are bf16. All four
+// replicas end alike, and not as the float32 run's.
+TEST_F(LocalReduceJobsTest, TwoMachinesSendBf16PartsAndStayBitIdentical) {
+  const std::string port = std::to_string(FreePort());
+  auto machine = [&](int id, const std::string& wire) {
+    return Split(std::string("--plugin-dir ") + DPL_TEST_PLUGIN_DIR +
+                 " --no-progress --threads-per-worker 1 --num-machines 2 --machine-id " +
+                 std::to_string(id) + " --master-addr 127.0.0.1 --master-port " + port + " " +
+                 Job(2, wire, "--max-steps 6 --grad-compression " + wire));
+  };
+  for (const std::string wire : {"bf16", "none"}) {
+    LauncherProcess zero(machine(0, wire), dir_ + "/machine0.log");
+    LauncherProcess one(machine(1, wire), dir_ + "/machine1.log");
+    const auto status0 = zero.Wait(120s), status1 = one.Wait(120s);
+    ASSERT_TRUE(ExitedWith(status0, 0)) << Describe(status0) << zero.Output();
+    ASSERT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << one.Output();
+    EXPECT_TRUE(Contains(zero.Output(), "the models keep their gradients there")) << zero.Output();
+    EXPECT_EQ(Contains(zero.Output(), "their parts then across the 2 machines, sent as bf16"),
+              wire == "bf16")
+        << zero.Output();
+  }
+  const std::vector<float> rank0 = Params("bf16", 0);
+  ASSERT_GT(rank0.size(), 1000u);
+  for (int rank = 1; rank < 4; ++rank) {
+    EXPECT_TRUE(Params("bf16", rank) == rank0) << "rank " << rank;
+  }
+  EXPECT_FALSE(Params("none", 0) == rank0) << "the bf16 parts must reach the model";
+}
+
 // Note [Waiting on a peer]: a worker killed while the others reduce with it ends the job within
 // seconds, the killed worker named as the cause.
 TEST_F(LocalReduceJobsTest, AWorkerKilledMidReductionEndsTheJobNamingIt) {

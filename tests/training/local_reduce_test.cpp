@@ -200,15 +200,21 @@ TEST_P(LocalReduceTest, EveryWorkerGetsTheSameSumsWithinFloat64sTolerance) {
   }
 }
 
-TEST_P(LocalReduceTest, SixteenBitWireGivesTheSameBitsEverywhere) {
-  const std::vector<Report> reports = RunWorkers(
+// Note [16-bit gradients between machines only]: within a machine the sums are float32 whatever
+// the wire, and the models' gradients can stay in the shared memory: a 16-bit format gives
+// kNone's bits on one machine.
+TEST_P(LocalReduceTest, ASixteenBitWireLeavesAMachinesSumsInFloat32) {
+  const std::vector<Report> float32 = RunWorkers(
       GetParam(),
-      [](const LocalGroup& group, Report* r) { ReduceOnce(group, GradientCompression::kBf16, r); });
+      [](const LocalGroup& group, Report* r) { ReduceOnce(group, GradientCompression::kNone, r); });
+  const std::vector<Report> reports =
+      RunWorkers(GetParam(), [](const LocalGroup& group, Report* r) {
+        ReduceOnce(group, GradientCompression::kBf16, r, Input::kInSharedMemory);
+      });
   for (size_t k = 0; k < reports.size(); ++k) {
     ASSERT_EQ(reports[k].code, DPL_OK) << "worker " << k << ": " << reports[k].message;
-    EXPECT_EQ(reports[k].hash, reports[0].hash) << "worker " << k << " holds other bits";
-    EXPECT_LT(reports[k].worst_relative_error, 2e-2) << "worker " << k;  // bf16's 8 bits
-    EXPECT_EQ(reports[k].nonzero_left, 0u) << "worker " << k << "'s gradients were not zeroed";
+    EXPECT_EQ(reports[k].hash, float32[k].hash) << "worker " << k << " holds other bits";
+    EXPECT_LT(reports[k].worst_relative_error, 1e-6) << "worker " << k;
   }
 }
 

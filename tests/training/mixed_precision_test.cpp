@@ -84,7 +84,8 @@ TEST_P(InfOnOneRankTest, EveryRankSkipsTheStepAndHalvesTheScale) {
   const std::string out = Folder("out"), checkpoints = dir_ + "/checkpoints";
   RunResult r =
       RunLauncher(Job(2) + "--backend " + GetParam() +
-                  " --precision fp16 --grad-compression fp16 --model-options "
+                  " --local-reduce backend --precision fp16 --grad-compression fp16 "
+                  "--model-options "
                   "inf_rank=1,inf_step=3 --max-steps 6 --log-interval 1 --checkpoint-dir " +
                   checkpoints + " --dump-parameters " + out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -312,7 +313,8 @@ TEST_P(Bf16RanksTest, Bf16KeepsTheRanksBitIdentical) {
   const std::string backend = GetParam();
   if (!PluginBuilt("libdpl_backend_" + backend + ".so")) GTEST_SKIP() << backend << " not built";
   const std::string bf16 = Folder("bf16"), fp32 = Folder("fp32");
-  const std::string args = Job() + "--backend " + backend + " --max-steps 6 --bucket-cap-mb 1 ";
+  const std::string args =
+      Job() + "--backend " + backend + " --local-reduce backend --max-steps 6 --bucket-cap-mb 1 ";
   RunResult r =
       RunLauncher(args + "--precision bf16 --grad-compression bf16 --dump-parameters " + bf16);
   ASSERT_EQ(r.exit_code, 0) << r.output;
