@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -151,6 +152,19 @@ void EtcdCluster::Kill(int member) {
   kill(killed.pid, SIGKILL);
   waitpid(killed.pid, nullptr, 0);
   killed.pid = -1;
+}
+
+void EtcdCluster::Pause(int member) const {
+  const pid_t paused = pid(member);
+  if (paused <= 0) return;
+  kill(paused, SIGSTOP);
+  int status = 0;
+  while (waitpid(paused, &status, WUNTRACED) < 0 && errno == EINTR) {
+  }
+}
+
+void EtcdCluster::Resume(int member) const {
+  if (pid(member) > 0) kill(pid(member), SIGCONT);
 }
 
 std::string EtcdCluster::Log(int member) const {

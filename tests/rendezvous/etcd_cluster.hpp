@@ -40,6 +40,10 @@ class EtcdCluster {
   pid_t pid(int member) const { return members_[static_cast<size_t>(member)].pid; }
   // SIGKILL to one member, returning once it is gone.
   void Kill(int member);
+  // SIGSTOP to one member, returning once it has stopped: the signal arrives asynchronously, and
+  // a member still running for a moment can commit a write the test expects to fail.
+  void Pause(int member) const;
+  void Resume(int member) const;  // SIGCONT
   std::string Log(int member) const;
 
  private:

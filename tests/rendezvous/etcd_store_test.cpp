@@ -128,8 +128,8 @@ TEST_F(EtcdStoreTest, ASideWithoutTheQuorumFailsEveryCallAtItsDeadline) {
   auto client = Connect(minority);
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->Set("k", ToBytes("v")).ok());
-  kill(cluster_->pid(1), SIGSTOP);  // the other two members stop answering: a partition
-  kill(cluster_->pid(2), SIGSTOP);
+  cluster_->Pause(1);  // the other two members stop answering: a partition
+  cluster_->Pause(2);
   for (const auto& call :
        std::vector<std::function<Status()>>{[&] { return client->Set("k", ToBytes("w")); },
                                             [&] { return client->Get("k", 0ms).status(); },
@@ -146,8 +146,8 @@ TEST_F(EtcdStoreTest, ASideWithoutTheQuorumFailsEveryCallAtItsDeadline) {
     EXPECT_GE(took, 1400ms);
     EXPECT_LT(took, 4s);
   }
-  kill(cluster_->pid(1), SIGCONT);
-  kill(cluster_->pid(2), SIGCONT);
+  cluster_->Resume(1);
+  cluster_->Resume(2);
   // Healed: the same client goes on.
   const auto start = Clock::now();
   Status healed = client->Set("k", ToBytes("x"));
