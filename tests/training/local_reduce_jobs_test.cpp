@@ -21,6 +21,25 @@ namespace {
 
 using namespace std::chrono_literals;
 
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::vector<std::string> Split(const std::string& text) {
+  std::vector<std::string> words;
+  std::istringstream stream(text);
+  for (std::string word; stream >> word;) words.push_back(word);
+  return words;
+}
+
 class LocalReduceJobsTest : public LauncherRunTest {
  protected:
   void SetUp() override { WriteData(480); }
@@ -38,6 +57,23 @@ class LocalReduceJobsTest : public LauncherRunTest {
   void ExpectRun(const std::string& arguments) {
     const RunResult r = RunLauncher(arguments);
     ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  // Two machines of two workers on loopback, parameters dumped into folder `name`; machine 0's
+  // output, or "" after a failure (reported).
+  std::string RunTwoMachines(const std::string& name, const std::string& extra) {
+    const std::string port = std::to_string(FreePort());
+    auto machine = [&](int id) {
+      return Split(std::string("--plugin-dir ") + DPL_TEST_PLUGIN_DIR +
+                   " --no-progress --threads-per-worker 1 --num-machines 2 --machine-id " +
+                   std::to_string(id) + " --master-addr 127.0.0.1 --master-port " + port + " " +
+                   Job(2, name, "--max-steps 6 " + extra));
+    };
+    LauncherProcess zero(machine(0), dir_ + "/machine0.log");
+    LauncherProcess one(machine(1), dir_ + "/machine1.log");
+    const auto status0 = zero.Wait(120s), status1 = one.Wait(120s);
+    EXPECT_TRUE(ExitedWith(status0, 0)) << Describe(status0) << zero.Output();
+    EXPECT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << one.Output();
+    return ExitedWith(status0, 0) && ExitedWith(status1, 0) ? zero.Output() : "";
   }
 };
 
@@ -178,50 +214,21 @@ TEST_F(LocalReduceJobsTest, ShardedCheckpointsResumeUnshardedAndAtAnotherWorldSi
   EXPECT_TRUE(Contains(three.output, "(step 4)")) << three.output;
 }
 
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-std::vector<std::string> Split(const std::string& text) {
-  std::vector<std::string> words;
-  std::istringstream stream(text);
-  for (std::string word; stream >> word;) words.push_back(word);
-  return words;
-}
-
 // Two machines of two workers on loopback: each machine sums in its shared memory, each worker's
 // part crosses machines through its own backend instance; all four replicas end alike.
 TEST_F(LocalReduceJobsTest, TwoMachinesOfTwoWorkersStayBitIdentical) {
-  const std::string port = std::to_string(FreePort());
-  auto machine = [&](int id, bool sharded) {
-    return Split(std::string("--plugin-dir ") + DPL_TEST_PLUGIN_DIR +
-                 " --no-progress --threads-per-worker 1 --num-machines 2 --machine-id " +
-                 std::to_string(id) + " --master-addr 127.0.0.1 --master-port " + port + " " +
-                 Job(2, sharded ? "sharded" : "machines", "--max-steps 6") +
-                 (sharded ? " --shard-optimizer" : ""));
-  };
   for (const bool sharded : {false, true}) {
-    LauncherProcess zero(machine(0, sharded), dir_ + "/machine0.log");
-    LauncherProcess one(machine(1, sharded), dir_ + "/machine1.log");
-    const auto status0 = zero.Wait(120s), status1 = one.Wait(120s);
-    ASSERT_TRUE(ExitedWith(status0, 0)) << Describe(status0) << zero.Output();
-    ASSERT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << one.Output();
-    EXPECT_TRUE(Contains(zero.Output(), "their parts then across the 2 machines")) << zero.Output();
+    const std::string name = sharded ? "sharded" : "machines";
+    const std::string output = RunTwoMachines(name, sharded ? "--shard-optimizer" : "");
+    ASSERT_FALSE(output.empty());
+    EXPECT_TRUE(Contains(output, "their parts then across the 2 machines")) << output;
     // Each machine's one copy of the values, and the gradients kept in its shared memory.
-    EXPECT_TRUE(Contains(zero.Output(), "the models keep their gradients there")) << zero.Output();
-    EXPECT_EQ(Contains(zero.Output(), "share (one copy a machine)"), sharded) << zero.Output();
-    const std::vector<float> rank0 = Params(sharded ? "sharded" : "machines", 0);
+    EXPECT_TRUE(Contains(output, "the models keep their gradients there")) << output;
+    EXPECT_EQ(Contains(output, "share (one copy a machine)"), sharded) << output;
+    const std::vector<float> rank0 = Params(name, 0);
     ASSERT_GT(rank0.size(), 1000u);
     for (int rank = 1; rank < 4; ++rank) {
-      EXPECT_TRUE(Params(sharded ? "sharded" : "machines", rank) == rank0) << "rank " << rank;
+      EXPECT_TRUE(Params(name, rank) == rank0) << "rank " << rank;
     }
   }
   EXPECT_TRUE(Params("sharded", 0) == Params("machines", 0)) << "sharded across 2 machines";
@@ -231,23 +238,13 @@ TEST_F(LocalReduceJobsTest, TwoMachinesOfTwoWorkersStayBitIdentical) {
 // workers' float32 gradients in place; only the parts crossing machines are bf16. All four
 // replicas end alike, and not as the float32 run's.
 TEST_F(LocalReduceJobsTest, TwoMachinesSendBf16PartsAndStayBitIdentical) {
-  const std::string port = std::to_string(FreePort());
-  auto machine = [&](int id, const std::string& wire) {
-    return Split(std::string("--plugin-dir ") + DPL_TEST_PLUGIN_DIR +
-                 " --no-progress --threads-per-worker 1 --num-machines 2 --machine-id " +
-                 std::to_string(id) + " --master-addr 127.0.0.1 --master-port " + port + " " +
-                 Job(2, wire, "--max-steps 6 --grad-compression " + wire));
-  };
   for (const std::string wire : {"bf16", "none"}) {
-    LauncherProcess zero(machine(0, wire), dir_ + "/machine0.log");
-    LauncherProcess one(machine(1, wire), dir_ + "/machine1.log");
-    const auto status0 = zero.Wait(120s), status1 = one.Wait(120s);
-    ASSERT_TRUE(ExitedWith(status0, 0)) << Describe(status0) << zero.Output();
-    ASSERT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << one.Output();
-    EXPECT_TRUE(Contains(zero.Output(), "the models keep their gradients there")) << zero.Output();
-    EXPECT_EQ(Contains(zero.Output(), "their parts then across the 2 machines, sent as bf16"),
+    const std::string output = RunTwoMachines(wire, "--grad-compression " + wire);
+    ASSERT_FALSE(output.empty());
+    EXPECT_TRUE(Contains(output, "the models keep their gradients there")) << output;
+    EXPECT_EQ(Contains(output, "their parts then across the 2 machines, sent as bf16"),
               wire == "bf16")
-        << zero.Output();
+        << output;
   }
   const std::vector<float> rank0 = Params("bf16", 0);
   ASSERT_GT(rank0.size(), 1000u);
