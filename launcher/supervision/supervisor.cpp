@@ -34,6 +34,10 @@ constexpr auto kFailurePollInterval = 200ms;
 // exit code of theirs says that a peer failed first (Note [A program's workers]).
 constexpr int kProgramPollMs = 10;
 constexpr auto kExitPollInterval = 1ms;
+// How long a program's worker that raised first may take to exit before a peer that exited
+// sooner is named instead (Note [A raising rank is the root cause]).
+constexpr auto kTracebackExitGrace = 2s;
+constexpr const char* kTracebackStart = "Traceback (most recent call last):";
 constexpr auto kAllExitedPollInterval = 20ms;
 // How long the workers have to reach a step boundary and write its checkpoint after a preemption
 // signal; schedulers kill the job 30 s after theirs (Slurm's KillWait, Kubernetes'
@@ -172,6 +176,10 @@ Status Supervisor::Supervise() {
     if (!log_failure_.empty()) return Failed(log_failure_);
     if (const Worker* failed = FirstFailed(FailureKind::kOwn)) {
       if (std::optional<Status> earlier = ProgramFailureElsewhere()) return *earlier;
+      if (program_) {
+        AwaitEarlierTraceback(*failed);
+        failed = FirstFailed(FailureKind::kOwn);
+      }
       return Failed(Describe(*failed, FailureRole::kRootCause));
     }
     if (const Worker* failed = FirstFailed(FailureKind::kAny)) return FailedAfterPeer(*failed);
@@ -289,15 +297,47 @@ std::string Supervisor::StoppedBySignal() const {
          " was stopped by signal " + SignalName(StopSignal());
 }
 
+// Note [A raising rank is the root cause]: a program's worker says nothing of why it failed, so
+// the first to fail is the root cause. A Python rank that raises prints its traceback, then tears
+// down its process group; the peers see their connections close, raise in turn and may exit
+// before it does (one full test run in two here). So a program's worker failed when it began a
+// traceback, or when it exited, whichever came first; and when the first worker to exit failed
+// after another began a traceback, that one gets kTracebackExitGrace to exit on its own, and is
+// then named, exit code and traceback, as torchrun names the earliest error of its workers.
 const Supervisor::Worker* Supervisor::FirstFailed(FailureKind kind) const {
+  const auto failed_at = [this](const Worker& worker) {
+    return program_ && worker.traceback_order != 0
+               ? std::min(worker.traceback_order, worker.exit_order)
+               : worker.exit_order;
+  };
   const Worker* first = nullptr;
   for (const auto& worker : workers_) {
     if (!worker.exited || EndedWell(worker.wait_status)) continue;
     const bool own = program_ || !protocol::IsPeerFailure(worker.wait_status);
     if (kind == FailureKind::kOwn && !own) continue;
-    if (first == nullptr || worker.exit_order < first->exit_order) first = &worker;
+    if (first == nullptr || failed_at(worker) < failed_at(*first)) first = &worker;
   }
   return first;
+}
+
+void Supervisor::AwaitEarlierTraceback(const Worker& first) {
+  const int failed_at = first.traceback_order != 0
+                            ? std::min(first.traceback_order, first.exit_order)
+                            : first.exit_order;
+  const auto raised_earlier = [&] {
+    for (const auto& worker : workers_) {
+      if (!worker.exited && worker.traceback_order != 0 && worker.traceback_order < failed_at) {
+        return true;
+      }
+    }
+    return false;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + kTracebackExitGrace;
+  while (raised_earlier() && std::chrono::steady_clock::now() < deadline) {
+    if (StopSignal() != 0) return;
+    PumpOutput(10);
+    ReapExited();
+  }
 }
 
 void Supervisor::Signal(const Worker& worker, int signal_number) const {
@@ -354,7 +394,7 @@ void Supervisor::ReapExited() {
       relay_.Drain(worker.output);  // its last lines belong in the root cause
       worker.exited = true;
       worker.wait_status = *status;
-      worker.exit_order = ++exits_;
+      worker.exit_order = ++events_;
     }
   }
 }
@@ -392,6 +432,9 @@ void Supervisor::OnLine(Worker& worker, std::string line) {
   // warnings and errors. A program's ranks all do (--log-ranks).
   if (worker.on_console || severity >= DPL_LOG_WARNING) {
     log::WriteLine(line);  // stamped, above the progress bar
+  }
+  if (program_ && worker.traceback_order == 0 && line.find(kTracebackStart) != std::string::npos) {
+    worker.traceback_order = ++events_;
   }
   worker.tail.Add(std::move(line));
 }

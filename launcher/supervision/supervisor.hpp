@@ -69,7 +69,10 @@ class Supervisor {
     size_t output = 0;
     bool on_console = false;  // every line to the console (--log-ranks)
     bool exited = false;
-    int exit_order = 0;  // 1 for the first of this attempt's workers to exit, 2 next, ...
+    // When it exited, and when a program's worker began a Python traceback: places in one
+    // sequence of this attempt's events (0: not yet), Note [A raising rank is the root cause].
+    int exit_order = 0;
+    int traceback_order = 0;
     int wait_status = 0;
     bool released = false;  // a program's: reaped with its process group
   };
@@ -110,6 +113,9 @@ class Supervisor {
   std::string StoppedBySignal() const;
   enum class FailureKind { kOwn, kAny };  // kOwn: not a peer failure
   const Worker* FirstFailed(FailureKind kind) const;
+  // A program's worker that began a traceback before `first` failed, given a moment to exit
+  // (Note [A raising rank is the root cause]).
+  void AwaitEarlierTraceback(const Worker& first);
   bool AllExited() const;
   void ReapExited();
   void PumpOutput(int timeout_ms);
@@ -125,7 +131,7 @@ class Supervisor {
   int attempt_;
   std::string prefix_;
   std::vector<Worker> workers_;
-  int exits_ = 0;    // workers that exited so far
+  int events_ = 0;   // exits and tracebacks so far (Worker::exit_order, traceback_order)
   LineRelay relay_;  // the workers' outputs
   bool outputs_unusable_ = false;
   bool job_refused_ = false;             // by the worker loader, before any worker started

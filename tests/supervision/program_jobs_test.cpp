@@ -195,6 +195,28 @@ TEST_F(TorchProgramTest, ARankThatRaisesIsNamedWithItsWholeTracebackAndNothingIs
   EXPECT_TRUE(WaitUntilGone(pids, 2s)) << "a rank or its child outlived the job";
 }
 
+// Note [A raising rank is the root cause]: the rank that raised is named even when its peer,
+// failing because of it, exits first (here it lingers a second after closing its process group).
+TEST_F(TorchProgramTest, ARankThatRaisesIsNamedEvenWhenItsPeerExitsFirst) {
+  const std::string out = scratch_.Folder("out");
+  LauncherProcess launcher(
+      ScriptJob({"--num-processes", "2", "--master-port", "0"}, out,
+                {"--steps", "100000", "--fail-rank", "1", "--fail-step", "5", "--linger", "1"}),
+      OutputPath("launcher"));
+  const auto status = launcher.Wait(240s);
+  const std::string output = launcher.Output();
+  ASSERT_TRUE(ExitedWith(status, 1)) << Describe(status) << output;
+  // Rank 0 failed on its own and exited before rank 1 did.
+  EXPECT_TRUE(Contains(output, "[rank 0] RuntimeError: ")) << output;
+  EXPECT_TRUE(Contains(output, "[launcher 0] error: job failed: rank 1 (machine 0, local rank 1, "))
+      << output;
+  EXPECT_TRUE(Contains(output,
+                       ") failed first: exit code 1; the end of its output (the root "
+                       "cause):\n    [rank 1] Traceback (most recent call last):\n"))
+      << output;
+  EXPECT_TRUE(Contains(output, "\n    [rank 1] RuntimeError: rank 1 fails at step 5")) << output;
+}
+
 TEST_F(TorchProgramTest, ARestartSeesRestartCountOneAndAFreshPort) {
   const std::string out = scratch_.Folder("out");
   LauncherProcess launcher(

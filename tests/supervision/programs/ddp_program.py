@@ -7,13 +7,18 @@ tests by hand with the variables set).
 It writes into --out: rank-R.bin (the final parameters, float32 back to back), rank-R.env (a line
 per attempt: the torchrun variables it saw) and rank-R.pid. --fail-rank/--fail-step make one rank
 raise (through a deep stack, so that its traceback is long) at a step, on every attempt or only on
---fail-attempt; --child starts a child process that sleeps, as a DataLoader's workers would live
-on.
+--fail-attempt; with --linger S that rank prints its traceback and exits S seconds later, as a rank
+whose teardown is slow, while the other ranks fail on their own 0.3 s after it raised, as peers
+whose connections to it closed. --child starts a child process that sleeps, as a DataLoader's
+workers would live on.
 """
 import argparse
 import os
 import subprocess
+import sys
+import threading
 import time
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -50,6 +55,15 @@ def fail_again(rank, step, depth):
     fail(rank, step, depth)
 
 
+def fail_after_peer(out):
+    """Exits with code 1 0.3 s after the failing rank raised (--linger)."""
+    while not os.path.exists(f"{out}/raised"):
+        time.sleep(0.01)
+    time.sleep(0.3)
+    print("RuntimeError: a peer's connection closed", file=sys.stderr, flush=True)
+    os._exit(1)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -57,6 +71,7 @@ def main():
     parser.add_argument("--fail-rank", type=int, default=-1)
     parser.add_argument("--fail-step", type=int, default=-1)
     parser.add_argument("--fail-attempt", type=int, default=-1)
+    parser.add_argument("--linger", type=float, default=0.0)
     parser.add_argument("--child", action="store_true")
     args = parser.parse_args()
     rank = int(os.environ["RANK"])
@@ -69,6 +84,8 @@ def main():
         if args.child:
             pids.write(f"{subprocess.Popen(['sleep', '300']).pid}\n")
 
+    if args.linger > 0 and rank != args.fail_rank:
+        threading.Thread(target=fail_after_peer, args=(args.out,), daemon=True).start()
     torch.manual_seed(0)
     dist.init_process_group("gloo", init_method="env://")
     generator = torch.Generator().manual_seed(1)
@@ -86,7 +103,15 @@ def main():
             if rank == args.fail_rank and step == args.fail_step and args.fail_attempt in (-1, attempt):
                 with open(f"{args.out}/raised", "w") as raised:
                     raised.write(f"{time.time()}\n")
-                fail(rank, step, 12)
+                try:
+                    fail(rank, step, 12)
+                except RuntimeError:
+                    if args.linger <= 0:
+                        raise
+                    traceback.print_exc()
+                    sys.stderr.flush()
+                    time.sleep(args.linger)
+                    os._exit(1)
             optimizer.zero_grad()
             loss = F.nll_loss(model(x), y)
             loss.backward()
