@@ -63,6 +63,13 @@
 // visibility, exports nothing else; the state files go through the SDK's torch_files library,
 // which dpl_torch_model_plugin links statically, also built with hidden visibility.
 //
+// Helpers a module's own code may include (any translation unit of the plugin):
+//  - dpl/torch_model/batched_matmul.hpp: BatchedMatmul, a batch of small products (attention's
+//    heads) matrix by matrix over the worker's threads, and ScaledBatchedMatmul, scale * (a @ b)
+//    + mask in the product's own pass (Note [Many small products]);
+//  - dpl/torch_model/parallel.hpp: at::parallel_for, and a compile error where the file would
+//    run its loops serially (Note [Loops of the thread team]).
+//
 // Only include this header from ONE translation unit per plugin (the one with the macro).
 #ifndef DPL_TORCH_MODEL_HPP
 #define DPL_TORCH_MODEL_HPP
