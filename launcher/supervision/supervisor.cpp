@@ -304,26 +304,24 @@ std::string Supervisor::StoppedBySignal() const {
 // traceback, or when it exited, whichever came first; and when the first worker to exit failed
 // after another began a traceback, that one gets kTracebackExitGrace to exit on its own, and is
 // then named, exit code and traceback, as torchrun names the earliest error of its workers.
+int Supervisor::FailureOrder(const Worker& worker) {
+  return worker.traceback_order != 0 ? std::min(worker.traceback_order, worker.exit_order)
+                                     : worker.exit_order;
+}
+
 const Supervisor::Worker* Supervisor::FirstFailed(FailureKind kind) const {
-  const auto failed_at = [this](const Worker& worker) {
-    return program_ && worker.traceback_order != 0
-               ? std::min(worker.traceback_order, worker.exit_order)
-               : worker.exit_order;
-  };
   const Worker* first = nullptr;
   for (const auto& worker : workers_) {
     if (!worker.exited || EndedWell(worker.wait_status)) continue;
     const bool own = program_ || !protocol::IsPeerFailure(worker.wait_status);
     if (kind == FailureKind::kOwn && !own) continue;
-    if (first == nullptr || failed_at(worker) < failed_at(*first)) first = &worker;
+    if (first == nullptr || FailureOrder(worker) < FailureOrder(*first)) first = &worker;
   }
   return first;
 }
 
 void Supervisor::AwaitEarlierTraceback(const Worker& first) {
-  const int failed_at = first.traceback_order != 0
-                            ? std::min(first.traceback_order, first.exit_order)
-                            : first.exit_order;
+  const int failed_at = FailureOrder(first);
   const auto raised_earlier = [&] {
     for (const auto& worker : workers_) {
       if (!worker.exited && worker.traceback_order != 0 && worker.traceback_order < failed_at) {

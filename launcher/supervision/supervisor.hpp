@@ -113,6 +113,9 @@ class Supervisor {
   std::string StoppedBySignal() const;
   enum class FailureKind { kOwn, kAny };  // kOwn: not a peer failure
   const Worker* FirstFailed(FailureKind kind) const;
+  // An exited worker's place among this attempt's failures: its exit, or the start of its
+  // traceback when that came first (a program's worker only has one).
+  static int FailureOrder(const Worker& worker);
   // A program's worker that began a traceback before `first` failed, given a moment to exit
   // (Note [A raising rank is the root cause]).
   void AwaitEarlierTraceback(const Worker& first);

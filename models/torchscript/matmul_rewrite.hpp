@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "dpl/torch_model/batched_matmul.hpp"
 
@@ -33,6 +34,20 @@ constexpr const char* kBatchedMatmulOperator = "dpl_torchscript::batched_matmul"
 // the pattern only with a number for the scale and the value; any other mask or value is the
 // three operations themselves.
 constexpr const char* kScaledMaskedMatmulOperator = "dpl_torchscript::scaled_masked_matmul";
+
+// The graphs of every method of `module` and of its submodules, each once (a submodule type's
+// methods share their graphs).
+inline std::vector<std::shared_ptr<torch::jit::Graph>> Graphs(const torch::jit::Module& module) {
+  std::set<const torch::jit::Graph*> seen;
+  std::vector<std::shared_ptr<torch::jit::Graph>> graphs;
+  for (const torch::jit::Module& each : module.modules()) {
+    for (const torch::jit::Method& method : each.get_methods()) {
+      std::shared_ptr<torch::jit::Graph> graph = method.graph();
+      if (seen.insert(graph.get()).second) graphs.push_back(std::move(graph));
+    }
+  }
+  return graphs;
+}
 
 // Replaces aten::matmul by the batched operator and the masked scores by theirs
 // (`to_batched`), or back, in every method of `module` and of its submodules (which share their
@@ -72,26 +87,18 @@ graph(%a, %b):
   fuse_scores.RegisterRewritePattern(to_batched ? scores : fused_scores,
                                      to_batched ? fused_scores : scores);
   products.RegisterRewritePattern(to_batched ? matmul : batched, to_batched ? batched : matmul);
-  for (const torch::jit::Module& each : module.modules()) {
-    for (const torch::jit::Method& method : each.get_methods()) {
-      std::shared_ptr<torch::jit::Graph> graph = method.graph();
-      fuse_scores.runOnGraph(graph, numbers);
-      products.runOnGraph(graph);
-    }
+  for (std::shared_ptr<torch::jit::Graph>& graph : Graphs(module)) {
+    fuse_scores.runOnGraph(graph, numbers);
+    products.runOnGraph(graph);
   }
 }
 
 // The calls of `kind` in the methods of `module` and its submodules, each graph once.
 inline size_t CountCalls(const torch::jit::Module& module, const char* kind) {
-  std::set<const torch::jit::Graph*> seen;
   size_t count = 0;
-  for (const torch::jit::Module& each : module.modules()) {
-    for (const torch::jit::Method& method : each.get_methods()) {
-      const std::shared_ptr<torch::jit::Graph> graph = method.graph();
-      if (!seen.insert(graph.get()).second) continue;
-      for (const torch::jit::Node* node : graph->nodes()) {
-        if (std::string(node->kind().toQualString()) == kind) ++count;
-      }
+  for (const std::shared_ptr<torch::jit::Graph>& graph : Graphs(module)) {
+    for (const torch::jit::Node* node : graph->nodes()) {
+      if (std::string(node->kind().toQualString()) == kind) ++count;
     }
   }
   return count;
