@@ -63,7 +63,8 @@ struct LocalGroup {
 class LocalReducer {
  public:
   // Maps the shared memory and meets the machine's other workers there. `layout` has one part per
-  // worker. `wire`: kNone, kFp16 or kBf16. Room for `entries` doubles a worker shares per step
+  // worker. `wire`: kNone, kFp16 or kBf16, the format of the parts summed across machines (a
+  // machine sums in float32 whatever it is). Room for `entries` doubles a worker shares per step
   // (ShareEntries), with `sharded` for a copy of the parameters (GatherParts), and with
   // `parameters` for the machine's one copy of the parameters' values (values()).
   static Result<std::unique_ptr<LocalReducer>> Create(const LocalGroup& group, ShardLayout layout,
@@ -80,7 +81,7 @@ class LocalReducer {
   bool zeroes_gradients() const { return zero_behind_ && !direct_; }
   // Note [Gradients in shared memory]: each worker's model keeps its gradients in the worker's
   // input area, in parameter order (ModelGradients), so step 1 copies nothing; the host zeroes
-  // them through the model. float32 wire only; false where it cannot be used.
+  // them through the model. False where it cannot be used.
   bool UseModelGradients();
   bool reads_model_gradients() const { return direct_; }
   // Worker `worker`'s area for its model's gradients, layout().elements() floats.

@@ -103,7 +103,8 @@ inline bool DirectSgemmApplies(const torch::Tensor& a, const torch::Tensor& b) {
 // scale * (a @ b) + addend through sgemm, for operands DirectSgemmApplies accepted; `addend`
 // (broadcast to the product's shape, float32) may be undefined. The row-major product C = A B
 // is, column-major, C' = B' A': B is sgemm's first operand and A its second. The addend is the
-// product's initial value, which sgemm's beta of 1 keeps: no pass of its own.
+// product's initial value, which sgemm's beta of 1 keeps: its pass replaces the zeroing of a beta
+// of 0, where the scale and masked_fill would each be one more.
 inline torch::Tensor MultiplyBySgemm(const torch::Tensor& a, const torch::Tensor& b,
                                      float scale = 1.0f, const torch::Tensor& addend = {}) {
   torch::Tensor a_copy, b_copy;
