@@ -156,8 +156,8 @@ void Trainer::SayWhatAutoChose(const PlacementSettings& settings) const {
     log::Info(
         "the gradients are summed in float32 on this one machine (--grad-compression auto "
         "sends " +
-        precision + " buckets only between machines; --grad-compression " + precision +
-        " sends them here too)");
+        precision + " buckets only between machines; with --local-reduce backend, " +
+        "--grad-compression " + precision + " sends them here too)");
   }
 }
 

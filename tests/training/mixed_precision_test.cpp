@@ -340,8 +340,8 @@ TEST_F(ConvnetPrecisionTest, OneMachineSumsBf16TrainingsGradientsInFloat32) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(Contains(r.output,
                        "the gradients are summed in float32 on this one machine "
-                       "(--grad-compression auto sends bf16 buckets only between machines; "
-                       "--grad-compression bf16 sends them here too)"))
+                       "(--grad-compression auto sends bf16 buckets only between machines; with "
+                       "--local-reduce backend, --grad-compression bf16 sends them here too)"))
       << r.output;
   EXPECT_FALSE(Contains(r.output, "sent as bf16")) << r.output;
   RunResult reference = RunLauncher(args + none + " --grad-compression none");
