@@ -93,13 +93,23 @@ graph(%a, %b):
   }
 }
 
-// The calls of `kind` in the methods of `module` and its submodules, each graph once.
+// The calls of `kind` in `block` and in the blocks of its nodes (an if's branches, a loop's body).
+inline size_t CountCallsIn(const torch::jit::Block* block, const std::string& kind) {
+  size_t count = 0;
+  for (const torch::jit::Node* node : block->nodes()) {
+    if (node->kind().toQualString() == kind) ++count;
+    for (const torch::jit::Block* inner : node->blocks()) count += CountCallsIn(inner, kind);
+  }
+  return count;
+}
+
+// The calls of `kind` in the methods of `module` and its submodules, each graph once, nested
+// blocks included: the rewrite reaches into them too, and a module rewritten with a count of 0
+// would be exported still calling the plugin's operators.
 inline size_t CountCalls(const torch::jit::Module& module, const char* kind) {
   size_t count = 0;
   for (const std::shared_ptr<torch::jit::Graph>& graph : Graphs(module)) {
-    for (const torch::jit::Node* node : graph->nodes()) {
-      if (std::string(node->kind().toQualString()) == kind) ++count;
-    }
+    count += CountCallsIn(graph->block(), kind);
   }
   return count;
 }

@@ -43,3 +43,20 @@ class SpareLayer(nn.Module):
 
     def forward(self, x):
         return F.log_softmax(self.fc(x.flatten(1)), dim=1)
+
+
+class BranchedProduct(nn.Module):
+    """A classifier whose one matrix product is inside an if: a nested block of its graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(28 * 28, 64)
+        self.heads = nn.Parameter(torch.randn(4, 16, 10) * 0.1)
+
+    def forward(self, x):
+        h = F.relu(self.fc(x.flatten(1))).view(-1, 4, 1, 16)
+        if h.size(0) > 0:
+            scores = torch.matmul(h, self.heads).sum(1).squeeze(1)
+        else:
+            scores = torch.zeros(0, 10)
+        return F.log_softmax(scores, dim=1)

@@ -72,6 +72,7 @@ def write(directory):
            '{"classes": 5}')
     export(path("no_parameters.pt"), "--module", "fixture_models:NoParameters")
     export(path("spare_layer.pt"), "--module", "fixture_models:SpareLayer")
+    export(path("branched_product.pt"), "--module", "fixture_models:BranchedProduct")
 
     torch.manual_seed(1)
     convnet = export_model.ConvNet()

@@ -165,6 +165,32 @@ TEST_F(TorchScript, SaveStateIsTheTrainedModuleInEvalModeForTorchJitLoad) {
   EXPECT_EQ(EvalStep(fresh, batch).loss_sum, plugin.loss_sum);
 }
 
+// Note [TorchScript's batched products] (models/torchscript/matmul_rewrite.hpp) reaches into an
+// if's branches; the product there is counted, so the export calls aten::matmul again and loads
+// in Python without dpl (it once kept the plugin's operator: counted 0, it was not rewritten
+// back).
+TEST_F(TorchScript, AProductInsideAnIfIsCountedAndExportedAsTorchsOwn) {
+  const std::string options = Options("branched_product.pt");
+  dpl_model_config_v4 config = Config(options.c_str(), 2);
+  LogLines log;
+  log.CollectFrom(&config);
+  const Model model(Plugin("torchscript"), config);
+  for (const std::string& line : log.lines()) {
+    if (line.find("matrix product(s)") == std::string::npos) continue;
+    EXPECT_NE(line.find(": 1 matrix product(s) (aten::matmul)"), std::string::npos) << line;
+  }
+  Train(model, Batch(16), 3, 0.1f);
+  const std::string path = std::string(DPL_TEST_BINARY_DIR) + "/branched_product_trained.pt";
+  ASSERT_EQ(model.plugin().save_state(model.get(), path.c_str()), DPL_OK) << model.error();
+  const Batch batch = Batch::FromFile(File("batch.bin"));
+  const Evaluation plugin = EvalStep(model, batch);
+  const std::string python = RunFixtures("script " + path + " " + File("batch.bin"));
+  const std::string line = ResultLine(python);
+  ASSERT_FALSE(Field(line, "loss_sum").empty()) << python;
+  EXPECT_NEAR(std::stod(Field(line, "loss_sum")), plugin.loss_sum, 1e-4);
+  EXPECT_EQ(std::stoll(Field(line, "correct")), plugin.correct);
+}
+
 TEST_F(TorchScript, TheRecipeConvNetLoadsAPythonStateDict) {
   const std::string options = Options("convnet_scripted.pt");
   const Model model(Plugin("torchscript"), Config(options.c_str()));
