@@ -31,8 +31,9 @@ constexpr const char* kBatchedMatmulOperator = "dpl_torchscript::batched_matmul"
 // flash, `(q @ k.transpose(-2, -1)) * scale` then `.masked_fill(mask, float("-inf"))`, is one
 // call of dpl_torchscript::scaled_masked_matmul, which computes the scores, their scale and the
 // mask in one pass over them (the SDK's ScaledBatchedMatmul, as the gpt plugin does). It takes
-// the pattern only with a number for the scale and the value; any other mask or value is the
-// three operations themselves.
+// the pattern only with a number for the scale and the value. The one pass needs a -inf fill of
+// one boolean (T, T) matrix: a (T, T) mask or one behind sizes of 1, as nanoGPT's causal buffer
+// sliced to (1, 1, T, T); any other mask or value is the three operations themselves.
 constexpr const char* kScaledMaskedMatmulOperator = "dpl_torchscript::scaled_masked_matmul";
 
 // The graphs of every method of `module` and of its submodules, each once (a submodule type's

@@ -18,19 +18,34 @@ torch::Tensor BatchedMatmulOperator(const torch::Tensor& a, const torch::Tensor&
   return torch_model::BatchedMatmul(a, b);
 }
 
+// A mask for products of a.dim() dimensions as one (rows, columns) matrix, where every size
+// before those is 1 (nanoGPT's causal buffer, sliced to (1, 1, T, T)), so that it broadcasts over
+// the product's leading sizes alone; undefined otherwise.
+torch::Tensor OneMatrixMask(const torch::Tensor& mask, const torch::Tensor& a,
+                            const torch::Tensor& b) {
+  if (mask.dim() < 2 || mask.dim() > a.dim() || mask.size(-2) != a.size(-2) ||
+      mask.size(-1) != b.size(-1)) {
+    return {};
+  }
+  for (int64_t d = 0; d + 2 < mask.dim(); ++d) {
+    if (mask.size(d) != 1) return {};
+  }
+  return mask.reshape({mask.size(-2), mask.size(-1)});
+}
+
 // Note [TorchScript's masked scores] (matmul_rewrite.hpp): (a @ b) * scale, masked_fill(mask,
-// value). A mask of (rows, columns) booleans filled with -inf is an additive mask of 0 and -inf
-// added in the product's pass, with the same values where the product is finite; anything else
-// is the three operations.
+// value). A mask of (rows, columns) booleans, alone or behind sizes of 1, filled with -inf is an
+// additive mask of 0 and -inf added in the product's pass, with the same values where the
+// product is finite; anything else is the three operations.
 torch::Tensor ScaledMaskedMatmulOperator(const torch::Tensor& a, const torch::Tensor& b,
                                          const c10::Scalar& scale, const torch::Tensor& mask,
                                          const c10::Scalar& value) {
   const bool minus_infinity =
       value.isFloatingPoint() && std::isinf(value.toDouble()) && value.toDouble() < 0;
-  if (minus_infinity && mask.scalar_type() == torch::kBool && mask.dim() == 2 &&
-      mask.size(0) == a.size(-2) && mask.size(1) == b.size(-1) && a.dim() >= 3) {
-    const torch::Tensor additive =
-        torch::zeros(mask.sizes(), mask.options().dtype(torch::kFloat)).masked_fill(mask, value);
+  const torch::Tensor matrix = a.dim() >= 3 ? OneMatrixMask(mask, a, b) : torch::Tensor();
+  if (minus_infinity && mask.scalar_type() == torch::kBool && matrix.defined()) {
+    const torch::Tensor additive = torch::zeros(matrix.sizes(), mask.options().dtype(torch::kFloat))
+                                       .masked_fill(matrix, value);
     return torch_model::ScaledBatchedMatmul(a, b, scale.toDouble(), additive);
   }
   return torch_model::BatchedMatmul(a, b).mul(scale).masked_fill(mask, value);

@@ -282,7 +282,8 @@ TEST_F(GptPluginTest, TorchScriptGptRunsItsProductsMatrixByMatrixAndExportsTorch
 }
 
 // Note [TorchScript's masked scores]: the plugin's operator gives the three operations' values:
-// through the one pass for a -inf fill, as the operations themselves for any other value.
+// through the one pass for a -inf fill of a (T, T) mask or of nanoGPT's (1, 1, T, T) one, as the
+// operations themselves for any other value or mask.
 TEST_F(GptPluginTest, TorchScriptsMaskedScoresAreMulAndMaskedFill) {
   Plugin("torchscript");  // registers the operator
   const auto op =
@@ -295,11 +296,22 @@ TEST_F(GptPluginTest, TorchScriptsMaskedScoresAreMulAndMaskedFill) {
   const torch::Tensor key_t = torch::randn({2, 4, 8, 16}).transpose(-2, -1);
   const torch::Tensor future = torch::ones({8, 8}, torch::kBool).triu(1);
   const torch::Tensor product = torch_model::BatchedMatmul(query, key_t);
-  for (const double fill : {-std::numeric_limits<double>::infinity(), -1e4}) {
-    SCOPED_TRACE("fill " + std::to_string(fill));
-    const torch::Tensor scores = op.call(query, key_t, 0.25, future, fill);
-    // A scale of 1/4 rounds nothing: the same bits as the three operations.
-    EXPECT_TRUE(torch::equal(scores, product.mul(0.25).masked_fill(future, fill)));
+  const double minus_infinity = -std::numeric_limits<double>::infinity();
+  const torch::Tensor per_head = future.expand({4, 8, 8}).contiguous();
+  // Which path ran shows in the last autograd node: masked_fill's, or the product's own.
+  const torch::Tensor learned_query = query.clone().requires_grad_(true);
+  for (const torch::Tensor& mask : {future, future.view({1, 1, 8, 8}), per_head}) {
+    for (const double fill : {minus_infinity, -1e4}) {
+      SCOPED_TRACE("fill " + std::to_string(fill) + ", mask of " + std::to_string(mask.dim()) +
+                   " dimensions");
+      const torch::Tensor scores = op.call(learned_query, key_t, 0.25, mask, fill);
+      // A scale of 1/4 rounds nothing: the same bits as the three operations.
+      EXPECT_TRUE(torch::equal(scores, product.mul(0.25).masked_fill(mask, fill)));
+      const bool one_matrix = mask.dim() == 2 || mask.size(0) == 1;
+      const bool one_pass = one_matrix && fill == minus_infinity && torch_model::HasDirectSgemm();
+      const std::string last = scores.grad_fn()->name();
+      EXPECT_EQ(last.find("MaskedFill") == std::string::npos, one_pass) << last;
+    }
   }
 }
 
