@@ -5,11 +5,11 @@
 #include <cstring>
 
 #include "common/log.hpp"
-#include "dpl/support/half.hpp"
 #include "observability/activity.hpp"
 #include "observability/stall_monitor.hpp"
 #include "observability/tracer.hpp"
 #include "training/host_tensor.hpp"
+#include "training/precision.hpp"
 
 namespace dpl::training {
 
@@ -203,30 +203,19 @@ Status GradientSynchronizer::ReduceBucket(size_t bucket_index) {
 }
 
 Status GradientSynchronizer::ReduceHostFloats(float* data, size_t elements) {
-  int64_t shape[1] = {int64_t(elements)};
   const float scale = scaling_ == GradientScaling::kInBucket ? scale_ : 1.0f;
   if (compression_ != GradientCompression::kNone) {
     const bool half = compression_ == GradientCompression::kFp16;
-    // Scale before the 16-bit sum, so the sum of world_size values stays in range.
-    for (size_t i = 0; i < elements; ++i) {
-      flat16_[i] =
-          half ? support::FloatToHalf(data[i] * scale) : support::FloatToBfloat16(data[i] * scale);
-    }
-    DLTensor tensor = HostTensor(flat16_.data(),
-                                 DLDataType{uint8_t(half ? kDLFloat : kDLBfloat), 16, 1}, 1, shape);
-    const Status status = backend_->Allreduce(&tensor, DPL_REDUCE_SUM, nullptr);
-    if (status.ok()) {
-      for (size_t i = 0; i < elements; ++i) {
-        data[i] = half ? support::HalfToFloat(flat16_[i]) : support::Bfloat16ToFloat(flat16_[i]);
-      }
-      return Status::Ok();
-    }
+    const Status status =
+        AllreduceIn16Bits(*backend_, compression_, data, elements, scale, &flat16_);
+    if (status.ok()) return Status::Ok();
     if (status.code() != DPL_ERR_UNSUPPORTED) return status;
     log::Warning("backend '" + backend_->name() + "' cannot allreduce " + (half ? "fp16" : "bf16") +
                  " tensors, so the gradients are sent as float32 for the rest of the run (" +
                  status.message() + ")");
     compression_ = GradientCompression::kNone;
   }
+  int64_t shape[1] = {int64_t(elements)};
   DPL_RETURN_IF_ERROR(Allreduce(HostTensor(data, DLDataType{kDLFloat, 32, 1}, 1, shape)));
   if (scaling_ == GradientScaling::kInBucket) {
     for (size_t i = 0; i < elements; ++i) data[i] *= scale;

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <thread>
 
-#include "dpl/support/half.hpp"
 #include "observability/stall_monitor.hpp"
 #include "training/host_tensor.hpp"
+#include "training/precision.hpp"
 
 namespace dpl::training {
 namespace {
@@ -31,15 +31,6 @@ struct Header {
 
 size_t RoundUp(size_t value, size_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
-}
-
-using ToFloat = float (*)(uint16_t);
-using FromFloat = uint16_t (*)(float);
-ToFloat WideningOf(GradientCompression wire) {
-  return wire == GradientCompression::kFp16 ? support::HalfToFloat : support::Bfloat16ToFloat;
-}
-FromFloat NarrowingOf(GradientCompression wire) {
-  return wire == GradientCompression::kFp16 ? support::FloatToHalf : support::FloatToBfloat16;
 }
 
 // sums[i] = (((in[0][i] + in[1][i]) + ...) + in[L-1][i]) * scale, chunk by chunk.
@@ -144,10 +135,9 @@ std::atomic<uint32_t>& LocalReducer::Flag(int worker, size_t index) const {
   return *reinterpret_cast<std::atomic<uint32_t>*>(line);
 }
 
-char* LocalReducer::Input(int worker, size_t bucket) const {
-  if (direct_) return reinterpret_cast<char*>(ModelGradients(worker) + direct_offsets_[bucket]);
-  return mapping_->data() + inputs_offset_ +
-         (size_t(worker) * padded_elements_ + bucket_offsets_[bucket]) * sizeof(float);
+float* LocalReducer::Input(int worker, size_t bucket) const {
+  // Note [Gradients in shared memory]: the area in parameter order, else in the buckets' order.
+  return ModelGradients(worker) + (direct_ ? direct_offsets_[bucket] : bucket_offsets_[bucket]);
 }
 
 float* LocalReducer::ModelGradients(int worker) const {
@@ -203,7 +193,7 @@ void LocalReducer::CopyIn(size_t bucket, const std::vector<DLTensor>& gradients)
   if (direct_) return;             // Note [Gradients in shared memory]
   constexpr size_t kChunk = 4096;  // elements: 16 KiB of float32, within L1
   const BucketLayout& layout = layout_.bucket(bucket);
-  float* input = reinterpret_cast<float*>(Input(group_.local_rank, bucket));
+  float* input = Input(group_.local_rank, bucket);
   for (size_t k = 0; k < layout.parameters.size(); ++k) {
     const DLTensor& gradient = gradients[layout.parameters[k]];
     float* from = HostData<float>(gradient);
@@ -237,35 +227,19 @@ Status LocalReducer::SumPart(size_t bucket, float scale) {
   if (count == 0) return Status::Ok();
   float* out = sums(bucket) + first;
   std::vector<const float*> inputs;
-  for (int k = 0; k < group_.local_world_size; ++k) {
-    inputs.push_back(reinterpret_cast<const float*>(Input(k, bucket)) + first);
-  }
+  for (int k = 0; k < group_.local_world_size; ++k) inputs.push_back(Input(k, bucket) + first);
   const bool across = group_.machines > 1;
-  const bool sixteen_bits = across && wire_ != GradientCompression::kNone;
-  // Scaled before a 16-bit sum, as the backends' path does (gradient_sync.cpp).
-  SumFloats(inputs, out, count, scale, /*scaled=*/!across || sixteen_bits);
+  SumFloats(inputs, out, count, scale, /*scaled=*/!across);
   if (!across) return Status::Ok();
-  if (sixteen_bits) return SumAcrossIn16Bits(out, count);
+  // The machine's part, rounded once to a 16-bit wire after the scale, as the backends' path does
+  // (gradient_sync.cpp).
+  if (wire_ != GradientCompression::kNone) {
+    return AllreduceIn16Bits(*group_.across_machines, wire_, out, count, scale, &wire_part_);
+  }
   int64_t shape[1] = {int64_t(count)};
   DLTensor part = HostTensor(out, DLDataType{kDLFloat, 32, 1}, 1, shape);
   DPL_RETURN_IF_ERROR(group_.across_machines->Allreduce(&part, DPL_REDUCE_SUM, nullptr));
   for (size_t i = 0; i < count; ++i) out[i] *= scale;
-  return Status::Ok();
-}
-
-// The machine's scaled part rounded once to the wire's format, summed across the machines, and
-// widened back into `part`.
-Status LocalReducer::SumAcrossIn16Bits(float* part, size_t count) {
-  const FromFloat narrow = NarrowingOf(wire_);
-  const ToFloat widen = WideningOf(wire_);
-  wire_part_.resize(count);
-  for (size_t i = 0; i < count; ++i) wire_part_[i] = narrow(part[i]);
-  const bool half = wire_ == GradientCompression::kFp16;
-  int64_t shape[1] = {int64_t(count)};
-  DLTensor rounded = HostTensor(wire_part_.data(),
-                                DLDataType{uint8_t(half ? kDLFloat : kDLBfloat), 16, 1}, 1, shape);
-  DPL_RETURN_IF_ERROR(group_.across_machines->Allreduce(&rounded, DPL_REDUCE_SUM, nullptr));
-  for (size_t i = 0; i < count; ++i) part[i] = widen(wire_part_[i]);
   return Status::Ok();
 }
 

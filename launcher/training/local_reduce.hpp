@@ -117,11 +117,11 @@ class LocalReducer {
   LocalReducer(const LocalGroup& group, ShardLayout layout, GradientCompression wire);
   Status Attach(uint64_t fingerprint);
   std::atomic<uint32_t>& Flag(int worker, size_t index) const;
-  char* Input(int worker, size_t bucket) const;
+  // Worker `worker`'s float32 gradients of `bucket` in its area.
+  float* Input(int worker, size_t bucket) const;
   PeerProcess Peer(int worker) const;
   Status WaitForAll(size_t flag, uint32_t target, const std::function<std::string()>& what);
   void CopyIn(size_t bucket, const std::vector<DLTensor>& gradients);
-  Status SumAcrossIn16Bits(float* part, size_t count);
   Status SumPart(size_t bucket, float scale);
 
   LocalGroup group_;
