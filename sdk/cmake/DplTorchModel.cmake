@@ -13,8 +13,15 @@ function(dpl_torch_model_plugin target)
     message(FATAL_ERROR "dpl_torch_model_plugin(${target}) needs dpl::torch_files, which "
                         "find_package(dpl) defines only where zlib is found: install zlib1g-dev")
   endif()
-  find_package(Torch REQUIRED)  # Debian's libtorch, or any libtorch via CMAKE_PREFIX_PATH
+  # dpl's pinned PyTorch 2 (cmake/DplTorch.cmake), Debian's libtorch, or any libtorch via
+  # CMAKE_PREFIX_PATH.
+  find_package(Torch REQUIRED)
   target_link_libraries(${target} PRIVATE dpl::sdk dpl::torch_files ${TORCH_LIBRARIES})
+  # torch 2.13 and later need C++20 in every file that includes their headers (their CMake target
+  # says so too; older ones do not, and Debian's 1.13 builds as C++17).
+  if(Torch_VERSION VERSION_GREATER_EQUAL 2.13)
+    target_compile_features(${target} PRIVATE cxx_std_20)
+  endif()
   target_compile_definitions(${target} PRIVATE DPL_TORCH_MODEL_ABI_VERSION=${ARG_ABI_VERSION})
   # at::parallel_for is a header template: compiled without OpenMP it runs every loop of the
   # plugin's own kernels on one thread (Note [Loops of the thread team] in

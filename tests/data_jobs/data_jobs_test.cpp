@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 using Args = std::vector<std::string>;
 
-constexpr const char* kPython = "/usr/bin/python3";
+constexpr const char* kPython = DPL_TEST_PYTHON;
 constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
 
 std::string Quoted(const std::string& text) {
@@ -89,7 +89,8 @@ bool PythonImports(const std::string& modules) {
 class DataJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!PythonImports("numpy, PIL")) GTEST_SKIP() << "python3 cannot import numpy and PIL";
+    if (!PythonImports("numpy, PIL"))
+      GTEST_SKIP() << DPL_TEST_PYTHON " cannot import numpy and PIL (run tools/setup.sh)";
     char pattern[] = "/tmp/dpl-data-jobs-XXXXXX";
     ASSERT_NE(::mkdtemp(pattern), nullptr);
     dir_ = pattern;
@@ -177,7 +178,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 // A CIFAR ConvNet defined in Python (cifar_convnet.py), exported by tools/export_model.py.
 TEST_F(DataJobTest, TorchScriptCifarConvNetLearnsCifarFiles) {
-  if (!PythonImports("torch")) GTEST_SKIP() << "python3 cannot import torch";
+  if (!PythonImports("torch"))
+    GTEST_SKIP() << DPL_TEST_PYTHON " cannot import torch (run tools/setup.sh)";
   const std::string data = Folder("data"), dump = Folder("dump");
   WriteData("cifar10", {data});
   const std::string model = dir_ + "/cifar_convnet.pt";

@@ -241,9 +241,9 @@ inline std::vector<uint8_t> ReadBytes(const std::string& path) {
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(file)), {});
 }
 
-// The interpreter with Debian's numpy and PIL (not a pyenv shim).
+// dpl's Python, with numpy and PIL (tools/requirements.txt).
 inline std::string Python() {
-  return ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  return std::string(DPL_TEST_PYTHON);
 }
 
 // Runs `code` with Python in `directory` (its working directory); fails the test on an error.

@@ -1,5 +1,5 @@
-// The npy plugin on files numpy.save writes (Debian's python3-numpy): every dtype read back as
-// written, the three format versions, and every refusal.
+// The npy plugin on files numpy.save writes (dpl's Python (torch, numpy, ...)): every dtype read
+// back as written, the three format versions, and every refusal.
 #include <gtest/gtest.h>
 
 #include <cstring>

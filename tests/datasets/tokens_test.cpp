@@ -1,6 +1,6 @@
 // The tokens plugin on token files the tests write (raw little-endian ids as nanoGPT writes them,
-// and .npy arrays through Debian's python3-numpy): windows and their targets exactly, the window
-// grid of each epoch, the count, every dtype, the vocabulary, and every refusal.
+// and .npy arrays through dpl's Python (torch, numpy, ...)): windows and their targets exactly, the
+// window grid of each epoch, the count, every dtype, the vocabulary, and every refusal.
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -119,8 +119,9 @@ class InteropTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!PythonHasTorch()) {
-      GTEST_SKIP() << "/usr/bin/python3 cannot import torch (Debian's python3-torch): the "
-                      "interop tests need it as the reference";
+      GTEST_SKIP() << DPL_TEST_PYTHON
+          " cannot import torch (run tools/setup.sh): the "
+          "interop tests need it as the reference";
     }
     char pattern[] = "/tmp/dpl-interop-XXXXXX";
     dir_ = ::mkdtemp(pattern);

@@ -1,8 +1,8 @@
 // The gpt model plugin (models/gpt/gpt_plugin.cpp) through the C ABI, as the launcher drives it,
-// against tools/gpt_model.py's GPT (Debian's python3-torch; skipped without): the loss of the
-// Python class's state dict loaded as --init-from loads it, exports Python loads strictly, typed
-// samples and the data it refuses; and a TorchScript export of the Python class trained through
-// the torchscript plugin on token data, also with the plugin's own optimizer.
+// against tools/gpt_model.py's GPT (dpl's Python (torch, numpy, ...); skipped without): the loss of
+// the Python class's state dict loaded as --init-from loads it, exports Python loads strictly,
+// typed samples and the data it refuses; and a TorchScript export of the Python class trained
+// through the torchscript plugin on token data, also with the plugin's own optimizer.
 #include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
@@ -77,7 +77,8 @@ float Train(const Model& model, const TokenBatch& batch) {
 class GptPluginTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!dpl::testing::PythonHasTorch()) GTEST_SKIP() << "python3 has no torch";
+    if (!dpl::testing::PythonHasTorch())
+      GTEST_SKIP() << DPL_TEST_PYTHON " cannot import torch (run tools/setup.sh)";
   }
 };
 

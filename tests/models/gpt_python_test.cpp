@@ -1,6 +1,6 @@
-// The C++ gpt network against tools/gpt_model.py's GPT (Debian's python3-torch; skipped without):
-// the same logits and loss from the same state dict both ways, the same initial weights and
-// dropout from the same seeds, TorchScript exports, and tools/generate.py on exports.
+// The C++ gpt network against tools/gpt_model.py's GPT (dpl's Python (torch, numpy, ...); skipped
+// without): the same logits and loss from the same state dict both ways, the same initial weights
+// and dropout from the same seeds, TorchScript exports, and tools/generate.py on exports.
 #include <gtest/gtest.h>
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -23,7 +23,8 @@ constexpr double kTolerance = 1e-5;  // logits and loss, C++ against Python
 class GptPythonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!dpl::testing::PythonHasTorch()) GTEST_SKIP() << "python3 has no torch";
+    if (!dpl::testing::PythonHasTorch())
+      GTEST_SKIP() << DPL_TEST_PYTHON " cannot import torch (run tools/setup.sh)";
   }
 };
 
@@ -133,7 +134,7 @@ TEST_F(GptPythonTest, ReadsTheTorchScriptExportOfThePythonClass) {
 std::string Generate(const std::string& model, const std::string& arguments) {
   int exit_code = -1;
   const std::string output =
-      dpl::testing::Capture("/usr/bin/python3 " + std::string(DPL_TEST_SOURCE_DIR) +
+      dpl::testing::Capture(std::string(DPL_TEST_PYTHON) + " " + std::string(DPL_TEST_SOURCE_DIR) +
                                 "/tools/generate.py " + model + " " + arguments + " 2>&1",
                             &exit_code);
   EXPECT_EQ(exit_code, 0) << output;
@@ -154,7 +155,7 @@ TEST_F(GptPythonTest, GenerateSamplesTextFromAStateDictAndATorchScriptExport) {
   EXPECT_EQ(scripted.rfind("Hi", 0), 0u) << scripted;
   int exit_code = -1;
   const std::string refused =
-      dpl::testing::Capture("/usr/bin/python3 " + std::string(DPL_TEST_SOURCE_DIR) +
+      dpl::testing::Capture(std::string(DPL_TEST_PYTHON) + " " + std::string(DPL_TEST_SOURCE_DIR) +
                                 "/tools/generate.py " + state + " 2>&1",
                             &exit_code);
   EXPECT_EQ(exit_code, 1);
@@ -186,9 +187,10 @@ TEST_F(GptPythonTest, GenerateContinuesAsTheCppNetworkWithTemperatureZero) {
   std::string list;
   for (const int64_t id : ids) list += std::to_string(id) + ",";
   int exit_code = -1;
-  const std::string decoded = dpl::testing::Capture(
-      "/usr/bin/python3 -c 'print(bytes([" + list + "]).decode(\"utf-8\", errors=\"replace\"))'",
-      &exit_code);
+  const std::string decoded =
+      dpl::testing::Capture(std::string(DPL_TEST_PYTHON) + " -c 'print(bytes([" + list +
+                                "]).decode(\"utf-8\", errors=\"replace\"))'",
+                            &exit_code);
   ASSERT_EQ(exit_code, 0);
   EXPECT_EQ(Generate(state, "--heads 4 --prompt ab --tokens 40 --temperature 0"), decoded);
 }
@@ -197,7 +199,8 @@ class GptPythonClassTest : public ::testing::TestWithParam<const char*> {};
 
 // gpt_reference.py's checks of the Python class on its own.
 TEST_P(GptPythonClassTest, Passes) {
-  if (!dpl::testing::PythonHasTorch()) GTEST_SKIP() << "python3 has no torch";
+  if (!dpl::testing::PythonHasTorch())
+    GTEST_SKIP() << DPL_TEST_PYTHON " cannot import torch (run tools/setup.sh)";
   const std::string output = RunReference(GetParam());
   EXPECT_EQ(output.find("FAILED"), std::string::npos) << output;
   std::cout << output;

@@ -332,7 +332,8 @@ TEST(ConvNet, TwoHostBatchSlotsAreIndependent) {
 }
 
 TEST(ConvNet, SaveStateIsAStateDictPythonLoadsIntoTheRecipeConvNet) {
-  if (!PythonHasTorch()) GTEST_SKIP() << "python3 cannot import torch";
+  if (!PythonHasTorch())
+    GTEST_SKIP() << DPL_TEST_PYTHON " cannot import torch (run tools/setup.sh)";
   const Batch batch = Batch::FromFile(FixtureDir() + "/batch.bin");
   const Model model("convnet", "", 11);
   const std::string path = Path("convnet_saved_state.pt");
@@ -354,7 +355,8 @@ TEST(ConvNet, SaveStateIsAStateDictPythonLoadsIntoTheRecipeConvNet) {
 }
 
 TEST(ConvNet, LoadStateReadsAStateDictPythonWrote) {
-  if (!PythonHasTorch()) GTEST_SKIP() << "python3 cannot import torch";
+  if (!PythonHasTorch())
+    GTEST_SKIP() << DPL_TEST_PYTHON " cannot import torch (run tools/setup.sh)";
   const Batch batch = Batch::FromFile(FixtureDir() + "/batch.bin");
   std::ifstream expected_file(FixtureDir() + "/convnet_python_eval.txt");
   std::string expected;
@@ -368,7 +370,8 @@ TEST(ConvNet, LoadStateReadsAStateDictPythonWrote) {
 }
 
 TEST(ConvNet, LoadStateRefusesWhatIsNoStateDictOfThisModel) {
-  if (!PythonHasTorch()) GTEST_SKIP() << "python3 cannot import torch";
+  if (!PythonHasTorch())
+    GTEST_SKIP() << DPL_TEST_PYTHON " cannot import torch (run tools/setup.sh)";
   const Model model("convnet", "");
   auto refusal = [&](const std::string& path) {
     EXPECT_EQ(model.plugin().load_state(model.get(), path.c_str()), DPL_ERR_INVALID_ARGUMENT);

@@ -374,8 +374,10 @@ TEST(Mlp, IsADifferentNetworkBehindTheSameAbi) {
 // The ConvNet matches Python torch's ConvNet of the recipe on the same weights and batch.
 TEST(ConvNet, MatchesPythonTorchOnTheSameWeightsAndBatch) {
   int exit_code = -1;
-  Capture("/usr/bin/python3 -c 'import torch' 2>&1", &exit_code);
-  if (exit_code != 0) GTEST_SKIP() << "python3 cannot import torch; reference check skipped";
+  Capture(std::string(DPL_TEST_PYTHON) + " -c 'import torch' 2>&1", &exit_code);
+  if (exit_code != 0)
+    GTEST_SKIP() << DPL_TEST_PYTHON
+        " cannot import torch (run tools/setup.sh); reference check skipped";
 
   Model model("convnet", "dropout=0", 0);
   const Batch batch(16, 21);
@@ -399,8 +401,8 @@ TEST(ConvNet, MatchesPythonTorchOnTheSameWeightsAndBatch) {
   }
   const std::string script =
       std::string(DPL_TEST_SOURCE_DIR) + "/tests/models/convnet_reference.py";
-  const std::string output = Capture("/usr/bin/python3 " + script + " " + params_path + " " +
-                                         batch_path + " " + out_path + " 2>&1",
+  const std::string output = Capture(std::string(DPL_TEST_PYTHON) + " " + script + " " +
+                                         params_path + " " + batch_path + " " + out_path + " 2>&1",
                                      &exit_code);
   ASSERT_EQ(exit_code, 0) << output;
 

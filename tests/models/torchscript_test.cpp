@@ -17,7 +17,8 @@ using namespace dpl_test;
 class TorchScript : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!PythonHasTorch()) GTEST_SKIP() << "python3 cannot import torch";
+    if (!PythonHasTorch())
+      GTEST_SKIP() << DPL_TEST_PYTHON " cannot import torch (run tools/setup.sh)";
   }
 
   static std::string File(const std::string& name) { return FixtureDir() + "/" + name; }
@@ -319,11 +320,12 @@ TEST_F(TorchScript, RefusesBadFilesAndOptionsBeforeTheFirstStep) {
 // tools/export_model.py refuses what it cannot export with one line naming the problem.
 TEST_F(TorchScript, ExportModelSaysWhatItCannotExport) {
   int exit_code = -1;
-  const std::string output = Capture(
-      "cd '" + std::string(DPL_TEST_SOURCE_DIR) + "/tests/models' && /usr/bin/python3 " +
-          std::string(DPL_TEST_SOURCE_DIR) + "/tools/export_model.py " +
-          std::string(DPL_TEST_BINARY_DIR) + "/unwritten.pt --module fixture_models:Missing 2>&1",
-      &exit_code);
+  const std::string output =
+      Capture("cd '" + std::string(DPL_TEST_SOURCE_DIR) + "/tests/models' && " +
+                  std::string(DPL_TEST_PYTHON) + " " + std::string(DPL_TEST_SOURCE_DIR) +
+                  "/tools/export_model.py " + std::string(DPL_TEST_BINARY_DIR) +
+                  "/unwritten.pt --module fixture_models:Missing 2>&1",
+              &exit_code);
   EXPECT_EQ(exit_code, 1);
   EXPECT_EQ(output,
             "export_model.py: --module 'fixture_models:Missing': fixture_models has no "

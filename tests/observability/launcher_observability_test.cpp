@@ -45,7 +45,7 @@ CommandRun RunCommand(const std::string& command) {
 }
 
 std::string Python() {
-  return ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  return std::string(DPL_TEST_PYTHON);
 }
 
 bool Available(const std::string& command) {
@@ -240,7 +240,7 @@ TEST_F(LauncherObservabilityTest, TheEpochLossIsTheMeanOfItsStepLossesOverEveryR
 }
 
 // The metrics lines, and the same numbers in the TensorBoard file, read back by
-// read_events.py with python3-protobuf, which checks every record's two CRCs.
+// read_events.py with protobuf, which checks every record's two CRCs.
 TEST_F(LauncherObservabilityTest, MetricsAndTensorBoardHoldEveryLoggedStepEpochAndEvaluation) {
   const std::string metrics = dir_ + "/metrics.jsonl", board = dir_ + "/tb";
   const CommandRun run =
@@ -282,7 +282,7 @@ TEST_F(LauncherObservabilityTest, MetricsAndTensorBoardHoldEveryLoggedStepEpochA
   EXPECT_EQ(loss_at.begin()->first, 10);
 
   if (!Available(Python() + " -c 'import google.protobuf'")) {
-    GTEST_SKIP() << "python3-protobuf is not installed: apt-get install python3-protobuf";
+    GTEST_SKIP() << DPL_TEST_PYTHON " cannot import google.protobuf (run tools/setup.sh)";
   }
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(board)) files.push_back(entry.path());

@@ -1,5 +1,5 @@
 // tools/plot_metrics.py on metrics files of every kind of line: the PNG it draws (read back with
-// python3-pil) and its exact refusals.
+// PIL) and its exact refusals.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,16 +30,16 @@ CommandRun RunCommand(const std::string& command) {
   return run;
 }
 
-// The distribution's interpreter, where python3-matplotlib and python3-pil are.
-const char* kPython = "/usr/bin/python3";
+// dpl's Python, with matplotlib and PIL (tools/requirements.txt).
+const char* kPython = DPL_TEST_PYTHON;
 
 class PlotMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::system((std::string(kPython) + " -c 'import matplotlib, PIL' 2>/dev/null").c_str()) !=
         0) {
-      GTEST_SKIP() << "needs python3-matplotlib and python3-pil: apt-get install "
-                      "python3-matplotlib python3-pil";
+      GTEST_SKIP() << "needs matplotlib and PIL, which " DPL_TEST_PYTHON
+                      " cannot import (run tools/setup.sh)";
     }
     dir_ = std::string(DPL_TEST_BINARY_DIR) + "/plot-" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();

@@ -37,14 +37,13 @@ struct ReaderRun {
   std::string output;
 };
 
-// python3-protobuf is a distribution package: prefer the system interpreter over any pyenv shim.
 std::string Python() {
-  return ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  return std::string(DPL_TEST_PYTHON);
 }
 
-constexpr const char* kNoPythonProtobuf =
-    "the events reader needs python3-protobuf, which is not installed: apt-get install "
-    "python3-protobuf";
+constexpr const char* kNoPythonProtobuf = "the events reader needs protobuf, which " DPL_TEST_PYTHON
+                                          " cannot import (run "
+                                          "tools/setup.sh)";
 
 bool PythonHasProtobuf() {
   const std::string command = Python() + " -c 'import google.protobuf' >/dev/null 2>&1";

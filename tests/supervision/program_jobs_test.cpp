@@ -1,8 +1,9 @@
-// A program as the workers (`launcher [flags] -- PROGRAM [ARGS...]`). With Debian's python3-torch:
-// a DDP script of the recipe's shape (programs/ddp_program.py) trains to the same parameters under
-// one launcher of two processes, under two launchers of one and started by hand with torchrun's
-// variables; a rank that raises is named with its whole traceback and no process is left; a
-// restart sees TORCHELASTIC_RESTART_COUNT=1. With /bin/sh: torchrun's variables on two machines,
+// A program as the workers (`launcher [flags] -- PROGRAM [ARGS...]`). With dpl's Python (torch,
+// numpy, ...): a DDP script of the recipe's shape (programs/ddp_program.py) trains to the same
+// parameters under one launcher of two processes, under two launchers of one and started by hand
+// with torchrun's variables; a rank that raises is named with its whole traceback and no process is
+// left; a restart sees TORCHELASTIC_RESTART_COUNT=1. With /bin/sh: torchrun's variables on two
+// machines,
 // --env, the console by --log-ranks, Ctrl-C forwarded, the program compared at the join, and
 // programs that cannot start, refused and not restarted.
 #include <gtest/gtest.h>
@@ -21,7 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr const char* kPython = "/usr/bin/python3";
+constexpr const char* kPython = DPL_TEST_PYTHON;
 const std::string kScript =
     std::string(DPL_TEST_SOURCE_DIR) + "/tests/supervision/programs/ddp_program.py";
 
@@ -96,7 +97,7 @@ class TorchProgramTest : public ProgramJobTest {
   void SetUp() override {
     ProgramJobTest::SetUp();
     if (!dpl::testing::PythonHasTorch()) {
-      GTEST_SKIP() << "/usr/bin/python3 cannot import torch (Debian's python3-torch)";
+      GTEST_SKIP() << DPL_TEST_PYTHON " cannot import torch (run tools/setup.sh)";
     }
   }
 };

@@ -31,11 +31,11 @@ inline std::string Capture(const std::string& command, int* exit_code) {
   return output;
 }
 
-// Whether Debian's python3 can import torch (asked once).
+// Whether dpl's Python (DPL_TEST_PYTHON) can import torch (asked once).
 inline bool PythonHasTorch() {
   static const bool has_torch = [] {
     int exit_code = -1;
-    Capture("/usr/bin/python3 -c 'import torch' 2>&1", &exit_code);
+    Capture(std::string(DPL_TEST_PYTHON) + " -c 'import torch' 2>&1", &exit_code);
     return exit_code == 0;
   }();
   return has_torch;
@@ -46,7 +46,7 @@ inline bool PythonHasTorch() {
 inline std::string RunPythonScript(const std::string& script, const std::string& arguments) {
   int exit_code = -1;
   const std::string output =
-      Capture("/usr/bin/python3 " + script + " " + arguments + " 2>&1", &exit_code);
+      Capture(std::string(DPL_TEST_PYTHON) + " " + script + " " + arguments + " 2>&1", &exit_code);
   EXPECT_EQ(exit_code, 0) << script << " " << arguments << ":\n" << output;
   return output;
 }

@@ -135,9 +135,7 @@ class TorchReferenceTest : public ::testing::Test {
     }
     ::close(fd);
 
-    // python3-torch is a distribution package: prefer the system interpreter.
-    const std::string python =
-        ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    const std::string python = std::string(DPL_TEST_PYTHON);
     const std::string command = python + " " + DPL_TEST_SOURCE_DIR +
                                 "/tests/training/torch_archive_reference.py " + dir_->path() +
                                 " 2>&1";
@@ -147,7 +145,7 @@ class TorchReferenceTest : public ::testing::Test {
     while (pipe && std::fgets(buffer, sizeof buffer, pipe)) output += buffer;
     const int status = pipe ? ::pclose(pipe) : -1;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
-      skip_ = "python3 cannot import torch (install python3-torch): " + output;
+      skip_ = DPL_TEST_PYTHON " cannot import torch (run tools/setup.sh): " + output;
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       failure_ = command + " failed:\n" + output;
     }

@@ -303,8 +303,7 @@ TEST_F(TorchHandMadePickleTest, RefusesObjectsItDoesNotRebuildInTheValue) {
 // The same from Python: a state dict given attributes, which torch.save keeps as the
 // OrderedDict's object state, reads as the state dict alone.
 TEST_F(TorchHandMadePickleTest, ReadsStateDictsWithPythonAttributes) {
-  const std::string python =
-      ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  const std::string python = std::string(DPL_TEST_PYTHON);
   const std::string command = python + " " + DPL_TEST_SOURCE_DIR +
                               "/tests/torch_files/state_dict_attributes.py " + dir_.path() +
                               " 2>&1";

@@ -5,7 +5,7 @@
 // Python's; --export loads strictly into the Python class, whose loss and hits on the test text
 // are the launcher's; --early-stop-patience ends a run cleanly, a resume of it trains nothing, and
 // --export-best keeps the best model. Python's side: language_model_reference.py (Debian's
-// python3-torch; those checks skip without it).
+// dpl's Python; those checks skip without it).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -156,7 +156,8 @@ TEST_F(LanguageModelTest, ValidationLossFallsReplicasAgreeAndAResumeEndsAsTheStr
 // the step loads strictly into the Python class, whose loss and hits on the test text are the
 // launcher's evaluation.
 TEST_F(LanguageModelTest, InitFromPythonGivesItsLossAndTheExportGivesTheLaunchersEvaluation) {
-  if (!dpl::testing::PythonHasTorch()) GTEST_SKIP() << "python3 has no torch";
+  if (!dpl::testing::PythonHasTorch())
+    GTEST_SKIP() << DPL_TEST_PYTHON " cannot import torch (run tools/setup.sh)";
   const std::string text = ReadFile(Path("text/train.txt"));
   fs::create_directories(Path("one"));
   WriteFile(Path("one/train.txt"), text.substr(0, 33));  // one window of 32 + 1 bytes
@@ -241,7 +242,8 @@ TEST_F(LanguageModelTest, ExportBestHoldsTheModelOfTheLowestValidationLoss) {
 // on `tokens` data (nanoGPT's uint16 train.bin / val.bin of the text's bytes): the loss over every
 // position falls.
 TEST_F(LanguageModelTest, TorchScriptGptOfThePythonClassTrainsOnTokenData) {
-  if (!dpl::testing::PythonHasTorch()) GTEST_SKIP() << "python3 has no torch";
+  if (!dpl::testing::PythonHasTorch())
+    GTEST_SKIP() << DPL_TEST_PYTHON " cannot import torch (run tools/setup.sh)";
   fs::create_directories(Path("tokens"));
   for (const char* part : {"train", "val"}) {
     const std::string text = ReadFile(Path(std::string("text/") + part + ".txt"));

@@ -1,5 +1,5 @@
 // Running the Python reference scripts of these tests (tests/training/*_reference.py) on Debian's
-// python3-torch, and the binary files they exchange with the tests. A script that cannot import
+// dpl's Python, and the binary files they exchange with the tests. A script that cannot import
 // torch exits with kNoTorchExitCode; the test then skips, saying so.
 #pragma once
 
@@ -32,12 +32,10 @@ inline std::string ExactText(double value) {
 
 enum class ReferenceRun { kOk, kNoTorch, kFailed };
 
-// Runs tests/training/<script> with `arguments` on the system's python3 (preferred over any
-// pyenv shim: python3-torch is a distribution package).
+// Runs tests/training/<script> with `arguments` on dpl's Python (DPL_TEST_PYTHON).
 inline ReferenceRun RunTorchReference(const std::string& script, const std::string& arguments,
                                       std::string* command_out) {
-  const std::string python =
-      ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  const std::string python = std::string(DPL_TEST_PYTHON);
   *command_out = python + " " + std::string(DPL_TEST_SOURCE_DIR) + "/tests/training/" + script +
                  " " + arguments;
   const int status = std::system(command_out->c_str());
@@ -71,8 +69,9 @@ std::vector<T> ReadValues(std::ifstream& in, size_t count) {
     const ::dpl::training::torch_reference::ReferenceRun dpl_run_ =                            \
         ::dpl::training::torch_reference::RunTorchReference(script, arguments, &dpl_command_); \
     if (dpl_run_ == ::dpl::training::torch_reference::ReferenceRun::kNoTorch)                  \
-      GTEST_SKIP() << "python3-torch is not available (import torch failed), so there is no "  \
-                      "reference to compare with: "                                            \
+      GTEST_SKIP() << DPL_TEST_PYTHON                                                          \
+          " cannot import torch (run tools/setup.sh), so there is no "                         \
+          "reference to compare with: "                                                        \
                    << dpl_command_;                                                            \
     ASSERT_EQ(dpl_run_, ::dpl::training::torch_reference::ReferenceRun::kOk) << dpl_command_;  \
   } while (0)

@@ -551,7 +551,7 @@ class Instance {
   std::vector<TensorView> gradient_views_;
   FlatGradients gradients_;  // Note [Flat gradients]
   // Owning references: autograd keeps only a weak one, and a new accumulator would lose our hook.
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<NodeHandle> accumulators_;
 
   NamedTensors frozen_;  // parameters with requires_grad false, listed first among the buffers
   std::vector<std::string> buffer_names_;

@@ -7,6 +7,8 @@
 //   guard to c10::WarningUtils, where c10::Warning became the warning's class.
 // - Autocast: 1.13 has a function per device kind (set_enabled for CUDA, set_cpu_enabled...);
 //   2.4 added the same functions taking the device type and deprecated the others.
+// - Autograd nodes: held by std::shared_ptr up to 2.14, by c10::intrusive_ptr from 2.15 on;
+//   NodeHandle is whichever grad_accumulator returns.
 // - Attention: 2.0 added at::scaled_dot_product_attention (fused kernels: flash and
 //   memory-efficient attention on CUDA); 1.13 has none, so models write attention out there.
 #ifndef DPL_TORCH_MODEL_LIBTORCH_VERSIONS_HPP
@@ -14,9 +16,11 @@
 
 #include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/version.h>
 
 #include <string>
+#include <utility>
 
 #define DPL_LIBTORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||         \
@@ -29,6 +33,10 @@
 namespace dpl {
 namespace torch_model {
 namespace {
+
+// What keeps an autograd node (a parameter's gradient accumulator) alive.
+using NodeHandle =
+    decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
 
 // A warning handler whose subclasses implement Record(message) whatever libtorch's spelling.
 class MessageWarningHandler : public c10::WarningHandler {
