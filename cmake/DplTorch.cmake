@@ -34,6 +34,9 @@ else()
 endif()
 message(STATUS "dpl: Python ${DPL_PYTHON_EXECUTABLE} (DPL_TORCH=${DPL_TORCH})")
 
+# Whether the torch has its CUDA part (pip's torch does; Debian's is CPU-only): what a model
+# plugin says when asked for --device cuda on a machine without a GPU depends on it.
+set(DPL_TORCH_HAS_CUDA 0)
 if(NOT DPL_TORCH STREQUAL "system")
   # The torch package's folder (its lib/ holds libtorch) and, for a CUDA build, the folders of the
   # NVIDIA wheels it loads its CUDA runtime and NCCL from (site-packages/nvidia/...).
@@ -43,7 +46,8 @@ root = os.path.dirname(torch.__file__)
 nvidia = os.path.normpath(os.path.join(root, "..", "nvidia"))
 runtime = [d for d in sorted(glob.glob(os.path.join(nvidia, "*")))
            if glob.glob(os.path.join(d, "lib", "libcudart.so*"))]
-print(root, os.path.join(nvidia, "nccl") if os.path.isdir(os.path.join(nvidia, "nccl")) else "",
+print(root, int(torch.backends.cuda.is_built()),
+      os.path.join(nvidia, "nccl") if os.path.isdir(os.path.join(nvidia, "nccl")) else "",
       runtime[0] if runtime else "", *sorted(glob.glob(os.path.join(nvidia, "*", "lib"))),
       sep=";", end="")
 ]=]
@@ -53,10 +57,26 @@ print(root, os.path.join(nvidia, "nccl") if os.path.isdir(os.path.join(nvidia, "
     message(FATAL_ERROR "${DPL_PYTHON_EXECUTABLE} cannot import torch: ${dpl_torch_error}"
                         "Run tools/setup.sh, which makes dpl's Python environment")
   endif()
-  list(POP_FRONT dpl_torch_folders dpl_torch_root DPL_TORCH_NCCL_ROOT DPL_TORCH_CUDA_RUNTIME_ROOT)
-  # The torch's own folder first, so that its TorchConfig.cmake and its libraries (libc10, ...)
-  # are found before any other libtorch on the machine (Debian's in /usr/lib).
-  list(PREPEND CMAKE_PREFIX_PATH "${dpl_torch_root}/share/cmake" "${dpl_torch_root}")
+  list(POP_FRONT dpl_torch_folders dpl_torch_root DPL_TORCH_HAS_CUDA DPL_TORCH_NCCL_ROOT
+       DPL_TORCH_CUDA_RUNTIME_ROOT)
+  # A configure for another environment (changed pins) forgets what the cache found in the old
+  # one: TorchConfig's libraries, the NCCL and CUDA runtime of its wheels.
+  if(DPL_TORCH_ROOT_FOUND AND NOT DPL_TORCH_ROOT_FOUND STREQUAL dpl_torch_root)
+    get_filename_component(dpl_old_site "${DPL_TORCH_ROOT_FOUND}" DIRECTORY)  # site-packages
+    get_cmake_property(dpl_cached CACHE_VARIABLES)
+    foreach(variable IN LISTS dpl_cached)
+      string(FIND "${${variable}}" "${dpl_old_site}/" dpl_old_site_at)
+      if(NOT dpl_old_site_at EQUAL -1)
+        unset(${variable} CACHE)
+      endif()
+    endforeach()
+  endif()
+  set(DPL_TORCH_ROOT_FOUND "${dpl_torch_root}" CACHE INTERNAL "The torch the cache was found for")
+  # The torch's own TorchConfig.cmake first, and its libraries (libc10, ...) before any other
+  # libtorch on the machine (Debian's in /usr/lib): find_library searches CMAKE_LIBRARY_PATH before
+  # the system's folders, and TorchConfig's own hints only after them.
+  list(PREPEND CMAKE_PREFIX_PATH "${dpl_torch_root}/share/cmake")
+  list(PREPEND CMAKE_LIBRARY_PATH "${dpl_torch_root}/lib")
   # A CUDA build's libtorch_cuda needs the NCCL, cuBLAS, ... of its wheels, found through its own
   # RUNPATH at run time; at link time the linker would take any older copy on its search path
   # first (/usr/local/cuda's NCCL, say) and miss newer symbols.

@@ -31,8 +31,11 @@ function(dpl_torch_model_plugin target)
   if(OpenMP_CXX_FOUND)
     target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
   endif()
+  # An installed plugin keeps the folders of the libtorch it linked in its run path: a pip torch
+  # lives in a Python environment, not in a folder the loader searches.
   set_target_properties(${target} PROPERTIES CXX_VISIBILITY_PRESET hidden
-                                             VISIBILITY_INLINES_HIDDEN ON)
+                                             VISIBILITY_INLINES_HIDDEN ON
+                                             INSTALL_RPATH_USE_LINK_PATH ON)
   # libtorch's headers mark many classes visibility("default"), so template code instantiated in
   # the plugin would be exported despite hidden visibility; the version script keeps the entry.
   set(map "${CMAKE_CURRENT_BINARY_DIR}/${target}_exports.map")
