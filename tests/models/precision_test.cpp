@@ -84,8 +84,9 @@ TEST(Precision, WhatTheDeviceCannotRunIsRefused) {
       CreateStatus(Plugin("convnet"), WithPrecision(Config(""), DPL_PRECISION_FP16), &message),
       DPL_ERR_UNSUPPORTED);
   EXPECT_EQ(message,
-            "model \"convnet\": precision fp16 is not supported on the CPU: the CPU autocast of "
-            "libtorch 1.13.0 runs bfloat16 only; use --precision bf16 or fp32");
+            "model \"convnet\": precision fp16 is not supported on the CPU: dpl's CPU path runs "
+            "bfloat16 only (float16 has no fast arithmetic on most CPUs, and libtorch 1.13's CPU "
+            "autocast has none at all); use --precision bf16 or fp32");
   EXPECT_EQ(CreateStatus(Plugin("convnet"), WithPrecision(Config(""), dpl_precision(7)), &message),
             DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(message,

@@ -65,9 +65,9 @@ inline dpl_precision CheckPrecision(int32_t value, c10::Device device) {
   const auto precision = static_cast<dpl_precision>(value);
   if (device.is_cpu() && precision == DPL_PRECISION_FP16) {
     throw PluginError(DPL_ERR_UNSUPPORTED,
-                      std::string("precision fp16 is not supported on the CPU: the CPU autocast "
-                                  "of libtorch ") +
-                          TORCH_VERSION + " runs bfloat16 only; use --precision bf16 or fp32");
+                      "precision fp16 is not supported on the CPU: dpl's CPU path runs bfloat16 "
+                      "only (float16 has no fast arithmetic on most CPUs, and libtorch 1.13's CPU "
+                      "autocast has none at all); use --precision bf16 or fp32");
   }
   if (device.is_cuda() && precision == DPL_PRECISION_BF16 &&
       !at::detail::getCUDAHooks().supportsBFloat16ConvolutionWithCuDNNv8()) {
