@@ -38,11 +38,17 @@ using SgemmFunction = void (*)(const char* transa, const char* transb, const int
                                const float* b, const int* ldb, const float* beta, float* c,
                                const int* ldc, size_t transa_length, size_t transb_length);
 
+// The sgemm_ of the BLAS libtorch computes with: Debian's libtorch loads the system's BLAS
+// (libblas.so.3, OpenBLAS), pip's links MKL into libtorch_cpu and exports its sgemm_ there. Only a
+// library already loaded: never another BLAS of the system's.
 inline SgemmFunction LoadedSgemm() {
   static const SgemmFunction sgemm = []() -> SgemmFunction {
-    // Only a BLAS already loaded (libtorch's): never another one of the system's.
-    void* blas = dlopen("libblas.so.3", RTLD_NOW | RTLD_NOLOAD);
-    return blas == nullptr ? nullptr : reinterpret_cast<SgemmFunction>(dlsym(blas, "sgemm_"));
+    for (const char* library : {"libblas.so.3", "libtorch_cpu.so"}) {
+      void* handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
+      if (handle == nullptr) continue;
+      if (void* symbol = dlsym(handle, "sgemm_")) return reinterpret_cast<SgemmFunction>(symbol);
+    }
+    return nullptr;
   }();
   return sgemm;
 }
