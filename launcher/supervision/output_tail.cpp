@@ -1,5 +1,7 @@
 #include "supervision/output_tail.hpp"
 
+#include <cctype>
+#include <cstring>
 #include <utility>
 
 namespace dpl::supervision {
@@ -11,13 +13,30 @@ constexpr const char* kChainLines[] = {
     "During handling of the above exception, another exception occurred:",
     "The above exception was the direct cause of the following exception:"};
 
-// `line` without a rank prefix ("[rank 3] ") and a trailing carriage return.
+// The length of a rank prefix at `at` in `line`: dpl's own ("[rank 3] ") or the one torch 2
+// writes before every line of an uncaught exception in a process group ("[rank3]: "); 0 if none.
+size_t RankPrefixLength(const std::string& line, size_t at) {
+  struct Form {
+    const char* opening;
+    const char* closing;
+  };
+  for (const Form form : {Form{"[rank ", "] "}, Form{"[rank", "]: "}}) {
+    const size_t first_digit = at + std::strlen(form.opening);
+    if (line.compare(at, std::strlen(form.opening), form.opening) != 0) continue;
+    size_t end = first_digit;
+    while (end < line.size() && std::isdigit(static_cast<unsigned char>(line[end]))) ++end;
+    if (end == first_digit) continue;
+    if (line.compare(end, std::strlen(form.closing), form.closing) == 0) {
+      return end + std::strlen(form.closing) - at;
+    }
+  }
+  return 0;
+}
+
+// `line` without its rank prefixes and a trailing carriage return.
 std::string TextOf(const std::string& line) {
   size_t start = 0;
-  if (line.rfind("[rank ", 0) == 0) {
-    const size_t end = line.find("] ");
-    if (end != std::string::npos) start = end + 2;
-  }
+  for (size_t prefix = 0; (prefix = RankPrefixLength(line, start)) != 0;) start += prefix;
   size_t end = line.size();
   if (end > start && line[end - 1] == '\r') --end;
   return line.substr(start, end - start);

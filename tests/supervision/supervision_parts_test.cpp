@@ -188,6 +188,22 @@ TEST(OutputTail, ShowsATracebackWholeWithTheChainedOnes) {
                                      "[rank 1] print('Traceback (most recent call last):')"}));
 }
 
+// torch 2 writes "[rankN]: " before every line of an uncaught exception in a process group.
+TEST(OutputTail, FindsTheTracebacksThatTorchPrefixesWithItsRank) {
+  OutputTail tail;
+  for (const std::string& line : Numbered("[rank 12] before ", 0, 30)) tail.Add(line);
+  std::deque<std::string> traceback = {"[rank 12] [rank12]: Traceback (most recent call last):"};
+  for (const std::string& line : Numbered("[rank 12] [rank12]:   frame ", 0, 40)) {
+    traceback.push_back(line);
+  }
+  traceback.push_back("[rank 12] [rank12]: RuntimeError: y");
+  for (const std::string& line : traceback) tail.Add(line);
+  EXPECT_EQ(tail.Lines(), traceback);
+  // Only a rank number makes a prefix.
+  tail.Add("[rankx]: Traceback (most recent call last):");
+  EXPECT_EQ(tail.Lines().front(), traceback.front());
+}
+
 TEST(OutputTail, ATracebackLongerThanItKeepsShowsItsLastLines) {
   OutputTail tail;
   tail.Add("Traceback (most recent call last):");
