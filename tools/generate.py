@@ -15,6 +15,7 @@ position's logits divided by --temperature, among the --top-k likeliest (nanoGPT
 import argparse
 import os
 import sys
+import warnings
 import zipfile
 
 import torch
@@ -44,7 +45,11 @@ def load_model(path, heads):
     if not os.path.isfile(path):
         raise GenerateError(f"no file {path}")
     if is_torchscript(path):
-        model = torch.jit.load(path, map_location="cpu")
+        # torch 2 deprecates TorchScript, which --export still writes; the samples should not
+        # start with that warning.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, message=".*torch.jit.load")
+            model = torch.jit.load(path, map_location="cpu")
         state = model.state_dict()
     else:
         state = torch.load(path, map_location="cpu")

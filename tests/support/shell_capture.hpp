@@ -31,6 +31,16 @@ inline std::string Capture(const std::string& command, int* exit_code) {
   return output;
 }
 
+// What a libtorch model plugin says when asked for --device cuda on this machine, which has no
+// GPU: pip's torch has its CUDA part, Debian's is a CPU-only build.
+inline const char* NoCudaDeviceMessage() {
+  return DPL_TEST_TORCH_HAS_CUDA
+             ? "libtorch has CUDA but sees no GPU (no driver, or CUDA_VISIBLE_DEVICES hides them "
+               "all); use --device cpu"
+             : "this plugin's libtorch is a CPU-only build (no CUDA support); use --device cpu, "
+               "or rebuild the plugin against a libtorch with CUDA";
+}
+
 // Whether dpl's Python (DPL_TEST_PYTHON) can import torch (asked once).
 inline bool PythonHasTorch() {
   static const bool has_torch = [] {

@@ -16,6 +16,7 @@
 #include "launcher_runs.hpp"
 #include "support/idx_writer.hpp"
 #include "support/relative_difference.hpp"
+#include "support/shell_capture.hpp"
 
 namespace {
 
@@ -360,9 +361,9 @@ TEST_F(EndToEndTest, OffloadOptimizerOnACpuModelIsRefusedWithWhy) {
 TEST_F(EndToEndTest, CudaWithoutCudaSaysWhyAndWhatToDo) {
   RunResult host_backend = RunLauncher(Common() + "--device cuda --backend gloo --max-steps 1");
   EXPECT_NE(host_backend.exit_code, 0);
-  EXPECT_NE(host_backend.output.find("create failed with DPL_ERR_NO_DEVICE: model \"convnet\": "
-                                     "this plugin's libtorch is a CPU-only build (no CUDA "
-                                     "support); use --device cpu"),
+  EXPECT_NE(host_backend.output.find(
+                std::string("create failed with DPL_ERR_NO_DEVICE: model \"convnet\": ") +
+                dpl::testing::NoCudaDeviceMessage()),
             std::string::npos)
       << host_backend.output;
   if (!fs::exists(std::string(DPL_TEST_PLUGIN_DIR) + "/libdpl_backend_nccl.so")) {
