@@ -14,10 +14,7 @@ function(dpl_add_plugin target)
     LIBRARY_OUTPUT_DIRECTORY "${DPL_BUILD_PLUGIN_DIR}"
     CXX_VISIBILITY_PRESET hidden
     C_VISIBILITY_PRESET hidden
-    VISIBILITY_INLINES_HIDDEN ON
-    # Installed, a plugin keeps the folders of what it linked outside the system's (the pinned
-    # torch's NCCL and CUDA runtime for nccl) in its run path.
-    INSTALL_RPATH_USE_LINK_PATH ON)
+    VISIBILITY_INLINES_HIDDEN ON)
   # A plugin must not leave undefined symbols for the host to satisfy.
   target_link_options(${target} PRIVATE "LINKER:--no-undefined")
   if(ARG_ENTRY_SYMBOL)
