@@ -38,6 +38,8 @@ required=(
   python3 python3-venv
   protobuf-compiler libprotobuf-dev
   libpng-dev libjpeg-dev
+  # WebP images in WebDataset shards (datasets/webdataset).
+  libwebp-dev
   iproute2
   # The cluster tests: a one-node Slurm the test starts (srun, sbatch) and ssh between two
   # network namespaces (--hostfile).

@@ -216,23 +216,23 @@ const AcceptedDtype& FindDtype(const std::string& path, const std::string& descr
   return *dtype;
 }
 
-// Checks that exactly the data `array`'s header declares follows the header.
-void CheckDataSize(const NpyArray& array) {
-  uint64_t data_bytes = array.item_size;
-  for (const int64_t extent : array.shape) {
+// Checks that exactly the data the header declares follows it in a file of `file_size` bytes.
+void CheckDataSize(const std::string& path, const NpyLayout& layout, uint64_t file_size) {
+  uint64_t data_bytes = layout.item_size;
+  for (const int64_t extent : layout.shape) {
     if (__builtin_mul_overflow(data_bytes, uint64_t(extent), &data_bytes)) {
-      throw Invalid(array.path() + ": shape " + ShapeText(array.shape) + " is too large");
+      throw Invalid(path + ": shape " + ShapeText(layout.shape) + " is too large");
     }
   }
-  const size_t follows = array.file->size() - array.data_offset;
-  const std::string declared = "shape " + ShapeText(array.shape) + " of '" + array.descr + "' (" +
+  const uint64_t follows = file_size - layout.data_offset;
+  const std::string declared = "shape " + ShapeText(layout.shape) + " of '" + layout.descr + "' (" +
                                std::to_string(data_bytes) + " bytes of data)";
   if (follows < data_bytes) {
-    throw Invalid(array.path() + ": truncated: the header declares " + declared + " but " +
+    throw Invalid(path + ": truncated: the header declares " + declared + " but " +
                   std::to_string(follows) + " bytes follow it");
   }
   if (follows > data_bytes) {
-    throw Invalid(array.path() + ": " + std::to_string(follows - data_bytes) +
+    throw Invalid(path + ": " + std::to_string(follows - data_bytes) +
                   " bytes follow the data the header declares, " + declared +
                   "; numpy.save writes none");
   }
@@ -240,21 +240,33 @@ void CheckDataSize(const NpyArray& array) {
 
 }  // namespace
 
-NpyArray OpenNpy(const std::string& path, const std::vector<AcceptedDtype>& accepted,
-                 const std::string& role, const std::string& conversion) {
-  NpyArray array;
-  array.file = MappedFile::Open(path, MappedFile::Access::kRandom);
-  const Header header =
-      ReadHeader(path, array.file->data(), array.file->size(), &array.data_offset);
+NpyLayout ReadNpyLayout(const std::string& path, const uint8_t* bytes, size_t size,
+                        uint64_t file_size, const std::vector<AcceptedDtype>& accepted,
+                        const std::string& role, const std::string& conversion) {
+  NpyLayout layout;
+  const Header header = ReadHeader(path, bytes, size, &layout.data_offset);
   if (header.fortran_order) {
     throw Invalid(path +
                   ": the array is in Fortran order; save it in C order "
                   "(numpy.save(path, numpy.ascontiguousarray(array)))");
   }
-  array.descr = header.descr;
-  array.shape = header.shape;
-  array.item_size = FindDtype(path, header.descr, accepted, role, conversion).item_size;
-  CheckDataSize(array);
+  layout.descr = header.descr;
+  layout.shape = header.shape;
+  layout.item_size = FindDtype(path, header.descr, accepted, role, conversion).item_size;
+  CheckDataSize(path, layout, file_size);
+  return layout;
+}
+
+NpyArray OpenNpy(const std::string& path, const std::vector<AcceptedDtype>& accepted,
+                 const std::string& role, const std::string& conversion) {
+  NpyArray array;
+  array.file = MappedFile::Open(path, MappedFile::Access::kRandom);
+  const NpyLayout layout = ReadNpyLayout(path, array.file->data(), array.file->size(),
+                                         array.file->size(), accepted, role, conversion);
+  array.descr = layout.descr;
+  array.shape = layout.shape;
+  array.item_size = layout.item_size;
+  array.data_offset = layout.data_offset;
   return array;
 }
 

@@ -33,6 +33,19 @@ struct NpyArray {
   const std::string& path() const { return file->path(); }
 };
 
+// The dtype, shape and data offset of a .npy that bytes[0 .. size) starts (its preamble and header
+// at least; `file_size` is the whole file's, e.g. an archive member's), checked as OpenNpy checks
+// a file; `path` names it in messages.
+struct NpyLayout {
+  std::string descr;
+  std::vector<int64_t> shape;
+  size_t item_size = 0;
+  size_t data_offset = 0;
+};
+NpyLayout ReadNpyLayout(const std::string& path, const uint8_t* bytes, size_t size,
+                        uint64_t file_size, const std::vector<AcceptedDtype>& accepted,
+                        const std::string& role, const std::string& conversion);
+
 // Maps `path` and checks its preamble and header, that the array is in C order, that its dtype is
 // little-endian and among `accepted` (`role` says what the file holds, for the message: "samples"
 // or "labels"; `conversion` is the numpy call that converts, e.g. "x.astype(numpy.float32)"), and

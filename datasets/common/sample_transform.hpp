@@ -68,6 +68,9 @@ class SampleTransform {
   const std::vector<int64_t>& sample_shape() const { return sample_shape_; }
   int64_t elements() const { return elements_; }
   SourceType source() const { return source_; }
+  // For uint8 sources: the float32 each stored byte value becomes, 256 values per channel (the
+  // table Apply reads), for a plugin that writes samples of its own making alike.
+  const std::vector<float>& uint8_table() const { return uint8_table_; }
   // Writes sample `index` of `epoch`, stored at `source` (elements() values of the source type,
   // C order, any alignment), to out[0 .. elements()).
   void Apply(const void* source, int64_t index, int64_t epoch, float* out) const;

@@ -16,22 +16,22 @@
 
 #include "common/data_cache.hpp"
 #include "common/files.hpp"
+#include "common/image_decode.hpp"
+#include "common/image_resize.hpp"
 #include "common/parallel.hpp"
 #include "common/plugin.hpp"
 #include "common/sample_transform.hpp"
 #include "common/transformed_dataset.hpp"
 #include "folder_listing.hpp"
-#include "image_decode.hpp"
-#include "image_resize.hpp"
 
 namespace {
 
 using dpl::datasets::Dataset;
 using dpl::datasets::OpenRequest;
 using dpl::datasets::SharedBytes;
-using dpl::datasets::imagefolder::DecodedImage;
 using dpl::datasets::imagefolder::FolderListing;
-using dpl::datasets::imagefolder::ImageHeader;
+using dpl::datasets::images::DecodedImage;
+using dpl::datasets::images::ImageHeader;
 using dpl::support::PluginError;
 using dpl::support::Require;
 
@@ -58,7 +58,7 @@ struct Options {
 
 void ParseResize(const std::string& text, Options* options) {
   const std::string invalid = "option \"resize\" expects HEIGHTxWIDTH of 1 to " +
-                              std::to_string(dpl::datasets::imagefolder::kMaxImageSide) +
+                              std::to_string(dpl::datasets::images::kMaxImageSide) +
                               " pixels each, e.g. resize=32x32, got \"" + text + "\"";
   const size_t x = text.find('x');
   Require(x != std::string::npos && x > 0 && x + 1 < text.size(), invalid);
@@ -66,7 +66,7 @@ void ParseResize(const std::string& text, Options* options) {
     Require(digits.size() <= 6 && digits.find_first_not_of("0123456789") == std::string::npos,
             invalid);
     const int64_t value = std::stoll(digits);
-    Require(value >= 1 && value <= dpl::datasets::imagefolder::kMaxImageSide, invalid);
+    Require(value >= 1 && value <= dpl::datasets::images::kMaxImageSide, invalid);
     return value;
   };
   options->resize_height = side(text.substr(0, x));
@@ -94,17 +94,17 @@ class ImageLoader {
   void CheckHeader(int64_t index) const {
     const std::string& path = Path(index);
     const SharedBytes bytes = dpl::datasets::ReadWholeFile(path);
-    CheckSize(index, dpl::datasets::imagefolder::ReadImageHeader(path, bytes.data(), bytes.size()));
+    CheckSize(index, dpl::datasets::images::ReadImageHeader(path, bytes.data(), bytes.size()));
   }
 
   // Writes image `index` as C x H x W bytes to out[0 .. SampleBytes()).
   void Load(int64_t index, uint8_t* out) const {
     const std::string& path = Path(index);
     const SharedBytes bytes = dpl::datasets::ReadWholeFile(path);
-    DecodedImage image = dpl::datasets::imagefolder::DecodeImage(path, bytes.data(), bytes.size());
+    DecodedImage image = dpl::datasets::images::DecodeImage(path, bytes.data(), bytes.size());
     CheckSize(index, image.header);
-    image = dpl::datasets::imagefolder::ConvertChannels(std::move(image), channels_);
-    if (resize_) image = dpl::datasets::imagefolder::Resize(std::move(image), height_, width_);
+    image = dpl::datasets::images::ConvertChannels(std::move(image), channels_);
+    if (resize_) image = dpl::datasets::images::Resize(std::move(image), height_, width_);
     const int64_t plane = height_ * width_;
     for (int64_t p = 0; p < plane; ++p) {
       for (int64_t c = 0; c < channels_; ++c) {
@@ -267,7 +267,7 @@ struct ImageFolderTraits {
     const std::string first = listing.images.front().path;
     const SharedBytes first_bytes = dpl::datasets::ReadWholeFile(first);
     const ImageHeader reference =
-        dpl::datasets::imagefolder::ReadImageHeader(first, first_bytes.data(), first_bytes.size());
+        dpl::datasets::images::ReadImageHeader(first, first_bytes.data(), first_bytes.size());
     const bool resize = options.resize_height > 0;
     CacheHeader header{};
     std::memcpy(header.magic, kCacheMagic, sizeof header.magic);

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace dpl::datasets::imagefolder {
+namespace dpl::datasets::images {
 
 // The largest height or width read: a header claiming more is refused before any allocation.
 inline constexpr int64_t kMaxImageSide = 32768;
@@ -35,4 +35,4 @@ ImageHeader ReadImageHeader(const std::string& path, const uint8_t* data, size_t
 // Decodes the whole image; throws as ReadImageHeader does, also for truncated or corrupt data.
 DecodedImage DecodeImage(const std::string& path, const uint8_t* data, size_t size);
 
-}  // namespace dpl::datasets::imagefolder
+}  // namespace dpl::datasets::images

@@ -1,31 +1,23 @@
-#include "image_resize.hpp"
+#include "common/image_resize.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-namespace dpl::datasets::imagefolder {
+namespace dpl::datasets::images {
 namespace {
-
-constexpr int kPrecisionBits = 32 - 8 - 2;  // as Pillow: 8 bits of result, 2 of headroom
-
-// For every output position, the first input position it reads and its fixed-point weights.
-struct Coefficients {
-  int64_t taps = 0;              // weights per output position
-  std::vector<int64_t> first;    // first input index
-  std::vector<int64_t> count;    // inputs read
-  std::vector<int32_t> weights;  // taps per output position
-};
 
 double Triangle(double x) {
   x = std::fabs(x);
   return x < 1.0 ? 1.0 - x : 0.0;
 }
 
-Coefficients BilinearCoefficients(int64_t in_size, int64_t out_size) {
+}  // namespace
+
+ResampleCoefficients BilinearCoefficients(int64_t in_size, int64_t out_size) {
   const double scale = double(float(in_size)) / double(out_size);
   const double filter_scale = std::max(scale, 1.0);
   const double support = 1.0 * filter_scale;
-  Coefficients result;
+  ResampleCoefficients result;
   result.taps = int64_t(std::ceil(support)) * 2 + 1;
   result.first.resize(size_t(out_size));
   result.count.resize(size_t(out_size));
@@ -48,8 +40,8 @@ Coefficients BilinearCoefficients(int64_t in_size, int64_t out_size) {
       double w = k[size_t(x)];
       if (total != 0.0) w /= total;
       result.weights[size_t(out * result.taps + x)] =
-          w < 0 ? int32_t(-0.5 + w * (1 << kPrecisionBits))
-                : int32_t(0.5 + w * (1 << kPrecisionBits));
+          w < 0 ? int32_t(-0.5 + w * (1 << kResamplePrecisionBits))
+                : int32_t(0.5 + w * (1 << kResamplePrecisionBits));
     }
     result.first[size_t(out)] = first;
     result.count[size_t(out)] = count;
@@ -57,8 +49,10 @@ Coefficients BilinearCoefficients(int64_t in_size, int64_t out_size) {
   return result;
 }
 
+namespace {
+
 uint8_t Clip8(int32_t sum) {
-  const int32_t value = sum >> kPrecisionBits;
+  const int32_t value = sum >> kResamplePrecisionBits;
   return uint8_t(std::clamp(value, 0, 255));
 }
 
@@ -66,8 +60,8 @@ uint8_t Clip8(int32_t sum) {
 DecodedImage ResamplePass(const DecodedImage& in, int64_t out_height, int64_t out_width,
                           bool along_rows) {
   const int64_t channels = in.header.channels;
-  const Coefficients c = along_rows ? BilinearCoefficients(in.header.width, out_width)
-                                    : BilinearCoefficients(in.header.height, out_height);
+  const ResampleCoefficients c = along_rows ? BilinearCoefficients(in.header.width, out_width)
+                                            : BilinearCoefficients(in.header.height, out_height);
   DecodedImage out;
   out.header = {out_height, out_width, channels};
   out.pixels.resize(size_t(out_height * out_width * channels));
@@ -76,7 +70,7 @@ DecodedImage ResamplePass(const DecodedImage& in, int64_t out_height, int64_t ou
       const int64_t position = along_rows ? x : y;
       const int32_t* k = c.weights.data() + position * c.taps;
       for (int64_t ch = 0; ch < channels; ++ch) {
-        int32_t sum = 1 << (kPrecisionBits - 1);
+        int32_t sum = 1 << (kResamplePrecisionBits - 1);
         for (int64_t t = 0; t < c.count[size_t(position)]; ++t) {
           const int64_t source = c.first[size_t(position)] + t;
           const int64_t sy = along_rows ? y : source, sx = along_rows ? source : x;
@@ -121,4 +115,4 @@ DecodedImage Resize(DecodedImage image, int64_t height, int64_t width) {
   return image;
 }
 
-}  // namespace dpl::datasets::imagefolder
+}  // namespace dpl::datasets::images

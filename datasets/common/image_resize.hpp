@@ -12,9 +12,24 @@
 #include <cstdint>
 #include <vector>
 
-#include "image_decode.hpp"
+#include "common/image_decode.hpp"
 
-namespace dpl::datasets::imagefolder {
+namespace dpl::datasets::images {
+
+// Pillow's fixed point: 8 bits of result and 2 of headroom in an int32.
+inline constexpr int kResamplePrecisionBits = 32 - 8 - 2;
+
+// Pillow's bilinear resampling of `in_size` positions to `out_size`: for every output position,
+// the first input position it reads, how many it reads and their fixed-point weights (sum
+// 1 << kResamplePrecisionBits, rounded). An output value is
+// clamp((sum(input * weight) + (1 << (kResamplePrecisionBits - 1))) >> kResamplePrecisionBits).
+struct ResampleCoefficients {
+  int64_t taps = 0;              // weights per output position
+  std::vector<int64_t> first;    // first input index
+  std::vector<int64_t> count;    // inputs read
+  std::vector<int32_t> weights;  // taps per output position
+};
+ResampleCoefficients BilinearCoefficients(int64_t in_size, int64_t out_size);
 
 // `image` with `channels` (1 or 3) channels.
 DecodedImage ConvertChannels(DecodedImage image, int64_t channels);
@@ -22,4 +37,4 @@ DecodedImage ConvertChannels(DecodedImage image, int64_t channels);
 // `image` resized to height x width (returned as it is when it has that size already).
 DecodedImage Resize(DecodedImage image, int64_t height, int64_t width);
 
-}  // namespace dpl::datasets::imagefolder
+}  // namespace dpl::datasets::images

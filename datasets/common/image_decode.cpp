@@ -2,7 +2,7 @@
 // their callbacks. A longjmp that skips a C++ object's destructor is undefined behaviour, so the
 // functions that call setjmp (DecodePng, DecodeJpeg) hold only plain C data: the caller's
 // buffers are allocated before, or through a plain malloc that the error path frees.
-#include "image_decode.hpp"
+#include "common/image_decode.hpp"
 
 #include <png.h>
 #include <stdio.h>  // jpeglib.h needs FILE declared first
@@ -18,7 +18,7 @@
 
 #include "dpl/support/error.hpp"
 
-namespace dpl::datasets::imagefolder {
+namespace dpl::datasets::images {
 namespace {
 
 using support::PluginError;
@@ -257,4 +257,4 @@ DecodedImage DecodeImage(const std::string& path, const uint8_t* data, size_t si
   return Decode(path, data, size, /*header_only=*/false);
 }
 
-}  // namespace dpl::datasets::imagefolder
+}  // namespace dpl::datasets::images
