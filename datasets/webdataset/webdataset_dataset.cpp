@@ -121,7 +121,8 @@ int64_t CheckImageSamples(const ShardSet& shards, const WebDatasetOptions& optio
   for (int64_t i = 0; i < shards.count(); ++i) {
     const ShardSet::Sample sample = shards.Locate(i);
     Require(options.classes == 0 || sample.record->label < options.classes,
-            ShardSet::Describe(sample) + ": label " + std::to_string(sample.record->label) +
+            ShardSet::Describe(sample) + ": its label (." + options.layout.label_extension + ") " +
+                std::to_string(sample.record->label) +
                 " is not below classes=" + std::to_string(options.classes));
     largest = std::max(largest, sample.record->label);
     const bool same_size = sample.record->height == first.record->height &&

@@ -22,6 +22,8 @@
                                          get_params for each "height width seed epoch index
                                          scale_low scale_high ratio_low ratio_high" line of CASES,
                                          torchvision's arithmetic fed the plugin's draws
+    shard_writer.py jpegs DIR            DIR/NAME.jpg: noise JPEGs of odd sizes in 4:2:0, 4:2:2,
+                                         4:4:4, greyscale and progressive
     shard_writer.py tokens DIR           DIR/train/tokens.tar: .npy and .bin members of ids, and
                                          DIR/expected-tokens.txt: each member's ids
 
@@ -179,14 +181,15 @@ def tar_bytes(members):
 
 
 def write_broken(root, case):
-    image = encoded(noise_image(8, 8, 6), "JPEG", quality=90)
+    side = 64 if case == "truncated-jpeg" else 8
+    image = encoded(noise_image(side, side, 6), "JPEG", quality=90)
     members = [("000.jpg", image), ("000.cls", b"1"), ("001.jpg", image), ("001.cls", b"2")]
     if case == "unlabelled":
         members = members[:3]
     elif case == "unreadable-image":
         members[2] = ("001.jpg", b"GIF89a not a jpeg")
-    elif case == "truncated-jpeg":
-        members[2] = ("001.jpg", image[:len(image) // 2])
+    elif case == "truncated-jpeg":  # its header whole, its scan cut short
+        members[2] = ("001.jpg", image[:len(image) * 3 // 4])
     elif case == "duplicate-key":
         members.append(("001.png", encoded(noise_image(8, 8, 7), "PNG")))
     elif case == "label-12":
@@ -261,6 +264,18 @@ def write_boxes(out, cases):
             boxes.write(" ".join(str(v) for v in box) + "\n")
 
 
+def write_jpegs(root):
+    os.makedirs(root, exist_ok=True)
+    for name, size, mode, options in (
+            ("420", (53, 37), "RGB", {"subsampling": 2}), ("422", (250, 333), "RGB",
+                                                          {"subsampling": 1}),
+            ("444", (61, 45), "RGB", {"subsampling": 0}), ("grey", (77, 64), "L", {}),
+            ("progressive", (120, 95), "RGB", {"progressive": True})):
+        image = noise_image(size[1] // 3 + 1, size[0] // 3 + 1, len(name), mode)
+        image = image.resize(size, Image.BILINEAR)
+        image.save(f"{root}/{name}.jpg", quality=90, **options)
+
+
 def write_tokens(root):
     rng = numpy.random.default_rng(9)
     members = []
@@ -295,6 +310,8 @@ if __name__ == "__main__":
         write_torchvision(root, split, int(size), int(resize), int(seed), int(epoch), flip == "1")
     elif command == "boxes":
         write_boxes(*arguments)
+    elif command == "jpegs":
+        write_jpegs(*arguments)
     elif command == "tokens":
         write_tokens(*arguments)
     else:
