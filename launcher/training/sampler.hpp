@@ -2,6 +2,15 @@
 // the same on every rank (it need not equal torch's RNG stream), padded to a multiple of the
 // world size by repeating its start (or truncated with drop_last), and rank r takes positions
 // r, r + W, r + 2W, ...
+//
+// Note [Global sample position]: the epoch's order is of samples (never of files or shards) and
+// does not depend on the world size. With a per-rank batch of B / W (B the global batch), batch b
+// of every rank holds positions r + W * (b * B / W + k), so batch b of all ranks together is
+// positions [b * B, (b + 1) * B) of the order whatever W is. A checkpoint's (epoch, batch) thus
+// names the global position of the next sample, and a run resumed from it at the same or another
+// world size (--batch-size must match on resume) continues at exactly that sample; only the
+// padding of the epoch's last batch depends on W. tests/training/sampler_test.cpp and
+// tests/datasets/webdataset_jobs_test.cpp check it.
 #pragma once
 
 #include <cstdint>

@@ -24,6 +24,10 @@
                                          torchvision's arithmetic fed the plugin's draws
     shard_writer.py jpegs DIR            DIR/NAME.jpg: noise JPEGs of odd sizes in 4:2:0, 4:2:2,
                                          4:4:4, greyscale and progressive
+    shard_writer.py indexed DIR COUNTS   DIR/train/part-N.tar holding COUNTS (e.g. 40:7:49)
+                                         samples and DIR/val/part-0.tar 12: 28x28 grey PNGs whose
+                                         first two pixels spell the sample's index (for
+                                         sample_recorder.c), labels index % 10
     shard_writer.py tokens DIR           DIR/train/tokens.tar: .npy and .bin members of ids, and
                                          DIR/expected-tokens.txt: each member's ids
 
@@ -276,6 +280,22 @@ def write_jpegs(root):
         image.save(f"{root}/{name}.jpg", quality=90, **options)
 
 
+def write_indexed(root, counts):
+    for split, sizes in (("train", [int(c) for c in counts.split(":")]), ("val", [12])):
+        os.makedirs(f"{root}/{split}", exist_ok=True)
+        index = 0
+        for part, size in enumerate(sizes):
+            members = []
+            for _ in range(size):
+                pixels = numpy.zeros((28, 28), numpy.uint8)
+                pixels[0, 0], pixels[0, 1] = index % 256, index // 256
+                members.append((f"{index:06d}.png", encoded(Image.fromarray(pixels, "L"), "PNG")))
+                members.append((f"{index:06d}.cls", str(index % 10).encode()))
+                index += 1
+            with open(f"{root}/{split}/part-{part}.tar", "wb") as f:
+                f.write(tar_bytes(members))
+
+
 def write_tokens(root):
     rng = numpy.random.default_rng(9)
     members = []
@@ -310,6 +330,8 @@ if __name__ == "__main__":
         write_torchvision(root, split, int(size), int(resize), int(seed), int(epoch), flip == "1")
     elif command == "boxes":
         write_boxes(*arguments)
+    elif command == "indexed":
+        write_indexed(*arguments)
     elif command == "jpegs":
         write_jpegs(*arguments)
     elif command == "tokens":

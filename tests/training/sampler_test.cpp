@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <vector>
 
 namespace dpl::training {
 namespace {
@@ -80,6 +81,33 @@ TEST(Sampler, ReshufflesPerEpochIdenticallyOnEveryRank) {
   for (size_t i = 0; i < 500; ++i) {
     EXPECT_EQ(r0[i], order[2 * i]);
     EXPECT_EQ(r1[i], order[2 * i + 1]);
+  }
+}
+
+// Note [Global sample position]: batch b of all ranks together is positions [b * B, (b + 1) * B)
+// of the epoch's order at every world size that divides the global batch B, so a run resumed at
+// another world size after b batches continues at the same sample.
+TEST(Sampler, ABatchOfAllRanksIsTheSameSpanOfTheOrderAtEveryWorldSize) {
+  const int64_t size = 600, global_batch = 24;
+  const std::vector<int64_t> order = Permutation(size, 9 + 2);
+  for (const int world : {1, 2, 3, 4, 6, 8, 12, 24}) {
+    SCOPED_TRACE(world);
+    const int64_t local = global_batch / world;
+    std::vector<std::vector<int64_t>> ranks;
+    for (int r = 0; r < world; ++r) {
+      ranks.push_back(
+          DistributedSampler(size, world, r, 9, ShuffleMode::kShuffle, RemainderMode::kPad)
+              .EpochIndices(2));
+    }
+    for (int64_t batch = 0; batch * global_batch < size; ++batch) {
+      std::multiset<int64_t> together;
+      for (const std::vector<int64_t>& mine : ranks) {
+        together.insert(mine.begin() + batch * local, mine.begin() + (batch + 1) * local);
+      }
+      const std::multiset<int64_t> span(order.begin() + batch * global_batch,
+                                        order.begin() + (batch + 1) * global_batch);
+      ASSERT_EQ(together, span) << "batch " << batch;
+    }
   }
 }
 
