@@ -10,11 +10,13 @@
 #include <jerror.h>
 #include <jpeglib.h>
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "dpl/support/error.hpp"
 
@@ -26,10 +28,19 @@ using support::PluginError;
 constexpr size_t kErrorBytes = 256;
 constexpr uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
 
+// Columns decoded beyond a partial JPEG window's on each side (one iMCU of 4:2:0 data): a
+// partial-width decode's fancy upsampling may differ from a whole decode's at its edges
+// (libjpeg.txt, "Partial image decompression"), so those columns are decoded and not used.
+constexpr int64_t kJpegColumnMargin = 16;
+
 // The outcome of a C-style decode: a header, maybe malloc'ed pixels, or an error text.
 struct RawDecode {
   ImageHeader header;
-  uint8_t* pixels = nullptr;  // malloc'ed; height * width * channels
+  // malloc'ed; rows x width x channels of the window decoded (the whole image unless a JPEG
+  // window was asked for)
+  uint8_t* pixels = nullptr;
+  int64_t left = 0;   // the window's first column
+  int64_t width = 0;  // its columns
   char error[kErrorBytes] = {0};
   bool unsupported_colour = false;  // a CMYK or YCCK JPEG
 };
@@ -112,6 +123,7 @@ bool DecodePng(const uint8_t* data, size_t size, bool header_only, RawDecode* re
     }
   }
   std::free(rows);
+  result->width = result->header.width;
   png_destroy_read_struct(&png, &info, nullptr);
   return true;
 }
@@ -136,8 +148,49 @@ void OnJpegMessage(j_common_ptr decoder, int level) {
   if (level < 0 && decoder->err->msg_code == JWRN_JPEG_EOF) (*decoder->err->error_exit)(decoder);
 }
 
-// Note [Decoding without C++ across longjmp].
-bool DecodeJpeg(const uint8_t* data, size_t size, bool header_only, RawDecode* result) {
+// Decodes the window's rows and at least its columns into result->pixels (the columns decoded:
+// result->left, result->width). A partial width decodes whole iMCUs and a margin
+// (kJpegColumnMargin) that the caller does not use; the rows above are skipped, those below never
+// read. Note [Decoding without C++ across longjmp].
+bool DecodeJpegWindow(jpeg_decompress_struct* decoder, const JpegWindow& window,
+                      RawDecode* result) {
+  const bool whole = window.top == 0 && window.rows == result->header.height && window.left == 0 &&
+                     window.width == result->header.width;
+  jpeg_start_decompress(decoder);
+  JDIMENSION left = JDIMENSION(std::max<int64_t>(0, window.left - kJpegColumnMargin));
+  JDIMENSION columns = JDIMENSION(
+      std::min<int64_t>(result->header.width, window.left + window.width + kJpegColumnMargin) -
+      int64_t(left));
+  if (columns < decoder->output_width) jpeg_crop_scanline(decoder, &left, &columns);
+  result->left = left;
+  result->width = decoder->output_width;
+  const size_t row_bytes = size_t(decoder->output_width) * size_t(decoder->output_components);
+  if (decoder->output_components != result->header.channels ||
+      decoder->output_height != decoder->image_height) {
+    std::snprintf(result->error, kErrorBytes, "unexpected output layout");
+    return false;
+  }
+  result->pixels = static_cast<uint8_t*>(std::malloc(row_bytes * size_t(window.rows)));
+  if (result->pixels == nullptr) {
+    std::snprintf(result->error, kErrorBytes, "out of memory");
+    return false;
+  }
+  if (window.top > 0) jpeg_skip_scanlines(decoder, JDIMENSION(window.top));
+  while (decoder->output_scanline < JDIMENSION(window.top + window.rows)) {
+    JSAMPROW row = result->pixels + size_t(decoder->output_scanline - window.top) * row_bytes;
+    jpeg_read_scanlines(decoder, &row, 1);
+  }
+  if (whole) {
+    jpeg_finish_decompress(decoder);
+  } else {
+    jpeg_abort_decompress(decoder);  // the rows below are not needed
+  }
+  return true;
+}
+
+// `window` NULL: the whole image. Note [Decoding without C++ across longjmp].
+bool DecodeJpeg(const uint8_t* data, size_t size, bool header_only, const JpegWindow* window,
+                RawDecode* result) {
   jpeg_decompress_struct decoder;
   JpegErrors errors;
   decoder.err = jpeg_std_error(&errors.manager);
@@ -168,31 +221,22 @@ bool DecodeJpeg(const uint8_t* data, size_t size, bool header_only, RawDecode* r
   result->header.channels = grey ? 1 : 3;
   const bool too_large =
       decoder.image_height > kMaxImageSide || decoder.image_width > kMaxImageSide;
+  bool decoded = true;
   if (!header_only && !too_large) {  // Decode refuses a too large image by its header
+    const JpegWindow whole{0, result->header.height, 0, result->header.width};
+    const JpegWindow& asked = window != nullptr ? *window : whole;
     decoder.out_color_space = grey ? JCS_GRAYSCALE : JCS_RGB;
-    jpeg_start_decompress(&decoder);
-    const size_t row_bytes = size_t(decoder.output_width) * size_t(decoder.output_components);
-    if (decoder.output_components != result->header.channels ||
-        decoder.output_width != decoder.image_width ||
-        decoder.output_height != decoder.image_height) {
-      std::snprintf(result->error, kErrorBytes, "unexpected output layout");
-      jpeg_destroy_decompress(&decoder);
-      return false;
+    if (asked.top < 0 || asked.left < 0 || asked.rows < 1 || asked.width < 1 ||
+        asked.top + asked.rows > result->header.height ||
+        asked.left + asked.width > result->header.width) {
+      std::snprintf(result->error, kErrorBytes, "the part asked for lies outside the image");
+      decoded = false;
+    } else {
+      decoded = DecodeJpegWindow(&decoder, asked, result);
     }
-    result->pixels = static_cast<uint8_t*>(std::malloc(row_bytes * decoder.output_height));
-    if (result->pixels == nullptr) {
-      std::snprintf(result->error, kErrorBytes, "out of memory");
-      jpeg_destroy_decompress(&decoder);
-      return false;
-    }
-    while (decoder.output_scanline < decoder.output_height) {
-      JSAMPROW row = result->pixels + size_t(decoder.output_scanline) * row_bytes;
-      jpeg_read_scanlines(&decoder, &row, 1);
-    }
-    jpeg_finish_decompress(&decoder);
   }
   jpeg_destroy_decompress(&decoder);
-  return true;
+  return decoded;
 }
 
 enum class Format { kPng, kJpeg };
@@ -213,11 +257,15 @@ Format FormatOf(const std::string& path, const uint8_t* bytes, size_t size) {
                     path + ": not a PNG or JPEG image (it starts with the bytes " + start + ")");
 }
 
-DecodedImage Decode(const std::string& path, const uint8_t* data, size_t size, bool header_only) {
+// Decodes the image (its header only, or its pixels: of `window` for a JPEG when not NULL, else
+// all of them) and checks it; throws as ReadImageHeader says.
+RawDecode Decode(const std::string& path, const uint8_t* data, size_t size, bool header_only,
+                 const JpegWindow* window) {
   const Format format = FormatOf(path, data, size);
   RawDecode raw;
   const bool decoded = format == Format::kPng ? DecodePng(data, size, header_only, &raw)
-                                              : DecodeJpeg(data, size, header_only, &raw);
+                                              : DecodeJpeg(data, size, header_only, window, &raw);
+  std::unique_ptr<uint8_t, void (*)(void*)> pixels(raw.pixels, std::free);
   const char* name = format == Format::kPng ? "PNG" : "JPEG";
   if (raw.unsupported_colour) {
     throw PluginError(DPL_ERR_INVALID_ARGUMENT,
@@ -229,32 +277,50 @@ DecodedImage Decode(const std::string& path, const uint8_t* data, size_t size, b
     throw PluginError(DPL_ERR_INVALID_ARGUMENT,
                       path + ": the " + name + " image does not decode: " + raw.error);
   }
-  std::unique_ptr<uint8_t, void (*)(void*)> pixels(raw.pixels, std::free);
-  DecodedImage image;
-  image.header = raw.header;
-  if (image.header.height < 1 || image.header.width < 1 || image.header.height > kMaxImageSide ||
-      image.header.width > kMaxImageSide) {
+  const ImageHeader& header = raw.header;
+  if (header.height < 1 || header.width < 1 || header.height > kMaxImageSide ||
+      header.width > kMaxImageSide) {
     throw PluginError(DPL_ERR_INVALID_ARGUMENT,
-                      path + ": the image is " + std::to_string(image.header.height) + "x" +
-                          std::to_string(image.header.width) +
-                          " (height x width); images of 1 to " + std::to_string(kMaxImageSide) +
-                          " pixels a side are read");
+                      path + ": the image is " + std::to_string(header.height) + "x" +
+                          std::to_string(header.width) + " (height x width); images of 1 to " +
+                          std::to_string(kMaxImageSide) + " pixels a side are read");
   }
-  if (pixels) {
-    const size_t size = size_t(image.header.height * image.header.width * image.header.channels);
-    image.pixels.assign(pixels.get(), pixels.get() + size);
-  }
-  return image;
+  raw.pixels = pixels.release();
+  return raw;
+}
+
+// The raw decode's pixels (rows x its width x channels) as a vector; frees them.
+std::vector<uint8_t> TakePixels(RawDecode* raw, int64_t rows) {
+  std::unique_ptr<uint8_t, void (*)(void*)> pixels(raw->pixels, std::free);
+  raw->pixels = nullptr;
+  if (!pixels) return {};
+  return std::vector<uint8_t>(pixels.get(),
+                              pixels.get() + size_t(rows * raw->width * raw->header.channels));
 }
 
 }  // namespace
 
 ImageHeader ReadImageHeader(const std::string& path, const uint8_t* data, size_t size) {
-  return Decode(path, data, size, /*header_only=*/true).header;
+  return Decode(path, data, size, /*header_only=*/true, nullptr).header;
 }
 
 DecodedImage DecodeImage(const std::string& path, const uint8_t* data, size_t size) {
-  return Decode(path, data, size, /*header_only=*/false);
+  RawDecode raw = Decode(path, data, size, /*header_only=*/false, nullptr);
+  DecodedImage image;
+  image.header = raw.header;
+  image.pixels = TakePixels(&raw, raw.header.height);
+  return image;
+}
+
+JpegRegion DecodeJpegRegion(const std::string& path, const uint8_t* data, size_t size,
+                            const JpegWindow& window) {
+  RawDecode raw = Decode(path, data, size, /*header_only=*/false, &window);
+  JpegRegion region;
+  region.image = raw.header;
+  region.left = raw.left;
+  region.width = raw.width;
+  region.pixels = TakePixels(&raw, window.rows);
+  return region;
 }
 
 }  // namespace dpl::datasets::images

@@ -35,4 +35,26 @@ ImageHeader ReadImageHeader(const std::string& path, const uint8_t* data, size_t
 // Decodes the whole image; throws as ReadImageHeader does, also for truncated or corrupt data.
 DecodedImage DecodeImage(const std::string& path, const uint8_t* data, size_t size);
 
+// A part of a JPEG: rows [top, top + rows) and columns [left, left + width) of the image.
+struct JpegWindow {
+  int64_t top = 0;
+  int64_t rows = 0;
+  int64_t left = 0;
+  int64_t width = 0;
+};
+// What DecodeJpegRegion decoded: the window's rows, of columns [left, left + width), which hold
+// the window's columns (widened to whole iMCUs and a margin), row-major, channels interleaved.
+struct JpegRegion {
+  ImageHeader image;  // the whole image's
+  int64_t left = 0;
+  int64_t width = 0;
+  std::vector<uint8_t> pixels;  // window.rows x width x image.channels
+};
+// Decodes only `window` of the JPEG in data[0 .. size): the rows above it are skipped
+// (jpeg_skip_scanlines), the rows below never read, and only its columns (and a margin) go
+// through the inverse DCT, upsampling and colour conversion (jpeg_crop_scanline). Its pixels are
+// those of DecodeImage. Throws as DecodeImage does, and for a window outside the image.
+JpegRegion DecodeJpegRegion(const std::string& path, const uint8_t* data, size_t size,
+                            const JpegWindow& window);
+
 }  // namespace dpl::datasets::images

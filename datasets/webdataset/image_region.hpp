@@ -1,10 +1,8 @@
-// The pixels of the part of an image a sample needs, decoded from a member's bytes. JPEG with
-// libjpeg-turbo decodes only that part: the rows above it are skipped (jpeg_skip_scanlines), the
-// rows below it are never decoded, and only its columns (widened to whole iMCUs, plus one iMCU on
-// each side, where the partial decode's fancy upsampling may differ at the edges: libjpeg.txt,
-// "Partial image decompression") go through the inverse DCT, upsampling and colour conversion;
-// the pixels are those of a whole decode (tested). PNG (libpng) and WebP (libwebp) are decoded
-// whole. Pixels are as Pillow decodes them (common/image_decode.hpp); WebP's alpha is dropped.
+// The pixels of the part of an image a sample needs, decoded from a member's bytes. A JPEG decodes
+// only that part (common/image_decode.hpp's DecodeJpegRegion: the rows above skipped, the rows
+// below never read, only its columns and a margin through the inverse DCT; the pixels are those
+// of a whole decode, tested). PNG (libpng) and WebP (libwebp) are decoded whole. Pixels are as
+// Pillow decodes them; WebP's alpha is dropped.
 #pragma once
 
 #include <cstddef>

@@ -261,6 +261,17 @@ inline void RunPython(const std::string& directory, const std::string& code) {
   ASSERT_EQ(status, 0) << "python failed:\n" << output;
 }
 
+// Runs the Python script `script` (a path) as __main__ in `directory`, with `arguments` split at
+// spaces as its sys.argv[1:]; fails the test on an error.
+inline void RunScript(const std::string& directory, const std::string& script,
+                      const std::string& arguments) {
+  RunPython(directory, "sys.argv = ['" + script + "'] + '" + arguments +
+                           "'.split()\n"
+                           "import runpy\n"
+                           "runpy.run_path('" +
+                           script + "', run_name='__main__')");
+}
+
 // The recipe's ToTensor then Normalize of a byte, in float32 as the plugins compute it.
 inline float Normalised(uint8_t value, float mean, float std) {
   return (float(value) * (1.0f / 255.0f) - mean) / std;

@@ -10,25 +10,15 @@
 
 #include "common/image_decode.hpp"
 #include "crop_geometry.hpp"
-#include "dataset_loader.hpp"
 #include "image_region.hpp"
+#include "webdataset_fixture.hpp"
 
 namespace dpl::datasets::webdataset {
 namespace {
 
 using testing::ReadBytes;
-using testing::RunPython;
 
-class WebDatasetCoreTest : public testing::ScratchTest {
- protected:
-  void Writer(const std::string& arguments) {
-    RunPython(dir_, "sys.argv = ['shard_writer'] + '" + arguments +
-                        "'.split()\n"
-                        "import runpy\n"
-                        "runpy.run_path('" DPL_TEST_SOURCE_DIR
-                        "/tests/datasets/shard_writer.py', run_name='__main__')");
-  }
-};
+using WebDatasetCoreTest = testing::WebDatasetFixture;
 
 struct CropCase {
   int64_t height, width;

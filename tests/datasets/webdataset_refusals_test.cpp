@@ -8,32 +8,20 @@
 #include <fstream>
 #include <tuple>
 
-#include "dataset_loader.hpp"
+#include "webdataset_fixture.hpp"
 
 namespace dpl::datasets::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-class WebDatasetRefusalTest : public ScratchTest {
+class WebDatasetRefusalTest : public WebDatasetFixture {
  protected:
-  void Writer(const std::string& arguments) {
-    RunPython(dir_, "sys.argv = ['shard_writer'] + '" + arguments +
-                        "'.split()\n"
-                        "import runpy\n"
-                        "runpy.run_path('" DPL_TEST_SOURCE_DIR
-                        "/tests/datasets/shard_writer.py', run_name='__main__')");
-  }
-  std::string Refusal(const std::string& options, dpl_status expected = DPL_ERR_INVALID_ARGUMENT) {
-    Dataset dataset("webdataset", At(options));
-    EXPECT_EQ(dataset.status(), expected) << dataset.error();
-    return dataset.error();
-  }
   std::string Shard() const { return Path("train/shard.tar"); }
 };
 
 std::string Error(const std::string& message) {
-  return "dataset \"webdataset\": " + message;
+  return WebDatasetError(message);
 }
 
 TEST_F(WebDatasetRefusalTest, BrokenShardsAreRefusedNamingTheShardAndTheMember) {

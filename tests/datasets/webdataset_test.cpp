@@ -11,32 +11,15 @@
 #include <sstream>
 #include <tuple>
 
-#include "dataset_loader.hpp"
+#include "webdataset_fixture.hpp"
 
 namespace dpl::datasets::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-class WebDatasetTest : public ScratchTest {
+class WebDatasetTest : public WebDatasetFixture {
  protected:
-  void Writer(const std::string& arguments) {
-    RunPython(dir_, "sys.argv = ['shard_writer'] + '" + arguments +
-                        "'.split()\n"
-                        "import runpy\n"
-                        "runpy.run_path('" DPL_TEST_SOURCE_DIR
-                        "/tests/datasets/shard_writer.py', run_name='__main__')");
-  }
-  Settings Split(int32_t split, const std::string& options = "", uint64_t seed = 0) const {
-    Settings settings = AtSplit(split, options, seed);
-    settings.cache_dir = Path("cache");
-    return settings;
-  }
-  std::string Refusal(const Settings& settings, dpl_status expected = DPL_ERR_INVALID_ARGUMENT) {
-    Dataset dataset("webdataset", settings);
-    EXPECT_EQ(dataset.status(), expected) << dataset.error();
-    return dataset.error();
-  }
   std::vector<std::string> CacheEntries() const {
     std::vector<std::string> names;
     if (!fs::exists(Path("cache"))) return names;
@@ -47,10 +30,6 @@ class WebDatasetTest : public ScratchTest {
     return names;
   }
 };
-
-std::string Error(const std::string& message) {
-  return "dataset \"webdataset\": " + message;
-}
 
 // A batch of (C, H, W) samples written with mean 0 and std 1 (every value is byte / 255) back as
 // bytes, in `layout` "HWC" or "CHW".
@@ -210,8 +189,9 @@ TEST_F(WebDatasetTest, TokenSamplesAreWindowsOfTheirIds) {
   }
   const std::string shard = Path("train/tokens.tar");
   EXPECT_EQ(Refusal(Split(DPL_DATASET_SPLIT_TRAIN, "sample=tokens,block=9")),
-            Error(shard + ": sample \"000\" (member 000.npy): 9 ids; a sample of block=9 needs 10 "
-                          "(its input, and the next id after each as the target)"));
+            WebDatasetError(
+                shard + ": sample \"000\" (member 000.npy): 9 ids; a sample of block=9 needs 10 "
+                        "(its input, and the next id after each as the target)"));
   EXPECT_NE(Refusal(Split(DPL_DATASET_SPLIT_TRAIN, "sample=tokens,block=4,vocab=10"))
                 .find("is not below vocab=10"),
             std::string::npos);
