@@ -243,19 +243,24 @@ class TarWalk {
     return data;
   }
 
-  // Handles the header at `offset` and returns where the next one starts.
-  uint64_t Step(uint64_t offset, const uint8_t* block, size_t available,
-                const std::function<void(const TarMember&)>& visit) {
-    const char type = char(block[kTypeField]);
+  // The size of the data after the header at `offset`: its size field, or a pax header's size
+  // for the entry after it.
+  uint64_t DataSize(uint64_t offset, const uint8_t* block, char type) const {
     uint64_t size = 0;
     if (!ParseNumber(block + kSizeField, kSizeLength, &size)) {
       throw PluginError(DPL_ERR_INVALID_ARGUMENT, shard_.path() + ": the tar header at " +
                                                       At(offset) + AfterLast() +
                                                       " has a malformed size field");
     }
-    if (pending_.has_size && type != 'x' && type != 'g' && type != 'L' && type != 'K') {
-      size = pending_.size;
-    }
+    const bool extension = type == 'x' || type == 'g' || type == 'L' || type == 'K';
+    return pending_.has_size && !extension ? pending_.size : size;
+  }
+
+  // Handles the header at `offset` and returns where the next one starts.
+  uint64_t Step(uint64_t offset, const uint8_t* block, size_t available,
+                const std::function<void(const TarMember&)>& visit) {
+    const char type = char(block[kTypeField]);
+    const uint64_t size = DataSize(offset, block, type);
     const uint64_t data_offset = offset + kTarBlock;
     std::string name = WithoutDotSlash(pending_.has_path ? pending_.path
                                        : has_long_name_  ? long_name_
