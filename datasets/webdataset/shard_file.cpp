@@ -32,8 +32,13 @@ ShardFile::ShardFile(std::string path) : path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
     const int error = errno;
-    throw PluginError(error == ENOENT ? DPL_ERR_NOT_FOUND : DPL_ERR_IO,
-                      path_ + ": cannot open the shard for reading: " + std::strerror(error));
+    const std::string advice = error == EMFILE ? " (every shard stays open while the data is "
+                                                 "read: raise the limit, ulimit -n, or write "
+                                                 "fewer, larger shards)"
+                                               : "";
+    throw PluginError(
+        error == ENOENT ? DPL_ERR_NOT_FOUND : DPL_ERR_IO,
+        path_ + ": cannot open the shard for reading: " + std::strerror(error) + advice);
   }
   try {
     stamp_ = StampOfDescriptor(fd_, path_);

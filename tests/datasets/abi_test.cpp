@@ -16,9 +16,11 @@ namespace {
 
 std::vector<std::string> PluginNames() {
   std::vector<std::string> names = {"idx", "npy", "cifar10", "tokens", "text"};
-  if (std::filesystem::exists(std::string(DPL_TEST_PLUGIN_DIR) +
-                              "/libdpl_dataset_imagefolder.so")) {
-    names.push_back("imagefolder");
+  for (const char* optional : {"imagefolder", "webdataset"}) {  // built with libpng, libjpeg
+    if (std::filesystem::exists(std::string(DPL_TEST_PLUGIN_DIR) + "/libdpl_dataset_" + optional +
+                                ".so")) {
+      names.push_back(optional);
+    }
   }
   return names;
 }
