@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "webdataset_fixture.hpp"
@@ -101,6 +102,38 @@ TEST_F(WebDatasetTest, ReadsEverySampleOfShardsTheWebdatasetPackageWrote) {
   for (size_t i = 0; i < entries.size(); ++i) {
     EXPECT_EQ(fs::last_write_time(Path("cache/" + entries[i])), written[i]) << entries[i];
   }
+}
+
+// Several opens at once (as several launchers sharing a cache) each build or read whole
+// indexes; a shard rewritten under the same name is indexed anew, its old entry left unread.
+TEST_F(WebDatasetTest, ConcurrentOpensShareTheCacheAndAChangedShardIsIndexedAgain) {
+  Writer("webdataset " + dir_);
+  std::vector<Batch> batches(4);
+  std::vector<std::thread> opens;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    opens.emplace_back([&, i] {
+      Dataset dataset("webdataset", Split(DPL_DATASET_SPLIT_TRAIN));
+      if (dataset.ok()) batches[i] = dataset.FillAll();
+    });
+  }
+  for (std::thread& open : opens) open.join();
+  for (const Batch& batch : batches) {
+    EXPECT_EQ(batch.labels, LabelsOf(Path("reference-train.txt")));
+    EXPECT_EQ(batch.input, batches[0].input);
+  }
+  ASSERT_EQ(CacheEntries().size(), 3u);
+  // shard-000000 becomes a copy of shard-000001 (a new size or time: a new key).
+  fs::remove(Path("train/shard-000000.tar"));
+  fs::copy_file(Path("train/shard-000001.tar"), Path("train/shard-000000.tar"));
+  Dataset changed("webdataset", Split(DPL_DATASET_SPLIT_TRAIN));
+  ASSERT_TRUE(changed.ok()) << changed.error();
+  EXPECT_EQ(CacheEntries().size(), 4u);
+  const Batch after = changed.FillAll();
+  const size_t sample = 3 * 12 * 16;
+  EXPECT_TRUE(std::equal(after.input.begin(), after.input.begin() + 7 * sample,
+                         batches[0].input.begin() + 7 * sample));
+  EXPECT_EQ(std::vector<int64_t>(after.labels.begin(), after.labels.begin() + 7),
+            std::vector<int64_t>(batches[0].labels.begin() + 7, batches[0].labels.begin() + 14));
 }
 
 TEST_F(WebDatasetTest, ReadsTarsOfGnuTarPaxAndUstarWithLongNamesDotsAndFolders) {
