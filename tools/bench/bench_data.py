@@ -188,6 +188,8 @@ def memory_child(root, args):
     the RssAnon after create and the largest seen during the epoch."""
     plugin = Plugin(os.path.abspath(args.plugin))
     handle, info = plugin.create(root, dpl_options(), args.threads, f"{root}/cache")
+    if args.index_only:
+        return
     after_create = rss_anon_kib()
     largest = after_create
     shape = [info.input.shape[d] for d in range(info.input.ndim)]
@@ -222,7 +224,7 @@ def measure_memory(images, scratch, args):
         write_shards((images * copies)[:size], root)
         child = [sys.executable, os.path.abspath(__file__), "--memory-child", root, "--plugin",
                  args.plugin, "--threads", str(args.threads), "--batch", str(args.batch)]
-        subprocess.run(child, check=True, stdout=subprocess.DEVNULL)  # builds the index
+        subprocess.run(child + ["--index-only"], check=True)  # builds the index
         out = subprocess.run(child, check=True, capture_output=True, text=True).stdout.split()
         results.append([int(v) for v in out])
         shutil.rmtree(root)
@@ -245,6 +247,7 @@ def main():
     parser.add_argument("--memory", default="", help="A:B samples, e.g. 10000:100000")
     parser.add_argument("--scratch", default="")
     parser.add_argument("--memory-child", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--index-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         memory_child(args.memory_child, args)
