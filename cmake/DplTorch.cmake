@@ -37,6 +37,7 @@ message(STATUS "dpl: Python ${DPL_PYTHON_EXECUTABLE} (DPL_TORCH=${DPL_TORCH})")
 # Whether the torch has its CUDA part (pip's torch does; Debian's is CPU-only): what a model
 # plugin says when asked for --device cuda on a machine without a GPU depends on it.
 set(DPL_TORCH_HAS_CUDA 0)
+set(DPL_TORCH_DIR "")  # where TorchConfig.cmake is when not found on the default paths
 if(NOT DPL_TORCH STREQUAL "system")
   # The torch package's folder (its lib/ holds libtorch) and, for a CUDA build, the folders of the
   # NVIDIA wheels it loads its CUDA runtime and NCCL from (site-packages/nvidia/...).
@@ -77,6 +78,8 @@ print(root, int(torch.backends.cuda.is_built()),
   # the system's folders, and TorchConfig's own hints only after them.
   list(PREPEND CMAKE_PREFIX_PATH "${dpl_torch_root}/share/cmake")
   list(PREPEND CMAKE_LIBRARY_PATH "${dpl_torch_root}/lib")
+  # Recorded in the installed dplConfig.cmake: outside model plugins build against this torch too.
+  set(DPL_TORCH_DIR "${dpl_torch_root}/share/cmake/Torch")
   # A CUDA build's libtorch_cuda needs the NCCL, cuBLAS, ... of its wheels, found through its own
   # RUNPATH at run time; at link time the linker would take any older copy on its search path
   # first (/usr/local/cuda's NCCL, say) and miss newer symbols.

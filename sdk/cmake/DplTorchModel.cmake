@@ -3,7 +3,8 @@
 # dpl/torch_model.hpp, a dpl model plugin: links dpl::sdk, dpl::torch_files (the state files are
 # torch.save archives, read and written by the SDK's library) and libtorch, exports nothing but the
 # entry table of model ABI <ABI_VERSION> (default 4, the newest), and refuses undefined symbols
-# at link time. Used by the in-tree models and, through find_package(dpl), by outside ones.
+# at link time. Used by the in-tree models and, through find_package(dpl), by outside ones, which
+# build against the libtorch dpl was built against unless given -DTorch_DIR=.
 function(dpl_torch_model_plugin target)
   cmake_parse_arguments(ARG "" "ABI_VERSION" "" ${ARGN})
   if(NOT ARG_ABI_VERSION)
@@ -13,8 +14,21 @@ function(dpl_torch_model_plugin target)
     message(FATAL_ERROR "dpl_torch_model_plugin(${target}) needs dpl::torch_files, which "
                         "find_package(dpl) defines only where zlib is found: install zlib1g-dev")
   endif()
-  # dpl's pinned PyTorch 2 (cmake/DplTorch.cmake), Debian's libtorch, or any libtorch via
-  # CMAKE_PREFIX_PATH.
+  # The libtorch dpl was built against (DPL_TORCH_DIR: dpl's pinned PyTorch 2, see
+  # cmake/DplTorch.cmake; else Debian's), or the one a given Torch_DIR names: every plugin of a
+  # launcher loads into one process, which holds one libtorch. Its libraries are found in its own
+  # lib/ before the system's folders (where Debian's libc10.so may be).
+  # Its share/cmake goes first on the prefix path (TorchConfig.cmake finds Caffe2Config.cmake on
+  # the default paths before its own folder).
+  if(NOT Torch_DIR AND DPL_TORCH_DIR)
+    get_filename_component(torch_configs "${DPL_TORCH_DIR}/.." ABSOLUTE)
+    list(PREPEND CMAKE_PREFIX_PATH "${torch_configs}")
+    set(Torch_DIR "${DPL_TORCH_DIR}")
+  endif()
+  if(Torch_DIR AND EXISTS "${Torch_DIR}/../../../lib")
+    get_filename_component(torch_libraries "${Torch_DIR}/../../../lib" ABSOLUTE)
+    list(PREPEND CMAKE_LIBRARY_PATH "${torch_libraries}")
+  endif()
   find_package(Torch REQUIRED)
   target_link_libraries(${target} PRIVATE dpl::sdk dpl::torch_files ${TORCH_LIBRARIES})
   # torch 2.13 and later need C++20 in every file that includes their headers (their CMake target

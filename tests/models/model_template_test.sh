@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # usage: model_template_test.sh CMAKE BUILD_DIR TEMPLATE_DIR SCRATCH_DIR GENERATOR CXX_COMPILER
 # Installs the dpl build into SCRATCH_DIR/prefix, builds tools/model_template against that prefix
-# and the system libtorch alone, and checks that the installed launcher lists the model and trains
-# it, and that the plugin exports nothing but its entry symbol. Each failure says which step broke.
+# alone (and the libtorch the installed dpl names), and checks that the installed launcher lists
+# the model and trains it, and that the plugin exports nothing but its entry symbol. Each failure says which step broke.
 set -euo pipefail
 cmake_bin=$1 build_dir=$2 template_dir=$3 scratch=$4 generator=$5 cxx_compiler=$6
 prefix=$scratch/prefix
