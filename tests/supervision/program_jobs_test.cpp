@@ -437,6 +437,7 @@ TEST_F(ProgramJobTest, TorchrunsFlagsAndKubernetesVariablesStartAProgramsMachine
 
 // An elastic job of a program: a machine is lost, its peers' ranks fail (as a DDP script's would,
 // its collectives cut), and the job restarts on the machines left, TORCHELASTIC_RESTART_COUNT 1.
+// The grace is 3 s so that a loaded machine's third launcher still joins the first attempt.
 TEST_F(ProgramJobTest, AnElasticJobRestartsTheProgramOnTheMachinesLeft) {
   const std::string out = scratch_.Folder("out");
   const Args args = {
@@ -447,7 +448,7 @@ TEST_F(ProgramJobTest, AnElasticJobRestartsTheProgramOnTheMachinesLeft) {
       "--max-restarts",
       "1",
       "--join-grace",
-      "1",
+      "3",
       "--rendezvous-timeout",
       "30",
       "--",
