@@ -1,8 +1,10 @@
 """The PyTorch side of torch_archive_test.cpp, run once with the test's folder as argument.
 
-1. Loads every cpp_*.pt that the test wrote there with torch.load (cpp_*state_dict.pt also
-   with weights_only=True, whose unpickler in torch 1.13 knows no floats), checks that its tensors are plain contiguous CPU tensors, loads its "model" into the module
-   below with load_state_dict (strict), and writes the value's rendering to <file>.txt.
+1. Loads every cpp_*.pt that the test wrote there with torch.load, and again with
+   weights_only=True, torch 2's default, which must read the same value (torch 1.13's restricted
+   unpickler knows no floats: there only the state dict is loaded so); checks that its tensors
+   are plain contiguous CPU tensors, loads its "model" into the module below with
+   load_state_dict (strict), and writes the value's rendering to <file>.txt.
 2. Checks every cpp_*.zip with zipfile (CRCs included) and writes "name hex-bytes" lines to
    <file>.txt.
 3. Writes py_*.pt files with torch.save (and their renderings to py_*.pt.txt), and files the
@@ -71,9 +73,13 @@ def tensors_in(value):
             yield from tensors_in(item)
 
 
+# torch 2 loads with weights_only=True unless told otherwise: what dpl writes must load so.
+LOADS_RESTRICTED_BY_DEFAULT = int(torch.__version__.split(".")[0]) >= 2
+
+
 def check_cpp_archive(path):
-    loaded = torch.load(path)
-    if path.endswith("state_dict.pt"):
+    loaded = torch.load(path, weights_only=False)
+    if LOADS_RESTRICTED_BY_DEFAULT or path.endswith("state_dict.pt"):
         restricted = torch.load(path, weights_only=True)
         assert render(restricted) == render(loaded), "weights_only=True reads another value"
     for tensor in tensors_in(loaded):
@@ -105,8 +111,10 @@ class CallsOsSystem:
 def save(value, folder, name, **options):
     path = os.path.join(folder, name)
     torch.save(value, path, **options)
+    # This script wrote the file, so it may run its pickle: torch 2's restricted unpickler
+    # (weights_only=True) refuses protocol 4's opcodes, which dpl's reader must still read.
     with open(path + ".txt", "w") as out:
-        out.write(render(torch.load(path)))
+        out.write(render(torch.load(path, weights_only=False)))
 
 
 def write_python_archives(folder):
