@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Writes a PyTorch module as a TorchScript file for `launcher --model torchscript`.
 
     tools/export_model.py convnet.pt                       # the recipe's ConvNet, scripted
@@ -16,7 +16,8 @@ traced BatchNorm or dropout keeps the training behaviour it was traced with (the
 says so); script modules with such layers.
 
 The file is loaded back and run once; the summary says which --model-options loss fits the
-output (nll for log-probabilities, cross_entropy for logits). Needs Debian's python3-torch.
+output (nll for log-probabilities, cross_entropy for logits). Runs under dpl's Python
+environment (tools/dpl_python.py).
 """
 import argparse
 import importlib
@@ -25,8 +26,12 @@ import json
 import os
 import sys
 
-import torch
-import torch.nn as nn
+import dpl_python
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
 
 from recipe_convnet import INPUT_SHAPE as RECIPE_INPUT_SHAPE, ConvNet  # noqa: E402
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Samples text from a GPT (tools/gpt_model.py, dpl's C++ gpt network) with byte-level tokens.
 
     tools/generate.py gpt.pt --heads 4 --prompt "ROMEO:" --tokens 200 --temperature 0.8 --top-k 40
@@ -10,7 +10,8 @@ shapes do not tell), or a TorchScript GPT (torch.jit.save). Tokens are the bytes
 (a vocabulary of 256): the prompt's bytes go in, the sampled bytes come out decoded with
 errors='replace'. Each step feeds the last `block` tokens and samples the next one from the last
 position's logits divided by --temperature, among the --top-k likeliest (nanoGPT's sample.py);
---temperature 0 takes the likeliest token. Needs Debian's python3-torch.
+--temperature 0 takes the likeliest token. Runs under dpl's Python environment
+(tools/dpl_python.py).
 """
 import argparse
 import os
@@ -18,8 +19,12 @@ import sys
 import warnings
 import zipfile
 
-import torch
-import torch.nn.functional as F
+import dpl_python
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpt_model import GPT, load_state, sizes_from_state  # noqa: E402

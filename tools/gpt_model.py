@@ -11,11 +11,11 @@ state dict written by either side loads into the other and gives the same logits
         --kwargs '{"vocab": 256, "block": 32, "layers": 2, "heads": 4, "dim": 64}' \\
         --input-shape 32 --token-ids 256
 
-The module scripts with torch.jit.script (torch 1.13, Debian's python3-torch, and later). Where
-torch has F.scaled_dot_product_attention (2.0 and later) attention is fused, as nanoGPT's "flash"
-path; on 1.13 it is written out, with the values of the C++ network (which takes sequences of 128
-positions or more in two halves, skipping masked work, and scales and masks the scores in their
-product).
+The module scripts with torch.jit.script (Debian's torch 1.13 and later; the pinned torch 2.15
+scripts it too, warning that TorchScript is deprecated). Where torch has
+F.scaled_dot_product_attention (2.0 and later) attention is fused, as nanoGPT's "flash" path; on
+1.13 it is written out, with the values of the C++ network (which takes sequences of 128 positions
+or more in two halves, skipping masked work, and scales and masks the scores in their product).
 """
 import math
 import re

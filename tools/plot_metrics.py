@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Draws a launcher --metrics file into one PNG: the loss (training, per epoch, test set), the
 test-set accuracy and the training throughput (samples/s), each against the optimizer step.
 An epoch's loss is the mean of the epoch's batch losses over every rank (epoch lines with
@@ -10,12 +10,16 @@ Several metrics files may be given (e.g. runs with 1, 2 and 4 workers); each get
 The lines are those the launcher writes (docs/observability.md): {"kind": "step", ...} at each
 logged step, {"kind": "epoch", ...} at the end of an epoch, {"kind": "eval", ...} after an
 evaluation; lines without "kind" (the older format: epoch, step, loss, samples_per_s) are steps.
-Needs python3-matplotlib (apt-get install python3-matplotlib)."""
+Runs under dpl's Python environment, which has matplotlib (tools/dpl_python.py)."""
 import argparse
 import json
 import sys
 
-import matplotlib
+import dpl_python
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402

@@ -1,5 +1,5 @@
 """Writes small data sets in the formats the dataset plugins read, for training jobs of the
-launcher (Debian's python3-numpy and python3-pil).
+launcher (numpy and Pillow of dpl's Python, DPL_TEST_PYTHON).
 
     write_data.py npy DIR             x.npy, y.npy, x_test.npy, y_test.npy (numpy.save)
     write_data.py cifar10 DIR         data_batch_1..5.bin, test_batch.bin (CIFAR-10 binary)

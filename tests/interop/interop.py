@@ -1,4 +1,4 @@
-"""Python torch's side of the interop tests (Debian's python3-torch).
+"""Python torch's side of the interop tests (dpl's Python, DPL_TEST_PYTHON).
 
     interop.py write DIR                        modules, state dicts and data the tests train on
     interop.py evaluate script|state FILE DATA WORLD

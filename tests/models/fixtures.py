@@ -1,4 +1,4 @@
-"""Python torch's side of the model tests (Debian's python3-torch).
+"""Python torch's side of the model tests (dpl's Python, DPL_TEST_PYTHON).
 
     fixtures.py write DIR           TorchScript files, state dicts and a batch for the tests
     fixtures.py state FILE BATCH    torch.load(FILE) into the recipe's ConvNet, evaluated on BATCH

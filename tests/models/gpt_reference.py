@@ -1,4 +1,4 @@
-"""Python torch's side of the gpt network tests (Debian's python3-torch): tools/gpt_model.py's GPT.
+"""Python torch's side of the gpt network tests (dpl's Python, DPL_TEST_PYTHON): tools/gpt_model.py's GPT.
 
     gpt_reference.py write DIR           state dicts, a batch and the logits and losses of them
     gpt_reference.py logits STATE BATCH OUT HEADS

@@ -1,4 +1,4 @@
-"""Python torch's side of the language-model runs (Debian's python3-torch): tools/gpt_model.py's
+"""Python torch's side of the language-model runs (dpl's Python, DPL_TEST_PYTHON): tools/gpt_model.py's
 GPT on byte-level text, as the `text` data plugin cuts it.
 
     language_model_reference.py state OUT SEED

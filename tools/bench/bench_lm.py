@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Language-model benchmark: tokens/s of dpl training nanoGPT's transformer against a PyTorch
 DDP program of the recipe's shape (gpt_ddp.py) on the same data, network, batch and AdamW.
 
@@ -42,7 +42,12 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))

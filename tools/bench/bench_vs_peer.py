@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Side-by-side benchmark of dpl against the PyTorch DDP recipe's program (docs/recipe.md), named
 with --peer or DPL_PEER_PROGRAM: the recipe's convnet_ddp.py, which this repository does not hold.
 
@@ -35,6 +35,11 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the programs it runs are sys.executable's, the environment's
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))

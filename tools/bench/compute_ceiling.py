@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The compute ceiling for the recipe's ConvNet, or for the GPT of models/gpt, on this machine.
 
 FLOPs per training sample are counted from the layer shapes (a multiply-add = 2 FLOPs):
@@ -20,9 +20,16 @@ matrices of several sizes, with the given number of threads; the best size count
 as close to the machine's peak as this BLAS gets. ceiling samples/s = GEMM rate / FLOPs per sample.
 """
 import argparse
+import os
+import sys
 import time
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import torch  # noqa: E402
 
 
 def convnet_training_flops_per_sample():

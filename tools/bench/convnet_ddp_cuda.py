@@ -10,12 +10,16 @@ Usage: convnet_ddp_cuda.py --data DIR [--device cuda --num-processes N --batch-s
                            --backend nccl --max-batches K --port P]
 --batch-size is per process, as in the recipe (it passes 128/N for N processes)."""
 import argparse, os, time, gzip, struct
-import numpy as np
-import torch, torch.nn as nn, torch.nn.functional as F
 import sys
-import torch.distributed as dist, torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import numpy as np  # noqa: E402
+import torch, torch.nn as nn, torch.nn.functional as F  # noqa: E402
+import torch.distributed as dist, torch.multiprocessing as mp  # noqa: E402
 from recipe_convnet import ConvNet  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The data phase's share of a training step, per data format, from the launcher's own figures.
 
 For each format the script writes a training set of --samples samples in that format into a
@@ -24,8 +24,8 @@ every format instead: a much shorter step, so a harder test of the data phase.
 Usage: tools/bench/data_phase.py [--formats idx,npy,cifar10] [--samples 10000] [--steps 60]
        [--repeats 3] [--model recipe|mlp] [--launcher build/launcher/launcher]
        [--plugin-dir DIR] [--keep DIR] [-- extra launcher flags]
-Needs Debian's python3-numpy (and python3-pil for imagefolder, python3-torch for cifar10 with
---model recipe).
+Runs under dpl's Python environment (tools/dpl_python.py): numpy, Pillow for imagefolder, torch
+for cifar10 with --model recipe.
 """
 import argparse
 import gzip
@@ -38,7 +38,12 @@ import subprocess
 import sys
 import tempfile
 
-import numpy
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import numpy  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Image decoding throughput of the imagefolder dataset plugin against Python's PIL, in one run.
 
 Writes a folder <scratch>/train/<label>/<i>.png of 28x28 greyscale PNGs (the first images of
@@ -18,11 +18,17 @@ import ctypes
 import gzip
 import os
 import shutil
+import sys
 import tempfile
 import time
 
-import numpy
-from PIL import Image
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import numpy  # noqa: E402
+from PIL import Image  # noqa: E402
 
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The PyTorch DDP peer of the language-model benchmark (bench_lm.py): the recipe's program
 (docs/recipe.md: torch.multiprocessing spawn, init_process_group over env://, a sampler that
 shards the data, DistributedDataParallel) training the GPT of tools/gpt_model.py on token ids in
@@ -20,12 +20,15 @@ import os
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
 from gpt_model import GPT, sequence_loss  # noqa: E402
 
 

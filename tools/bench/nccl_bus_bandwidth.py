@@ -16,8 +16,13 @@ import ctypes
 import os
 import sys
 
-import torch
-import torch.distributed as dist
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 
 c_int, c_int32, c_uint8, c_uint16 = ctypes.c_int, ctypes.c_int32, ctypes.c_uint8, ctypes.c_uint16
 c_uint32, c_int64, c_uint64 = ctypes.c_uint32, ctypes.c_int64, ctypes.c_uint64

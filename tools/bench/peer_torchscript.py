@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The PyTorch DDP recipe peer (convnet_ddp.py) training a TorchScript module instead of its own
 ConvNet class: the same program, data, sampler, DDP and optimizer, with `ConvNet()` replaced by
 `torch.jit.load(MODULE)`. bench_vs_peer.py --model torchscript runs it against dpl's
@@ -18,7 +18,12 @@ import os
 import sys
 import warnings
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import torch  # noqa: E402
 
 PEER = os.environ["DPL_BENCH_PEER"]
 MODULE = os.environ["DPL_BENCH_MODULE"]

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """How dpl and the PyTorch DDP peer scale with the model: MLPs of about 1M, 10M, 50M and 100M
 parameters (tools/bench/sized_mlp.py: 784 inputs, three hidden layers of one width, 10 classes),
 written once as TorchScript by tools/export_model.py and trained by both sides on Fashion-MNIST:
@@ -23,17 +23,17 @@ Steps per run fall with the size, so that 3 repeats of the whole sweep take abou
 hour on a 2-core machine: 200 below 5M parameters, 60 below 30M, 30 above (the rate from step 20,
 20 and 10). --steps and --first set them for every size; --sizes runs a subset.
 
-    /usr/bin/python3 tools/bench/scale_sweep.py --peer convnet_ddp.py --repeats 3 \\
+    tools/bench/scale_sweep.py --peer convnet_ddp.py --repeats 3 \\
         --json sweep.json --plot sweep.png
-    /usr/bin/python3 tools/bench/scale_sweep.py --from-json sweep.json --plot sweep.png
+    tools/bench/scale_sweep.py --from-json sweep.json --plot sweep.png
 
 --ceiling also runs split_ceiling.py's two layouts of each size in every repeat (forward+backward
 alone, one process of 2 threads against 2 of 1, no communication): the ceiling of dpl's
 2x1 / 1x2, measured in the same minutes as dpl.
 
 Prints a table per size; --json keeps every measurement (--from-json prints and draws it again);
---plot draws samples/s and dpl's optimizer ms per step against the parameters (needs
-python3-matplotlib).
+--plot draws samples/s and dpl's optimizer ms per step against the parameters (matplotlib,
+which dpl's Python environment has).
 """
 import argparse
 import json
@@ -42,6 +42,11 @@ import statistics
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the programs it runs are sys.executable's, the environment's
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))

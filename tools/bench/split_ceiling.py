@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """What splitting a machine's cores into processes costs before any communication.
 
 A data-parallel run of P processes x 1 thread does, per step, what one process of P threads does:
@@ -15,10 +15,10 @@ after a warm-up and over the repeats; the ratio is the median of the repeats' ow
 also the best repeat of one layout against the best of the other.
 
     # the 10M MLP of the scaling issue (written once by tools/export_model.py, as scale_sweep.py)
-    /usr/bin/python3 tools/bench/split_ceiling.py --size 10M --batch 128
+    tools/bench/split_ceiling.py --size 10M --batch 128
     # any module: image-like float input, or token ids for a language model
-    /usr/bin/python3 tools/bench/split_ceiling.py --module net.pt --input-shape 1,28,28
-    /usr/bin/python3 tools/bench/split_ceiling.py --module gpt.pt --input-shape 256 \\
+    tools/bench/split_ceiling.py --module net.pt --input-shape 1,28,28
+    tools/bench/split_ceiling.py --module gpt.pt --input-shape 256 \\
         --token-ids 256 --batch 4
 
 The split layout's step time is also the floor of a P x 1 run's step: a data-parallel program
@@ -32,6 +32,11 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the programs it runs are sys.executable's, the environment's
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
