@@ -9,7 +9,9 @@ namespace {
 
 constexpr const char* kTorchElasticPrefix = "TORCHELASTIC_";
 constexpr const char* kThreadsVariable = "OMP_NUM_THREADS";
-constexpr const char* kNcclErrorHandling = "NCCL_ASYNC_ERROR_HANDLING";
+// torch 2 reads the first name (torchrun sets it), torch 1.13 the second.
+constexpr const char* kNcclErrorHandling[] = {"TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                                              "NCCL_ASYNC_ERROR_HANDLING"};
 
 std::string NameOf(const std::string& entry) {
   return entry.substr(0, entry.find('='));
@@ -76,8 +78,17 @@ std::vector<std::string> ProgramEnvironment(const std::vector<std::string>& inhe
   for (const std::string& entry : given) {
     if (!set_here(NameOf(entry))) environment.push_back(entry);
   }
-  if (!Named(environment, kNcclErrorHandling)) {
-    environment.push_back(std::string(kNcclErrorHandling) + "=1");
+  // Each name the user left unset takes the value given to the other (the new name's first),
+  // else 1: both torches then handle NCCL's errors alike.
+  std::string error_handling = "1";
+  for (const char* name : kNcclErrorHandling) {
+    if (const char* value = FindVariable(environment, name)) {
+      error_handling = value;
+      break;
+    }
+  }
+  for (const char* name : kNcclErrorHandling) {
+    if (!Named(environment, name)) environment.push_back(std::string(name) + "=" + error_handling);
   }
   for (const auto& [name, value] : variables)
     environment.push_back(std::string(name) + "=" + value);

@@ -53,8 +53,10 @@ struct ProgramWorkerPlace {
 // launcher's own without what is dpl's alone: the job token, the attempt number) without every
 // variable set here, then `given` (--env NAME=VALUE: they win over inherited values), then
 // torchrun's variables for `place`, TORCHELASTIC_RUN_ID and OMP_NUM_THREADS. As torchrun does,
-// NCCL_ASYNC_ERROR_HANDLING=1 unless it has a value, and TORCHELASTIC_USE_AGENT_STORE=False: rank
-// 0 serves the TCPStore. Every inherited TORCHELASTIC_* variable is left out.
+// TORCH_NCCL_ASYNC_ERROR_HANDLING=1 unless it has a value, and the same for its older name,
+// NCCL_ASYNC_ERROR_HANDLING (torch 1.13's); one given a value gives it to the other.
+// TORCHELASTIC_USE_AGENT_STORE=False: rank 0 serves the TCPStore. Every inherited TORCHELASTIC_*
+// variable is left out.
 std::vector<std::string> ProgramEnvironment(const std::vector<std::string>& inherited,
                                             const std::vector<std::string>& given,
                                             const ProgramWorkerPlace& place);

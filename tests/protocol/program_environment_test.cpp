@@ -36,6 +36,7 @@ TEST(ProgramEnvironment, IsTorchrunsForThePlaceWithTheGivenVariables) {
   EXPECT_EQ(environment, (std::vector<std::string>{"PATH=/usr/bin",
                                                    "NCCL_DEBUG=INFO",
                                                    "GIVEN=new value",
+                                                   "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
                                                    "NCCL_ASYNC_ERROR_HANDLING=1",
                                                    "LOCAL_RANK=1",
                                                    "RANK=5",
@@ -55,9 +56,16 @@ TEST(ProgramEnvironment, IsTorchrunsForThePlaceWithTheGivenVariables) {
                                                    "OMP_NUM_THREADS=3"}));
 }
 
-TEST(ProgramEnvironment, KeepsTheUsersNcclErrorHandling) {
+TEST(ProgramEnvironment, KeepsTheUsersNcclErrorHandlingUnderBothNames) {
   const auto environment = ProgramEnvironment({"NCCL_ASYNC_ERROR_HANDLING=0"}, {}, Place());
   EXPECT_STREQ(FindVariable(environment, "NCCL_ASYNC_ERROR_HANDLING"), "0");
+  EXPECT_STREQ(FindVariable(environment, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "0");
+  const auto given = ProgramEnvironment({"NCCL_ASYNC_ERROR_HANDLING=2"},
+                                        {"TORCH_NCCL_ASYNC_ERROR_HANDLING=3"}, Place());
+  EXPECT_STREQ(FindVariable(given, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
+  EXPECT_STREQ(FindVariable(given, "NCCL_ASYNC_ERROR_HANDLING"), "2");
+  const auto new_name_only = ProgramEnvironment({}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING=0"}, Place());
+  EXPECT_STREQ(FindVariable(new_name_only, "NCCL_ASYNC_ERROR_HANDLING"), "0");
   EXPECT_STREQ(FindVariable(environment, "WORLD_SIZE"), "6");
   EXPECT_EQ(FindVariable(environment, "WORLD"), nullptr);
   EXPECT_EQ(FindVariable(environment, "DPL_JOB_TOKEN"), nullptr);
