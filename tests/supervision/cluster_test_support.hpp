@@ -170,21 +170,25 @@ class NamespacePair {
   bool ok_ = false;
 };
 
-// Any program started with its stdout and stderr in one file; killed when destroyed.
+// Any program started with its stdout and stderr in one file, in the test's process group or in
+// one of its own (as a shell's job, which Ctrl-C signals whole); killed when destroyed.
 class ChildProcess {
  public:
-  ChildProcess(Args argv, const std::string& output_path) : output_path_(output_path) {
+  ChildProcess(Args argv, const std::string& output_path, ProcessGroup group = ProcessGroup::kTests)
+      : output_path_(output_path) {
     std::vector<char*> pointers;
     for (auto& argument : argv) pointers.push_back(argument.data());
     pointers.push_back(nullptr);
     const int fd = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     pid_ = fork();
     if (pid_ == 0) {
+      if (group == ProcessGroup::kOwn) setpgid(0, 0);
       dup2(fd, 1);
       dup2(fd, 2);
       execvp(pointers[0], pointers.data());
       _exit(127);
     }
+    if (group == ProcessGroup::kOwn) setpgid(pid_, pid_);  // whichever runs first
     close(fd);
   }
   ~ChildProcess() {

@@ -5,7 +5,8 @@ Adadelta. No mp.spawn: one process per rank, started by whoever runs it (dpl's l
 tests by hand with the variables set).
 
 It writes into --out: rank-R.bin (the final parameters, float32 back to back), rank-R.env (a line
-per attempt: the torchrun variables it saw) and rank-R.pid. --fail-rank/--fail-step make one rank
+per attempt: the torchrun variables it saw), rank-R.environ (its whole environment, NAME=value
+lines, of the last attempt) and rank-R.pid. --fail-rank/--fail-step make one rank
 raise (through a deep stack, so that its traceback is long) at a step, on every attempt or only on
 --fail-attempt; with --linger S that rank prints its traceback and exits S seconds later, as a rank
 whose teardown is slow, while the other ranks fail on their own 0.3 s after it raised, as peers
@@ -79,6 +80,8 @@ def main():
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     with open(f"{args.out}/rank-{rank}.env", "a") as env:
         env.write(" ".join(f"{name}={os.environ.get(name, '(unset)')}" for name in VARIABLES) + "\n")
+    with open(f"{args.out}/rank-{rank}.environ", "w") as environ:
+        environ.write("".join(f"{name}={value}\n" for name, value in sorted(os.environ.items())))
     with open(f"{args.out}/rank-{rank}.pid", "a") as pids:
         pids.write(f"{os.getpid()}\n")
         if args.child:
