@@ -20,11 +20,14 @@ output (nll for log-probabilities, cross_entropy for logits). Runs under dpl's P
 environment (tools/dpl_python.py).
 """
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import json
 import os
+import re
 import sys
+import warnings
 
 import dpl_python
 
@@ -41,6 +44,30 @@ MODE_DEPENDENT = (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd
 
 class ExportError(Exception):
     pass
+
+
+# torch 2.11 and later deprecate TorchScript (torch.export replaces it), and torch.jit.script,
+# trace, save and load each warn so; they still work, and the plugin trains what they write.
+TORCHSCRIPT_DEPRECATED = re.compile(r"`torch\.jit\.\w+` is deprecated")
+
+
+@contextlib.contextmanager
+def deprecation_said_once():
+    """Runs the block with TorchScript's deprecation warnings held back, then says it once;
+    other warnings pass as they would."""
+    with warnings.catch_warnings(record=True) as caught:
+        yield
+    deprecated = False
+    for warning in caught:
+        if TORCHSCRIPT_DEPRECATED.search(str(warning.message)):
+            deprecated = True
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename,
+                                 warning.lineno)
+    if deprecated:
+        print(f"note: torch {torch.__version__} deprecates TorchScript in favour of torch.export; "
+              "it still scripts, saves and loads it, and --model torchscript trains this file",
+              file=sys.stderr)
 
 
 def load_class(spec):
@@ -106,6 +133,14 @@ def example_batch(args, input_shape):
 
 
 def export(args):
+    with deprecation_said_once():
+        summary, options = export_and_check(args)
+    print(summary)
+    print(f"train it with: launcher --model torchscript --model-options {options}")
+
+
+def export_and_check(args):
+    """Writes args.output and loads it back: (what it wrote, the plugin's --model-options)."""
     module = build(args)
     if args.input_shape:
         input_shape = parse_shape(args.input_shape)
@@ -155,8 +190,7 @@ def export(args):
                                                                dtype=torch.float64),
                                                     atol=1e-3):
             options += ",loss=cross_entropy"
-    print(summary)
-    print(f"train it with: launcher --model torchscript --model-options {options}")
+    return summary, options
 
 
 def main(argv=None):

@@ -109,6 +109,13 @@ struct TorchScriptTraits {
                       : loss_name == "cross_entropy" ? Loss::kCrossEntropy
                                                      : Loss::kMse;
     torch::jit::Module module = LoadScriptModule(file, context.device);
+#if DPL_LIBTORCH_AT_LEAST(2, 11)
+    // Once a job, at create: torch.jit.script and torch.jit.save warn in Python, but libtorch
+    // says nothing while it trains.
+    context.Log(DPL_LOG_INFO, std::string("TorchScript is deprecated from torch 2.11 on, in favour "
+                                          "of torch.export; libtorch ") +
+                                  TORCH_VERSION + " still loads and trains " + file);
+#endif
     CheckParameters(module, file);
     const bool batched = UseBatchedMatmuls(module, context, file);
     auto network = std::make_unique<ScriptNetwork>(std::move(module), file, batched);

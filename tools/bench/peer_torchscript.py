@@ -37,6 +37,8 @@ peer.ConvNet = lambda: torch.jit.load(MODULE)
 # The recipe's Dropout2d on (batch, 64) features warns on every call of a TorchScript module;
 # dpl's plugin reports it once.
 warnings.filterwarnings("ignore", message="dropout2d: Received a 2-D input")
+# torch 2.11 and later warn that torch.jit.load is deprecated, in every spawned worker.
+warnings.filterwarnings("ignore", message="`torch.jit.load` is deprecated")
 
 
 def shard_the_optimizer():
