@@ -29,8 +29,9 @@ done
 required=(
   build-essential cmake ninja-build ccache clang-format
   # Debian's libtorch (PyTorch 1.13) stays a tested fallback for plugin authors
-  # (tools/check_system_torch.sh); the default build uses the pinned PyTorch 2.
-  libtorch-dev libopenblas0-openmp libgloo-dev libdlpack-dev
+  # (tools/check_system_torch.sh, which writes its TorchScript module with Debian's
+  # python3-torch); the default build uses the pinned PyTorch 2.
+  libtorch-dev python3-torch libopenblas0-openmp libgloo-dev libdlpack-dev
   libboost-dev libboost-program-options-dev libboost-filesystem-dev
   libgtest-dev googletest
   dataset-fashion-mnist
@@ -54,7 +55,7 @@ required=(
 optional=()
 # With --system-torch, Debian's Python packages are the tests' and tools' Python.
 if ((system_torch)); then
-  required+=(python3-torch python3-numpy python3-protobuf python3-pil)
+  required+=(python3-numpy python3-protobuf python3-pil)
   optional+=(python3-matplotlib)
 fi
 
