@@ -47,6 +47,9 @@ jobs="$(nproc)"
 started=$SECONDS
 budget=${DPL_GPU_CHECK_BUDGET:-540}
 python=${DPL_GPU_CHECK_PYTHON:-python3}
+# dpl's Python tools run under it (tools/dpl_python.py): this machine has its own pip torch, not
+# dpl's Python environment.
+export DPL_PYTHON=$python
 results=()
 record() {  # record PASS|FAIL|SKIP "what"
   results+=("$1 $2")
@@ -107,9 +110,11 @@ def include_beside(library, header):
     return root if root and os.path.exists(os.path.join(root, "include", header)) else ""
 put("TORCH_OK", 1)
 put("TORCH_VERSION", torch.__version__)
-# libtorch 2.12 and newer refuse to compile as anything older than C++20.
-version = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
-put("TORCH_CXX_STANDARD", 20 if version >= (2, 12) else 17)
+# The standard the plugins build in, by the rule of sdk/cmake/DplTorchModel.cmake: C++20 where
+# the torch's headers refuse anything older (2.13 and later), else C++17.
+aten = os.path.join(torch_dir, "include", "ATen", "ATen.h")
+needs_cxx20 = os.path.exists(aten) and "C++20 or later" in open(aten).read()
+put("TORCH_CXX_STANDARD", 20 if needs_cxx20 else 17)
 put("TORCH_CUDA", torch.version.cuda or "none")
 put("TORCH_GPUS", torch.cuda.device_count() if torch.version.cuda else 0)
 put("TORCH_NCCL_VERSION", ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else "none")
@@ -172,6 +177,30 @@ done
 echo "DLPack: ${dlpack_dir:-none}; GoogleTest sources: ${gtest_dir:-none}"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+
+step "plan"
+# What this run builds against what, and what it runs; a dry run says what it leaves out.
+if [[ $TORCH_OK == 1 ]]; then
+  echo "would build the convnet and gpt plugins against torch $TORCH_VERSION (CUDA $TORCH_CUDA)" \
+    "in C++$TORCH_CXX_STANDARD, the standard its headers ask for, from $TORCH_CMAKE_PREFIX"
+else
+  echo "would build no model plugin: $TORCH_WHY"
+fi
+echo "would build the nccl and tcp plugins${gtest_dir:+ and the nccl tests} against CUDA" \
+  "${cuda_args[*]:-(none found)} and NCCL ${nccl_args[*]:-(none found)}"
+if [[ -x $deps/bin/launcher ]]; then
+  echo "would train with build-gpu-deps' launcher and plugins: $(cd "$deps/plugins" && echo *.so)"
+else
+  echo "would train nothing: no build-gpu-deps/bin/launcher (run tools/gpu_prepare.sh elsewhere)"
+fi
+if ((gpus > 0)); then
+  echo "would run on $gpus GPU(s): the nccl tests, NCCL allreduce, the GPU optimizer test," \
+    "the refusals, CUDA training (2 ranks through gloo and tcp, bf16, fp16, the optimizer on" \
+    "the GPU) and the benchmarks against the DDP peer (bench_gpu.py, bench_lm.py --device cuda)"
+else
+  echo "a dry run: builds and runs the above where no GPU is needed (the nccl tests' refusals," \
+    "the Fashion-MNIST losses on this CPU) and skips, saying so, every step that needs a GPU"
+fi
 
 # The head of both generated CMake projects (named $1, in C++ $2, default 17): what the top-level
 # CMakeLists sets up for the plugin folders, without Boost or the launcher.

@@ -21,8 +21,11 @@ deps=$root/build-gpu-deps
 data=${DPL_GPU_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 jobs=${DPL_GPU_PREPARE_JOBS:-2}
 
+# No model plugin travels (tools/gpu_check.sh builds them there, against that machine's torch):
+# Debian's libtorch only lets the configure step find a torch, so this needs no Python
+# environment of dpl's.
 configured=$(cmake -S "$root" -B "$root/build-gpu-launcher" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DDPL_PORTABLE_LAUNCHER=ON -DDPL_BUILD_TESTS=OFF -DDPL_WITH_NCCL=OFF)
+  -DDPL_PORTABLE_LAUNCHER=ON -DDPL_BUILD_TESTS=OFF -DDPL_WITH_NCCL=OFF -DDPL_TORCH=system)
 targets=(launcher dpl_dataset_idx dpl_dataset_cifar10 dpl_dataset_tokens)
 if ! grep -q "gloo backend skipped" <<<"$configured"; then
   targets+=(dpl_backend_gloo)

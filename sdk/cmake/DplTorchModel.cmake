@@ -31,9 +31,17 @@ function(dpl_torch_model_plugin target)
   endif()
   find_package(Torch REQUIRED)
   target_link_libraries(${target} PRIVATE dpl::sdk dpl::torch_files ${TORCH_LIBRARIES})
-  # torch 2.13 and later need C++20 in every file that includes their headers (their CMake target
-  # says so too; older ones do not, and Debian's 1.13 builds as C++17).
-  if(Torch_VERSION VERSION_GREATER_EQUAL 2.13)
+  # torch 2.13 and later need C++20 in every file that includes their headers ("#error C++20 or
+  # later compatible compiler is required to use ATen"; their CMake target says so too); older
+  # ones do not, and Debian's 1.13 builds as C++17. The header decides, whatever the version
+  # says (tools/gpu_check.sh reads it the same way).
+  set(needs_cxx20 "")
+  foreach(folder IN LISTS TORCH_INCLUDE_DIRS)
+    if(NOT needs_cxx20 AND EXISTS "${folder}/ATen/ATen.h")
+      file(STRINGS "${folder}/ATen/ATen.h" needs_cxx20 REGEX "C\\+\\+20 or later")
+    endif()
+  endforeach()
+  if(needs_cxx20 OR Torch_VERSION VERSION_GREATER_EQUAL 2.13)
     target_compile_features(${target} PRIVATE cxx_std_20)
   endif()
   target_compile_definitions(${target} PRIVATE DPL_TORCH_MODEL_ABI_VERSION=${ARG_ABI_VERSION})
