@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark of dpl against the PyTorch DDP recipe's program (docs/recipe.md), named
 with --peer or DPL_PEER_PROGRAM: the recipe's convnet_ddp.py, which this repository does not hold.
+The peer runs on the torch of dpl's Python environment (tools/requirements.txt: PyTorch 2).
 
 Both run the same model, data, optimizer and global batch (128) on the same machine, back to
-back. Every figure is the median of --repeats runs, and is reported as a ratio in one table.
-This machine's speed drifts by tens of percent over minutes (a shared VM), so each repeat runs
-every configuration of dpl, the peer and the tuned peer back to back (rotating which goes first),
-and a ratio is the median of the repeats' own ratios, not a ratio of medians taken minutes apart.
+back. This machine's speed drifts by tens of percent over minutes (a shared VM), so each repeat runs
+every configuration of dpl and every variant of the peer back to back (rotating which goes first),
+and a ratio is the median of the repeats' own ratios (with the smallest and largest), not a ratio
+of medians taken minutes apart.
 
 Method (identical for dpl and the peer, so no implementation has to time itself):
   * each configuration runs once per repeat for --steps training steps; both programs print a
@@ -15,20 +16,31 @@ Method (identical for dpl and the peer, so no implementation has to time itself)
     between them) -- one run, so start-up noise does not enter the rate (subtracting the walls of
     a short and a long run did: the peer's start-up varies by seconds);
   * start-up to the first step = arrival of the --first line - first * 128 / steady;
-  * peak RSS per worker = the largest VmHWM of any worker process (polled every 20 ms over the
+  * peak RSS per worker = the largest VmHWM of any worker process (polled every 50 ms over the
     process tree; the launcher/spawn parent is excluded).
-The peer runs twice: as users run it, and "tuned" with glibc malloc thresholds raised
-(MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_), which avoids page faults on every step.
+The peer's variants (recipe_peer.py makes them in the peer's own program):
+  peer           as users run it;
+  tuned          what a PyTorch 2 user sets for DDP on the CPU: glibc's malloc thresholds raised
+                 (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_: no page faults on every step)
+                 and DDP's gradient_as_bucket_view=True (no gradient copy a step);
+  compiled       tuned, and torch.compile on the model before DDP wraps it (nanoGPT's
+                 compile=True), from an empty compile cache (TORCHINDUCTOR_CACHE_DIR): its
+                 start-up holds the whole compile;
+  compiled_warm  the same again at once, from the cache compiled filled: the compile of a second
+                 run of the same model.
 With --baseline LAUNCHER, an earlier dpl build runs in every repeat too (its own plugins next to
 it), and the table adds dpl/baseline: whether a change cost throughput, measured in the same way.
 With --model torchscript both sides train one TorchScript module (--module FILE, by default the
 recipe's ConvNet written by tools/export_model.py): dpl with `--model torchscript`, the peer
-through peer_torchscript.py, its own program with `torch.jit.load(FILE)` for `ConvNet()`.
+through recipe_peer.py, its own program with `torch.jit.load(FILE)` for `ConvNet()`; the
+compiled peer compiles the Python class the file was written from (--module-class).
 """
 import argparse
+import importlib.metadata
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -172,21 +184,51 @@ def dpl_command(launcher, args, processes, threads, backend, precision, steps, f
             "--master-port", "0", "--no-progress", "--no-eval", "--log-interval", "10"]
 
 
-def peer_command(args, processes, backend, steps, port, flags=()):
+# The peer's variants, each a side: recipe_peer.py's flags, and whether glibc's malloc thresholds
+# are raised. "peer" is the recipe's program as users run it; "tuned" what a PyTorch 2 user sets
+# for DDP on the CPU (malloc thresholds, DDP's gradient_as_bucket_view); "compiled" that and
+# torch.compile on the model (nanoGPT's compile=True), run twice in a row, from an empty compile
+# cache ("compiled") and from the cache that run filled ("compiled_warm").
+PEER_VARIANTS = {"peer": ([], False), "tuned": (["--tuned"], True),
+                 "compiled": (["--tuned", "--compile"], True),
+                 "compiled_warm": (["--tuned", "--compile"], True)}
+PEER_SIDES = tuple(PEER_VARIANTS)
+COMPILE_CACHE = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def peer_command(args, processes, steps, port, variant, flags=()):
+    """The peer's command for `variant`: the recipe's program itself as users run it, else
+    through recipe_peer.py (which finds it in DPL_BENCH_PEER); a TorchScript model, DPL_BENCH_MODULE,
+    is in the environment."""
+    variant_flags, _ = PEER_VARIANTS[variant]
     program = [args.peer]
-    if args.model == "torchscript":  # DPL_BENCH_PEER and DPL_BENCH_MODULE are in its environment
-        program = [os.path.join(HERE, "peer_torchscript.py")]
+    if variant_flags or flags or args.model == "torchscript":
+        program = [os.path.join(HERE, "recipe_peer.py"), *variant_flags, *flags]
+        if "--compile" in variant_flags and args.model == "torchscript":
+            program += ["--module-class", args.module_class]  # torch.compile needs Python
+            if getattr(args, "module_kwargs", None):
+                program += ["--kwargs", args.module_kwargs]
     return [sys.executable, *program, "--data", args.data, "--num-processes", str(processes),
-            "--batch-size", str(GLOBAL_BATCH // processes), "--backend", backend,
-            "--max-batches", str(steps), "--port", str(port), *flags]
+            "--batch-size", str(GLOBAL_BATCH // processes), "--backend", "gloo",
+            "--max-batches", str(steps), "--port", str(port)]
+
+
+def peer_environment(env, variant):
+    env = dict(env)
+    if PEER_VARIANTS[variant][1]:
+        env.update(TUNED_MALLOC)
+    if "--compile" in PEER_VARIANTS[variant][0]:
+        env.pop("DPL_BENCH_MODULE", None)  # the Python class of --module-class instead
+    return env
 
 
 def side_commands(args, config, env, port, peer_flags=()):
     """How each side runs `config`: side -> (make_cmd(steps), env, worker filter, steps of a loss
     line). "baseline" is left out for a precision an earlier launcher may not know; the peer has
-    no tcp backend, so its row for a dpl tcp config is gloo. peer_flags go to the peer's command."""
+    no tcp backend, so its row for a dpl tcp config is gloo. peer_flags go to recipe_peer.py."""
     processes, threads, backend, precision, flags = parse_config(config)
-    env = dict(env, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    env = dict(env, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               DPL_BENCH_PEER=args.peer)
     dpl_filter = lambda c: b"--worker" in c
     peer_filter = lambda c: b"multiprocessing" in c  # spawn children
     dpl_steps = lambda printed: printed
@@ -194,11 +236,11 @@ def side_commands(args, config, env, port, peer_flags=()):
     commands = {
         "dpl": (lambda k: dpl_command(args.launcher, args, processes, threads, backend,
                                       precision, k, flags), env, dpl_filter, dpl_steps),
-        "peer": (lambda k: peer_command(args, processes, "gloo", k, port, peer_flags), env,
-                 peer_filter, peer_steps),
-        "tuned": (lambda k: peer_command(args, processes, "gloo", k, port, peer_flags),
-                  dict(env, **TUNED_MALLOC), peer_filter, peer_steps),
     }
+    for variant in PEER_VARIANTS:
+        commands[variant] = (lambda k, v=variant: peer_command(args, processes, k, port, v,
+                                                               peer_flags),
+                             peer_environment(env, variant), peer_filter, peer_steps)
     if args.baseline and precision == "fp32":
         commands["baseline"] = (lambda k: dpl_command(args.baseline, args, processes, threads,
                                                       backend, precision, k, flags),
@@ -208,20 +250,43 @@ def side_commands(args, config, env, port, peer_flags=()):
 
 def measure_sides(commands, sides, repeat, first, steps):
     """One measurement of each of `sides` that `commands` has, back to back, rotating by `repeat`
-    which goes first, so no side always runs on the warmest machine: side -> measurement."""
-    order = sides[repeat % len(sides):] + sides[:repeat % len(sides)]
+    which goes first, so no side always runs on the warmest machine: side -> measurement. The
+    compiled peer runs from an empty compile cache, then at once again from the cache it filled
+    (compiled_warm)."""
+    rotated = [side for side in sides if side != "compiled_warm"]
+    order = rotated[repeat % len(rotated):] + rotated[:repeat % len(rotated)]
     measured = {}
     for side in order:
-        if side in commands:
-            make_cmd, side_env, worker_filter, steps_of_line = commands[side]
-            measured[side] = one_measurement(make_cmd, side_env, worker_filter, steps_of_line,
-                                             first, steps)
+        if side not in commands:
+            continue
+        cache = tempfile.mkdtemp(prefix="bench-compile-cache-")
+        runs = [side] + (["compiled_warm"] if side == "compiled" and "compiled_warm" in sides
+                         else [])
+        for run in runs:
+            make_cmd, side_env, worker_filter, steps_of_line = commands[run]
+            measured[run] = one_measurement(make_cmd, dict(side_env, **{COMPILE_CACHE: cache}),
+                                            worker_filter, steps_of_line, first, steps)
+        shutil.rmtree(cache, ignore_errors=True)
     return measured
 
 
 def paired_ratio(by_side, key, side, other):
     """Median over repeats of `side`'s figure divided by `other`'s in the same repeat."""
     return statistics.median(a[key] / b[key] for a, b in zip(by_side[side], by_side[other]))
+
+
+def ratio_cell(a, b, key="rate"):
+    """'1.23x (1.10-1.35)': the median over the repeats of a's figure over b's in the same
+    repeat, the smallest and largest of those ratios in brackets; '-' where a side did not run."""
+    ratios = [x[key] / y[key] for x, y in zip(a, b) if key in x and key in y]
+    if not ratios:
+        return "-"
+    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
+def median_cell(runs, key, form):
+    values = [m[key] for m in runs if key in m]
+    return format(statistics.median(values), form) if values else "-"
 
 
 def one_measurement(make_cmd, env, worker_filter, steps_of_line, first, steps):
@@ -260,35 +325,54 @@ def main():
                         "peer always runs fp32 DDP")
     p.add_argument("--json", help="also write every measurement to this file")
     p.add_argument("--baseline", help="an earlier dpl launcher to compare with, run alike")
+    p.add_argument("--sides", default="dpl," + ",".join(PEER_SIDES),
+                   help="comma list of dpl and the peer's variants: peer (as users run it), "
+                        "tuned, compiled (from an empty compile cache), compiled_warm (again, "
+                        "from the cache compiled filled); default all")
     p.add_argument("--model", choices=("convnet", "torchscript"), default="convnet",
                    help="convnet: dpl's C++ ConvNet against the peer's Python one; torchscript: "
                         "one TorchScript module on both sides (default convnet)")
     p.add_argument("--module", help="the TorchScript file of --model torchscript (default: the "
                                     "recipe's ConvNet, written by tools/export_model.py)")
+    p.add_argument("--module-class", help="PATH:CLASS the --module was written from, which the "
+                                          "compiled peer compiles (default: the recipe's ConvNet, "
+                                          "tools/recipe_convnet.py:ConvNet, without --module)")
     args = p.parse_args()
     if not args.peer:
         p.error("name the recipe's PyTorch DDP program (convnet_ddp.py, docs/recipe.md) with "
                 "--peer FILE or DPL_PEER_PROGRAM=FILE")
     if not os.path.isfile(args.peer):
         p.error(f"no peer program {args.peer}; name it with --peer")
+    args.peer = os.path.abspath(args.peer)
+    sides = args.sides.split(",")
+    for side in sides:
+        if side not in ("dpl",) + PEER_SIDES:
+            p.error(f"--sides: unknown side {side!r} (dpl, {', '.join(PEER_SIDES)})")
+    if "compiled_warm" in sides and "compiled" not in sides:
+        p.error("--sides: compiled_warm runs from the cache compiled fills: name compiled too")
     scratch = tempfile.TemporaryDirectory(prefix="bench_vs_peer-")
     if args.model == "torchscript" and not args.module:
         args.module = os.path.join(scratch.name, "convnet.pt")
+        args.module_class = args.module_class or os.path.join(REPO, "tools",
+                                                              "recipe_convnet.py") + ":ConvNet"
         exported = subprocess.run([sys.executable, os.path.join(REPO, "tools", "export_model.py"),
                                    args.module], capture_output=True, text=True)
         if exported.returncode != 0:
             sys.exit(f"tools/export_model.py {args.module} failed:\n{exported.stderr}")
     elif args.module and args.model != "torchscript":
         p.error("--module needs --model torchscript")
+    if args.model == "torchscript" and "compiled" in sides and not args.module_class:
+        p.error("the compiled peer compiles Python: name the class --module was written from "
+                "with --module-class PATH:CLASS, or leave compiled out of --sides")
 
     base_env = dict(os.environ)
     if args.model == "torchscript":
-        base_env.update(DPL_BENCH_PEER=args.peer, DPL_BENCH_MODULE=os.path.abspath(args.module))
-    base_env.pop("MALLOC_MMAP_THRESHOLD_", None)
-    base_env.pop("MALLOC_TRIM_THRESHOLD_", None)
+        base_env.update(DPL_BENCH_MODULE=os.path.abspath(args.module))
+    for name in list(TUNED_MALLOC) + [COMPILE_CACHE]:
+        base_env.pop(name, None)
     ports = iter(range(29610, 29610 + 10000))
     configs = args.configs.split(",")
-    sides = ("dpl", "peer", "tuned") + (("baseline",) if args.baseline else ())
+    sides += ["baseline"] if args.baseline else []
     # runs[config][side] = one measurement per repeat
     runs = {config: {side: [] for side in sides} for config in configs}
     for repeat in range(args.repeats):
@@ -301,41 +385,54 @@ def main():
                   ", ".join(f"{side} {runs[config][side][-1]['rate']:.0f}/s" for side in sides
                             if runs[config][side]),
                   file=sys.stderr, flush=True)
+    report(args, configs, sides, runs)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"args": vars(args), "runs": runs}, out, indent=1)
 
+
+def report(args, configs, sides, runs):
     def median(config, side, key):
         return statistics.median(m[key] for m in runs[config][side])
 
-    def paired(config, key, other):
-        return paired_ratio(runs[config], key, "dpl", other)
-
     model = (f"TorchScript module {args.module} on both sides" if args.model == "torchscript"
              else "dpl's C++ ConvNet against the peer's Python ConvNet")
-    print(f"{model}; {args.repeats} repeats, dpl and the peer interleaved in each; steady rate from step "
-          f"{args.first} to {args.steps}; global batch {GLOBAL_BATCH}; figures are medians, ratios "
-          f"the median of the repeats' own ratios")
-    print("| config | dpl samples/s | peer | peer tuned | dpl/peer | dpl/tuned | dpl start s | "
-          "peer start s | start ratio | dpl RSS MiB | peer RSS MiB | RSS ratio |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    peers = [side for side in PEER_SIDES if side in sides]
+    print(f"{model}; torch {torch_version()}; {args.repeats} repeats, dpl and the peer's variants "
+          f"interleaved in each; steady rate from step {args.first} to {args.steps}; global batch "
+          f"{GLOBAL_BATCH}; figures are medians, ratios the median of the repeats' own ratios "
+          "(smallest-largest)")
+    print("| config | dpl samples/s | " + " | ".join(peers) + " | " +
+          " | ".join(f"dpl/{peer}" for peer in peers) + " |")
+    print("|---" * (2 + 2 * len(peers)) + "|")
     for config in configs:
-        print(f"| {config} | {median(config, 'dpl', 'rate'):.0f} | {median(config, 'peer', 'rate'):.0f} | "
-              f"{median(config, 'tuned', 'rate'):.0f} | {paired(config, 'rate', 'peer'):.2f}x | "
-              f"{paired(config, 'rate', 'tuned'):.2f}x | {median(config, 'dpl', 'startup'):.2f} | "
-              f"{median(config, 'peer', 'startup'):.2f} | {paired(config, 'startup', 'peer'):.2f} | "
-              f"{median(config, 'dpl', 'rss_mib'):.0f} | {median(config, 'peer', 'rss_mib'):.0f} | "
-              f"{paired(config, 'rss_mib', 'peer'):.2f} |")
+        row = runs[config]
+        print(f"| {config} | {median_cell(row['dpl'], 'rate', '.0f')} | " +
+              " | ".join(median_cell(row[peer], "rate", ".0f") for peer in peers) + " | " +
+              " | ".join(ratio_cell(row["dpl"], row[peer]) for peer in peers) + " |")
+    print("start-up to the first step, s (compiled: from an empty compile cache; compiled_warm: "
+          "from the one it filled), and peak RSS per worker, MiB:")
+    print("| config | " + " | ".join(f"{side} start s" for side in ["dpl"] + peers) + " | " +
+          " | ".join(f"{side} RSS" for side in ["dpl"] + peers) + " |")
+    print("|---" * (1 + 2 * (1 + len(peers))) + "|")
+    for config in configs:
+        row = runs[config]
+        print(f"| {config} | " + " | ".join(median_cell(row[side], "startup", ".2f")
+                                            for side in ["dpl"] + peers) + " | " +
+              " | ".join(median_cell(row[side], "rss_mib", ".0f") for side in ["dpl"] + peers) +
+              " |")
     if args.baseline:
         print("| config | dpl samples/s | baseline samples/s | dpl/baseline |")
         print("|---|---|---|---|")
         for config in (c for c in configs if runs[c]["baseline"]):
             print(f"| {config} | {median(config, 'dpl', 'rate'):.0f} | "
                   f"{median(config, 'baseline', 'rate'):.0f} | "
-                  f"{paired(config, 'rate', 'baseline'):.3f}x |")
+                  f"{ratio_cell(runs[config]['dpl'], runs[config]['baseline'])} |")
     for config in configs:  # a low-precision config against the same config in fp32
         shape_backend, _, precision = config.rpartition("-")
         if precision in ("bf16", "fp16") and shape_backend in runs:
-            speedup = statistics.median(a["rate"] / b["rate"] for a, b in
-                                        zip(runs[config]["dpl"], runs[shape_backend]["dpl"]))
-            print(f"dpl {config} / dpl {shape_backend} = {speedup:.2f}x (median of the repeats)")
+            print(f"dpl {config} / dpl {shape_backend} = "
+                  f"{ratio_cell(runs[config]['dpl'], runs[shape_backend]['dpl'])}")
     print("dpl's time per step (ms, medians): | config | data | forward+backward | "
           "communication wait | optimizer |")
     for config in configs:
@@ -346,12 +443,15 @@ def main():
         one = "1x2-" + config.split("-", 1)[1].split("-")[0]
         if config.startswith("1x") or one not in runs:
             continue
-        hidden = statistics.median(a["rate"] / b["rate"] for a, b in
-                                   zip(runs[config]["dpl"], runs[one]["dpl"]))
-        print(f"dpl {config} / dpl {one} = {hidden:.2f} (median of the repeats)")
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump({"args": vars(args), "runs": runs}, out, indent=1)
+        print(f"dpl {config} / dpl {one} = {ratio_cell(runs[config]['dpl'], runs[one]['dpl'])}")
+
+
+def torch_version():
+    """The version of the torch the peers run on (this interpreter's), without importing it."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "(none)"
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 shards the data, DistributedDataParallel) training the GPT of tools/gpt_model.py on token ids in
 nanoGPT's format (train.bin: little-endian uint16), as nanoGPT's train.py sets it up: AdamW with
 weight decay on tensors of two or more dimensions only, autocast for bf16, the fused AdamW and
-TF32 on CUDA.
+TF32 on CUDA, and with --compile torch.compile on the model (nanoGPT's compile=True); --tuned adds
+DDP's gradient_as_bucket_view.
 
     gpt_ddp.py --data DIR --num-processes 2 --batch-size 32 --block 32 --layers 2 --heads 4 \\
         --dim 64 --vocab 256 --max-batches 200
@@ -82,8 +83,11 @@ def train(local, args):
                                          pin_memory=device.type == "cuda")
     model = GPT(vocab=args.vocab, block=args.block, layers=args.layers, heads=args.heads,
                 dim=args.dim).to(device)
+    if args.compile:  # nanoGPT's compile=True: the model compiled, then wrapped by DDP
+        model = torch.compile(model)
     ddp = torch.nn.parallel.DistributedDataParallel(
-        model, device_ids=[local] if device.type == "cuda" else None)
+        model, device_ids=[local] if device.type == "cuda" else None,
+        gradient_as_bucket_view=args.tuned)
     optimizer = adamw(model, args, device)
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16,
                               enabled=args.precision == "bf16")
@@ -129,6 +133,11 @@ def main():
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--betas", type=float, nargs=2, default=(0.9, 0.99))
+    p.add_argument("--tuned", action="store_true",
+                   help="what a PyTorch 2 user sets for DDP: gradient_as_bucket_view=True (no "
+                        "gradient copy a step; the benchmark adds glibc's malloc thresholds)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile(model) before DDP wraps it, as nanoGPT's compile=True")
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error(f"--device cuda: torch {torch.__version__} sees no GPU")
