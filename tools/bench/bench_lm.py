@@ -6,17 +6,24 @@ Sides, on the CPU (configs <processes>x<threads>-<backend>[-bf16], as bench_vs_p
   gpt    dpl's C++ model plugin (`--model gpt`, models/gpt), fp32 or `--precision bf16`;
   ts     dpl's `--model torchscript` on tools/gpt_model.py's GPT, scripted once per size by
          tools/export_model.py (the same network, defined in Python);
-  peer   tools/bench/gpt_ddp.py: mp.spawn, gloo, DistributedSampler over the same windows,
-         DistributedDataParallel over tools/gpt_model.py's GPT, torch.optim.AdamW with nanoGPT's
-         decay groups; fp32, so a bf16 row is compared with the fp32 peer of its shape;
-  tuned  the peer with glibc's malloc thresholds raised (bench_vs_peer.py's TUNED_MALLOC).
+  peer   tools/bench/gpt_ddp.py on the torch of dpl's Python environment (PyTorch 2):
+         mp.spawn, gloo, DistributedSampler over the same windows, DistributedDataParallel over
+         tools/gpt_model.py's GPT, torch.optim.AdamW with nanoGPT's decay groups; fp32, so a bf16
+         row is compared with the fp32 peer of its shape;
+  tuned  the peer as a PyTorch 2 user tunes it: glibc's malloc thresholds raised
+         (bench_vs_peer.py's TUNED_MALLOC) and DDP's gradient_as_bucket_view (gpt_ddp.py --tuned);
+  compiled, compiled_warm
+         tuned, and torch.compile on the model (gpt_ddp.py --compile, nanoGPT's compile=True),
+         from an empty compile cache and then at once from the cache that run filled: their
+         start-up holds the compile, cold and warm.
+A new dpl side is one entry of DPL_SIDES (its model flags); the tables take every side given.
 Sizes: tiny (2 layers, 4 heads, 64 dims, block 32, global batch 64) and shakespeare (nanoGPT's
 Shakespeare-char: 6 layers, 6 heads, 384 dims, block 256, 10.8M parameters at vocabulary 256,
 global batch 4) by default; gpt-1m (4 layers, 144 dims, 1.1M parameters), gpt-50m (10 layers,
 640 dims, 49.6M) and gpt-100m (14 layers, 768 dims, 99.6M), Shakespeare-char's shape otherwise,
 for the size sweep; vocab-50k (4 layers, 256 dims, block 128, global batch 8, GPT-2's vocabulary
-of 50304: logits and the token embedding's gradient above 32 MiB); on byte tokens of Debian's fortunes texts (tiled to the length a run reads;
-seeded random ids without them), AdamW (weight decay 0.1, betas 0.9,0.99, lr 1e-3), dropout 0,
+of 50304: logits and the token embedding's gradient above 32 MiB); on byte tokens of Debian's
+fortunes texts (tiled to the length a run reads; seeded random ids without them), AdamW (weight decay 0.1, betas 0.9,0.99, lr 1e-3), dropout 0,
 seed 0 on every side.
 
 The method is bench_vs_peer.py's (its functions are used): every program prints a loss line
@@ -25,7 +32,7 @@ every --log-every steps, this script timestamps the lines as they arrive; steady
 start-up = arrival of the --first line - the time those steps take at the steady rate; peak RSS
 per worker = the largest VmHWM of a worker process, polled over the process tree. Each repeat
 runs every side of every size and config back to back, rotating which side goes first, and a
-ratio is the median of the repeats' own ratios.
+ratio is the median of the repeats' own ratios, printed with the smallest and the largest.
 
 --device cuda (a GPU machine): GPT-2 small's shape (12 layers, 12 heads, 768 dims, block 1024,
 vocabulary 50304; seeded random ids), one GPU, bf16: dpl's gpt (`--device cuda --backend nccl`,
@@ -36,8 +43,8 @@ import argparse
 import glob
 import json
 import os
+import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,7 +59,9 @@ import numpy as np  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from bench_vs_peer import PHASES, PHASES_LINE, TUNED_MALLOC, parse_config, timed_run  # noqa: E402
+from bench_vs_peer import (COMPILE_CACHE, PEER_VARIANTS, PHASES, PHASES_LINE,  # noqa: E402
+                           TUNED_MALLOC, median_cell, parse_config, ratio_cell, timed_run,
+                           torch_version)
 
 
 def cpu_size(**shape_and_steps):
@@ -87,9 +96,11 @@ SIZES = {
 WEIGHT_DECAY = 0.1
 FORTUNES = "/usr/share/games/fortunes"
 CPU_DEFAULTS = dict(sizes="tiny,shakespeare", configs="2x1-gloo,2x1-gloo-bf16,1x2-gloo,1x2-gloo-bf16",
-                    sides="gpt,ts,peer,tuned")
+                    sides="gpt,ts,peer,tuned,compiled,compiled_warm")
 CUDA_DEFAULTS = dict(sizes="gpt2", configs="1x1-nccl-bf16", sides="gpt,peer")
-PEER_SIDES = ("peer", "tuned")
+# The peer's variants are bench_vs_peer.py's (gpt_ddp.py takes the same flags): peer, tuned,
+# compiled (from an empty compile cache) and compiled_warm (from the cache compiled filled).
+PEER_SIDES = tuple(PEER_VARIANTS)
 
 
 def free_port():
@@ -133,16 +144,26 @@ def export_module(path, size):
         sys.exit(f"tools/export_model.py {path} failed:\n{exported.stderr}")
 
 
+def gpt_model_flags(args, size, run):
+    return ["--model", "gpt", "--model-options",
+            ",".join(f"{k}={size[k]}" for k in ("layers", "heads", "dim", "block"))]
+
+
+def torchscript_model_flags(args, size, run):
+    return ["--model", "torchscript", "--model-options", f"file={run['module']},loss=cross_entropy"]
+
+
+# dpl's sides: side -> its model flags (args, size, prepared run). Every side runs the same
+# launcher, data, optimizer and flags otherwise; a new way of running the network is one entry
+# here (the tables take every side given with --sides).
+DPL_SIDES = {"gpt": gpt_model_flags, "ts": torchscript_model_flags}
+
+
 def dpl_command(args, side, size, run, steps):
     processes, threads, backend, precision, flags = run["config"]
-    if side == "ts":
-        model = ["--model", "torchscript", "--model-options",
-                 f"file={run['module']},loss=cross_entropy"]
-    else:
-        model = ["--model", "gpt", "--model-options", ",".join(
-            f"{k}={size[k]}" for k in ("layers", "heads", "dim", "block"))]
     plugin_dirs = [flag for d in args.plugin_dir for flag in ("--plugin-dir", d)]
-    return [args.launcher, *plugin_dirs, "--device", args.device, "--backend", backend, *model,
+    return [args.launcher, *plugin_dirs, "--device", args.device, "--backend", backend,
+            *DPL_SIDES[side](args, size, run),
             *flags, "--precision", precision, "--num-processes", str(processes),
             "--threads-per-worker", str(threads), "--batch-size", str(size["batch"]),
             "--max-steps", str(steps), "--data", "tokens", "--data-dir", run["data"],
@@ -153,11 +174,12 @@ def dpl_command(args, side, size, run, steps):
             "--log-interval", str(run["log_every"])]
 
 
-def peer_command(args, size, run, steps):
+def peer_command(args, side, size, run, steps):
     processes, _, backend, precision, _ = run["config"]
     if args.device == "cpu":
         backend, precision = "gloo", "fp32"  # the recipe's CPU program: gloo, float32
-    return [sys.executable, os.path.join(HERE, "gpt_ddp.py"), "--data", run["data"],
+    return [sys.executable, os.path.join(HERE, "gpt_ddp.py"), *PEER_VARIANTS[side][0],
+            "--data", run["data"],
             "--num-processes", str(processes), "--batch-size", str(size["batch"] // processes),
             "--backend", backend, "--device", args.device, "--precision", precision,
             "--max-batches", str(steps), "--log-every", str(run["log_every"]),
@@ -191,11 +213,23 @@ def sides_of(args, config):
             if side not in PEER_SIDES or args.device == "cuda" or precision == "fp32"]
 
 
+def side_run(args, side, size, run, steps):
+    """How `side` runs: (command, environment it adds, filter of its worker processes)."""
+    if side in DPL_SIDES:
+        return dpl_command(args, side, size, run, steps), {}, lambda c: b"--worker" in c
+    tuned_malloc = PEER_VARIANTS[side][1]
+    return (peer_command(args, side, size, run, steps), TUNED_MALLOC if tuned_malloc else {},
+            lambda c: b"multiprocessing" in c)  # spawn children
+
+
 def run_all(args, prepared):
-    """runs[size][config][side] = one measurement per repeat."""
+    """runs[size][config][side] = one measurement per repeat. Each repeat runs the sides of a
+    size and config back to back, rotating which goes first; the compiled peer runs from an empty
+    compile cache, then at once again from the cache it filled (compiled_warm)."""
     runs = {s: {c: {side: [] for side in sides_of(args, c)} for c in args.configs}
             for s in args.sizes}
-    base_env = {k: v for k, v in os.environ.items() if k not in TUNED_MALLOC}
+    base_env = {k: v for k, v in os.environ.items()
+                if k not in TUNED_MALLOC and k != COMPILE_CACHE}
     for repeat in range(args.repeats):
         for name in args.sizes:
             size, steps, first = SIZES[name], args.steps[name], args.first[name]
@@ -204,17 +238,17 @@ def run_all(args, prepared):
                 threads = str(run["config"][1])
                 env = dict(base_env, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
                 sides = sides_of(args, config)
-                order = sides[repeat % len(sides):] + sides[:repeat % len(sides)]
+                rotated = [side for side in sides if side != "compiled_warm"]
+                order = rotated[repeat % len(rotated):] + rotated[:repeat % len(rotated)]
                 for side in order:
-                    if side in PEER_SIDES:
-                        cmd = peer_command(args, size, run, steps)
-                        worker = lambda c: b"multiprocessing" in c  # spawn children
-                        side_env = dict(env, **TUNED_MALLOC) if side == "tuned" else env
-                    else:
-                        cmd = dpl_command(args, side, size, run, steps)
-                        worker, side_env = (lambda c: b"--worker" in c), env
-                    runs[name][config][side].append(
-                        measure(cmd, side_env, worker, first, size["batch"] * size["block"]))
+                    cache = tempfile.mkdtemp(prefix="bench-compile-cache-")
+                    for one in [side] + (["compiled_warm"] if side == "compiled" and
+                                         "compiled_warm" in sides else []):
+                        cmd, side_env, worker = side_run(args, one, size, run, steps)
+                        runs[name][config][one].append(measure(
+                            cmd, dict(env, **side_env, **{COMPILE_CACHE: cache}), worker, first,
+                            size["batch"] * size["block"]))
+                    shutil.rmtree(cache, ignore_errors=True)
                 print(f"repeat {repeat + 1}/{args.repeats} {name} {config}: " +
                       ", ".join(f"{side} {runs[name][config][side][-1]['rate']:.0f} tokens/s"
                                 for side in sides), file=sys.stderr, flush=True)
@@ -225,71 +259,70 @@ def fp32_of(config):
     return "-".join(t for t in config.split("-") if t not in ("bf16", "fp16"))
 
 
-def median(rows, key):
-    return statistics.median(m[key] for m in rows) if rows else None
-
-
-def paired(a, b, key="rate"):
-    """The median over repeats of a's figure over b's in the same repeat."""
-    return statistics.median(x[key] / y[key] for x, y in zip(a, b)) if a and b else None
-
-
-def cell(value, form):
-    return "-" if value is None else format(value, form)
-
-
-def table_row(args, runs, name, config):
-    """One row of the table: a config's sides, its peer (on the CPU the fp32 peer of its shape)
-    and, for a bf16 config, its shape's fp32 run of the same side."""
-    row = runs[name][config]
-    peers = runs[name].get(config if args.device == "cuda" else fp32_of(config), {})
-    fp32 = runs[name].get(fp32_of(config), {}) if fp32_of(config) != config else {}
-    gpt, ts = row.get("gpt", []), row.get("ts", [])
-    peer, tuned = peers.get("peer", []), peers.get("tuned", [])
-    return " | ".join([
-        name, config, cell(median(gpt, "rate"), ".0f"), cell(median(ts, "rate"), ".0f"),
-        cell(median(peer, "rate"), ".0f"), cell(median(tuned, "rate"), ".0f"),
-        cell(paired(gpt, peer), ".2f"), cell(paired(gpt, tuned), ".2f"),
-        cell(paired(ts, tuned), ".2f"), cell(paired(gpt, fp32.get("gpt", [])), ".2f"),
-        cell(paired(ts, fp32.get("ts", [])), ".2f"), cell(median(gpt, "startup"), ".2f"),
-        cell(median(ts, "startup"), ".2f"), cell(median(peer, "startup"), ".2f"),
-        cell(median(gpt, "rss_mib"), ".0f"), cell(median(ts, "rss_mib"), ".0f"),
-        cell(median(peer, "rss_mib"), ".0f")])
+def peers_of(args, runs, name, config):
+    """The peer's runs a config is compared with: on the CPU the fp32 ones of its shape."""
+    return runs[name].get(config if args.device == "cuda" else fp32_of(config), {})
 
 
 def report(args, runs, prepared):
-    print(f"{args.repeats} repeats, every side of a size and config back to back in each; "
-          "tokens/s, start-up and RSS are medians, ratios the median of the repeats' own "
-          "ratios; on the CPU the peer runs fp32, and a bf16 row's peer is its shape's fp32 one")
+    dpl_sides = [side for side in args.sides if side in DPL_SIDES]
+    peer_sides = [side for side in args.sides if side in PEER_SIDES]
+    print(f"torch {torch_version()}; {args.repeats} repeats, every side of a size and config back "
+          "to back in each; tokens/s, start-up and RSS are medians, ratios the median of the "
+          "repeats' own ratios (smallest-largest); on the CPU the peer runs fp32, and a bf16 "
+          "row's peer is its shape's fp32 one")
     for name in args.sizes:
         size = SIZES[name]
         print(f"{name}: {size['layers']} layers, {size['heads']} heads, {size['dim']} dims, block "
               f"{size['block']}, vocabulary {size['vocab']}, global batch {size['batch']} "
               f"({size['batch'] * size['block']} tokens a step), steady rate from step "
               f"{args.first[name]} to {args.steps[name]}; data: {prepared[name]['source']}")
-    print("| size | config | gpt tokens/s | ts tokens/s | peer | tuned | gpt/peer | gpt/tuned | "
-          "ts/tuned | gpt bf16/fp32 | ts bf16/fp32 | start s gpt | ts | peer | "
-          "RSS MiB gpt | ts | peer |")
-    print("|" + "---|" * 17)
+    ratios = [(d, p) for d in dpl_sides for p in peer_sides if p != "compiled_warm"]
+    print("| size | config | " + " | ".join(f"{side} tokens/s" for side in args.sides) + " | " +
+          " | ".join(f"{d}/{p}" for d, p in ratios) + " | " +
+          " | ".join(f"{d} bf16/fp32" for d in dpl_sides) + " |")
+    print("|" + "---|" * (2 + len(args.sides) + len(ratios) + len(dpl_sides)))
     for name in args.sizes:
         for config in args.configs:
-            print(f"| {table_row(args, runs, name, config)} |")
+            row, peers = runs[name][config], peers_of(args, runs, name, config)
+            fp32 = runs[name].get(fp32_of(config), {}) if fp32_of(config) != config else {}
+            cells = [median_cell(row.get(side, []) or peers.get(side, []), "rate", ".0f")
+                     for side in args.sides]
+            cells += [ratio_cell(row.get(d, []), peers.get(p, [])) for d, p in ratios]
+            cells += [ratio_cell(row.get(d, []), fp32.get(d, [])) for d in dpl_sides]
+            print(f"| {name} | {config} | " + " | ".join(cells) + " |")
+    print("start-up to the first step, s (compiled: from an empty compile cache, the whole "
+          "compile; compiled_warm: from the cache it filled), and peak RSS per worker, MiB:")
+    print("| size | config | " + " | ".join(f"{side} start s" for side in args.sides) + " | " +
+          " | ".join(f"{side} RSS" for side in args.sides) + " |")
+    print("|" + "---|" * (2 + 2 * len(args.sides)))
+    for name in args.sizes:
+        for config in args.configs:
+            row = runs[name][config]
+            print(f"| {name} | {config} | " +
+                  " | ".join(median_cell(row.get(side, []), "startup", ".2f")
+                             for side in args.sides) + " | " +
+                  " | ".join(median_cell(row.get(side, []), "rss_mib", ".0f")
+                             for side in args.sides) + " |")
     print("dpl's time per step (ms, medians): | size | config | side | data | forward+backward | "
           "communication wait | optimizer |")
     for name in args.sizes:
         for config in args.configs:
-            for side in ("gpt", "ts"):
+            for side in dpl_sides:
                 rows = runs[name][config].get(side, [])
                 if rows and all(p in m for m in rows for p in PHASES):
                     print(f"| {name} | {config} | {side} | " +
-                          " | ".join(f"{median(rows, p):.1f}" for p in PHASES) + " |")
-    if args.device == "cuda" and "gpt" in args.sides and "peer" in args.sides:
+                          " | ".join(median_cell(rows, p, ".1f") for p in PHASES) + " |")
+    if args.device == "cuda":
         for name in args.sizes:
             for config in args.configs:
                 row = runs[name][config]
-                print(f"tokens/s on one GPU ({name}, {config}): dpl {median(row['gpt'], 'rate'):.0f}"
-                      f", peer (DDP, --device cuda) {median(row['peer'], 'rate'):.0f}, dpl/peer "
-                      f"{paired(row['gpt'], row['peer']):.2f}x")
+                for d in dpl_sides:
+                    for p in peer_sides:
+                        print(f"tokens/s on one GPU ({name}, {config}): dpl {d} "
+                              f"{median_cell(row[d], 'rate', '.0f')}, peer {p} (DDP, --device "
+                              f"cuda) {median_cell(row[p], 'rate', '.0f')}, dpl/peer "
+                              f"{ratio_cell(row[d], row[p])}")
 
 
 def per_size(text, key, sizes, flag):
@@ -331,9 +364,9 @@ def parse_args():
     p.add_argument("--configs", help="comma list of <processes>x<threads>-<backend>[-bf16] "
                                      f"(default {CPU_DEFAULTS['configs']}; with --device cuda "
                                      f"{CUDA_DEFAULTS['configs']})")
-    p.add_argument("--sides", help="comma list of gpt, ts, peer, tuned (default "
-                                   f"{CPU_DEFAULTS['sides']}; with --device cuda "
-                                   f"{CUDA_DEFAULTS['sides']})")
+    p.add_argument("--sides", help=f"comma list of dpl's {', '.join(DPL_SIDES)} and the peer's "
+                                   f"{', '.join(PEER_SIDES)} (default {CPU_DEFAULTS['sides']}; "
+                                   f"with --device cuda {CUDA_DEFAULTS['sides']})")
     p.add_argument("--steps", help="steps of every run: N, or size=N,.. (default " + ", ".join(
         f"{n} {s['steps']}" for n, s in SIZES.items()) + ")")
     p.add_argument("--first", help="steady rate from this step on: N or size=N,.. (default " +
@@ -352,8 +385,11 @@ def parse_args():
         if name not in SIZES:
             p.error(f"--sizes: unknown size {name!r} (sizes: {', '.join(SIZES)})")
     for side in args.sides:
-        if side not in ("gpt", "ts", "peer", "tuned"):
-            p.error(f"--sides: unknown side {side!r} (sides: gpt, ts, peer, tuned)")
+        if side not in DPL_SIDES and side not in PEER_SIDES:
+            p.error(f"--sides: unknown side {side!r} (sides: "
+                    f"{', '.join(list(DPL_SIDES) + list(PEER_SIDES))})")
+    if "compiled_warm" in args.sides and "compiled" not in args.sides:
+        p.error("--sides: compiled_warm runs from the cache compiled fills: name compiled too")
     for config in args.configs:
         processes = parse_config(config)[0]
         for name in args.sizes:

@@ -2,22 +2,27 @@
 """How dpl and the PyTorch DDP peer scale with the model: MLPs of about 1M, 10M, 50M and 100M
 parameters (tools/bench/sized_mlp.py: 784 inputs, three hidden layers of one width, 10 classes),
 written once as TorchScript by tools/export_model.py and trained by both sides on Fashion-MNIST:
-dpl with `--model torchscript --model-options file=...`, the peer with peer_torchscript.py (the
-recipe's own program with `torch.jit.load` for its ConvNet), same data, Adadelta, global batch 128.
-The GPT at the same sizes is bench_lm.py's (--sizes gpt-1m,shakespeare,gpt-50m,gpt-100m).
+dpl with `--model torchscript --model-options file=...`, the peer with recipe_peer.py (the
+recipe's own program with `torch.jit.load` for its ConvNet) on the torch of dpl's Python
+environment (PyTorch 2), same data, Adadelta, global batch 128. The GPT at the same sizes is
+bench_lm.py's (--sizes gpt-1m,shakespeare,gpt-50m,gpt-100m).
 
 Configs are bench_vs_peer.py's (<processes>x<threads>-<backend>[-shard|-whole]); by default 1
 process x 2 threads, 2 processes x 1 thread with the whole optimizer on each (-whole, dpl's
 --shard-optimizer off) and 2 x 1 with dpl's --shard-optimizer (its default there), against which
-the peer runs torch's ZeroRedundancyOptimizer (sharding at 1 process would change nothing). The peer is
-the tuned one (glibc malloc thresholds raised, bench_vs_peer.py's "peer tuned"); --untuned adds
-the peer as users run it.
+the peer runs torch's ZeroRedundancyOptimizer (sharding at 1 process would change nothing) and,
+beside it, DeepSpeed's ZeRO stage 1 (deepspeed_peer.py: the recipe's program written the
+DeepSpeed way, on the CPU over gloo). The peer's variants (--peers) are bench_vs_peer.py's: tuned
+(glibc malloc thresholds raised, DDP's gradient_as_bucket_view), compiled (tuned, and
+torch.compile on the MLP's Python class, sized_mlp.py's SizedMLP, from an empty compile cache)
+and, with --untuned, the peer as users run it.
 
 The measuring is bench_vs_peer.py's, imported from it: loss lines timestamped as they arrive, the
 steady rate between the line at `first` and the last one, peak RSS per worker (VmHWM), dpl's
 "time per step" line for the phases (data, forward+backward, communication wait, optimizer). Each
 repeat runs every size and config, dpl and the peer back to back (rotating who goes first);
-figures are medians over the repeats, ratios the median of the repeats' own ratios.
+figures are medians over the repeats, ratios the median of the repeats' own ratios, printed with
+the smallest and the largest.
 
 Steps per run fall with the size, so that 3 repeats of the whole sweep take about a quarter of an
 hour on a 2-core machine: 200 below 5M parameters, 60 below 30M, 30 above (the rate from step 20,
@@ -36,6 +41,7 @@ Prints a table per size; --json keeps every measurement (--from-json prints and 
 which dpl's Python environment has).
 """
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -53,9 +59,14 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import sized_mlp  # noqa: E402
 import split_ceiling  # noqa: E402
-from bench_vs_peer import PHASES, measure_sides, paired_ratio, side_commands  # noqa: E402
+from bench_vs_peer import (COMPILE_CACHE, PEER_SIDES, PHASES, TUNED_MALLOC,  # noqa: E402
+                           measure_sides, paired_ratio, ratio_cell, side_commands, torch_version)
 
-PEER_ZERO_FLAGS = ["--zero-redundancy-optimizer"]  # peer_torchscript.py's, for -shard configs
+PEER_ZERO_FLAGS = ["--zero-redundancy-optimizer"]  # recipe_peer.py's, for -shard configs
+# The Python class the MLPs are written from, which the compiled peer compiles.
+MLP_CLASS = os.path.join(HERE, "sized_mlp.py") + ":SizedMLP"
+# DeepSpeed's ZeRO stage 1 (deepspeed_peer.py) runs beside the peer of -shard configs.
+DEEPSPEED = "deepspeed"
 SHARD_TOKEN = "-shard"
 WHOLE_TOKEN = "-whole"  # dpl's --shard-optimizer off; the peer as for no token
 
@@ -96,24 +107,41 @@ def measure_ceiling(args, model):
     return {f"{p}x{t}": split_ceiling.run_layout(layout_args, p, t) for p, t in ((1, 2), (2, 1))}
 
 
+def deepspeed_run(args, config, model, tuned, port):
+    """deepspeed_peer.py's run of `config`, in the tuned peer's environment (its threads and
+    malloc thresholds), as side_commands gives a side: (make_cmd(steps), env, worker filter,
+    steps of a loss line)."""
+    _, env, worker_filter, steps_of_line = tuned
+    processes = int(config.split("x")[0])
+    make_cmd = lambda steps: [  # noqa: E731
+        sys.executable, os.path.join(HERE, "deepspeed_peer.py"), "--data", args.data,
+        "--num-processes", str(processes), "--batch-size", str(128 // processes),
+        "--max-batches", str(steps), "--module", model["module"], "--port", str(port)]
+    return make_cmd, env, worker_filter, steps_of_line
+
+
 def sweep(args, models, sides):
     """runs[size name][config][side] = one measurement per repeat; with --ceiling also
     ceilings[size name] = one measure_ceiling per repeat."""
     configs = args.configs.split(",")
     runs = {m["name"]: {c: {side: [] for side in sides} for c in configs} for m in models}
     ceilings = {m["name"]: [] for m in models}
-    base_env = {k: v for k, v in os.environ.items()
-                if k not in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "DPL_BENCH_ZERO")}
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("DPL_BENCH_") and
+                k not in TUNED_MALLOC and k != COMPILE_CACHE}
     ports = iter(range(29610, 29610 + 10000))
     started = time.perf_counter()
     for repeat in range(args.repeats):
         for model in models:
-            side_args = argparse.Namespace(**vars(args), model="torchscript",
-                                           module=model["module"], baseline=None)
+            side_args = argparse.Namespace(
+                **vars(args), model="torchscript", module=model["module"], baseline=None,
+                module_class=MLP_CLASS, module_kwargs=json.dumps({"hidden": model["hidden"]}))
             env = dict(base_env, DPL_BENCH_PEER=args.peer, DPL_BENCH_MODULE=model["module"])
             for config in configs:
                 peer_flags = PEER_ZERO_FLAGS if SHARD_TOKEN in config else []
                 commands = side_commands(side_args, config, env, next(ports), peer_flags)
+                if SHARD_TOKEN in config:
+                    commands[DEEPSPEED] = deepspeed_run(args, config, model, commands["tuned"],
+                                                        next(ports))
                 measured = measure_sides(commands, sides, repeat, model["first"], model["steps"])
                 for side, measurement in measured.items():
                     runs[model["name"]][config][side].append(measurement)
@@ -156,20 +184,20 @@ def print_size(model, by_config, sides, ceiling):
     print(f"\n### {model['name']}: {model['parameters']:,} parameters "
           f"(784-{model['hidden']}-{model['hidden']}-{model['hidden']}-10), steady rate from "
           f"step {model['first']} to {model['steps']}")
-    untuned = "peer" in sides
-    print("| config | dpl samples/s | peer samples/s | dpl/peer |" +
-          (" untuned peer | dpl/untuned |" if untuned else "") +
-          " dpl RSS MiB | peer RSS MiB | data ms | forward+backward ms | communication wait ms |"
-          " optimizer ms |")
-    print("|---" * (10 + 2 * untuned) + "|")
+    peers = [side for side in ("tuned", "compiled", DEEPSPEED, "peer") if side in sides]
+    names = {"tuned": "tuned peer", "compiled": "compiled peer", DEEPSPEED: "DeepSpeed ZeRO-1",
+             "peer": "untuned peer"}
+    print("| config | dpl samples/s | " + " | ".join(f"{names[p]} samples/s" for p in peers) +
+          " | " + " | ".join(f"dpl/{names[p]}" for p in peers) + " | dpl RSS MiB | peer RSS MiB |"
+          " data ms | forward+backward ms | communication wait ms | optimizer ms |")
+    print("|---" * (8 + 2 * len(peers)) + "|")
     for config, runs in by_config.items():
-        peer = "ZeRO " if SHARD_TOKEN in config else ""
-        row = [config, f"{median(runs['dpl'], 'rate'):.0f}",
-               f"{peer}{median(runs['tuned'], 'rate'):.0f}",
-               f"{paired_ratio(runs, 'rate', 'dpl', 'tuned'):.2f}x"]
-        if untuned:
-            row += [f"{median(runs['peer'], 'rate'):.0f}",
-                    f"{paired_ratio(runs, 'rate', 'dpl', 'peer'):.2f}x"]
+        # The peer of a -shard config runs torch's ZeroRedundancyOptimizer.
+        zero = "ZeRO " if SHARD_TOKEN in config else ""
+        row = [config, f"{median(runs['dpl'], 'rate'):.0f}"]
+        row += [(zero if p != DEEPSPEED else "") + f"{median(runs.get(p, []), 'rate'):.0f}"
+                for p in peers]
+        row += [ratio_cell(runs["dpl"], runs.get(p, [])) for p in peers]
         row += [f"{median(runs['dpl'], 'rss_mib'):.0f}", f"{median(runs['tuned'], 'rss_mib'):.0f}"]
         row += [f"{median(runs['dpl'], phase):.1f}" for phase in PHASES]
         print("| " + " | ".join(row) + " |")
@@ -243,6 +271,11 @@ def parse_args():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, help="steps of every run (default: by size)")
     p.add_argument("--first", type=int, help="steady rate from this step on (default: by size)")
+    p.add_argument("--peers", default=f"tuned,compiled,{DEEPSPEED}",
+                   help="comma list of the peer's variants beside dpl: tuned, compiled (tuned "
+                        f"and torch.compile on the MLP's Python class), {DEEPSPEED} (DeepSpeed's "
+                        "ZeRO stage 1, -shard configs only; tools/setup.sh --bench installs it), "
+                        "peer (as users run it); tuned always runs")
     p.add_argument("--untuned", action="store_true", help="also run the peer as users run it")
     p.add_argument("--ceiling", action="store_true",
                    help="also measure each size's ceiling of 2x1 / 1x2 in every repeat: "
@@ -274,16 +307,25 @@ def main():
         folder = args.modules_dir or scratch.name
         os.makedirs(folder, exist_ok=True)
         models = export_models(args, folder)
-        sides = ("dpl", "tuned") + (("peer",) if args.untuned else ())
+        peers = args.peers.split(",") + (["peer"] if args.untuned else [])
+        for peer in peers:
+            if peer not in ("tuned", "compiled", DEEPSPEED, "peer"):
+                p.error(f"--peers: unknown variant {peer!r} (tuned, compiled, {DEEPSPEED}, peer)")
+        if DEEPSPEED in peers and importlib.util.find_spec("deepspeed") is None:
+            p.error("--peers deepspeed needs DeepSpeed in dpl's Python environment: run "
+                    "tools/setup.sh --bench, or leave it out of --peers")
+        sides = tuple(["dpl", "tuned"] + [peer for peer in peers if peer != "tuned"])
         runs, ceilings = sweep(args, models, sides)
         sweep_result = {"args": vars(args), "sides": sides, "models": models, "runs": runs,
-                        "ceilings": ceilings}
+                        "ceilings": ceilings, "torch": torch_version()}
         if args.json:
             with open(args.json, "w") as out:
                 json.dump(sweep_result, out, indent=1)
-    print(f"TorchScript MLPs on both sides; {sweep_result['args']['repeats']} repeats, dpl and "
-          "the peer interleaved in each; global batch 128; peer = the tuned peer; figures are "
-          "medians, ratios the median of the repeats' own ratios")
+    print(f"TorchScript MLPs on both sides (the compiled peer: their Python class); torch "
+          f"{sweep_result.get('torch', torch_version())}; {sweep_result['args']['repeats']} "
+          "repeats, dpl and the peer's variants interleaved in each; global batch 128; figures are "
+          "medians, ratios the median of the repeats' own ratios (smallest-largest); peer RSS = "
+          "the tuned peer's")
     for model in sweep_result["models"]:
         print_size(model, sweep_result["runs"][model["name"]], sweep_result["sides"],
                    sweep_result.get("ceilings", {}).get(model["name"]))
