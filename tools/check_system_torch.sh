@@ -31,9 +31,11 @@ DPL_BUILD_TARGETS="launcher dpl_backend_tcp dpl_dataset_idx dpl_dataset_text ${m
 
 for model in "${models[@]}"; do
   plugin=$build/plugins_out/libdpl_model_$model.so
+  # Debian's libraries are found under /lib or /usr/lib (the same folder on a merged /usr); a
+  # Python environment's libtorch lives elsewhere.
   loaded=$(ldd "$plugin" | awk '/libtorch|libc10/ {print $3}')
-  grep -q "^/usr/lib/" <<<"$loaded" || fail "$plugin does not load Debian's libtorch: $loaded"
-  if grep -v "^/usr/lib/" <<<"$loaded"; then
+  grep -qE "^(/usr)?/lib/" <<<"$loaded" || fail "$plugin does not load Debian's libtorch: $loaded"
+  if grep -vE "^(/usr)?/lib/" <<<"$loaded"; then
     fail "$plugin loads a libtorch besides Debian's (above)"
   fi
 done
