@@ -196,12 +196,12 @@ TEST_F(TorchrunComparisonTest, TheRankThatRaisedIsNamedWithItsTraceback) {
   ASSERT_TRUE(ExitedWith(status, 1)) << Describe(status) << output;
 
   // The job's error: rank 1 as the root cause, then its traceback whole, to the exception.
-  const std::regex root_cause(
+  const std::regex named_with_traceback(
       R"(error: job failed: rank 1 \(machine 0, local rank 1, pid \d+\) failed first: exit )"
       R"(code 1; the end of its output \(the root cause\):\n    \[rank 1\] Traceback )"
       R"(\(most recent call last\):\n(    \[rank 1\] .*\n)*    \[rank 1\] RuntimeError: rank 1 )"
       R"(fails at step 5\n)");
-  EXPECT_TRUE(std::regex_search(output, root_cause)) << output;
+  EXPECT_TRUE(std::regex_search(output, named_with_traceback)) << output;
 
   // torchrun names the rank that exited first, and points to a page instead of a traceback.
   const std::string theirs = reference.Output();
