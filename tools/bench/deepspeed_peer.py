@@ -2,18 +2,21 @@
 """The PyTorch DDP recipe's peer program (convnet_ddp.py, DPL_BENCH_PEER) written the DeepSpeed
 way, with ZeRO stage 1: the optimizer's state sharded across the ranks, as dpl's
 --shard-optimizer and torch's ZeroRedundancyOptimizer shard it. Everything else is the peer's:
-its data (its dataset()), DistributedSampler, model (its ConvNet, or --module FILE, a TorchScript
-module loaded with torch.jit.load), Adadelta at lr 0.5, the batch per process and its loss line
-every 10 batches; the engine replaces DistributedDataParallel and the optimizer's calls.
+its data (its dataset()), DistributedSampler, model (its ConvNet, or --module-class PATH:CLASS
+built with --kwargs), Adadelta at lr 0.5, the batch per process and its loss line every 10
+batches; the engine replaces DistributedDataParallel and the optimizer's calls. DeepSpeed's engine
+hooks the module's forward, which a TorchScript module does not allow: the model is the Python
+class a TorchScript file was written from.
 
     DPL_BENCH_PEER=convnet_ddp.py deepspeed_peer.py --data DIR --num-processes 2 \\
-        --batch-size 64 --max-batches 200 [--module FILE] [--port P]
+        --batch-size 64 --max-batches 200 [--module-class PATH:CLASS [--kwargs JSON]] [--port P]
 
 Runs on the CPU with DeepSpeed's cpu accelerator over gloo (DS_ACCELERATOR=cpu, which this sets);
 DeepSpeed builds its shared-memory operator at the first run (tools/requirements-bench.txt).
 """
 import argparse
 import importlib.util
+import json
 import os
 import sys
 import warnings
@@ -24,6 +27,7 @@ import dpl_python  # noqa: E402  (tools/dpl_python.py)
 dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
+import export_model  # noqa: E402  (tools/export_model.py: load_class)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
@@ -39,7 +43,6 @@ def load_peer():
 def train(local, args):
     import deepspeed
     warnings.filterwarnings("ignore", message="dropout2d: Received a 2-D input")
-    warnings.filterwarnings("ignore", message="`torch.jit.load` is deprecated")
     os.environ.update(RANK=str(local), LOCAL_RANK=str(local), WORLD_SIZE=str(args.num_processes))
     deepspeed.init_distributed(dist_backend="gloo")
     peer = load_peer()
@@ -49,7 +52,8 @@ def train(local, args):
         data, num_replicas=args.num_processes, rank=local)
     loader = torch.utils.data.DataLoader(data, batch_size=args.batch_size, shuffle=False,
                                          num_workers=0, sampler=sampler)
-    model = torch.jit.load(args.module) if args.module else peer.ConvNet()
+    model = (export_model.load_class(args.module_class)(**json.loads(args.kwargs))
+             if args.module_class else peer.ConvNet())
     optimizer = torch.optim.Adadelta(model.parameters(), lr=0.5)
     config = {"train_micro_batch_size_per_gpu": args.batch_size, "gradient_accumulation_steps": 1,
               "zero_optimization": {"stage": 1},
@@ -74,7 +78,9 @@ def main():
     p.add_argument("--num-processes", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=64, help="per process, as the recipe's")
     p.add_argument("--max-batches", type=int, default=0)
-    p.add_argument("--module", help="a TorchScript file to train instead of the peer's ConvNet")
+    p.add_argument("--module-class", help="PATH:CLASS of a model to train instead of the peer's "
+                                          "ConvNet")
+    p.add_argument("--kwargs", default="{}", help="the class's arguments as a JSON object")
     p.add_argument("--port", default="29500")
     p.add_argument("--backend", default="gloo", choices=("gloo",), help="gloo only, on the CPU")
     args = p.parse_args()

@@ -31,6 +31,7 @@ import dpl_python  # noqa: E402  (tools/dpl_python.py)
 
 dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
 
+import export_model  # noqa: E402  (tools/export_model.py: load_class)
 import torch  # noqa: E402
 
 # flag -> (environment variable, whether the flag takes a value)
@@ -50,15 +51,6 @@ def load_peer():
     return peer
 
 
-def python_class(spec):
-    path, _, name = spec.rpartition(":")
-    module_spec = importlib.util.spec_from_file_location(
-        os.path.splitext(os.path.basename(path))[0], path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return getattr(module, name)
-
-
 def change_the_model(peer):
     """The peer builds `ConvNet()` after joining its process group: from now on that name builds
     the model the environment asks for."""
@@ -67,7 +59,7 @@ def change_the_model(peer):
         path = os.environ["DPL_BENCH_MODULE"]
         build = lambda: torch.jit.load(path)  # noqa: E731
     elif os.environ.get("DPL_BENCH_MODULE_CLASS"):
-        chosen = python_class(os.environ["DPL_BENCH_MODULE_CLASS"])
+        chosen = export_model.load_class(os.environ["DPL_BENCH_MODULE_CLASS"])
         kwargs = json.loads(os.environ.get("DPL_BENCH_KWARGS") or "{}")
         build = lambda: chosen(**kwargs)  # noqa: E731
     if os.environ.get("DPL_BENCH_COMPILE") == "1":

@@ -12,7 +12,8 @@ process x 2 threads, 2 processes x 1 thread with the whole optimizer on each (-w
 --shard-optimizer off) and 2 x 1 with dpl's --shard-optimizer (its default there), against which
 the peer runs torch's ZeroRedundancyOptimizer (sharding at 1 process would change nothing) and,
 beside it, DeepSpeed's ZeRO stage 1 (deepspeed_peer.py: the recipe's program written the
-DeepSpeed way, on the CPU over gloo). The peer's variants (--peers) are bench_vs_peer.py's: tuned
+DeepSpeed way, on the CPU over gloo, training the MLP's Python class: DeepSpeed cannot hook a
+TorchScript module). The peer's variants (--peers) are bench_vs_peer.py's: tuned
 (glibc malloc thresholds raised, DDP's gradient_as_bucket_view), compiled (tuned, and
 torch.compile on the MLP's Python class, sized_mlp.py's SizedMLP, from an empty compile cache)
 and, with --untuned, the peer as users run it.
@@ -116,7 +117,8 @@ def deepspeed_run(args, config, model, tuned, port):
     make_cmd = lambda steps: [  # noqa: E731
         sys.executable, os.path.join(HERE, "deepspeed_peer.py"), "--data", args.data,
         "--num-processes", str(processes), "--batch-size", str(128 // processes),
-        "--max-batches", str(steps), "--module", model["module"], "--port", str(port)]
+        "--max-batches", str(steps), "--module-class", MLP_CLASS, "--kwargs",
+        json.dumps({"hidden": model["hidden"]}), "--port", str(port)]
     return make_cmd, env, worker_filter, steps_of_line
 
 
