@@ -25,6 +25,10 @@ import os
 import re
 import sys
 
+import dpl_python
+
+dpl_python.use_dpl_python()  # first: PIL and webdataset below are the environment's
+
 IMAGE_EXTENSIONS = {".jpg": "jpg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
 
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The data path alone: images/s of the webdataset plugin against PyTorch's DataLoader with the
 webdataset package and torchvision's transforms, on the same shards and the same cores; and the
 anonymous memory of the process that reads them as the set grows.
@@ -36,7 +36,12 @@ import sys
 import tempfile
 import time
 
-import numpy
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import numpy  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from decode_bench import Config, DLDataType, DLDevice, DLTensor, Info, Table  # noqa: E402
