@@ -70,9 +70,10 @@ def deprecation_said_once():
               file=sys.stderr)
 
 
-def load_class(spec):
+def load_class(spec, factories=False):
     """`package.module:Class` (importable from the working directory or PYTHONPATH) or
-    `path/to/file.py:Class`."""
+    `path/to/file.py:Class`; with `factories`, also a function that returns a module
+    (torchvision.models:resnet18)."""
     module_name, separator, class_name = spec.rpartition(":")
     if not separator or not module_name or not class_name:
         raise ExportError(f"--module {spec!r} is not MODULE:CLASS (e.g. mypkg.nets:ResNet)")
@@ -90,7 +91,8 @@ def load_class(spec):
         except ImportError as error:
             raise ExportError(f"--module {spec!r}: cannot import {module_name}: {error}")
     cls = getattr(module, class_name, None)
-    if cls is None or not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+    is_module_class = isinstance(cls, type) and issubclass(cls, nn.Module)
+    if cls is None or not (is_module_class or (factories and callable(cls))):
         raise ExportError(f"--module {spec!r}: {module_name} has no torch.nn.Module class "
                           f"{class_name}")
     return cls
@@ -107,7 +109,7 @@ def parse_shape(text):
     return shape
 
 
-def build(args):
+def build(args, factories=False):
     kwargs = {}
     if args.kwargs:
         try:
@@ -116,12 +118,15 @@ def build(args):
             raise ExportError(f"--kwargs is not JSON: {error}")
         if not isinstance(kwargs, dict):
             raise ExportError("--kwargs must be a JSON object of constructor arguments")
-    cls = load_class(args.module) if args.module else ConvNet
+    cls = load_class(args.module, factories) if args.module else ConvNet
     torch.manual_seed(args.seed)
     try:
         module = cls(**kwargs)
     except TypeError as error:
         raise ExportError(f"{cls.__name__}(**{kwargs}) failed: {error}")
+    if not isinstance(module, nn.Module):
+        raise ExportError(f"--module {args.module!r} returned a {type(module).__name__}, not a "
+                          "torch.nn.Module")
     return module
 
 
