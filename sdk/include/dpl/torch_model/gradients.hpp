@@ -85,6 +85,36 @@ class FlatGradients {
     FlatGradients& gradients_;
   };
 
+  // Note [A network's own training step] (network.hpp): the tensors such a network writes this
+  // step's gradients into. After zero_gradients, the views themselves (the step replaces them);
+  // otherwise (--grad-accum's later micro-steps) a scratch buffer's, which Collect adds to them.
+  const std::vector<torch::Tensor>& StepTargets() {
+    accumulate_ = !replace_;
+    replace_ = false;
+    if (!accumulate_) return views_;
+    if (!scratch_.defined()) {
+      scratch_ = torch::empty_like(flat_);
+      int64_t offset = 0;
+      for (auto& parameter : *parameters_) {
+        scratch_views_.push_back(
+            scratch_.narrow(0, offset, parameter.numel()).view(parameter.sizes()));
+        offset += parameter.numel();
+      }
+    }
+    return scratch_views_;
+  }
+  // After the step StepTargets served: the gradients times `scale` (the loss scale) added, or in
+  // place.
+  void Collect(float scale) {
+    torch::NoGradGuard no_grad;
+    if (accumulate_) {
+      if (scale != 1.0f) scratch_.mul_(scale);
+      flat_.add_(scratch_);
+    } else if (scale != 1.0f) {
+      flat_.mul_(scale);
+    }
+  }
+
   // From gradient `index`'s ready hook, before the host hears of it: a replacing gradient goes
   // into its view.
   void Arrived(uint32_t index) {
@@ -134,6 +164,10 @@ class FlatGradients {
   // to replace it (written by the hook of that gradient only).
   bool replace_ = false;
   std::vector<uint8_t> replaced_;
+  // StepTargets' scratch buffer and its views, made the first time a step accumulates.
+  bool accumulate_ = false;
+  torch::Tensor scratch_;
+  std::vector<torch::Tensor> scratch_views_;
 };
 
 }  // namespace

@@ -214,6 +214,7 @@ class Instance {
 
   float TrainStep(const DLTensor* input, const DLTensor* labels) {
     const std::pair<torch::Tensor, torch::Tensor> batch = batches_.Wrap(input, labels);
+    if (network_->HasOwnTrainStep()) return OwnTrainStep(batch.first, batch.second);
     torch::Tensor output;
     {
       AutocastScope autocast(settings_.precision, settings_.device);
@@ -229,6 +230,15 @@ class Instance {
       (mean_loss * loss_scale_).backward();
     }
     return mean_loss.item<float>();
+  }
+
+  // Note [A network's own training step] (network.hpp): the gradients are ready together, when
+  // the step returns; the host hears of them last to first, as backward would give them.
+  float OwnTrainStep(const torch::Tensor& input, const torch::Tensor& target) {
+    const float loss = network_->TrainStep(input, target, gradients_.StepTargets());
+    gradients_.Collect(loss_scale_);
+    for (size_t i = parameters_.size(); i-- > 0;) NotifyGradientReady(static_cast<uint32_t>(i));
+    return loss;
   }
 
   Evaluation EvalStep(const DLTensor* input, const DLTensor* labels) {

@@ -54,6 +54,17 @@ class Network {
   // tensors the network itself computes with.
   virtual NamedTensors NamedParameters() const = 0;
   virtual NamedTensors NamedBuffers() const = 0;
+  // Note [A network's own training step]: a network that computes the loss and every gradient in
+  // one call, without libtorch's autograd (a compiled program: models/compiled), says so here;
+  // the instance then calls TrainStep instead of Forward, the loss and backward. TrainStep
+  // returns the mean loss of the batch (in training mode, as the network's Loss says) and
+  // overwrites `gradients`, one tensor per NamedParameters() entry of its shape, with this
+  // batch's gradients of it; it updates buffers in place.
+  virtual bool HasOwnTrainStep() const { return false; }
+  virtual float TrainStep(const torch::Tensor& /*input*/, const torch::Tensor& /*target*/,
+                          const std::vector<torch::Tensor>& /*gradients*/) {
+    throw PluginError(DPL_ERR_INTERNAL, "this network has no training step of its own");
+  }
   // save_state of model ABI v3: by default the state dict of every parameter and buffer.
   virtual void Save(const std::string& path) {
     NamedTensors tensors = NamedParameters();
