@@ -92,6 +92,9 @@ import export_model  # noqa: E402
 from recipe_convnet import INPUT_SHAPE as RECIPE_INPUT_SHAPE  # noqa: E402
 
 
+CHECK_BATCH = 8  # samples of the package's check against the module's eager step
+
+
 class CompileError(Exception):
     pass
 
@@ -130,13 +133,15 @@ def refusal(error, source, what):
                          "\n  (no line of the module's own code in the traceback)"))
 
 
-def example_batch(args, shape, classes, target_shape, device):
+def example_batch(args, shape, classes, target_shape, device, count=None):
+    """`count` (default --batch) seeded samples of `shape` and targets below `classes`."""
+    count = count or args.batch
     generator = torch.Generator().manual_seed(args.seed)
     if args.token_ids is not None:
-        inputs = torch.randint(0, args.token_ids, (args.batch,) + shape, generator=generator)
+        inputs = torch.randint(0, args.token_ids, (count,) + shape, generator=generator)
     else:
-        inputs = torch.randn((args.batch,) + shape, generator=generator)
-    targets = torch.randint(0, classes, (args.batch,) + target_shape, generator=generator)
+        inputs = torch.randn((count,) + shape, generator=generator)
+    targets = torch.randint(0, classes, (count,) + target_shape, generator=generator)
     return inputs.to(device), targets.to(device)
 
 
@@ -220,16 +225,15 @@ def programs(module, args, batch, loss, source):
     wrapper = package.WithLoss(module, loss, autocast)
     try:
         module.train()
-        joint = package.joint_program(wrapper, batch, layout)
+        joint = package.joint_program(wrapper, batch)
         train = package.CallingConvention(joint, wrapper, layout, training=True)
         train_inputs = package.flat_inputs(layout, True, batch)
         train_program = package.flat_program(train, train_inputs, 2)
         module.eval()
         scores = package.Scores(module, autocast)
-        evaluation = package.exported(scores, batch[:1], "eval")
-        evaluate = package.CallingConvention(
-            package.without_unread_state(evaluation, scores, layout), scores, layout,
-            training=False)
+        evaluation = package.exported(scores, batch[:1])
+        evaluate = package.CallingConvention(package.without_unread_state(evaluation, scores),
+                                             scores, layout, training=False)
         eval_inputs = package.flat_inputs(layout, False, batch[:1])
         eval_program = package.flat_program(evaluate, eval_inputs, 1)
     except package.PackageError as error:
@@ -249,8 +253,9 @@ def inductor_options(args, isa):
 
 def self_check(path, module, layout, batch, loss, args):
     """Runs the package's training program once in Python and compares it with the module's own
-    step (eager autograd) on the example batch; a warning where they differ more than the
-    precision allows (dropout draws other numbers in the two)."""
+    step (eager autograd) on a batch of CHECK_BATCH samples (BatchNorm's statistics of two samples
+    amplify rounding); a warning where they differ more than the precision allows (dropout draws
+    other numbers in the two)."""
     from torch._inductor.package import load_package
     train = load_package(path, "train")
     inputs = list(package.flat_inputs(layout, True, batch))
@@ -280,6 +285,7 @@ def self_check(path, module, layout, batch, loss, args):
 def compile_package(args, module, source, shape, classes, target_shape, loss, isa):
     """Writes the package to `args.output`: export, compile, write, check."""
     batch = example_batch(args, shape, classes, target_shape, args.device)
+    values = package.initial_values(package.Layout(module))  # before anything runs the module
     started = time.monotonic()
     found, layout = programs(module, args, batch, loss, source)
     exported_in = time.monotonic() - started
@@ -293,9 +299,9 @@ def compile_package(args, module, source, shape, classes, target_shape, loss, is
     with tempfile.NamedTemporaryFile(dir=directory, suffix=".pt2", delete=False) as partial:
         pass
     try:
-        package.write_package(partial.name, files, package.description(facts, layout),
-                              package.initial_values(layout))
-        checked = self_check(partial.name, module, layout, batch, loss, args)
+        package.write_package(partial.name, files, package.description(facts, layout), values)
+        check = example_batch(args, shape, classes, target_shape, args.device, CHECK_BATCH)
+        checked = self_check(partial.name, module, layout, check, loss, args)
         os.replace(partial.name, args.output)
     finally:
         if os.path.exists(partial.name):

@@ -17,21 +17,17 @@ The batch is dynamic (any size from 1); everything else is fixed when the packag
 """
 import os
 import platform
-import re
-import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 FORMAT = 1
-PROGRAMS = ("train", "eval")
 DESCRIPTION_RECORD = "dpl/description"
 VALUES_RECORD = "dpl/initial_values"
 DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16",
           torch.float64: "float64", torch.int64: "int64", torch.int32: "int32",
           torch.uint8: "uint8", torch.bool: "bool"}
-LOSSES = ("nll", "cross_entropy", "mse")
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
 
 # What a compiler flag of Inductor's vector instruction set needs of the CPU, in the names of
@@ -57,7 +53,9 @@ def use_torch_libraries_first():
     that folder holds another libtorch (Debian's libtorch-dev puts 1.13 in /usr/lib/<triplet>),
     the linker takes it: the programs then miss torch 2's symbols, fail to load, and Inductor's
     check of the vector instruction sets fails too, so every kernel is compiled scalar. Putting
-    torch's folder first links the torch that runs them."""
+    torch's folder first links the torch that runs them. Inductor keeps the check's result in its
+    cache folder (TORCHINDUCTOR_CACHE_DIR), so a folder where the check once failed keeps failing:
+    the tool uses a folder of its own."""
     from torch._inductor import cpp_builder
     import sysconfig
     libdir = sysconfig.get_config_var("LIBDIR") or ""
@@ -155,7 +153,8 @@ class Layout:
             self.parameters.append((name, parameter, []))
         transient = set()
         for prefix, owner in module.named_modules():
-            transient |= {f"{prefix}.{b}" if prefix else b for b in owner._non_persistent_buffers_set}
+            transient |= {f"{prefix}.{name}" if prefix else name
+                          for name in owner._non_persistent_buffers_set}
         self.buffers = [(name, buffer) for name, buffer in module.named_buffers()
                         if name not in transient]
         self.updated = set()  # buffers the training step writes
@@ -172,7 +171,7 @@ def batch_dimension():
     return torch.export.Dim("batch", min=1)
 
 
-def exported(module, example, what):
+def exported(module, example):
     """torch.export (non-strict: the module's Python runs as written, on fake tensors) with the
     batch axis of every example tensor dynamic."""
     batch = batch_dimension()
@@ -180,7 +179,7 @@ def exported(module, example, what):
                                strict=False)
 
 
-def without_unread_state(program, root, layout):
+def without_unread_state(program, root):
     """`program` without the parameters and buffers its graph never reads: the other names of a
     tied weight (the graph reads one of them). A parameter that is not such a name and that no
     node reads would get no gradient: refused."""
@@ -208,7 +207,7 @@ def without_unread_state(program, root, layout):
     return program
 
 
-def joint_program(wrapper, example, layout):
+def joint_program(wrapper, example):
     """The forward pass, the loss and the backward pass as one graph (torch.export's
     forward-backward export), whose outputs are the updated buffers, the loss and a gradient
     for every parameter. No decompositions: the core ATen table turns the CPU flash attention's
@@ -216,7 +215,7 @@ def joint_program(wrapper, example, layout):
     log-sum-exp, and every gradient before the attention comes out wrong (docs/compiled.md)."""
     from torch.export.exported_program import _decompose_exported_program
     from torch.export.experimental import _copy_graph_module_and_signature, _remove_detach_pass
-    program = without_unread_state(exported(wrapper, example, "train"), wrapper, layout)
+    program = without_unread_state(exported(wrapper, example), wrapper)
     program = _decompose_exported_program(program, cia_to_decomp={}, python_decomp_table={},
                                           joint_loss_index=0, decompose_custom_triton_ops=False)
     graph_module, signature = _copy_graph_module_and_signature(program)
@@ -274,7 +273,8 @@ class CallingConvention(nn.Module):
         parameters = flat[:parameter_count]
         buffers = flat[parameter_count:parameter_count + buffer_count]
         rest = flat[parameter_count + buffer_count:]
-        gradients, batch = (rest[:parameter_count], rest[parameter_count:]) if training else ((), rest)
+        gradients, batch = ((rest[:parameter_count], rest[parameter_count:]) if training
+                            else ((), rest))
         pick = {"parameter": parameters, "buffer": buffers, "batch": batch}
         arguments = [pick[kind][index] if kind in pick else getattr(self, f"constant_{index}")
                      for kind, index in self.sources]
@@ -328,8 +328,8 @@ def initial_values(layout):
     """The parameters' and buffers' bytes in the description's order (little-endian, as the
     machines dpl runs on)."""
     tensors = [t for _, t, _ in layout.parameters] + [t for _, t in layout.buffers]
-    return b"".join(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
-                    if t.numel() else b"" for t in tensors)
+    return b"".join(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+                    for t in tensors)
 
 
 def compile_programs(programs, inductor_options):

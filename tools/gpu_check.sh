@@ -676,6 +676,58 @@ elif fits 120 "bench_lm"; then
   cat "$work/bench_lm.txt"
 fi
 
+# ---- The compiled step (docs/compiled.md): a CUDA package made and trained. ----------------------
+# tools/compile_model.py --device cuda compiles the recipe's ConvNet's training step for this GPU;
+# models/compiled, built against pip torch, trains it for 50 steps on one rank (nccl). Without a
+# GPU this says what it would run.
+step "the compiled step: a CUDA package made by tools/compile_model.py, trained by --model compiled"
+compiled_pt2="$work/convnet_cuda.pt2"
+compile_command=("$python" "$repo/tools/compile_model.py" "$compiled_pt2" --device cuda
+                 --cache "$work/compile_cache")
+compiled_train=(--model compiled --model-options "file=$compiled_pt2" --device cuda --backend nccl
+                --num-processes 1 --max-steps 50 --log-interval 10)
+if ((!train_ok)); then
+  record SKIP "the compiled step on CUDA: needs a GPU, the launcher and pip torch with CUDA; it would run ${compile_command[*]}, build models/compiled against pip torch, and train it: launcher ${compiled_train[*]} (finite, falling losses)"
+elif fits 300 "the compiled step on CUDA"; then
+  mkdir -p "$work/compiled"
+  project_head dpl_gpu_compiled "$TORCH_CXX_STANDARD" >"$work/compiled/CMakeLists.txt"
+  cat >>"$work/compiled/CMakeLists.txt" <<CMAKE
+include("$repo/sdk/cmake/DplTorchModel.cmake")
+add_subdirectory("$repo/models/compiled" models/compiled)
+CMAKE
+  compiled_log="$work/compiled.log"
+  if ! { cmake -S "$work/compiled" -B "$work/compiled-build" "${generator[@]}" \
+      -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_CMAKE_PREFIX" \
+      -DDLPACK_INCLUDE_DIR="$dlpack_dir" ${cuda_args[@]+"${cuda_args[@]}"} &&
+    timeout "$(limit 180)" cmake --build "$work/compiled-build" --target dpl_model_compiled \
+      -j "$jobs"; } >"$compiled_log" 2>&1; then
+    tail -n 20 "$compiled_log"
+    record FAIL "the compiled plugin did not build against pip torch ($compiled_log)"
+  elif ! timeout "$(limit 240)" "${compile_command[@]}" >>"$compiled_log" 2>&1; then
+    tail -n 20 "$compiled_log"
+    record FAIL "tools/compile_model.py --device cuda failed"
+  else
+    grep "^wrote " "$compiled_log"
+    cp "$work/compiled-build/plugins_out/libdpl_model_compiled.so" "$plugins/"
+    log="$work/compiled_train.log"
+    timeout "$(limit 90)" "$launcher" --no-progress --master-port 0 --backend-timeout 120 \
+      --data-dir "$deps/fashion-mnist" --data-cache "$work/data-cache" --plugin-dir "$plugins" \
+      "${compiled_train[@]}" >"$log" 2>&1
+    rc=$?
+    losses=$(grep -oE "training loss: [-0-9.eE+naif]+" "$log" | awk '{print $3}' | paste -sd ' ')
+    if ((rc != 0)); then
+      tail -n 10 "$log"
+      record FAIL "the compiled step on CUDA: exit $rc ($log)"
+    elif "$python" -c 'import math, sys; v = [float(x) for x in sys.argv[1:]]
+sys.exit(0 if len(v) >= 2 and all(map(math.isfinite, v)) and v[-1] < v[0] else 1)' $losses; then
+      record PASS "the compiled step on CUDA: a package of tools/compile_model.py --device cuda trained, finite, falling losses ($losses)"
+    else
+      record FAIL "the compiled step on CUDA: losses not finite or not falling ($losses)"
+    fi
+  fi
+fi
+# ---- end of the compiled step ---------------------------------------------------------------
+
 step "summary"
 passed=0 failed=0 skipped=0
 for line in "${results[@]}"; do
