@@ -6,6 +6,9 @@ Sides, on the CPU (configs <processes>x<threads>-<backend>[-bf16], as bench_vs_p
   gpt    dpl's C++ model plugin (`--model gpt`, models/gpt), fp32 or `--precision bf16`;
   ts     dpl's `--model torchscript` on tools/gpt_model.py's GPT, scripted once per size by
          tools/export_model.py (the same network, defined in Python);
+  aot    dpl's `--model compiled` on tools/gpt_model.py's GPT, its training step compiled ahead of
+         time by tools/compile_model.py once per size and precision (from the tool's cache, so
+         the compile is not in the start-up);
   peer   tools/bench/gpt_ddp.py on the torch of dpl's Python environment (PyTorch 2):
          mp.spawn, gloo, DistributedSampler over the same windows, DistributedDataParallel over
          tools/gpt_model.py's GPT, torch.optim.AdamW with nanoGPT's decay groups; fp32, so a bf16
@@ -153,10 +156,31 @@ def torchscript_model_flags(args, size, run):
     return ["--model", "torchscript", "--model-options", f"file={run['module']},loss=cross_entropy"]
 
 
+def compiled_model_flags(args, size, run):
+    return ["--model", "compiled", "--model-options",
+            f"file={run['packages'][run['config'][3]]}"]
+
+
+def compile_module(folder, size, precision, device):
+    """tools/compile_model.py's package of tools/gpt_model.py's GPT of `size` in `precision`."""
+    path = os.path.join(folder, f"gpt-{precision}.pt2")
+    kwargs = {k: size[k] for k in ("vocab", "block", "layers", "heads", "dim")}
+    made = subprocess.run([sys.executable, os.path.join(REPO, "tools", "compile_model.py"), path,
+                           "--module", os.path.join(REPO, "tools", "gpt_model.py") + ":GPT",
+                           "--kwargs", json.dumps(kwargs), "--input-shape", str(size["block"]),
+                           "--token-ids", str(size["vocab"]), "--precision", precision,
+                           "--device", device],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        sys.exit(f"tools/compile_model.py {path} failed:\n{made.stdout}{made.stderr}")
+    print(made.stdout.splitlines()[0], file=sys.stderr)
+    return path
+
+
 # dpl's sides: side -> its model flags (args, size, prepared run). Every side runs the same
 # launcher, data, optimizer and flags otherwise; a new way of running the network is one entry
 # here (the tables take every side given with --sides).
-DPL_SIDES = {"gpt": gpt_model_flags, "ts": torchscript_model_flags}
+DPL_SIDES = {"gpt": gpt_model_flags, "ts": torchscript_model_flags, "aot": compiled_model_flags}
 
 
 def dpl_command(args, side, size, run, steps):
@@ -420,6 +444,11 @@ def main():
         if "ts" in args.sides:
             prepared[name]["module"] = os.path.join(folder, "gpt.pt")
             export_module(prepared[name]["module"], size)
+        if "aot" in args.sides:
+            precisions = sorted({parse_config(config)[3] for config in args.configs})
+            prepared[name]["packages"] = {
+                precision: compile_module(folder, size, precision, args.device)
+                for precision in precisions}
     runs = run_all(args, prepared)
     report(args, runs, prepared)
     if args.json:
