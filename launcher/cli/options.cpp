@@ -182,10 +182,9 @@ Status CollectCommandLine(const std::vector<std::string>& arguments, GivenFlags*
 // The entries of a config file (config_file.hpp). Flags the command line gave are left as they
 // are.
 Status CollectConfigFile(const std::string& path, GivenFlags* given) {
-  Result<std::vector<ConfigEntry>> entries = ReadConfigFile(path);
-  if (!entries.ok()) return entries.status();
+  DPL_ASSIGN_OR_RETURN(std::vector<ConfigEntry> entries, ReadConfigFile(path));
   const GivenFlags from_command_line = *given;
-  for (const ConfigEntry& entry : *entries) {
+  for (const ConfigEntry& entry : entries) {
     const std::string place = ConfigPlace(path, entry.line);
     const Flag* flag = FindFlag(entry.name);
     const cluster::FlagAlias* alias = flag ? nullptr : cluster::FindTorchrunAlias(entry.name);
@@ -231,26 +230,26 @@ struct ClusterDefaults {
 };
 
 Result<ClusterDefaults> ReadClusterDefaults() {
-  auto environment = cluster::ReadClusterEnvironment(cluster::ProcessEnvironment());
-  if (!environment.ok()) return environment.status();
+  DPL_ASSIGN_OR_RETURN(auto environment,
+                       cluster::ReadClusterEnvironment(cluster::ProcessEnvironment()));
   ClusterDefaults defaults;
-  defaults.convention = cluster::ConventionName(environment->convention);
-  defaults.description = environment->description;
-  defaults.allocation = environment->allocation_outside_step;
-  defaults.requeued = environment->requeued;
+  defaults.convention = cluster::ConventionName(environment.convention);
+  defaults.description = environment.description;
+  defaults.allocation = environment.allocation_outside_step;
+  defaults.requeued = environment.requeued;
   auto put = [&](const char* flag, const auto& value) {
     if (value) defaults.values[flag] = std::to_string(*value);
   };
-  if (environment->num_machines) {
+  if (environment.num_machines) {
     defaults.values["num-machines"] =
-        (environment->min_machines ? std::to_string(*environment->min_machines) + ":" : "") +
-        std::to_string(*environment->num_machines);
+        (environment.min_machines ? std::to_string(*environment.min_machines) + ":" : "") +
+        std::to_string(*environment.num_machines);
   }
-  put("machine-id", environment->machine_id);
-  put("master-port", environment->master_port);
-  put("num-processes", environment->processes_per_machine);
-  if (environment->master_addr) defaults.values["master-addr"] = *environment->master_addr;
-  if (environment->job_token) defaults.values["job-token"] = *environment->job_token;
+  put("machine-id", environment.machine_id);
+  put("master-port", environment.master_port);
+  put("num-processes", environment.processes_per_machine);
+  if (environment.master_addr) defaults.values["master-addr"] = *environment.master_addr;
+  if (environment.job_token) defaults.values["job-token"] = *environment.job_token;
   return defaults;
 }
 

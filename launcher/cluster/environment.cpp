@@ -85,11 +85,10 @@ Status ReadSlurmMaster(const Variables& variables, const Found& nodes, const Fou
     environment->master_addr = hosts->front();
     parts->push_back("master " + hosts->front() + " (first of " + list_name + ")");
   }
-  auto port = ReadMasterPort(variables);
-  if (!port.ok()) return port.status();
-  if (port->has_value()) {
-    environment->master_port = static_cast<int>((*port)->value);
-    parts->push_back("port " + std::to_string((*port)->value) + " (MASTER_PORT)");
+  DPL_ASSIGN_OR_RETURN(auto port, ReadMasterPort(variables));
+  if (port.has_value()) {
+    environment->master_port = static_cast<int>(port->value);
+    parts->push_back("port " + std::to_string(port->value) + " (MASTER_PORT)");
   } else {
     environment->master_port = SlurmStorePort(job.value, step.value);
     parts->push_back("port " + std::to_string(*environment->master_port) + " (from " + job.name +
@@ -103,47 +102,44 @@ Result<ClusterEnvironment> ReadSlurm(const Variables& variables, const Found& jo
                                      const Found& step) {
   ClusterEnvironment environment;
   environment.convention = Convention::kSlurm;
-  auto nodes = variables.FirstNumber(
-      {"SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES"}, 1, kMaxCount);
-  if (!nodes.ok()) return nodes.status();
-  auto tasks =
-      variables.FirstNumber({"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"}, 1, kMaxCount);
-  if (!tasks.ok()) return tasks.status();
-  auto node_id = variables.Number("SLURM_NODEID", 0, kMaxCount - 1);
-  if (!node_id.ok()) return node_id.status();
-  if (!nodes->has_value() || !node_id->has_value()) {
+  DPL_ASSIGN_OR_RETURN(auto nodes, variables.FirstNumber({"SLURM_STEP_NUM_NODES",
+                                                          "SLURM_JOB_NUM_NODES", "SLURM_NNODES"},
+                                                         1, kMaxCount));
+  DPL_ASSIGN_OR_RETURN(
+      auto tasks, variables.FirstNumber({"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"}, 1,
+                                        kMaxCount));
+  DPL_ASSIGN_OR_RETURN(auto node_id, variables.Number("SLURM_NODEID", 0, kMaxCount - 1));
+  if (!nodes.has_value() || !node_id.has_value()) {
     return Status::InvalidArgument(
         "Slurm step " + job.Show() + " " + step.Show() +
         " without SLURM_STEP_NUM_NODES or SLURM_NODEID: start the launcher with srun, which sets "
         "them");
   }
-  const Found& node_count = **nodes;
-  if (tasks->has_value() && (*tasks)->value > node_count.value) {
+  const Found& node_count = *nodes;
+  if (tasks.has_value() && tasks->value > node_count.value) {
     return Status::InvalidArgument(
-        "the Slurm step runs " + std::to_string((*tasks)->value) + " tasks on " +
-        std::to_string(node_count.value) + " nodes (" + (*tasks)->Show() + ", " +
-        node_count.Show() +
+        "the Slurm step runs " + std::to_string(tasks->value) + " tasks on " +
+        std::to_string(node_count.value) + " nodes (" + tasks->Show() + ", " + node_count.Show() +
         "): every task would be a launcher starting its own workers. Start "
         "one launcher per node, `srun --ntasks-per-node=1 launcher ...`, and give the workers "
         "per node with --num-processes");
   }
-  if ((*node_id)->value >= node_count.value) {
-    return Status::InvalidArgument((*node_id)->Show() + " is not below " + node_count.Show() +
+  if (node_id->value >= node_count.value) {
+    return Status::InvalidArgument(node_id->Show() + " is not below " + node_count.Show() +
                                    " in the environment");
   }
   environment.num_machines = static_cast<int>(node_count.value);
-  environment.machine_id = static_cast<int>((*node_id)->value);
+  environment.machine_id = static_cast<int>(node_id->value);
   std::vector<std::string> parts = {
       std::to_string(node_count.value) + " machines (" + node_count.name + ")",
-      "machine " + std::to_string((*node_id)->value) + " (SLURM_NODEID)"};
+      "machine " + std::to_string(node_id->value) + " (SLURM_NODEID)"};
   DPL_RETURN_IF_ERROR(ReadSlurmMaster(variables, node_count, job, step, &environment, &parts));
   environment.job_token = "slurm-" + std::to_string(job.value) + "." + std::to_string(step.value);
   parts.push_back("job token from " + job.name + " and " + step.name);
-  auto restarts = variables.Number("SLURM_RESTART_COUNT", 0, kMaxCount);
-  if (!restarts.ok()) return restarts.status();
-  if (restarts->has_value() && (*restarts)->value > 0) {
+  DPL_ASSIGN_OR_RETURN(auto restarts, variables.Number("SLURM_RESTART_COUNT", 0, kMaxCount));
+  if (restarts.has_value() && restarts->value > 0) {
     environment.requeued = true;  // Note [Slurm requeue]
-    parts.push_back("requeued (" + (*restarts)->Show() +
+    parts.push_back("requeued (" + restarts->Show() +
                     "): resumes from the newest checkpoint of --checkpoint-dir");
   }
   environment.description = "Slurm job " + std::to_string(job.value) + " step " +
@@ -215,19 +211,19 @@ EnvironmentLookup ProcessEnvironment() {
 
 Result<ClusterEnvironment> ReadClusterEnvironment(const EnvironmentLookup& lookup) {
   const Variables variables(lookup);
-  auto job = variables.FirstNumber({"SLURM_JOB_ID", "SLURM_JOBID"}, 0, kMaxSlurmId);
-  if (!job.ok()) return job.status();
+  DPL_ASSIGN_OR_RETURN(auto job,
+                       variables.FirstNumber({"SLURM_JOB_ID", "SLURM_JOBID"}, 0, kMaxSlurmId));
   std::string outside_step;
   std::optional<SlurmAllocation> allocation;
-  if (job->has_value()) {
-    auto step = variables.FirstNumber({"SLURM_STEP_ID", "SLURM_STEPID"}, 0, kMaxSlurmId);
-    if (!step.ok()) return step.status();
-    if (step->has_value()) return ReadSlurm(variables, **job, **step);
-    outside_step = "Slurm job " + std::to_string((*job)->value) +
+  if (job.has_value()) {
+    DPL_ASSIGN_OR_RETURN(auto step,
+                         variables.FirstNumber({"SLURM_STEP_ID", "SLURM_STEPID"}, 0, kMaxSlurmId));
+    if (step.has_value()) return ReadSlurm(variables, *job, *step);
+    outside_step = "Slurm job " + std::to_string(job->value) +
                    " but no srun step (a batch script or salloc shell runs on one node): its "
                    "nodes are not used; start the launcher with `srun --ntasks-per-node=1` to "
                    "use them";
-    allocation = ReadAllocation(variables, (*job)->value);
+    allocation = ReadAllocation(variables, job->value);
   }
   Result<ClusterEnvironment> environment = ClusterEnvironment{};
   if (HasTorchrunVariables(variables)) {

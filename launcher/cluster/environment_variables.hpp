@@ -63,15 +63,14 @@ class Variables {
                                               int64_t max, const std::string& what) const {
     std::optional<Found> first;
     for (const std::string& name : names) {
-      auto found = Number(name, min, max);
-      if (!found.ok()) return found.status();
-      if (!found->has_value()) continue;
-      if (first && first->value != (*found)->value) {
-        return Status::InvalidArgument(first->Show() + " and " + (*found)->Show() +
+      DPL_ASSIGN_OR_RETURN(auto found, Number(name, min, max));
+      if (!found.has_value()) continue;
+      if (first && first->value != found->value) {
+        return Status::InvalidArgument(first->Show() + " and " + found->Show() +
                                        " in the environment disagree about " + what +
                                        "; unset one or make them equal");
       }
-      if (!first) first = *found;
+      if (!first) first = found;
     }
     return first;
   }

@@ -101,22 +101,19 @@ Result<std::vector<Address>> Resolve(const std::string& host) {
 }  // namespace
 
 Result<bool> IsLocalAddress(const std::string& host) {
-  auto resolved = Resolve(host);
-  if (!resolved.ok()) return resolved.status();
-  if (std::any_of(resolved->begin(), resolved->end(), IsLoopback)) return true;
-  auto local = InterfaceAddresses();
-  if (!local.ok()) return local.status();
-  for (const Address& address : *resolved) {
-    if (std::find(local->begin(), local->end(), address) != local->end()) return true;
+  DPL_ASSIGN_OR_RETURN(auto resolved, Resolve(host));
+  if (std::any_of(resolved.begin(), resolved.end(), IsLoopback)) return true;
+  DPL_ASSIGN_OR_RETURN(auto local, InterfaceAddresses());
+  for (const Address& address : resolved) {
+    if (std::find(local.begin(), local.end(), address) != local.end()) return true;
   }
   return false;
 }
 
 Result<std::vector<std::string>> LocalInterfaceAddresses() {
-  auto local = InterfaceAddresses();
-  if (!local.ok()) return local.status();
+  DPL_ASSIGN_OR_RETURN(auto local, InterfaceAddresses());
   std::vector<std::string> texts;
-  for (const Address& address : *local) texts.push_back(ToText(address));
+  for (const Address& address : local) texts.push_back(ToText(address));
   return texts;
 }
 

@@ -110,9 +110,9 @@ class ListParser {
         open = i;
       } else if (c == ']') {
         if (open == std::string_view::npos) return Error("']'" + At(offset + i) + " has no '['");
-        auto group = ParseGroup(entry.substr(open + 1, i - open - 1), offset + open + 1);
-        if (!group.ok()) return group.status();
-        pattern.groups.push_back(std::move(group).value());
+        DPL_ASSIGN_OR_RETURN(auto group,
+                             ParseGroup(entry.substr(open + 1, i - open - 1), offset + open + 1));
+        pattern.groups.push_back(std::move(group));
         pattern.texts.emplace_back();
         open = std::string_view::npos;
       } else if (open == std::string_view::npos) {
@@ -192,17 +192,17 @@ Result<std::vector<std::string>> ExpandSlurmNodeList(const std::string& list) {
       if (list[end] == '[') ++depth;
       if (list[end] == ']' && depth > 0) --depth;
     }
-    auto pattern = parser.ParseEntry(std::string_view(list).substr(i, end - i), i);
-    if (!pattern.ok()) return pattern.status();
-    if (CountHosts(*pattern, kMaxSlurmHosts - hosts.size()) == 0) {
+    DPL_ASSIGN_OR_RETURN(auto pattern,
+                         parser.ParseEntry(std::string_view(list).substr(i, end - i), i));
+    if (CountHosts(pattern, kMaxSlurmHosts - hosts.size()) == 0) {
       return parser.Error("the entry" + ListParser::At(i) + " takes the list over " +
                           std::to_string(kMaxSlurmHosts) + " hosts");
     }
-    std::vector<size_t> chosen(pattern->groups.size());
-    if (pattern->groups.empty()) {
-      hosts.push_back(pattern->texts[0]);
+    std::vector<size_t> chosen(pattern.groups.size());
+    if (pattern.groups.empty()) {
+      hosts.push_back(pattern.texts[0]);
     } else {
-      Expand(*pattern, SlurmLoopOrder(pattern->groups.size()), 0, &chosen, &hosts);
+      Expand(pattern, SlurmLoopOrder(pattern.groups.size()), 0, &chosen, &hosts);
     }
     i = end;
   }

@@ -11,7 +11,7 @@
 //   is a number (its default "auto" counts as 1), along with PET_NPROC_PER_NODE, PET_NODE_RANK =
 //   RANK and PET_NNODES = pods (MIN:MAX under an elasticPolicy).
 // So WORLD_SIZE counts machines or processes, and RANK is a machine's index (Kubeflow) or a
-// process's (torchrun). The rules:
+// process's torchrun. The rules:
 // - P, processes per machine: PET_NPROC_PER_NODE when a number, else LOCAL_WORLD_SIZE (both set:
 //   they must agree). PET_NPROC_PER_NODE=auto|cpu|gpu leaves P unknown.
 // - P known: WORLD_SIZE counts processes, num_machines = WORLD_SIZE / P. P unknown: WORLD_SIZE
@@ -19,14 +19,14 @@
 //   elasticPolicy) makes the job elastic; a count from WORLD_SIZE must then lie in the range.
 // - machine_id: PET_NODE_RANK, NODE_RANK or GROUP_RANK (all set must agree). RANK must then be
 //   below WORLD_SIZE and be that index (Kubeflow), or with P known one of the machine's process
-//   ranks index*P .. index*P+P-1 (torchrun). Without them RANK alone is the index when P is
+//   ranks index*P .. index*P+P-1 torchrun. Without them RANK alone is the index when P is
 //   unknown, and with P known a process rank: the machine is RANK / P, RANK being its first
 //   process (any other is ambiguous: set NODE_RANK).
 // - master: MASTER_ADDR and MASTER_PORT, else PET_RDZV_ENDPOINT (Kubeflow's elastic jobs).
 // - A launcher started by torchrun (TORCHELASTIC_RUN_ID set) is refused: torchrun starts
 //   LOCAL_WORLD_SIZE launchers per machine, each with its own workers, and its default (static)
 //   rendezvous already serves its own store on MASTER_PORT of machine 0
-//   (TORCHELASTIC_USE_AGENT_STORE). The launcher takes torchrun's flags itself.
+//   TORCHELASTIC_USE_AGENT_STORE. The launcher takes torchrun's flags itself.
 // - No job token: neither sets a secret.
 #include <string>
 #include <vector>
@@ -58,21 +58,19 @@ Status ReadProcessesPerMachine(const Variables& variables, TorchrunShape* shape,
       parts->push_back("PET_NPROC_PER_NODE=" + *text + " left to --num-processes");
     }
   }
-  auto local = variables.Number("LOCAL_WORLD_SIZE", 1, kMaxCount);
-  if (!local.ok()) return local.status();
-  if (from_operator && local->has_value() && from_operator->value != (*local)->value) {
-    return Status::InvalidArgument(from_operator->Show() + " and " + (*local)->Show() +
+  DPL_ASSIGN_OR_RETURN(auto local, variables.Number("LOCAL_WORLD_SIZE", 1, kMaxCount));
+  if (from_operator && local.has_value() && from_operator->value != local->value) {
+    return Status::InvalidArgument(from_operator->Show() + " and " + local->Show() +
                                    " in the environment disagree about the processes per "
                                    "machine; unset one or make them equal");
   }
-  shape->processes = from_operator ? from_operator : *local;
+  shape->processes = from_operator ? from_operator : local;
   return Status::Ok();
 }
 
 Status ReadMachineCount(const Variables& variables, TorchrunShape* shape) {
-  auto world = variables.Number("WORLD_SIZE", 1, kMaxCount);
-  if (!world.ok()) return world.status();
-  shape->world = *world;
+  DPL_ASSIGN_OR_RETURN(auto world, variables.Number("WORLD_SIZE", 1, kMaxCount));
+  shape->world = world;
   if (shape->world && shape->processes) {
     if (shape->world->value % shape->processes->value != 0) {
       return Status::InvalidArgument(
@@ -134,33 +132,32 @@ Status CheckRankAgainstIndex(const Found& rank, const Found& index, const Torchr
 
 Status ReadMachineIndex(const Variables& variables, const TorchrunShape& shape,
                         ClusterEnvironment* environment, std::vector<std::string>* parts) {
-  auto index = variables.AgreeingNumber({"PET_NODE_RANK", "NODE_RANK", "GROUP_RANK"}, 0,
-                                        kMaxCount - 1, "this machine's index");
-  if (!index.ok()) return index.status();
-  auto rank = variables.Number("RANK", 0, kMaxCount - 1);
-  if (!rank.ok()) return rank.status();
-  if (rank->has_value() && shape.world && (*rank)->value >= shape.world->value) {
-    return Status::InvalidArgument((*rank)->Show() + " is not below " + shape.world->Show() +
+  DPL_ASSIGN_OR_RETURN(auto index,
+                       variables.AgreeingNumber({"PET_NODE_RANK", "NODE_RANK", "GROUP_RANK"}, 0,
+                                                kMaxCount - 1, "this machine's index"));
+  DPL_ASSIGN_OR_RETURN(auto rank, variables.Number("RANK", 0, kMaxCount - 1));
+  if (rank.has_value() && shape.world && rank->value >= shape.world->value) {
+    return Status::InvalidArgument(rank->Show() + " is not below " + shape.world->Show() +
                                    " in the environment");
   }
   int64_t machine = 0;
   std::string source;
-  if (index->has_value()) {
-    if (rank->has_value()) DPL_RETURN_IF_ERROR(CheckRankAgainstIndex(**rank, **index, shape));
-    machine = (*index)->value;
-    source = (*index)->name;
-  } else if (rank->has_value() && shape.processes) {
-    if ((*rank)->value % shape.processes->value != 0) {
+  if (index.has_value()) {
+    if (rank.has_value()) DPL_RETURN_IF_ERROR(CheckRankAgainstIndex(*rank, *index, shape));
+    machine = index->value;
+    source = index->name;
+  } else if (rank.has_value() && shape.processes) {
+    if (rank->value % shape.processes->value != 0) {
       return Status::InvalidArgument(
-          (*rank)->Show() + " in the environment is a process rank (WORLD_SIZE counts processes, " +
+          rank->Show() + " in the environment is a process rank (WORLD_SIZE counts processes, " +
           shape.processes->Show() +
           ") but not the first of a machine; set NODE_RANK to this "
           "machine's index");
     }
-    machine = (*rank)->value / shape.processes->value;
-    source = (*rank)->Show() + " / " + shape.processes->Show();
-  } else if (rank->has_value()) {
-    machine = (*rank)->value;
+    machine = rank->value / shape.processes->value;
+    source = rank->Show() + " / " + shape.processes->Show();
+  } else if (rank.has_value()) {
+    machine = rank->value;
     source = "RANK";
   } else {
     return Status::Ok();
@@ -180,9 +177,8 @@ Status ReadTorchrunMaster(const Variables& variables, ClusterEnvironment* enviro
   std::string addr_source = "MASTER_ADDR";
   std::string port_source = "MASTER_PORT";
   environment->master_addr = ReadMasterAddr(variables);
-  auto port = ReadMasterPort(variables);
-  if (!port.ok()) return port.status();
-  if (port->has_value()) environment->master_port = static_cast<int>((*port)->value);
+  DPL_ASSIGN_OR_RETURN(auto port, ReadMasterPort(variables));
+  if (port.has_value()) environment->master_port = static_cast<int>(port->value);
   const std::optional<std::string> rendezvous = variables.Text("PET_RDZV_ENDPOINT");
   if (rendezvous && (!environment->master_addr || !environment->master_port)) {
     auto endpoint = ParseEndpoint(*rendezvous, 0);

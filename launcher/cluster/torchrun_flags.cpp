@@ -155,9 +155,8 @@ Result<Endpoint> ParseEndpoint(const std::string& text, int default_port) {
     }
   }
   if (endpoint.has_port) {
-    auto port = ParsePort(text, port_text);
-    if (!port.ok()) return port.status();
-    endpoint.port = *port;
+    DPL_ASSIGN_OR_RETURN(auto port, ParsePort(text, port_text));
+    endpoint.port = port;
   }
   return endpoint;
 }

@@ -30,7 +30,7 @@ int MillisecondsUntil(Clock::time_point deadline) {
   return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60000));
 }
 
-// Waits until `fd` is ready for `events` or the deadline passes (false).
+// Waits until `fd` is ready for `events` or the deadline passes false.
 bool WaitFor(int fd, short events, Clock::time_point deadline) {
   for (;;) {
     pollfd entry{fd, events, 0};
@@ -200,23 +200,21 @@ Result<std::string> HttpConnection::ReadLine(Clock::time_point deadline) {
 }
 
 Result<HttpConnection::Head> HttpConnection::ReadHead(Clock::time_point deadline) {
-  auto status_line = ReadLine(deadline);
-  if (!status_line.ok()) return status_line.status();
+  DPL_ASSIGN_OR_RETURN(auto status_line, ReadLine(deadline));
   Head head;
-  if (status_line->rfind("HTTP/1.", 0) != 0 || status_line->size() < 12) {
+  if (status_line.rfind("HTTP/1.", 0) != 0 || status_line.size() < 12) {
     return Fail(Status::Error(NotEtcd(endpoint_, "does not answer in HTTP")));
   }
-  head.status = std::atoi(status_line->c_str() + 9);
+  head.status = std::atoi(status_line.c_str() + 9);
   for (int lines = 0;; ++lines) {
-    auto line = ReadLine(deadline);
-    if (!line.ok()) return line.status();
-    if (line->empty()) break;
+    DPL_ASSIGN_OR_RETURN(auto line, ReadLine(deadline));
+    if (line.empty()) break;
     if (lines >= kMaxHeaderLines)
       return Fail(Status::Error("etcd member " + endpoint_ + " sent too many header lines"));
-    const size_t colon = line->find(':');
+    const size_t colon = line.find(':');
     if (colon == std::string::npos) continue;
-    const std::string name = Lower(line->substr(0, colon));
-    std::string value = Lower(line->substr(colon + 1));
+    const std::string name = Lower(line.substr(0, colon));
+    std::string value = Lower(line.substr(colon + 1));
     value.erase(0, value.find_first_not_of(' '));
     if (name == "transfer-encoding") head.chunked = value.find("chunked") != std::string::npos;
     if (name == "connection") head.close = value.find("close") != std::string::npos;
@@ -230,22 +228,19 @@ Result<HttpConnection::Head> HttpConnection::ReadHead(Clock::time_point deadline
 Result<bool> HttpConnection::ReadChunk(Clock::time_point deadline, std::string* out) {
   if (chunk_left_ == 0) {
     if (chunk_trailer_) {
-      auto crlf = ReadLine(deadline);
-      if (!crlf.ok()) return crlf.status();
+      DPL_ASSIGN_OR_RETURN(auto crlf, ReadLine(deadline));
       chunk_trailer_ = false;
     }
-    auto size_line = ReadLine(deadline);
-    if (!size_line.ok()) return size_line.status();
+    DPL_ASSIGN_OR_RETURN(auto size_line, ReadLine(deadline));
     char* end = nullptr;
-    const unsigned long long size = std::strtoull(size_line->c_str(), &end, 16);
-    if (end == size_line->c_str() || size > static_cast<unsigned long long>(kMaxBodyBytes)) {
+    const unsigned long long size = std::strtoull(size_line.c_str(), &end, 16);
+    if (end == size_line.c_str() || size > static_cast<unsigned long long>(kMaxBodyBytes)) {
       return Fail(Status::Error("etcd member " + endpoint_ + " sent a malformed chunk size"));
     }
     if (size == 0) {
       for (;;) {  // trailers, up to the empty line
-        auto trailer = ReadLine(deadline);
-        if (!trailer.ok()) return trailer.status();
-        if (trailer->empty()) return false;
+        DPL_ASSIGN_OR_RETURN(auto trailer, ReadLine(deadline));
+        if (trailer.empty()) return false;
       }
     }
     chunk_left_ = static_cast<size_t>(size);
@@ -262,9 +257,8 @@ Result<bool> HttpConnection::ReadChunk(Clock::time_point deadline, std::string* 
 Status HttpConnection::ReadBody(const Head& head, Clock::time_point deadline, std::string* body) {
   if (head.chunked) {
     for (;;) {
-      auto more = ReadChunk(deadline, body);
-      if (!more.ok()) return more.status();
-      if (!*more) return Status::Ok();
+      DPL_ASSIGN_OR_RETURN(auto more, ReadChunk(deadline, body));
+      if (!more) return Status::Ok();
       if (body->size() > static_cast<size_t>(kMaxBodyBytes)) {
         return Fail(Status::Error("etcd member " + endpoint_ + " sent an oversized answer"));
       }
@@ -287,11 +281,10 @@ Result<HttpReply> HttpConnection::Post(const std::string& path, const std::strin
   Status status = SendRequest(path, body, deadline);
   if (!status.ok()) return status;
   *sent = Sent::kMaybe;
-  auto head = ReadHead(deadline);
-  if (!head.ok()) return head.status();
+  DPL_ASSIGN_OR_RETURN(auto head, ReadHead(deadline));
   HttpReply reply;
-  reply.status = head->status;
-  status = ReadBody(*head, deadline, &reply.body);
+  reply.status = head.status;
+  status = ReadBody(head, deadline, &reply.body);
   if (!status.ok()) return status;
   return reply;
 }
@@ -299,16 +292,15 @@ Result<HttpReply> HttpConnection::Post(const std::string& path, const std::strin
 Result<int> HttpConnection::StartStream(const std::string& path, const std::string& body,
                                         Clock::time_point deadline) {
   DPL_RETURN_IF_ERROR(SendRequest(path, body, deadline));
-  auto head = ReadHead(deadline);
-  if (!head.ok()) return head.status();
-  if (!head->chunked) {
+  DPL_ASSIGN_OR_RETURN(auto head, ReadHead(deadline));
+  if (!head.chunked) {
     std::string text;
-    DPL_RETURN_IF_ERROR(ReadBody(*head, deadline, &text));
+    DPL_RETURN_IF_ERROR(ReadBody(head, deadline, &text));
     stream_data_ = text + "\n";
     stream_ended_ = true;
   }
   broken_ = true;  // a stream is read until the connection closes, never reused
-  return head->status;
+  return head.status;
 }
 
 Result<std::string> HttpConnection::NextLine(Clock::time_point deadline) {
@@ -322,9 +314,8 @@ Result<std::string> HttpConnection::NextLine(Clock::time_point deadline) {
     if (stream_ended_) {
       return Status::Communication("etcd member " + endpoint_ + " ended the stream");
     }
-    auto more = ReadChunk(deadline, &stream_data_);
-    if (!more.ok()) return more.status();
-    stream_ended_ = !*more;
+    DPL_ASSIGN_OR_RETURN(auto more, ReadChunk(deadline, &stream_data_));
+    stream_ended_ = !more;
   }
 }
 

@@ -28,9 +28,7 @@ Result<std::unique_ptr<EtcdLease>> EtcdLease::Obtain(const std::vector<std::stri
                                                       std::chrono::ceil<std::chrono::seconds>(ttl));
   std::unique_ptr<EtcdLease> lease(new EtcdLease(endpoints, !shared_key.empty(), seconds));
   if (shared_key.empty()) {
-    auto granted = lease->Grant(deadline);
-    if (!granted.ok()) return granted.status();
-    lease->id_ = *granted;
+    DPL_ASSIGN_OR_RETURN(lease->id_, lease->Grant(deadline));
   } else {
     DPL_RETURN_IF_ERROR(lease->AdoptOrCreate(shared_key, deadline));
   }
@@ -59,23 +57,23 @@ std::string EtcdLease::Lost() const {
 
 Result<int64_t> EtcdLease::Grant(Clock::time_point deadline) {
   // A grant sent twice leaves a spare lease, which expires unused.
-  auto answer = gateway_.Call("/v3/lease/grant", "{\"TTL\":" + std::to_string(ttl_.count()) + "}",
-                              deadline, Retry::kAlways);
-  if (!answer.ok()) return answer.status();
-  const int64_t id = answer->Integer("ID");
-  if (id == 0) return Status::Error("etcd granted no lease: " + answer->Text("error"));
+  DPL_ASSIGN_OR_RETURN(auto answer, gateway_.Call("/v3/lease/grant",
+                                                  "{\"TTL\":" + std::to_string(ttl_.count()) + "}",
+                                                  deadline, Retry::kAlways));
+  const int64_t id = answer.Integer("ID");
+  if (id == 0) return Status::Error("etcd granted no lease: " + answer.Text("error"));
   return id;
 }
 
 Result<int64_t> EtcdLease::Renew(int64_t id, Clock::time_point deadline) {
-  auto answer =
-      gateway_.Call("/v3/lease/keepalive", "{\"ID\":" + IdText(id) + "}", deadline, Retry::kAlways);
-  if (!answer.ok()) return answer.status();
+  DPL_ASSIGN_OR_RETURN(auto answer,
+                       gateway_.Call("/v3/lease/keepalive", "{\"ID\":" + IdText(id) + "}", deadline,
+                                     Retry::kAlways));
   // A stream's answer: {"result": {...}}, or {"error": {...}} when the member could not renew
   // it now (no leader): only a result without a TTL says that the lease is gone.
-  const Json* result = answer->Find("result");
+  const Json* result = answer.Find("result");
   if (result == nullptr) {
-    const Json* error = answer->Find("error");
+    const Json* error = answer.Find("error");
     return Status::Communication(
         "renewing the lease in " + gateway_.Describe() + ": " +
         (error == nullptr ? std::string("no answer") : error->Text("message", "no answer")));
@@ -88,33 +86,31 @@ Result<int64_t> EtcdLease::Renew(int64_t id, Clock::time_point deadline) {
 Status EtcdLease::AdoptOrCreate(const std::string& shared_key, Clock::time_point deadline) {
   const std::string key = Base64Encode(shared_key);
   for (;;) {
-    auto granted = Grant(deadline);
-    if (!granted.ok()) return granted.status();
+    DPL_ASSIGN_OR_RETURN(auto granted, Grant(deadline));
     const std::string body =
         "{\"compare\":[{\"key\":\"" + key +
         "\",\"target\":\"CREATE\",\"create_revision\":\"0\",\"result\":\"EQUAL\"}],"
         "\"success\":[{\"request_put\":" +
-        PutRequest(shared_key, std::to_string(*granted), *granted) +
+        PutRequest(shared_key, std::to_string(granted), granted) +
         "}],\"failure\":[{\"request_range\":{\"key\":\"" + key + "\"}}]}";
-    auto answer = gateway_.Call("/v3/kv/txn", body, deadline, Retry::kAlways);
-    if (!answer.ok()) return answer.status();
-    int64_t recorded = *granted;
-    if (!answer->Bool("succeeded")) {
-      const auto& responses = answer->Items("responses");
+    DPL_ASSIGN_OR_RETURN(auto answer, gateway_.Call("/v3/kv/txn", body, deadline, Retry::kAlways));
+    int64_t recorded = granted;
+    if (!answer.Bool("succeeded")) {
+      const auto& responses = answer.Items("responses");
       const Json* range = responses.empty() ? nullptr : responses[0].Find("response_range");
       const auto& kvs = range == nullptr ? responses : range->Items("kvs");
       const auto text = kvs.empty() ? std::nullopt : Base64Decode(kvs[0].Text("value"));
       recorded = text ? std::atoll(text->c_str()) : 0;
     }
-    if (recorded == *granted) {  // ours (also when a retried txn finds its own first try)
+    if (recorded == granted) {  // ours (also when a retried txn finds its own first try)
       id_ = recorded;
       return Status::Ok();
     }
-    (void)gateway_.Call("/v3/lease/revoke", "{\"ID\":" + IdText(*granted) + "}", deadline,
+    (void)gateway_.Call("/v3/lease/revoke", "{\"ID\":" + IdText(granted) + "}", deadline,
                         Retry::kAlways);
-    auto remaining = recorded == 0 ? Result<int64_t>(0) : Renew(recorded, deadline);
-    if (!remaining.ok()) return remaining.status();
-    if (*remaining > 0) {
+    DPL_ASSIGN_OR_RETURN(auto remaining,
+                         recorded == 0 ? Result<int64_t>(0) : Renew(recorded, deadline));
+    if (remaining > 0) {
       id_ = recorded;
       return Status::Ok();
     }

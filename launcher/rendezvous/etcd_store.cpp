@@ -110,9 +110,8 @@ class EtcdStoreClient final : public StoreClient {
                                    std::chrono::milliseconds timeout) override {
     std::lock_guard<std::mutex> lock(mutex_);
     DPL_RETURN_IF_ERROR(Usable());
-    auto values = AwaitKeys({key}, timeout);
-    if (!values.ok()) return values.status();
-    return std::vector<uint8_t>(values->front().begin(), values->front().end());
+    DPL_ASSIGN_OR_RETURN(auto values, AwaitKeys({key}, timeout));
+    return std::vector<uint8_t>(values.front().begin(), values.front().end());
   }
 
   Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
@@ -187,13 +186,12 @@ Result<std::vector<StoredKey>> EtcdStoreClient::Read(const std::vector<std::stri
     ranges += (ranges.empty() ? "" : ",") + std::string("{\"request_range\":{") +
               etcd::KeyField(key) + "}}";
   }
-  auto answer =
-      gateway_.Call("/v3/kv/txn", "{\"success\":[" + ranges + "]}", CallDeadline(), Retry::kAlways);
-  if (!answer.ok()) return answer.status();
-  const Json* header = answer->Find("header");
+  DPL_ASSIGN_OR_RETURN(auto answer, gateway_.Call("/v3/kv/txn", "{\"success\":[" + ranges + "]}",
+                                                  CallDeadline(), Retry::kAlways));
+  const Json* header = answer.Find("header");
   *revision = header == nullptr ? 0 : header->Integer("revision");
   std::vector<StoredKey> stored;
-  for (const Json& response : answer->Items("responses")) {
+  for (const Json& response : answer.Items("responses")) {
     const Json* range = response.Find("response_range");
     stored.push_back(range == nullptr ? StoredKey() : FromRange(*range));
   }
@@ -240,10 +238,9 @@ Result<bool> EtcdStoreClient::WatchForPut(const std::string& full_key, int64_t f
                                           Clock::time_point until) {
   const std::string body = "{\"create_request\":{" + etcd::KeyField(full_key) +
                            ",\"start_revision\":\"" + std::to_string(from_revision) + "\"}}";
-  auto stream = gateway_.Stream("/v3/watch", body, CallDeadline());
-  if (!stream.ok()) return stream.status();
+  DPL_ASSIGN_OR_RETURN(auto stream, gateway_.Stream("/v3/watch", body, CallDeadline()));
   for (;;) {
-    auto line = (*stream)->NextLine(until);
+    auto line = stream->NextLine(until);
     if (!line.ok()) return false;
     const auto message = Json::Parse(*line);
     if (!message) continue;
@@ -262,9 +259,8 @@ Result<int64_t> EtcdStoreClient::AddLocked(const std::string& key, int64_t delta
   const std::string marker_key = prefix_ + "adds/" + client_id_;
   for (;;) {
     int64_t revision = 0;
-    auto stored = Read({full_key}, &revision);
-    if (!stored.ok()) return stored.status();
-    const StoredKey& current = stored->front();
+    DPL_ASSIGN_OR_RETURN(auto stored, Read({full_key}, &revision));
+    const StoredKey& current = stored.front();
     char* end = nullptr;
     const long long value =
         current.value.empty() ? 0 : std::strtoll(current.value.c_str(), &end, 10);
@@ -291,9 +287,8 @@ Result<int64_t> EtcdStoreClient::AddLocked(const std::string& key, int64_t delta
     if (answer.ok() && answer->Bool("succeeded")) return sum;
     if (!answer.ok() && !maybe_applied) return answer.status();
     if (!answer.ok()) {
-      auto applied = AddApplied(sequence);
-      if (!applied.ok()) return applied.status();
-      if (*applied) return sum;
+      DPL_ASSIGN_OR_RETURN(auto applied, AddApplied(sequence));
+      if (applied) return sum;
     }
     // Another client changed the counter since it was read, or the Add was lost: again.
   }
@@ -303,9 +298,8 @@ Result<int64_t> EtcdStoreClient::AddLocked(const std::string& key, int64_t delta
 // etcd]).
 Result<bool> EtcdStoreClient::AddApplied(uint64_t sequence) {
   int64_t revision = 0;
-  auto marker = Read({prefix_ + "adds/" + client_id_}, &revision);
-  if (!marker.ok()) return marker.status();
-  return marker->front().exists && marker->front().value == std::to_string(sequence);
+  DPL_ASSIGN_OR_RETURN(auto marker, Read({prefix_ + "adds/" + client_id_}, &revision));
+  return marker.front().exists && marker.front().value == std::to_string(sequence);
 }
 
 }  // namespace

@@ -22,14 +22,13 @@ std::vector<uint8_t> Int64Bytes(int64_t value) {
 
 Result<int64_t> GetInt64(StoreClient& client, const std::string& key,
                          std::chrono::milliseconds timeout) {
-  auto bytes = client.Get(key, timeout);
-  if (!bytes.ok()) return bytes.status();
+  DPL_ASSIGN_OR_RETURN(auto bytes, client.Get(key, timeout));
   int64_t value = 0;
-  if (bytes->size() != sizeof value) {
-    return Status::Error("store key '" + key + "' holds " + std::to_string(bytes->size()) +
+  if (bytes.size() != sizeof value) {
+    return Status::Error("store key '" + key + "' holds " + std::to_string(bytes.size()) +
                          " bytes, not a 64-bit number; run the same dpl version everywhere");
   }
-  std::memcpy(&value, bytes->data(), sizeof value);
+  std::memcpy(&value, bytes.data(), sizeof value);
   return value;
 }
 
@@ -81,10 +80,9 @@ Status PutChunked(StoreClient& client, const std::string& key, const std::string
 
 Result<std::string> TakeChunked(StoreClient& client, const std::string& key,
                                 std::chrono::milliseconds timeout) {
-  auto chunks = GetInt64(client, key + "/chunks", timeout);
-  if (!chunks.ok()) return chunks.status();
+  DPL_ASSIGN_OR_RETURN(auto chunks, GetInt64(client, key + "/chunks", timeout));
   std::string value;
-  for (int64_t i = 0; i < *chunks; ++i) {
+  for (int64_t i = 0; i < chunks; ++i) {
     const std::string chunk_key = key + "/" + std::to_string(i);
     auto chunk = client.Get(chunk_key, kNoWait);
     if (!chunk.ok()) return chunk.status().WithContext("reading chunk " + std::to_string(i));

@@ -81,9 +81,8 @@ Status CompareSettings(const LauncherJoin& join, const std::string& published) {
 
 // Claims `id` for this launcher: false when another launcher claimed it first.
 Result<bool> Claim(StoreClient& client, int id, const std::string& machine_name) {
-  auto claims = client.Add(MachineKey(id), 1);
-  if (!claims.ok()) return claims.status();
-  if (*claims > 1) return false;
+  DPL_ASSIGN_OR_RETURN(auto claims, client.Add(MachineKey(id), 1));
+  if (claims > 1) return false;
   DPL_RETURN_IF_ERROR(client.Set(MachineKey(id) + "/name", ToBytes(machine_name)));
   return true;
 }
@@ -95,9 +94,8 @@ std::string FirstClaimer(StoreClient& client, int id) {
 
 Result<int> ClaimGivenId(StoreClient& client, const LauncherJoin& join) {
   const int id = *join.machine_id;
-  auto claimed = Claim(client, id, join.machine_name);
-  if (!claimed.ok()) return claimed.status();
-  if (*claimed) return id;
+  DPL_ASSIGN_OR_RETURN(auto claimed, Claim(client, id, join.machine_name));
+  if (claimed) return id;
   return Status::InvalidArgument(
       "--machine-id " + std::to_string(id) +
       " is claimed by two machines: " + FirstClaimer(client, id) + " and " + join.machine_name +
@@ -108,9 +106,8 @@ Result<int> ClaimGivenId(StoreClient& client, const LauncherJoin& join) {
 // The next id no launcher claimed, in join order (machine 0 holds 0).
 Result<int> ClaimNextId(StoreClient& client, const LauncherJoin& join) {
   for (;;) {
-    auto next = client.Add(kNextMachineIdKey, 1);
-    if (!next.ok()) return next.status();
-    const int id = static_cast<int>(*next);
+    DPL_ASSIGN_OR_RETURN(auto next, client.Add(kNextMachineIdKey, 1));
+    const int id = static_cast<int>(next);
     if (!join.elastic && id >= join.num_machines) {
       std::string machines;
       for (int taken = 0; taken < join.num_machines; ++taken) {
@@ -122,9 +119,8 @@ Result<int> ClaimNextId(StoreClient& client, const LauncherJoin& join) {
           machines +
           "); start no more launchers than that, or give another job another --master-port");
     }
-    auto claimed = Claim(client, id, join.machine_name);
-    if (!claimed.ok()) return claimed.status();
-    if (*claimed) return id;  // else a launcher given this id took it: try the next
+    DPL_ASSIGN_OR_RETURN(auto claimed, Claim(client, id, join.machine_name));
+    if (claimed) return id;  // else a launcher given this id took it: try the next
   }
 }
 
@@ -207,9 +203,8 @@ std::string AttemptPrefix(int attempt) {
 Status Barrier(StoreClient& client, const std::string& attempt_prefix, const std::string& name,
                int world_size, std::chrono::milliseconds timeout) {
   const std::string key = attempt_prefix + "barrier/" + name;
-  auto arrived = client.Add(key + "/count", 1);
-  if (!arrived.ok()) return arrived.status();
-  if (*arrived == world_size) DPL_RETURN_IF_ERROR(client.Set(key + "/done", {}));
+  DPL_ASSIGN_OR_RETURN(auto arrived, client.Add(key + "/count", 1));
+  if (arrived == world_size) DPL_RETURN_IF_ERROR(client.Set(key + "/done", {}));
   Status status = client.Wait({key + "/done"}, timeout);
   if (!status.ok()) {
     auto count = client.Add(key + "/count", 0);
@@ -249,18 +244,16 @@ Status SumAcrossRanks(StoreClient& client, const std::string& attempt_prefix,
 
 Status PublishFailure(StoreClient& client, const std::string& attempt_prefix,
                       const std::string& message) {
-  auto order = client.Add(attempt_prefix + "failure/count", 1);
-  if (!order.ok()) return order.status();
-  if (*order == 1)
+  DPL_ASSIGN_OR_RETURN(auto order, client.Add(attempt_prefix + "failure/count", 1));
+  if (order == 1)
     DPL_RETURN_IF_ERROR(client.Set(attempt_prefix + "failure/message", ToBytes(message)));
   return Status::Ok();
 }
 
 Result<std::optional<std::string>> CheckFailure(StoreClient& client,
                                                 const std::string& attempt_prefix) {
-  auto count = client.Add(attempt_prefix + "failure/count", 0);
-  if (!count.ok()) return count.status();
-  if (*count == 0) return std::optional<std::string>();
+  DPL_ASSIGN_OR_RETURN(auto count, client.Add(attempt_prefix + "failure/count", 0));
+  if (count == 0) return std::optional<std::string>();
   // The first publisher sets the message right after its count; wait a little for it.
   auto message = client.Get(attempt_prefix + "failure/message", std::chrono::seconds(2));
   if (!message.ok()) return std::optional<std::string>("another launcher reported a failure");

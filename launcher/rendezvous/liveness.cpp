@@ -38,12 +38,11 @@ LivenessWatch::LivenessWatch(std::chrono::milliseconds lease, std::set<int> gone
 
 Result<bool> LivenessWatch::Alive(StoreClient& client, int machine_id) {
   if (gone_.count(machine_id) != 0) return false;
-  auto beats = client.Add(AliveKey(machine_id), 0);
-  if (!beats.ok()) return beats.status();
+  DPL_ASSIGN_OR_RETURN(auto beats, client.Add(AliveKey(machine_id), 0));
   const auto now = Clock::now();
   auto seen = seen_.find(machine_id);
-  if (seen == seen_.end() || seen->second.beats != *beats) {
-    seen_[machine_id] = {*beats, now};
+  if (seen == seen_.end() || seen->second.beats != beats) {
+    seen_[machine_id] = {beats, now};
     return true;
   }
   if (now - seen->second.changed < lease_) return true;
@@ -57,9 +56,8 @@ CoordinatorElection::CoordinatorElection(StoreClient& client, std::string member
 
 Result<bool> CoordinatorElection::EveryLowerLauncherLeft() {
   while (lowest_unchecked_ < self_) {
-    auto alive = watch_.Alive(client_, lowest_unchecked_);
-    if (!alive.ok()) return alive.status();
-    if (*alive) return false;
+    DPL_ASSIGN_OR_RETURN(auto alive, watch_.Alive(client_, lowest_unchecked_));
+    if (alive) return false;
     ++lowest_unchecked_;
   }
   return true;
@@ -73,21 +71,17 @@ Result<CoordinatorElection::Turn> CoordinatorElection::WatchClaimer() {
     claimer_ = id.ok() ? std::atoi(FromBytes(*id).c_str()) : -1;
     if (claimer_ < 0) return Turn::kCoordinatorVanished;
   }
-  auto alive = watch_.Alive(client_, claimer_);
-  if (!alive.ok()) return alive.status();
-  return *alive ? Turn::kWait : Turn::kCoordinatorVanished;
+  DPL_ASSIGN_OR_RETURN(auto alive, watch_.Alive(client_, claimer_));
+  return alive ? Turn::kWait : Turn::kCoordinatorVanished;
 }
 
 Result<CoordinatorElection::Turn> CoordinatorElection::Poll() {
-  auto claims = client_.Add(prefix_ + "coordinator/claims", 0);
-  if (!claims.ok()) return claims.status();
-  if (*claims > 0) return WatchClaimer();
-  auto lowest = EveryLowerLauncherLeft();
-  if (!lowest.ok()) return lowest.status();
-  if (!*lowest) return Turn::kWait;
-  claims = client_.Add(prefix_ + "coordinator/claims", 1);
-  if (!claims.ok()) return claims.status();
-  if (*claims != 1) return WatchClaimer();  // another launcher claimed it first
+  DPL_ASSIGN_OR_RETURN(auto claims, client_.Add(prefix_ + "coordinator/claims", 0));
+  if (claims > 0) return WatchClaimer();
+  DPL_ASSIGN_OR_RETURN(auto lowest, EveryLowerLauncherLeft());
+  if (!lowest) return Turn::kWait;
+  DPL_ASSIGN_OR_RETURN(claims, client_.Add(prefix_ + "coordinator/claims", 1));
+  if (claims != 1) return WatchClaimer();  // another launcher claimed it first
   DPL_RETURN_IF_ERROR(client_.Set(prefix_ + "coordinator/id", ToBytes(std::to_string(self_))));
   return Turn::kCoordinate;
 }

@@ -78,9 +78,8 @@ Result<Slot> DecodeSlot(const std::string& text) {
 }
 
 Result<std::optional<std::string>> JobEnd(StoreClient& client) {
-  auto count = client.Add(kJobEndCount, 0);
-  if (!count.ok()) return count.status();
-  if (*count == 0) return std::optional<std::string>();
+  DPL_ASSIGN_OR_RETURN(auto count, client.Add(kJobEndCount, 0));
+  if (count == 0) return std::optional<std::string>();
   auto message = client.Get(kJobEndMessage, kEndMessageWait);
   if (!message.ok()) return std::optional<std::string>("the job ended");
   return std::optional<std::string>(FromBytes(*message));
@@ -94,17 +93,16 @@ bool Contains(const std::vector<Slot>& joined, int machine_id) {
 // The slots taken since the last look, appended to `joined`; true when there were any.
 Result<bool> ReadNewSlots(StoreClient& client, const std::string& prefix,
                           std::vector<Slot>* joined) {
-  auto count = client.Add(prefix + "count", 0);
-  if (!count.ok()) return count.status();
-  const bool any = static_cast<int64_t>(joined->size()) < *count;
-  while (static_cast<int64_t>(joined->size()) < *count) {
+  DPL_ASSIGN_OR_RETURN(auto count, client.Add(prefix + "count", 0));
+  const bool any = static_cast<int64_t>(joined->size()) < count;
+  while (static_cast<int64_t>(joined->size()) < count) {
     const int slot = static_cast<int>(joined->size());
     auto text = client.Get(prefix + "slot/" + std::to_string(slot), kSlotWait);
-    Result<Slot> decoded = text.ok() ? DecodeSlot(FromBytes(*text)) : Result<Slot>(Slot{});
-    if (!decoded.ok()) return decoded.status();
-    if (!text.ok()) decoded->member.machine_id = -1;  // its launcher died right after joining
-    decoded->slot = slot;
-    joined->push_back(*decoded);
+    DPL_ASSIGN_OR_RETURN(Slot decoded,
+                         text.ok() ? DecodeSlot(FromBytes(*text)) : Result<Slot>(Slot{}));
+    if (!text.ok()) decoded.member.machine_id = -1;  // its launcher died right after joining
+    decoded.slot = slot;
+    joined->push_back(decoded);
   }
   return any;
 }
@@ -115,9 +113,8 @@ Result<int> AwaitedMembers(StoreClient& client, const AttemptJoin& join,
   int awaited = 0;
   for (const Member& member : join.previous) {
     if (member.machine_id == join.self.machine_id || Contains(joined, member.machine_id)) continue;
-    auto alive = watch.Alive(client, member.machine_id);
-    if (!alive.ok()) return alive.status();
-    awaited += *alive ? 1 : 0;
+    DPL_ASSIGN_OR_RETURN(auto alive, watch.Alive(client, member.machine_id));
+    awaited += alive ? 1 : 0;
   }
   return awaited;
 }
@@ -164,16 +161,14 @@ Result<Attempt> CoordinateAttempt(StoreClient& client, const AttemptJoin& join,
     if (options.stop_requested && options.stop_requested()) {
       return Status::Error("stopped while machines joined attempt " + std::to_string(join.attempt));
     }
-    auto came = ReadNewSlots(client, prefix, &joined);
-    if (!came.ok()) return came.status();
-    if (*came) last_change = Clock::now();
+    DPL_ASSIGN_OR_RETURN(auto came, ReadNewSlots(client, prefix, &joined));
+    if (came) last_change = Clock::now();
     int present = 1;  // the coordinator
     for (const Slot& slot : joined) present += Present(slot, join.self) ? 1 : 0;
-    auto awaited = AwaitedMembers(client, join, joined, watch);
-    if (!awaited.ok()) return awaited.status();
+    DPL_ASSIGN_OR_RETURN(auto awaited, AwaitedMembers(client, join, joined, watch));
     const bool quiet = Clock::now() - last_change >= options.join_grace;
     if (present >= options.max_machines ||
-        (present >= options.min_machines && *awaited == 0 && quiet)) {
+        (present >= options.min_machines && awaited == 0 && quiet)) {
       return CloseAttempt(client, prefix, join.self, joined, options.max_machines);
     }
     if (Clock::now() >= deadline) {
@@ -185,18 +180,16 @@ Result<Attempt> CoordinateAttempt(StoreClient& client, const AttemptJoin& join,
 
 // This launcher's place in the list the coordinator wrote, if it is there.
 Result<Attempt> ReadList(const std::string& list, int slot) {
-  auto entries = DecodeFields(list);
-  if (!entries.ok()) return entries.status();
+  DPL_ASSIGN_OR_RETURN(auto entries, DecodeFields(list));
   Attempt result;
   result.outcome = Attempt::Outcome::kLeftOut;
-  for (const std::string& entry : *entries) {
-    auto member = DecodeSlot(entry);
-    if (!member.ok()) return member.status();
-    if (member->slot == slot) {
+  for (const std::string& entry : entries) {
+    DPL_ASSIGN_OR_RETURN(auto member, DecodeSlot(entry));
+    if (member.slot == slot) {
       result.outcome = Attempt::Outcome::kMember;
       result.index = static_cast<int>(result.members.size());
     }
-    result.members.push_back(member->member);
+    result.members.push_back(member.member);
   }
   return result;
 }
@@ -222,29 +215,26 @@ Result<Attempt> AwaitAttempt(StoreClient& client, const AttemptJoin& join,
       return Status::Error("stopped while waiting to join attempt " + std::to_string(join.attempt));
     }
     if (first || slot >= 0) {
-      auto turn = election.Poll();
-      if (!turn.ok()) return turn.status();
-      if (*turn == CoordinatorElection::Turn::kCoordinate) {
+      DPL_ASSIGN_OR_RETURN(auto turn, election.Poll());
+      if (turn == CoordinatorElection::Turn::kCoordinate) {
         *coordinating = true;
         return CoordinateAttempt(client, join, watch, options);
       }
-      if (*turn == CoordinatorElection::Turn::kCoordinatorVanished) {
+      if (turn == CoordinatorElection::Turn::kCoordinatorVanished) {
         return Outcome(Attempt::Outcome::kAbandoned);
       }
     }
     if (slot < 0) {
-      auto taken = client.Add(prefix + "count", 1);
-      if (!taken.ok()) return taken.status();
-      slot = static_cast<int>(*taken - 1);
+      DPL_ASSIGN_OR_RETURN(auto taken, client.Add(prefix + "count", 1));
+      slot = static_cast<int>(taken - 1);
       DPL_RETURN_IF_ERROR(client.Set(prefix + "slot/" + std::to_string(slot),
                                      ToBytes(EncodeSlot({slot, join.self}))));
     }
     auto list = client.Get(prefix + "list", kListWait);
     if (list.ok()) return ReadList(FromBytes(*list), slot);
     if (!list.status().IsTimeout()) return list.status();
-    auto end = JobEnd(client);
-    if (!end.ok()) return end.status();
-    if (end->has_value()) return Outcome(Attempt::Outcome::kJobEnded, **end);
+    DPL_ASSIGN_OR_RETURN(auto end, JobEnd(client));
+    if (end.has_value()) return Outcome(Attempt::Outcome::kJobEnded, *end);
   }
 }
 
@@ -275,9 +265,8 @@ Result<Attempt> JoinAttempt(StoreClient& client, int attempt, const Member& self
 }
 
 Status EndElasticJob(StoreClient& client, const std::string& failure) {
-  auto order = client.Add(kJobEndCount, 1);
-  if (!order.ok()) return order.status();
-  if (*order == 1) return client.Set(kJobEndMessage, ToBytes(failure));
+  DPL_ASSIGN_OR_RETURN(auto order, client.Add(kJobEndCount, 1));
+  if (order == 1) return client.Set(kJobEndMessage, ToBytes(failure));
   return Status::Ok();
 }
 
@@ -307,9 +296,8 @@ Result<std::unique_ptr<Heartbeat>> Heartbeat::Start(const StoreClientOptions& op
   // store] in etcd_store.cpp).
   StoreClientOptions own = options;
   own.key_lifetime = KeyLifetime::kClient;
-  auto client = StoreClient::Connect(own);
-  if (!client.ok()) return client.status();
-  return std::unique_ptr<Heartbeat>(new HeartbeatThread(std::move(*client), machine_id));
+  DPL_ASSIGN_OR_RETURN(auto client, StoreClient::Connect(own));
+  return std::unique_ptr<Heartbeat>(new HeartbeatThread(std::move(client), machine_id));
 }
 
 }  // namespace dpl::rendezvous

@@ -16,9 +16,8 @@ Result<bool> AnyRankVoted(StoreClient& client, const std::string& attempt_prefix
                           std::chrono::milliseconds timeout) {
   const std::string key = StepKey(attempt_prefix, name, step);
   if (yes) DPL_RETURN_IF_ERROR(client.Add(key + "yes", 1).status());
-  auto arrived = client.Add(key + "arrived", 1);
-  if (!arrived.ok()) return arrived.status();
-  if (*arrived == world_size) {
+  DPL_ASSIGN_OR_RETURN(auto arrived, client.Add(key + "arrived", 1));
+  if (arrived == world_size) {
     DPL_RETURN_IF_ERROR(client.Set(key + "done", ToBytes("1")));
     const std::string before = StepKey(attempt_prefix, name, step - 1);
     for (const char* part : {"yes", "arrived", "done"}) (void)client.Delete(before + part);
@@ -29,9 +28,8 @@ Result<bool> AnyRankVoted(StoreClient& client, const std::string& attempt_prefix
                                        ": not every rank came");
     }
   }
-  auto votes = client.Add(key + "yes", 0);
-  if (!votes.ok()) return votes.status();
-  return *votes > 0;
+  DPL_ASSIGN_OR_RETURN(auto votes, client.Add(key + "yes", 0));
+  return votes > 0;
 }
 
 }  // namespace dpl::rendezvous

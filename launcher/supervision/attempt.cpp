@@ -24,12 +24,10 @@ constexpr auto kTraceCollectionTimeout = 10s;
 Status WaitForOtherMachines(rendezvous::StoreClient& client, const std::string& prefix,
                             int num_machines) {
   for (;;) {
-    auto done = client.Add(prefix + "machines_done", 0);
-    if (!done.ok()) return done.status();
-    if (*done >= num_machines) return Status::Ok();
-    auto failure = rendezvous::CheckFailure(client, prefix);
-    if (!failure.ok()) return failure.status();
-    if (failure->has_value()) return Status::Error("the job failed elsewhere: " + **failure);
+    DPL_ASSIGN_OR_RETURN(auto done, client.Add(prefix + "machines_done", 0));
+    if (done >= num_machines) return Status::Ok();
+    DPL_ASSIGN_OR_RETURN(auto failure, rendezvous::CheckFailure(client, prefix));
+    if (failure.has_value()) return Status::Error("the job failed elsewhere: " + *failure);
     if (StopSignal() != 0) {
       return Status::Error("the launcher of machine 0 was stopped by signal " +
                            SignalName(StopSignal()));

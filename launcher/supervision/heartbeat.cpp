@@ -38,9 +38,8 @@ Result<std::vector<int64_t>> ReadHeartbeats(rendezvous::StoreClient& client,
                                             const rendezvous::JobShape& shape) {
   std::vector<int64_t> counters;
   for (int machine = 0; machine < shape.num_machines; ++machine) {
-    auto counter = client.Add(HeartbeatKey(attempt_prefix, machine), 0);
-    if (!counter.ok()) return counter.status();
-    counters.push_back(*counter);
+    DPL_ASSIGN_OR_RETURN(auto counter, client.Add(HeartbeatKey(attempt_prefix, machine), 0));
+    counters.push_back(counter);
   }
   return counters;
 }
@@ -73,15 +72,14 @@ Result<std::vector<int>> MachineWatch::Lost() {
   std::vector<int> lost;
   const auto now = Clock::now();
   for (int machine : watched_) {
-    auto beats = client_.Add(HeartbeatKey(prefix_, machine), 0);
-    if (!beats.ok()) return beats.status();
+    DPL_ASSIGN_OR_RETURN(auto beats, client_.Add(HeartbeatKey(prefix_, machine), 0));
     auto seen = seen_.find(machine);
-    if (seen == seen_.end() || seen->second.beats != *beats) {
-      seen_[machine] = {*beats, now};
+    if (seen == seen_.end() || seen->second.beats != beats) {
+      seen_[machine] = {beats, now};
       continue;
     }
     // A machine that never beat has not started this attempt: late, not lost.
-    const bool beating = *beats > 0 && *beats < kFinishedMark;
+    const bool beating = beats > 0 && beats < kFinishedMark;
     if (beating && now - seen->second.changed >= kMachineLostSilence) lost.push_back(machine);
   }
   return lost;

@@ -124,27 +124,23 @@ Status CheckHostfileShape(const cli::Options& options,
 // `forwarded` from its standard input when there are some (Note [Forwarded environment]).
 Result<std::vector<Machine>> PlanMachines(const cli::Options& options,
                                           const cluster::ForwardedEnvironment& forwarded) {
-  auto hosts = cluster::ReadHostfile(options.hostfile);
-  if (!hosts.ok()) return hosts.status();
-  DPL_RETURN_IF_ERROR(CheckHostfileShape(options, *hosts));
-  auto binary = OwnBinary();
-  if (!binary.ok()) return binary.status();
-  auto directory = WorkingDirectory();
-  if (!directory.ok()) return directory.status();
-  auto ssh_options = cluster::SplitSshOptions(options.ssh_options);
-  if (!ssh_options.ok()) return ssh_options.status();
+  DPL_ASSIGN_OR_RETURN(auto hosts, cluster::ReadHostfile(options.hostfile));
+  DPL_RETURN_IF_ERROR(CheckHostfileShape(options, hosts));
+  DPL_ASSIGN_OR_RETURN(auto binary, OwnBinary());
+  DPL_ASSIGN_OR_RETURN(auto directory, WorkingDirectory());
+  DPL_ASSIGN_OR_RETURN(auto ssh_options, cluster::SplitSshOptions(options.ssh_options));
   cli::Options machine_options = options;
   machine_options.hostfile.clear();
-  // One clock stamps every machine's lines: this runner's, as it relays them (PrintLine).
+  // One clock stamps every machine's lines: this runner's, as it relays them PrintLine.
   machine_options.log_time = log::TimeFormat::kNone;
-  machine_options.num_machines = machine_options.min_machines = static_cast<int>(hosts->size());
-  machine_options.num_processes = hosts->front().slots;
-  if (!options.Given("master-addr")) machine_options.master_addr = hosts->front().host;
+  machine_options.num_machines = machine_options.min_machines = static_cast<int>(hosts.size());
+  machine_options.num_processes = hosts.front().slots;
+  if (!options.Given("master-addr")) machine_options.master_addr = hosts.front().host;
   std::vector<Machine> machines;
-  for (size_t i = 0; i < hosts->size(); ++i) {
+  for (size_t i = 0; i < hosts.size(); ++i) {
     Machine machine;
     machine.id = static_cast<int>(i);
-    machine.host = (*hosts)[i].host;
+    machine.host = hosts[i].host;
     auto local = cluster::IsLocalAddress(machine.host);
     if (!local.ok()) return local.status().WithContext("hostfile '" + options.hostfile + "'");
     machine.remote = !*local;
@@ -153,10 +149,10 @@ Result<std::vector<Machine>> PlanMachines(const cli::Options& options,
     if (machine.remote) {
       // First: a program's words end the arguments.
       arguments.insert(arguments.begin(), "--exit-with-stdin");
-      machine.argv = cluster::SshArguments({machine.host, *directory, *binary, std::move(arguments),
-                                            *ssh_options, !forwarded.entries.empty()});
+      machine.argv = cluster::SshArguments({machine.host, directory, binary, std::move(arguments),
+                                            ssh_options, !forwarded.entries.empty()});
     } else {
-      machine.argv = {*binary};
+      machine.argv = {binary};
       machine.argv.insert(machine.argv.end(), arguments.begin(), arguments.end());
     }
     machines.push_back(std::move(machine));
@@ -335,9 +331,10 @@ std::string Overview(const std::vector<Machine>& machines) {
 Result<MachineInput> PrepareInput(const cli::Options& options,
                                   const cluster::ForwardedEnvironment& forwarded,
                                   const std::vector<Machine>& machines) {
-  auto token = options.job_token.empty() ? RandomToken() : Result<std::string>(options.job_token);
-  if (!token.ok()) return token.status();
-  MachineInput input{*token, options.environment, *token + "\n"};
+  DPL_ASSIGN_OR_RETURN(auto token, options.job_token.empty()
+                                       ? RandomToken()
+                                       : Result<std::string>(options.job_token));
+  MachineInput input{token, options.environment, token + "\n"};
   if (!forwarded.entries.empty())
     input.remote_lines += cluster::EnvironmentLines(forwarded.entries);
   const bool any_remote =

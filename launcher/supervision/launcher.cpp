@@ -135,14 +135,12 @@ Result<bool> ServeIfMachineZero(const cli::Options& options, const rendezvous::S
 Result<Joined> StartAndJoin(const cli::Options& options) {
   Joined joined;
   joined.port = options.master_port;
-  auto store = rendezvous::ParseStoreLocation(options.store);
-  if (!store.ok()) return store.status();
-  auto serving = ServeIfMachineZero(options, *store, &joined);
-  if (!serving.ok()) return serving.status();
-  const std::string store_host = *serving ? "127.0.0.1" : options.master_addr;
+  DPL_ASSIGN_OR_RETURN(auto store, rendezvous::ParseStoreLocation(options.store));
+  DPL_ASSIGN_OR_RETURN(auto serving, ServeIfMachineZero(options, store, &joined));
+  const std::string store_host = serving ? "127.0.0.1" : options.master_addr;
   joined.client_options.host = store_host;
   joined.client_options.port = joined.port;
-  joined.client_options.etcd_endpoints = store->etcd_endpoints;
+  joined.client_options.etcd_endpoints = store.etcd_endpoints;
   joined.client_options.job_token = options.job_token;
   joined.client_options.connect_timeout = options.rendezvous_timeout;
   // Machine 0 out of reach stops this machine within --backend-timeout, as a silent peer does.
@@ -150,16 +148,15 @@ Result<Joined> StartAndJoin(const cli::Options& options) {
       std::min(joined.client_options.call_timeout, options.backend_timeout);
   joined.client_options.keepalive_timeout =
       std::min(joined.client_options.keepalive_timeout, options.backend_timeout);
-  auto client = rendezvous::StoreClient::Connect(joined.client_options);
-  if (!client.ok()) return client.status();
-  joined.client = std::move(*client);
-  if (*serving) DPL_RETURN_IF_ERROR(rendezvous::RefuseEarlierJob(*joined.client, *store));
+  DPL_ASSIGN_OR_RETURN(auto client, rendezvous::StoreClient::Connect(joined.client_options));
+  joined.client = std::move(client);
+  if (serving) DPL_RETURN_IF_ERROR(rendezvous::RefuseEarlierJob(*joined.client, store));
   // Workers of machine 0 reach the store through loopback; the others through --master-addr.
   joined.store_addr = store_host + ":" + std::to_string(joined.port);
   joined.machine_name = cluster::ThisMachineName(options.master_addr);
 
   rendezvous::LauncherJoin join;
-  if (*serving) {
+  if (serving) {
     join.machine_id = 0;
   } else if (options.machine_id != cli::kAutoMachineId) {
     join.machine_id = options.machine_id;

@@ -41,25 +41,21 @@ Result<std::string> NewRunId() {
 
 // The job's run id: made by the first launcher that asks, read by the others.
 Result<std::string> JobRunId(rendezvous::StoreClient& client, std::chrono::milliseconds timeout) {
-  auto claims = client.Add(kRunIdClaimKey, 1);
-  if (!claims.ok()) return claims.status();
-  if (*claims > 1) {
-    auto id = client.Get(kRunIdKey, timeout);
-    if (!id.ok()) return id.status();
-    return rendezvous::FromBytes(*id);
+  DPL_ASSIGN_OR_RETURN(auto claims, client.Add(kRunIdClaimKey, 1));
+  if (claims > 1) {
+    DPL_ASSIGN_OR_RETURN(auto id, client.Get(kRunIdKey, timeout));
+    return rendezvous::FromBytes(id);
   }
-  auto id = NewRunId();
-  if (!id.ok()) return id.status();
-  DPL_RETURN_IF_ERROR(client.Set(kRunIdKey, rendezvous::ToBytes(*id)));
+  DPL_ASSIGN_OR_RETURN(auto id, NewRunId());
+  DPL_RETURN_IF_ERROR(client.Set(kRunIdKey, rendezvous::ToBytes(id)));
   return id;
 }
 
 // The address by which the other machines reach this one: the job's --master-addr on its own
 // machine, else (another machine became the attempt's first) this one's towards it.
 Result<std::string> ThisMachinesAddress(const std::string& master_addr) {
-  auto local = cluster::IsLocalAddress(master_addr);
-  if (!local.ok()) return local.status();
-  if (*local) return master_addr;
+  DPL_ASSIGN_OR_RETURN(auto local, cluster::IsLocalAddress(master_addr));
+  if (local) return master_addr;
   std::string address = cluster::SourceAddressTowards(master_addr);
   if (address.empty()) {
     return Status::Error("no address of this machine routes to --master-addr " + master_addr +
@@ -89,15 +85,11 @@ Result<ProgramMaster> PublishProgramMaster(rendezvous::StoreClient& client,
                                            const std::string& attempt_prefix,
                                            const std::string& master_addr) {
   ProgramMaster master;
-  auto address = ThisMachinesAddress(master_addr);
-  if (!address.ok()) return address.status();
-  master.addr = *address;
-  auto port = PickFreePort();
-  if (!port.ok()) return port.status();
-  master.port = *port;
-  auto run_id = JobRunId(client, rendezvous::kDefaultCallTimeout);
-  if (!run_id.ok()) return run_id.status();
-  master.run_id = *run_id;
+  DPL_ASSIGN_OR_RETURN(master.addr, ThisMachinesAddress(master_addr));
+  DPL_ASSIGN_OR_RETURN(auto port, PickFreePort());
+  master.port = port;
+  DPL_ASSIGN_OR_RETURN(auto run_id, JobRunId(client, rendezvous::kDefaultCallTimeout));
+  master.run_id = run_id;
   const std::string fields =
       rendezvous::EncodeFields({master.addr, std::to_string(master.port), master.run_id});
   DPL_RETURN_IF_ERROR(client.Set(attempt_prefix + kMasterKey, rendezvous::ToBytes(fields)));
@@ -122,9 +114,8 @@ Result<ProgramMaster> ReadProgramMaster(rendezvous::StoreClient& client,
       return Status::Error("the launcher was stopped by signal " + SignalName(StopSignal()) +
                            " while it waited for machine 0 to name the program's rank 0");
     }
-    auto failure = rendezvous::CheckFailure(client, attempt_prefix);
-    if (!failure.ok()) return failure.status();
-    if (failure->has_value()) return Status::Error("the job failed elsewhere: " + **failure);
+    DPL_ASSIGN_OR_RETURN(auto failure, rendezvous::CheckFailure(client, attempt_prefix));
+    if (failure.has_value()) return Status::Error("the job failed elsewhere: " + *failure);
     if (std::chrono::steady_clock::now() >= deadline) {
       return Status::Timeout("machine 0 did not name the program's rank 0 within " +
                              std::to_string(timeout.count() / 1000) + " s (--rendezvous-timeout)");

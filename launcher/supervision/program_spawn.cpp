@@ -140,8 +140,7 @@ Result<std::string> FindProgram(const std::string& program, const std::string& s
 Result<SpawnedWorkers> SpawnProgram(const ProgramLaunch& launch) {
   // Looked for on the workers' PATH (--env may give another), before any of them starts.
   const char* search_path = protocol::FindVariable(launch.environments.at(0), "PATH");
-  auto path = FindProgram(launch.argv.at(0), search_path ? search_path : "");
-  if (!path.ok()) return path.status();
+  DPL_ASSIGN_OR_RETURN(auto path, FindProgram(launch.argv.at(0), search_path ? search_path : ""));
   std::vector<std::string> argv_text = launch.argv;
   std::vector<char*> argv;
   for (auto& argument : argv_text) argv.push_back(argument.data());
@@ -163,10 +162,10 @@ Result<SpawnedWorkers> SpawnProgram(const ProgramLaunch& launch) {
           Status::Error(std::string("cannot create a pipe for the workers: ") + strerror(errno));
       break;
     }
-    const ChildPlan plan{path->c_str(), argv.data(),
-                         envp.data(),   input,
-                         output[1],     -1,
-                         getpid(),      static_cast<int>(std::min<rlim_t>(files.rlim_cur, 65536))};
+    const ChildPlan plan{path.c_str(), argv.data(),
+                         envp.data(),  input,
+                         output[1],    -1,
+                         getpid(),     static_cast<int>(std::min<rlim_t>(files.rlim_cur, 65536))};
     Result<pid_t> pid = StartOne(plan, launch.argv[0]);
     close(output[1]);
     if (!pid.ok()) {

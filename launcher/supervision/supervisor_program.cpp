@@ -39,19 +39,19 @@ std::string CommandText(const std::vector<std::string>& program) {
 }  // namespace
 
 Result<SpawnedWorkers> Supervisor::StartProgram() {
-  Result<ProgramMaster> master =
-      shape_.machine_id == 0 ? PublishProgramMaster(client_, prefix_, options_.master_addr)
-                             : ReadProgramMaster(client_, prefix_, options_.rendezvous_timeout);
-  if (!master.ok()) return master.status();
+  DPL_ASSIGN_OR_RETURN(ProgramMaster master,
+                       shape_.machine_id == 0
+                           ? PublishProgramMaster(client_, prefix_, options_.master_addr)
+                           : ReadProgramMaster(client_, prefix_, options_.rendezvous_timeout));
   protocol::ProgramWorkerPlace place;
   place.machine = shape_.machine_id;
   place.num_machines = shape_.num_machines;
   place.processes_per_machine = shape_.num_processes;
-  place.master_addr = master->addr;
-  place.master_port = master->port;
+  place.master_addr = master.addr;
+  place.master_port = master.port;
   place.restart_count = attempt_;
   place.max_restarts = options_.max_restarts;
-  place.run_id = master->run_id;
+  place.run_id = master.run_id;
   place.threads = cli::ThreadsPerWorker(options_);
   const std::vector<std::string> inherited = InheritedEnvironment();
   ProgramLaunch launch;
@@ -69,7 +69,7 @@ Result<SpawnedWorkers> Supervisor::StartProgram() {
             (first == last ? " " + std::to_string(first)
                            : "s " + std::to_string(first) + ".." + std::to_string(last)) +
             " of " + std::to_string(shape_.world_size()) + "; rank 0 serves torch's store at " +
-            master->addr + ":" + std::to_string(master->port) + " (MASTER_ADDR, MASTER_PORT)");
+            master.addr + ":" + std::to_string(master.port) + " (MASTER_ADDR, MASTER_PORT)");
   return spawned;
 }
 

@@ -63,9 +63,8 @@ Result<std::string> ReadReport(pid_t loader, int report_fd) {
 // Waits until the worker loader named the pids of the workers it forked and exited; by then every
 // worker is this launcher's child.
 Result<std::vector<pid_t>> ReadWorkerPids(pid_t loader, int report_fd, int expected) {
-  Result<std::string> text = ReadReport(loader, report_fd);
-  if (!text.ok()) return text.status();
-  const protocol::LoaderReport report = protocol::DecodeLoaderReport(*text);
+  DPL_ASSIGN_OR_RETURN(std::string text, ReadReport(loader, report_fd));
+  const protocol::LoaderReport report = protocol::DecodeLoaderReport(text);
   if (report.refused) {  // no worker was started
     Reap(loader, nullptr);
     return Status::InvalidArgument(report.reason);

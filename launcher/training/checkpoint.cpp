@@ -110,9 +110,8 @@ Status ReadPosition(const TorchValue& root, const std::string& path, CheckpointS
   for (auto [key, target] : {std::pair<const char*, int64_t*>{"epoch", &state->epoch},
                              {"step_in_epoch", &state->step_in_epoch},
                              {"global_step", &state->global_step}}) {
-    auto value = Field<int64_t>(*position, key, AsInt, path);
-    if (!value.ok()) return value.status();
-    *target = **value;
+    DPL_ASSIGN_OR_RETURN(auto value, Field<int64_t>(*position, key, AsInt, path));
+    *target = *value;
   }
   return Status::Ok();
 }
@@ -154,25 +153,22 @@ const double* AsFloat(const TorchValue& value) {
 
 // Version 3's "scaler": {} or GradScaler's state dict with the skipped steps.
 Status ReadScaler(const TorchValue& root, const std::string& path, CheckpointState* state) {
-  auto dict = Field<TorchDict>(root, "scaler", AsDict, path);
-  if (!dict.ok()) return dict.status();
-  if ((*dict)->empty()) return Status::Ok();
+  DPL_ASSIGN_OR_RETURN(auto dict, Field<TorchDict>(root, "scaler", AsDict, path));
+  if (dict->empty()) return Status::Ok();
   const TorchValue& scaler = *root.Find("scaler");
   ScalerCheckpoint read;
   for (auto [key, target] : {std::pair<const char*, double*>{"scale", &read.scale},
                              {"growth_factor", &read.growth_factor},
                              {"backoff_factor", &read.backoff_factor}}) {
-    auto value = Field<double>(scaler, key, AsFloat, path);
-    if (!value.ok()) return value.status();
-    *target = **value;
+    DPL_ASSIGN_OR_RETURN(auto value, Field<double>(scaler, key, AsFloat, path));
+    *target = *value;
   }
   for (auto [key, target] :
        {std::pair<const char*, int64_t*>{"growth_interval", &read.growth_interval},
         {"_growth_tracker", &read.growth_tracker},
         {"skipped_steps", &read.skipped_steps}}) {
-    auto value = Field<int64_t>(scaler, key, AsInt, path);
-    if (!value.ok()) return value.status();
-    *target = **value;
+    DPL_ASSIGN_OR_RETURN(auto value, Field<int64_t>(scaler, key, AsInt, path));
+    *target = *value;
   }
   state->scaler = read;
   return Status::Ok();
@@ -181,27 +177,23 @@ Status ReadScaler(const TorchValue& root, const std::string& path, CheckpointSta
 // The optional "validation" of runs that validate while training.
 Status ReadValidation(const TorchValue& root, const std::string& path, CheckpointState* state) {
   if (root.Find("validation") == nullptr) return Status::Ok();
-  auto dict = Field<TorchDict>(root, "validation", AsDict, path);
-  if (!dict.ok()) return dict.status();
+  DPL_RETURN_IF_ERROR(Field<TorchDict>(root, "validation", AsDict, path).status());
   const TorchValue& validation = *root.Find("validation");
   ValidationCheckpoint read;
-  auto best = Field<double>(validation, "best_loss", AsFloat, path);
-  if (!best.ok()) return best.status();
-  read.best_loss = **best;
+  DPL_ASSIGN_OR_RETURN(auto best, Field<double>(validation, "best_loss", AsFloat, path));
+  read.best_loss = *best;
   for (auto [key, target] : {std::pair<const char*, int64_t*>{"evaluations", &read.evaluations},
                              {"without_improvement", &read.without_improvement}}) {
-    auto value = Field<int64_t>(validation, key, AsInt, path);
-    if (!value.ok()) return value.status();
-    *target = **value;
+    DPL_ASSIGN_OR_RETURN(auto value, Field<int64_t>(validation, key, AsInt, path));
+    *target = *value;
   }
   state->validation = read;
   return Status::Ok();
 }
 
 Status ReadTensors(const TorchValue& root, const std::string& path, CheckpointState* state) {
-  auto model = Field<TorchDict>(root, "model", AsDict, path);
-  if (!model.ok()) return model.status();
-  for (const TorchDictEntry& entry : **model) {
+  DPL_ASSIGN_OR_RETURN(auto model, Field<TorchDict>(root, "model", AsDict, path));
+  for (const TorchDictEntry& entry : *model) {
     const std::string* name = std::get_if<std::string>(&entry.key);
     const TorchTensor* tensor = entry.value.AsTensor();
     if (name == nullptr || tensor == nullptr) {
@@ -210,12 +202,10 @@ Status ReadTensors(const TorchValue& root, const std::string& path, CheckpointSt
     }
     state->model.push_back({*name, *tensor});
   }
-  auto rng = Field<TorchTensor>(root, "rng", AsTensor, path);
-  if (!rng.ok()) return rng.status();
-  state->rng_state = (*rng)->data;
-  auto options = Field<TorchDict>(root, "options", AsDict, path);
-  if (!options.ok()) return options.status();
-  for (const TorchDictEntry& entry : **options) {
+  DPL_ASSIGN_OR_RETURN(auto rng, Field<TorchTensor>(root, "rng", AsTensor, path));
+  state->rng_state = rng->data;
+  DPL_ASSIGN_OR_RETURN(auto options, Field<TorchDict>(root, "options", AsDict, path));
+  for (const TorchDictEntry& entry : *options) {
     const std::string* key = std::get_if<std::string>(&entry.key);
     const std::string* value = entry.value.AsString();
     if (key == nullptr || value == nullptr) {
@@ -296,19 +286,18 @@ Result<CheckpointState> ReadCheckpoint(const std::string& path) {
                                    " is a torch file but not a dpl checkpoint (no 'format': '" +
                                    kCheckpointFormat + "')");
   }
-  auto version = Field<int64_t>(*root, "version", AsInt, path);
-  if (!version.ok()) return version.status();
-  if (**version < kOldestCheckpointVersion || **version > kCheckpointVersion) {
-    return Status::InvalidArgument(
-        "checkpoint " + path + " has format version " + std::to_string(**version) +
-        " but this launcher reads versions " + std::to_string(kOldestCheckpointVersion) + " to " +
-        std::to_string(kCheckpointVersion));
+  DPL_ASSIGN_OR_RETURN(auto version, Field<int64_t>(*root, "version", AsInt, path));
+  if (*version < kOldestCheckpointVersion || *version > kCheckpointVersion) {
+    return Status::InvalidArgument("checkpoint " + path + " has format version " +
+                                   std::to_string(*version) + " but this launcher reads versions " +
+                                   std::to_string(kOldestCheckpointVersion) + " to " +
+                                   std::to_string(kCheckpointVersion));
   }
   CheckpointState state;
   DPL_RETURN_IF_ERROR(ReadPosition(*root, path, &state));
   DPL_RETURN_IF_ERROR(ReadOptimizer(*root, path, &state));
   DPL_RETURN_IF_ERROR(ReadTensors(*root, path, &state));
-  if (**version >= 3) DPL_RETURN_IF_ERROR(ReadScaler(*root, path, &state));
+  if (*version >= 3) DPL_RETURN_IF_ERROR(ReadScaler(*root, path, &state));
   DPL_RETURN_IF_ERROR(ReadValidation(*root, path, &state));
   return state;
 }
@@ -360,11 +349,10 @@ Result<std::vector<std::string>> RemoveOlderCheckpoints(const std::string& direc
                                                         int64_t written_step, int keep) {
   std::vector<std::string> removed;
   if (keep <= 0) return removed;
-  Result<std::vector<CheckpointFile>> files = ListCheckpointFiles(directory);
-  if (!files.ok()) return files.status();
+  DPL_ASSIGN_OR_RETURN(std::vector<CheckpointFile> files, ListCheckpointFiles(directory));
   int64_t older_kept = 0;  // complete checkpoints older than written_step kept so far, newest first
   Status failed = Status::Ok();
-  for (auto file = files->rbegin(); file != files->rend(); ++file) {
+  for (auto file = files.rbegin(); file != files.rend(); ++file) {
     if (file->step > written_step || (file->step == written_step && !file->temporary)) continue;
     if (!file->temporary && file->step < written_step && older_kept < keep - 1) {
       ++older_kept;

@@ -76,16 +76,15 @@ Status Restore(const std::map<std::string, const TorchTensor*>& tensors, const s
 
 Status RestoreBuffers(const std::map<std::string, const TorchTensor*>& tensors, Model& model,
                       const std::string& path) {
-  Result<std::vector<BufferInfo>> buffers = ListBuffers(model);
-  if (!buffers.ok()) return buffers.status();
-  if (buffers->empty()) return Status::Ok();
+  DPL_ASSIGN_OR_RETURN(std::vector<BufferInfo> buffers, ListBuffers(model));
+  if (buffers.empty()) return Status::Ok();
   std::vector<uint8_t> bytes;
-  for (const BufferInfo& buffer : *buffers) {
-    Result<TorchDtype> dtype = TorchDtypeOfDl(buffer.value.dtype, "buffer " + buffer.name);
-    if (!dtype.ok()) return dtype.status();
+  for (const BufferInfo& buffer : buffers) {
+    DPL_ASSIGN_OR_RETURN(TorchDtype dtype,
+                         TorchDtypeOfDl(buffer.value.dtype, "buffer " + buffer.name));
     const size_t offset = bytes.size();
     bytes.resize(offset + buffer.bytes);
-    DPL_RETURN_IF_ERROR(Restore(tensors, buffer.name, *dtype, buffer.shape, bytes.data() + offset,
+    DPL_RETURN_IF_ERROR(Restore(tensors, buffer.name, dtype, buffer.shape, bytes.data() + offset,
                                 buffer.bytes, path));
   }
   return model.WriteBuffers(bytes.data(), bytes.size());
@@ -154,35 +153,33 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
   if (config_.checkpoint_dir.empty()) {
     return Status::InvalidArgument("--resume needs --checkpoint-dir (the folder to resume from)");
   }
-  Result<std::string> newest = NewestCheckpoint(config_.checkpoint_dir);
-  if (!newest.ok()) return newest.status();
-  if (newest->empty()) {
+  DPL_ASSIGN_OR_RETURN(std::string newest, NewestCheckpoint(config_.checkpoint_dir));
+  if (newest.empty()) {
     if (rank_ == 0) {
       log::Info("--resume: no checkpoint in " + config_.checkpoint_dir + ", starting fresh");
     }
     return TrainingPosition{};
   }
-  Result<CheckpointState> state = ReadCheckpoint(*newest);
-  if (!state.ok()) return state.status();
-  DPL_RETURN_IF_ERROR(CheckOptions(*state, config_, *newest));
+  DPL_ASSIGN_OR_RETURN(CheckpointState state, ReadCheckpoint(newest));
+  DPL_RETURN_IF_ERROR(CheckOptions(state, config_, newest));
   std::map<std::string, const TorchTensor*> tensors;
-  for (const NamedTensor& entry : state->model) tensors[entry.name] = &entry.tensor;
+  for (const NamedTensor& entry : state.model) tensors[entry.name] = &entry.tensor;
   for (const HostParameter& p : placement.parameters()) {
     DPL_RETURN_IF_ERROR(Restore(tensors, p.name, TorchDtype::kFloat32, ShapeOf(p.model_value),
-                                p.value, p.elements * sizeof(float), *newest));
+                                p.value, p.elements * sizeof(float), newest));
   }
   DPL_RETURN_IF_ERROR(placement.ValuesChanged());
-  DPL_RETURN_IF_ERROR(RestoreBuffers(tensors, model, *newest));
-  DPL_RETURN_IF_ERROR(RestoreOptimizer(*state, placement, update, *newest));
-  DPL_RETURN_IF_ERROR(RestoreLossScaling(*state, update, *newest));
-  if (!state->rng_state.empty()) DPL_RETURN_IF_ERROR(model.SetRngState(state->rng_state));
-  if (validation_ != nullptr && state->validation) {
-    *validation_ = ValidationState{state->validation->best_loss, state->validation->evaluations,
-                                   state->validation->without_improvement};
+  DPL_RETURN_IF_ERROR(RestoreBuffers(tensors, model, newest));
+  DPL_RETURN_IF_ERROR(RestoreOptimizer(state, placement, update, newest));
+  DPL_RETURN_IF_ERROR(RestoreLossScaling(state, update, newest));
+  if (!state.rng_state.empty()) DPL_RETURN_IF_ERROR(model.SetRngState(state.rng_state));
+  if (validation_ != nullptr && state.validation) {
+    *validation_ = ValidationState{state.validation->best_loss, state.validation->evaluations,
+                                   state.validation->without_improvement};
   }
-  const TrainingPosition position{state->epoch, state->step_in_epoch, state->global_step};
+  const TrainingPosition position{state.epoch, state.step_in_epoch, state.global_step};
   if (rank_ == 0) {
-    log::Info("resumed from " + *newest + " at epoch " + std::to_string(position.epoch) +
+    log::Info("resumed from " + newest + " at epoch " + std::to_string(position.epoch) +
               ", batch " + std::to_string(position.step_in_epoch) + " (step " +
               std::to_string(position.global_step) + ")");
   }
@@ -199,14 +196,13 @@ Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
   OptimizerState whole;
   DPL_RETURN_IF_ERROR(update.WholeState(placement.update_view(), sizes, rank_ == 0, &whole));
   if (rank_ != 0) return Status::Ok();
-  Result<CheckpointState> state = Capture(position, model, placement, update, whole);
-  if (!state.ok()) return state.status();
+  DPL_ASSIGN_OR_RETURN(CheckpointState state, Capture(position, model, placement, update, whole));
   DPL_RETURN_IF_ERROR(
-      WriteCheckpoint(config_.checkpoint_dir, *state)
+      WriteCheckpoint(config_.checkpoint_dir, state)
           .WithContext("writing a checkpoint to --checkpoint-dir " + config_.checkpoint_dir));
   // Note [Checkpoint retention]: only now is the new one complete on disk.
   Result<std::vector<std::string>> removed =
-      RemoveOlderCheckpoints(config_.checkpoint_dir, state->global_step, config_.keep_checkpoints);
+      RemoveOlderCheckpoints(config_.checkpoint_dir, state.global_step, config_.keep_checkpoints);
   if (!removed.ok()) {
     log::Warning(removed.status().message() + "; --keep-checkpoints " +
                  std::to_string(config_.keep_checkpoints) +
@@ -229,18 +225,17 @@ Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& positi
   for (const HostParameter& p : placement.parameters()) {
     state.model.push_back({p.name, FloatTensor(p.value, p.elements, ShapeOf(p.model_value))});
   }
-  Result<std::vector<BufferInfo>> buffers = ListBuffers(model);
-  if (!buffers.ok()) return buffers.status();
+  DPL_ASSIGN_OR_RETURN(std::vector<BufferInfo> buffers, ListBuffers(model));
   size_t total = 0;
-  for (const BufferInfo& buffer : *buffers) total += buffer.bytes;
+  for (const BufferInfo& buffer : buffers) total += buffer.bytes;
   std::vector<uint8_t> bytes(total);
   if (total > 0) DPL_RETURN_IF_ERROR(model.ReadBuffers(bytes.data(), bytes.size()));
   size_t offset = 0;
-  for (const BufferInfo& buffer : *buffers) {
-    Result<TorchDtype> dtype = TorchDtypeOfDl(buffer.value.dtype, "buffer " + buffer.name);
-    if (!dtype.ok()) return dtype.status();
+  for (const BufferInfo& buffer : buffers) {
+    DPL_ASSIGN_OR_RETURN(TorchDtype dtype,
+                         TorchDtypeOfDl(buffer.value.dtype, "buffer " + buffer.name));
     TorchTensor tensor{
-        *dtype, buffer.shape,
+        dtype, buffer.shape,
         std::vector<uint8_t>(bytes.begin() + offset, bytes.begin() + offset + buffer.bytes)};
     state.model.push_back({buffer.name, std::move(tensor)});
     offset += buffer.bytes;

@@ -87,9 +87,7 @@ Result<std::unique_ptr<LocalReducer>> LocalReducer::Create(const LocalGroup& gro
       RoundUp(r.entries_offset_ + workers * r.entries_ * sizeof(double), kLine);
   r.values_offset_ = parameters ? values_at : 0;  // 0: no room (values() is NULL)
   const size_t bytes = values_at + (parameters ? r.layout_.elements() * sizeof(float) : 0);
-  Result<std::unique_ptr<SharedMapping>> mapping = SharedMapping::Map(group.memory_fd, bytes);
-  if (!mapping.ok()) return mapping.status();
-  r.mapping_ = std::move(*mapping);
+  DPL_ASSIGN_OR_RETURN(r.mapping_, SharedMapping::Map(group.memory_fd, bytes));
   const uint64_t fingerprint = r.layout_.Fingerprint() ^ (uint64_t(bytes) << 1) ^ uint64_t(wire);
   DPL_RETURN_IF_ERROR(r.Attach(fingerprint));
   return reducer;

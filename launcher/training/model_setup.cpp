@@ -60,15 +60,14 @@ Result<std::unique_ptr<Model>> CreateModelForData(const ModelPlugin& plugin,
   std::copy(model_config.input.shape, model_config.input.shape + model_config.input_ndim,
             model_config.input_shape);
   model_config.num_classes = data.train->num_classes();
-  Result<std::unique_ptr<Model>> model = Model::Create(plugin, model_config);
-  if (!model.ok()) return model.status();
+  DPL_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Create(plugin, model_config));
   // What the model describes must fit every split of the data, whether it was told or not.
-  const dpl_model_info& info = (*model)->info();
+  const dpl_model_info& info = model->info();
   for (const DataSplit* split : {data.train.get(), data.test.get(), data.validation.get()}) {
     if (split == nullptr) continue;
-    DPL_RETURN_IF_ERROR((*model)->Has(ModelCapability::kTypedSamples)
-                            ? CheckTypedModelTakesData(*split, **model)
-                            : CheckDataFitsModel(*split, (*model)->name(), info.input_ndim,
+    DPL_RETURN_IF_ERROR(model->Has(ModelCapability::kTypedSamples)
+                            ? CheckTypedModelTakesData(*split, *model)
+                            : CheckDataFitsModel(*split, model->name(), info.input_ndim,
                                                  info.input_shape, info.num_classes));
   }
   return model;

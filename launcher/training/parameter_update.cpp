@@ -184,9 +184,8 @@ Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(
         {p.elements, DecaysTensor(config.optimizer, config.decay_all, p.model_value.ndim)});
   }
   if (rank == 0 && config.weight_decay > 0.0) LogWeightDecay(config, parameters, tensors);
-  Result<std::unique_ptr<Optimizer>> optimizer =
-      OptimizerFor(optimizer_options, tensors, view, rank);
-  if (!optimizer.ok()) return optimizer.status();
+  DPL_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
+                       OptimizerFor(optimizer_options, tensors, view, rank));
 
   LrScheduleOptions schedule_options;
   schedule_options.kind = config.lr_schedule;
@@ -194,9 +193,8 @@ Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(
   schedule_options.step_size = config.lr_step_size;
   schedule_options.gamma = config.lr_gamma;
   schedule_options.steps_from_max_steps = plan.RunSteps() < plan.EpochSteps();
-  Result<LrSchedule> schedule =
-      LrSchedule::Create(schedule_options, config.learning_rate, plan.RunSteps());
-  if (!schedule.ok()) return schedule.status();
+  DPL_ASSIGN_OR_RETURN(LrSchedule schedule,
+                       LrSchedule::Create(schedule_options, config.learning_rate, plan.RunSteps()));
 
   std::optional<LossScaler> scaler;
   if (config.precision == Precision::kFp16) {
@@ -205,12 +203,10 @@ Result<std::unique_ptr<ParameterUpdate>> ParameterUpdate::Create(
     scaler_options.growth_factor = config.loss_scale_growth_factor;
     scaler_options.backoff_factor = config.loss_scale_backoff_factor;
     scaler_options.growth_interval = config.loss_scale_growth_interval;
-    Result<LossScaler> created = LossScaler::Create(scaler_options);
-    if (!created.ok()) return created.status();
-    scaler = *created;
+    DPL_ASSIGN_OR_RETURN(scaler, LossScaler::Create(scaler_options));
   }
   auto update = std::unique_ptr<ParameterUpdate>(new ParameterUpdate(
-      config, std::move(*optimizer), std::move(*schedule), std::move(scaler), rank, pool));
+      config, std::move(optimizer), std::move(schedule), std::move(scaler), rank, pool));
   update->device_model_ = view.device_model;
   return update;
 }
@@ -285,9 +281,8 @@ Result<StepDecision> ParameterUpdate::Step(int64_t global_step, const UpdateView
   DPL_RETURN_IF_ERROR(FollowSchedule(global_step));
   if (device_model_ != nullptr) return DeviceStep(global_step, view);
   std::vector<double> piece_sums;
-  Result<bool> non_finite = CheckGradients(view, &piece_sums);
-  if (!non_finite.ok()) return non_finite.status();
-  const StepDecision decision = Decide(*non_finite, global_step);
+  DPL_ASSIGN_OR_RETURN(bool non_finite, CheckGradients(view, &piece_sums));
+  const StepDecision decision = Decide(non_finite, global_step);
   if (decision == StepDecision::kApply) {
     if (clip_grad_norm_ > 0.0) DPL_RETURN_IF_ERROR(Clip(view, piece_sums));
     std::vector<float*> values;

@@ -287,9 +287,7 @@ Status ParameterPlacement::BroadcastBuffers() {
 }
 
 Status ParameterPlacement::ListParameters() {
-  Result<std::vector<BufferInfo>> buffers = ListBuffers(model_);
-  if (!buffers.ok()) return buffers.status();
-  buffers_ = std::move(*buffers);
+  DPL_ASSIGN_OR_RETURN(buffers_, ListBuffers(model_));
   for (uint32_t i = 0; i < model_.info().parameter_count; ++i) {
     dpl_parameter p{};
     DPL_RETURN_IF_ERROR(model_.Parameter(i, &p));

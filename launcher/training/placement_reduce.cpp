@@ -51,10 +51,9 @@ Status ParameterPlacement::StartSharedMemory(std::vector<DLTensor> tensors) {
   ShardLayout layout(SizesOf(parameters_), buckets, local.local_world_size);
   const size_t entries = size_t(local.local_world_size) + layout.pieces();
   const bool share = sharded && model_.CanShareParameters();  // Note [Shared parameters]
-  Result<std::unique_ptr<LocalReducer>> reducer = LocalReducer::Create(
-      local, std::move(layout), settings_.wire.format, sharded, entries, share);
-  if (!reducer.ok()) return reducer.status();
-  reducer_ = std::move(*reducer);
+  DPL_ASSIGN_OR_RETURN(
+      reducer_, LocalReducer::Create(local, std::move(layout), settings_.wire.format, sharded,
+                                     entries, share));
   if (model_.ReplacesGradients()) reducer_->KeepGradients();
   if (share) DPL_RETURN_IF_ERROR(ShareValues());
   if (model_.CanShareGradients() && reducer_->UseModelGradients()) {

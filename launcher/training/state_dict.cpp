@@ -25,10 +25,9 @@ Status WriteParameterStateDict(const std::string& path, const ParameterPlacement
 }
 
 Status ReadParameterStateDict(const std::string& path, ParameterPlacement& placement) {
-  Result<TorchValue> root = ReadTorchArchive(path);
-  if (!root.ok()) return root.status();
-  const TorchValue* model = root->Find("model");  // a dpl checkpoint holds one under "model"
-  const TorchValue& state = model != nullptr && model->AsDict() ? *model : *root;
+  DPL_ASSIGN_OR_RETURN(TorchValue root, ReadTorchArchive(path));
+  const TorchValue* model = root.Find("model");  // a dpl checkpoint holds one under "model"
+  const TorchValue& state = model != nullptr && model->AsDict() ? *model : root;
   if (state.AsDict() == nullptr) {
     return Status::InvalidArgument(path + " holds a " + state.TypeName() +
                                    ", not a state dict of {name: tensor}");

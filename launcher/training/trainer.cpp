@@ -103,13 +103,12 @@ Status Trainer::Run() {
   DPL_RETURN_IF_ERROR(InitFrom());
   DPL_RETURN_IF_ERROR(placement_->BroadcastInitialState());
   checkpoints_.TrackValidation(&validation_);
-  Result<TrainingPosition> start = checkpoints_.Resume(*model_, *placement_, *update_);
-  if (!start.ok()) return start.status();
+  DPL_ASSIGN_OR_RETURN(TrainingPosition start, checkpoints_.Resume(*model_, *placement_, *update_));
   DPL_RETURN_IF_ERROR(placement_->SettleSharedValues());
-  position_ = *start;
-  plan_ = StepPlan(config_, plan_.batches_per_epoch(), *start);
+  position_ = start;
+  plan_ = StepPlan(config_, plan_.batches_per_epoch(), start);
   // A run resumed after its patience ran out ends where the straight run did.
-  if (PatienceRunOut(validation_, config_.early_stop_patience)) stopped_at_ = *start;
+  if (PatienceRunOut(validation_, config_.early_stop_patience)) stopped_at_ = start;
   reporter_->OnRunStart(plan_);
   for (int64_t epoch = plan_.start().epoch; epoch < plan_.EndEpoch() && !stopped_at_; ++epoch) {
     DPL_RETURN_IF_ERROR(TrainEpoch(epoch));
@@ -162,42 +161,30 @@ void Trainer::SayWhatAutoChose(const PlacementSettings& settings) const {
 }
 
 Status Trainer::Setup() {
-  Result<int> local_batch = PerRankBatchSize(config_.batch_size, identity_.world_size);
-  if (!local_batch.ok()) return local_batch.status();
-  local_batch_ = *local_batch;
+  DPL_ASSIGN_OR_RETURN(local_batch_, PerRankBatchSize(config_.batch_size, identity_.world_size));
   const PlacementSettings settings = ChoosePlacement();
   DPL_RETURN_IF_ERROR(ParameterPlacement::CheckSupported(model_plugin_, settings));
   DPL_RETURN_IF_ERROR(CheckPrecisionSupported(model_plugin_, config_.precision));
 
-  Result<std::unique_ptr<Model>> model =
-      CreateModelForData(model_plugin_, config_, identity_, data_);
-  if (!model.ok()) return model.status();
-  model_ = std::move(*model);
+  DPL_ASSIGN_OR_RETURN(model_, CreateModelForData(model_plugin_, config_, identity_, data_));
   const dpl_model_info& info = model_->info();
-  Result<std::unique_ptr<ParameterPlacement>> placement =
-      ParameterPlacement::Create(*model_, backend_, settings);
-  if (!placement.ok()) return placement.status();
-  placement_ = std::move(*placement);
+  DPL_ASSIGN_OR_RETURN(placement_, ParameterPlacement::Create(*model_, backend_, settings));
   for (uint32_t slot = 0; slot < 2; ++slot) {
     DPL_RETURN_IF_ERROR(
         buffers_[slot].Allocate(*model_, slot, local_batch_, info.input, info.target));
   }
   prefetcher_ = std::make_unique<BatchPrefetcher>(*data_.train);
 
-  Result<std::unique_ptr<Reporter>> reporter = Reporter::Create(config_, identity_.rank);
-  if (!reporter.ok()) return reporter.status();
-  reporter_ = std::move(*reporter);
+  DPL_ASSIGN_OR_RETURN(reporter_, Reporter::Create(config_, identity_.rank));
   sampler_ = std::make_unique<DistributedSampler>(
       data_.train->count(), identity_.world_size, identity_.rank, config_.seed,
       ShuffleMode::kShuffle, config_.drop_last ? RemainderMode::kDrop : RemainderMode::kPad);
   plan_ = StepPlan(config_, StepPlan::BatchesPerEpoch(sampler_->samples_per_rank(), local_batch_));
 
   threads_ = std::make_unique<ThreadPool>(identity_.threads);
-  Result<std::unique_ptr<ParameterUpdate>> update =
-      ParameterUpdate::Create(config_, placement_->parameters(), placement_->update_view(), plan_,
-                              identity_.rank, threads_.get());
-  if (!update.ok()) return update.status();
-  update_ = std::move(*update);
+  DPL_ASSIGN_OR_RETURN(
+      update_, ParameterUpdate::Create(config_, placement_->parameters(), placement_->update_view(),
+                                       plan_, identity_.rank, threads_.get()));
   replicas_ =
       std::make_unique<ReplicaCheck>(config_.check_replicas, identity_.world_size,
                                      ReplicaGather(backend_, placement_.get(), sum_across_ranks_,
@@ -266,8 +253,7 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch, const std::vector<int64
   samples_done_ += n * identity_.world_size;
   position_.step_in_epoch = batch + 1;
   if (optimizer_step) {
-    Result<StepDecision> updated = update_->Step(position_.global_step, placement_->update_view());
-    if (!updated.ok()) return updated.status();
+    DPL_RETURN_IF_ERROR(update_->Step(position_.global_step, placement_->update_view()).status());
     profile_.Lap(StepPhase::kOptimizer);
     DPL_RETURN_IF_ERROR(placement_->PublishValues(&profile_));
     ++position_.global_step;
@@ -298,9 +284,8 @@ EvaluationSetup Trainer::Evaluation() const {
 // disk before any rank stops.
 Status Trainer::StopIfPreempted(int64_t epoch) {
   if (!preemption_) return Status::Ok();
-  Result<bool> stop = preemption_(position_.global_step);
-  if (!stop.ok()) return stop.status();
-  if (!*stop) return Status::Ok();
+  DPL_ASSIGN_OR_RETURN(bool stop, preemption_(position_.global_step));
+  if (!stop) return Status::Ok();
   preempted_ = true;
   if (!checkpoints_.DueAfter(position_.global_step)) {
     TrainingPosition here = position_;
@@ -322,11 +307,11 @@ Status Trainer::Evaluate() {
   const dpl_model_info& info = model_->info();
   BatchBuffer& buffer = buffers_[0];
   DPL_RETURN_IF_ERROR(buffer.Allocate(*model_, 0, kEvaluationChunk, info.input, info.target));
-  Result<EvaluationTotals> totals = EvaluateSplit(*model_, test, test.count(), buffer,
-                                                  kEvaluationChunk, Evaluation(), "test-set");
-  if (!totals.ok()) return totals.status();
+  DPL_ASSIGN_OR_RETURN(EvaluationTotals totals,
+                       EvaluateSplit(*model_, test, test.count(), buffer, kEvaluationChunk,
+                                     Evaluation(), "test-set"));
   reporter_->OnEvaluation(
-      {false, info.target.ndim > 0, totals->loss_sum, totals->elements, totals->correct, 0.0});
+      {false, info.target.ndim > 0, totals.loss_sum, totals.elements, totals.correct, 0.0});
   return Status::Ok();
 }
 
@@ -342,14 +327,13 @@ Status Trainer::ValidateIfDue(int64_t epoch, int64_t batch) {
   const bool part = batches > 0 && batches <= validation.count() / config_.batch_size;
   const int64_t count = part ? batches * config_.batch_size : validation.count();
   DPL_RETURN_IF_ERROR(placement_->BeforeForward());  // every rank evaluates rank 0's buffers
-  Result<EvaluationTotals> totals =
-      EvaluateSplit(*model_, validation, count, buffers_[batch % 2], local_batch_, Evaluation(),
-                    "validation-step-" + std::to_string(step));
-  if (!totals.ok()) return totals.status();
+  DPL_ASSIGN_OR_RETURN(EvaluationTotals totals,
+                       EvaluateSplit(*model_, validation, count, buffers_[batch % 2], local_batch_,
+                                     Evaluation(), "validation-step-" + std::to_string(step)));
   DPL_RETURN_IF_ERROR(model_->SetMode(DPL_MODEL_MODE_TRAIN));
-  const bool improved = RecordValidationLoss(totals->MeanLoss(), &validation_);
-  reporter_->OnEvaluation({true, model_->info().target.ndim > 0, totals->loss_sum, totals->elements,
-                           totals->correct, validation_.best_loss, step});
+  const bool improved = RecordValidationLoss(totals.MeanLoss(), &validation_);
+  reporter_->OnEvaluation({true, model_->info().target.ndim > 0, totals.loss_sum, totals.elements,
+                           totals.correct, validation_.best_loss, step});
   if (improved) DPL_RETURN_IF_ERROR(ExportBest());
   if (PatienceRunOut(validation_, config_.early_stop_patience)) {
     stopped_at_ = TrainingPosition{epoch, batch + 1, step};
@@ -415,10 +399,9 @@ Status Trainer::DumpParameters() const {
 
 // The buffers' bytes back to back, in buffer order, next to the parameters.
 Status Trainer::DumpBuffers() const {
-  Result<std::vector<BufferInfo>> buffers = ListBuffers(*model_);
-  if (!buffers.ok()) return buffers.status();
+  DPL_ASSIGN_OR_RETURN(std::vector<BufferInfo> buffers, ListBuffers(*model_));
   size_t total = 0;
-  for (const BufferInfo& buffer : *buffers) total += buffer.bytes;
+  for (const BufferInfo& buffer : buffers) total += buffer.bytes;
   if (total == 0) return Status::Ok();
   std::vector<uint8_t> bytes(total);
   DPL_RETURN_IF_ERROR(model_->ReadBuffers(bytes.data(), bytes.size()));

@@ -91,9 +91,7 @@ Result<double> MeasureLatency(training::Backend& backend, int pair_rank) {
     const bool more = rounds.size() < kLeastLatencyRounds ||
                       (rounds.size() < kMostLatencyRounds && Clock::now() - start < kLatencyBudget);
     double seconds = 0;
-    Result<bool> agreed = AgreeingRound(backend, pair_rank == 0 && more, &seconds);
-    if (!agreed.ok()) return agreed.status();
-    go = *agreed;
+    DPL_ASSIGN_OR_RETURN(go, AgreeingRound(backend, pair_rank == 0 && more, &seconds));
     rounds.push_back(seconds);
   }
   return pair_rank == 0 ? MedianOf(rounds) : 0.0;
@@ -125,10 +123,9 @@ Result<double> MeasureBandwidth(training::Backend& backend, int pair_rank) {
   std::vector<double> slower;
   double spent = 0;
   while (slower.size() < kBandwidthRepeats) {
-    Result<std::array<double, 2>> took = TimeBroadcasts(backend, pair_rank, &message);
-    if (!took.ok()) return took.status();
-    const double time = std::max((*took)[0], (*took)[1]);
-    spent += (*took)[0] + (*took)[1];
+    DPL_ASSIGN_OR_RETURN(auto took, TimeBroadcasts(backend, pair_rank, &message));
+    const double time = std::max(took[0], took[1]);
+    spent += took[0] + took[1];
     const bool large_enough = time >= kTransferTargetSeconds ||
                               int64_t(message.size()) >= kLargestMessageFloats ||
                               spent >= kBandwidthBudgetSeconds;
@@ -151,22 +148,18 @@ Result<LinkMeasurement> MeasureLink(const LinkTestSetup& setup, const PlannedLin
   pair.local_world_size = link.within_machine ? 2 : 1;
   pair.device_type = kDLCPU;
   const std::string prefix = LinkKey(setup.prefix, link) + "/";
-  Result<ConnectedBackend> connected =
-      StartBackend(setup.plugin, *setup.options, pair, *setup.store, prefix);
-  if (!connected.ok()) return connected.status();
-  training::Backend& backend = *connected->backend;
+  DPL_ASSIGN_OR_RETURN(ConnectedBackend connected,
+                       StartBackend(setup.plugin, *setup.options, pair, *setup.store, prefix));
+  training::Backend& backend = *connected.backend;
   DPL_RETURN_IF_ERROR(backend.Barrier());  // both connected before the clock runs
   LinkMeasurement measured;
   measured.rank_a = link.rank_a;
   measured.rank_b = link.rank_b;
   measured.within_machine = link.within_machine;
-  Result<double> latency = MeasureLatency(backend, pair_rank);
-  if (!latency.ok()) return latency.status();
-  Result<double> bandwidth = MeasureBandwidth(backend, pair_rank);
-  if (!bandwidth.ok()) return bandwidth.status();
+  DPL_ASSIGN_OR_RETURN(measured.latency_s, MeasureLatency(backend, pair_rank));
+  DPL_ASSIGN_OR_RETURN(double bandwidth, MeasureBandwidth(backend, pair_rank));
   DPL_RETURN_IF_ERROR(backend.Barrier());
-  measured.latency_s = *latency;
-  measured.bandwidth_bytes_s = *bandwidth;
+  measured.bandwidth_bytes_s = bandwidth;
   return measured;
 }
 

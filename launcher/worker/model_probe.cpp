@@ -89,9 +89,9 @@ bool ReadReport(int fd, std::chrono::steady_clock::time_point deadline, std::str
 
 Status ProbeModelForData(const cli::Options& options, const plugin_host::Discovery& discovery,
                          const training::TrainingData& data) {
-  auto found = plugin_host::FindPlugin(discovery, DPL_PLUGIN_KIND_MODEL, options.training.model);
-  if (!found.ok()) return found.status();
-  const training::ModelPlugin plugin = ModelPluginOf(*found);
+  DPL_ASSIGN_OR_RETURN(auto found, plugin_host::FindPlugin(discovery, DPL_PLUGIN_KIND_MODEL,
+                                                           options.training.model));
+  const training::ModelPlugin plugin = ModelPluginOf(found);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Ok();  // undecided: the workers will tell
   std::fflush(nullptr);                                 // nothing buffered may be written twice

@@ -21,9 +21,8 @@ Result<std::string> RanksThroughTheStore(rendezvous::StoreClient& store, const s
   std::string ranks;
   std::vector<bool> seen(static_cast<size_t>(world_size), false);
   for (int r = 0; r < world_size; ++r) {
-    auto value = store.Get(rank_key + std::to_string(r), timeout);
-    if (!value.ok()) return value.status();
-    const int gathered = std::atoi(rendezvous::FromBytes(*value).c_str());
+    DPL_ASSIGN_OR_RETURN(auto value, store.Get(rank_key + std::to_string(r), timeout));
+    const int gathered = std::atoi(rendezvous::FromBytes(value).c_str());
     if (gathered < 0 || gathered >= world_size || seen[static_cast<size_t>(gathered)]) {
       return Status::Error("selftest: rank " + std::to_string(gathered) +
                            " is out of range or appears twice");

@@ -16,9 +16,8 @@ Result<rendezvous::StoreClientOptions> WorkerStoreClientOptions(const cli::Optio
   client_options.host = options.store_addr.substr(0, colon);
   client_options.port = std::atoi(options.store_addr.c_str() + colon + 1);
   client_options.job_token = options.job_token;
-  auto store = rendezvous::ParseStoreLocation(options.store);
-  if (!store.ok()) return store.status();
-  client_options.etcd_endpoints = store->etcd_endpoints;
+  DPL_ASSIGN_OR_RETURN(auto store, rendezvous::ParseStoreLocation(options.store));
+  client_options.etcd_endpoints = store.etcd_endpoints;
   client_options.connect_timeout = options.rendezvous_timeout;
   return client_options;
 }

@@ -103,10 +103,9 @@ Result<training::TrainingData> OpenData(const cli::Options& options,
                                         const Result<plugin_host::Discovery>& discovery) {
   if (options.selftest_job) return training::TrainingData{};
   if (!discovery.ok()) return discovery.status();
-  auto plugin =
-      plugin_host::FindPlugin(*discovery, DPL_PLUGIN_KIND_DATASET, options.training.data_format);
-  if (!plugin.ok()) return plugin.status();
-  const training::DatasetPlugin dataset{plugin->dataset, plugin_host::LabelOf(*plugin)};
+  DPL_ASSIGN_OR_RETURN(auto plugin, plugin_host::FindPlugin(*discovery, DPL_PLUGIN_KIND_DATASET,
+                                                            options.training.data_format));
+  const training::DatasetPlugin dataset{plugin.dataset, plugin_host::LabelOf(plugin)};
   const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   return training::OpenTrainingData(dataset, options.training, threads);
 }

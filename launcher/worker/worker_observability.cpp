@@ -12,9 +12,8 @@ namespace dpl::worker {
 namespace {
 
 Result<std::unique_ptr<rendezvous::StoreClient>> ConnectAgain(const cli::Options& options) {
-  auto client_options = WorkerStoreClientOptions(options);
-  if (!client_options.ok()) return client_options.status();
-  return rendezvous::StoreClient::Connect(*client_options);
+  DPL_ASSIGN_OR_RETURN(auto client_options, WorkerStoreClientOptions(options));
+  return rendezvous::StoreClient::Connect(client_options);
 }
 
 }  // namespace

@@ -26,17 +26,15 @@ namespace {
 Result<std::unique_ptr<rendezvous::StoreClient>> JoinJob(const cli::Options& options,
                                                          const training::WorkerIdentity& identity,
                                                          const std::string& prefix) {
-  auto store_options = WorkerStoreClientOptions(options);
-  if (!store_options.ok()) return store_options.status();
-  rendezvous::StoreClientOptions client_options = *store_options;
+  DPL_ASSIGN_OR_RETURN(auto store_options, WorkerStoreClientOptions(options));
+  rendezvous::StoreClientOptions client_options = store_options;
   // A worker cut off from machine 0 must fail within --backend-timeout, as a silent peer does.
   client_options.call_timeout = std::min(client_options.call_timeout, options.backend_timeout);
   client_options.keepalive_timeout =
       std::min(client_options.keepalive_timeout, options.backend_timeout);
-  auto client = rendezvous::StoreClient::Connect(client_options);
-  if (!client.ok()) return client.status();
-  Status joined = rendezvous::Barrier(**client, prefix, "join", identity.world_size,
-                                      options.rendezvous_timeout);
+  DPL_ASSIGN_OR_RETURN(auto client, rendezvous::StoreClient::Connect(client_options));
+  Status joined =
+      rendezvous::Barrier(*client, prefix, "join", identity.world_size, options.rendezvous_timeout);
   if (!joined.ok()) return joined.WithContext("waiting for all ranks to join");
   return client;
 }
@@ -47,12 +45,13 @@ Result<ConnectedBackend> ConnectBackend(const cli::Options& options,
                                         const training::WorkerIdentity& identity, int cuda_devices,
                                         rendezvous::StoreClient& store, const std::string& prefix) {
   std::string reason;
-  auto plugin = plugin_host::ChooseBackend(
-      discovery, options.backend,
-      training::NameOf(training::DeviceNames(), options.training.device), &reason);
-  if (!plugin.ok()) return plugin.status();
+  DPL_ASSIGN_OR_RETURN(
+      auto plugin,
+      plugin_host::ChooseBackend(discovery, options.backend,
+                                 training::NameOf(training::DeviceNames(), options.training.device),
+                                 &reason));
   if (identity.rank == 0 && !reason.empty()) log::Info(reason);
-  DPL_RETURN_IF_ERROR(CheckBackendFitsDevices(plugin->name, identity, cuda_devices));
+  DPL_RETURN_IF_ERROR(CheckBackendFitsDevices(plugin.name, identity, cuda_devices));
   const bool cuda = options.training.device == training::Device::kCuda;
   if (cuda && cuda_devices > 0 && identity.local_world_size > cuda_devices &&
       identity.local_rank == 0) {
@@ -60,10 +59,10 @@ Result<ConnectedBackend> ConnectBackend(const cli::Options& options,
               std::to_string(cuda_devices) + " GPU(s): worker k computes on CUDA device k mod " +
               std::to_string(cuda_devices));
   }
-  Result<ConnectedBackend> connected = StartBackend(*plugin, options, identity, store, prefix);
+  Result<ConnectedBackend> connected = StartBackend(plugin, options, identity, store, prefix);
   if (!connected.ok() || options.selftest_job || !SumsAcrossMachines(options)) return connected;
   DPL_RETURN_IF_ERROR(
-      StartBackendAcrossMachines(*plugin, options, identity, store, prefix, &*connected));
+      StartBackendAcrossMachines(plugin, options, identity, store, prefix, &*connected));
   return connected;
 }
 
