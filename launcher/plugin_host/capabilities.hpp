@@ -6,6 +6,15 @@
 // the capabilities of its version in the adapter registry, so a new ABI version adds its
 // capabilities there and the code that uses them asks for them by name. Capabilities are only
 // appended, each a bit of its own: an enumerator's value never changes.
+//
+// Note [Capabilities of an instance]: some capabilities depend on more than the version: a
+// table's struct_size and its entries (an entry a version gained after it was released, read
+// only where the table reaches it), or what an instance says in its info.flags. The adapter of
+// such a version counts them among its version's capabilities, marks them per-instance
+// (ModelInterface::per_instance), and turns the table and the described info into those the
+// instance has (ModelInterface::described_capabilities); training::Model answers Has for its
+// instance. So the host asks capabilities only: never a version, never info.flags, never whether
+// an entry is empty.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +42,11 @@ class CapabilitySet {
     CapabilitySet set = *this;
     for (Capability capability : more) set.bits_ |= Bit(capability);
     return set;
+  }
+  // This set and `more`, or without `other`'s.
+  constexpr CapabilitySet With(CapabilitySet more) const { return FromBits(bits_ | more.bits_); }
+  constexpr CapabilitySet Without(CapabilitySet other) const {
+    return FromBits(bits_ & ~other.bits_);
   }
   constexpr uint64_t bits() const { return bits_; }
 
@@ -80,10 +94,20 @@ enum class ModelCapability : uint32_t {
   // the model takes float32 input of info.input_shape and one int64 class label per sample (the
   // adapter describes exactly that), and the host refuses other data.
   kTypedSamples = 9,
-  // set_optimizer, gradient_statistics, apply_update can be in the table: the optimizer runs where
-  // the parameters are. A plugin of such an ABI implements them only when its info.flags says
-  // DPL_MODEL_DEVICE_OPTIMIZER (Model::HasDeviceOptimizer asks both).
+  // Per instance: set_optimizer, gradient_statistics, apply_update, and the instance's info says
+  // DPL_MODEL_DEVICE_OPTIMIZER: the optimizer runs where the parameters are.
   kDeviceOptimizer = 10,
+  // Per instance: info.flags says DPL_MODEL_BROADCAST_BUFFERS: rank 0's buffers go to every rank
+  // before each forward pass (DDP's broadcast_buffers=True).
+  kBroadcastBuffers = 11,
+  // Per instance: info.flags says DPL_MODEL_REPLACED_GRADIENTS: zero_gradients writes nothing, the
+  // next backward replaces the gradients (the host then needs no zeroing pass of its own).
+  kReplacedGradients = 12,
+  // Per table: share_parameters, in a table that reaches it (v4 gained it after its release): the
+  // model computes with parameter values in the host's memory.
+  kShareParameters = 13,
+  // Per table: share_gradients, likewise: the model keeps its gradients in the host's memory.
+  kShareGradients = 14,
 };
 
 // What a backend plugin can do beyond backend ABI v1 (dpl/backend.h).

@@ -11,13 +11,25 @@
 #include <functional>
 #include <string>
 
+#include "common/status.hpp"
 #include "dpl/model.h"
 #include "plugin_host/capabilities.hpp"
 
 namespace dpl::plugin_host {
 
 struct ModelInterface {
+  // What the table's version can do (the registry sets them: Adapter::capabilities). Of those,
+  // `per_instance` may be lacking in one table or one instance (Note [Capabilities of an
+  // instance]): training::Model answers for its instance.
   CapabilitySet<ModelCapability> capabilities;
+  CapabilitySet<ModelCapability> per_instance;
+  // Of `per_instance`, those of an instance that described itself as `info`, or what is wrong
+  // with the plugin (DPL_ERR_INTERNAL: its info says what its table cannot do). Set by the
+  // adapter of a version that has per-instance capabilities.
+  std::function<Result<CapabilitySet<ModelCapability>>(const dpl_model_info& info)>
+      described_capabilities = [](const dpl_model_info&) {
+        return Result<CapabilitySet<ModelCapability>>(CapabilitySet<ModelCapability>());
+      };
   // The plugin's ABI for messages, e.g. "model ABI v2" (never for decisions: ask Has).
   std::string abi;
 
@@ -69,16 +81,16 @@ struct ModelInterface {
       host_batch_slot;
   // kLossScale.
   std::function<dpl_status(dpl_model* model, float scale)> set_loss_scale;
-  // kDeviceOptimizer, and only where the plugin says DPL_MODEL_DEVICE_OPTIMIZER in info.flags
-  // (else empty).
+  // kDeviceOptimizer (else empty).
   std::function<dpl_status(dpl_model* model, const dpl_optimizer_config* config)> set_optimizer;
   std::function<dpl_status(dpl_model* model, dpl_gradient_statistics* statistics)>
       gradient_statistics;
   std::function<dpl_status(dpl_model* model, const dpl_update* update)> apply_update;
-  // Model ABI v4 where the plugin has it (else empty): its parameters' values in the host's
-  // memory, one copy for a machine's workers.
+  // kShareParameters (else empty): its parameters' values in the host's memory, one copy for a
+  // machine's workers.
   std::function<dpl_status(dpl_model* model, float* values, uint64_t count)> share_parameters;
-  // Likewise: its gradients in the host's memory (each worker's own area of the shared memory).
+  // kShareGradients (else empty): its gradients in the host's memory (each worker's own area of
+  // the shared memory).
   std::function<dpl_status(dpl_model* model, float* gradients, uint64_t count)> share_gradients;
 };
 

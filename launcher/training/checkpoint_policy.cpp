@@ -91,9 +91,9 @@ Status RestoreBuffers(const std::map<std::string, const TorchTensor*>& tensors, 
 }
 
 // The loss scaler of an fp16 run; a run without one ignores what the checkpoint says.
-Status RestoreLossScaling(const CheckpointState& state, ParameterUpdate& update,
+Status RestoreLossScaling(const CheckpointState& state, OptimizerRunner& optimizer,
                           const std::string& path) {
-  if (!update.scales_loss()) return Status::Ok();
+  if (!optimizer.scales_loss()) return Status::Ok();
   if (!state.scaler) {
     return Status::InvalidArgument("checkpoint " + path +
                                    " has no loss scaler state for --precision fp16; it was not "
@@ -110,19 +110,19 @@ Status RestoreLossScaling(const CheckpointState& state, ParameterUpdate& update,
                                    " or growth tracker " + std::to_string(saved.growth_tracker) +
                                    " that this launcher never writes");
   }
-  return update.RestoreLossScaling(scaling).WithContext("checkpoint " + path);
+  return optimizer.RestoreLossScaling(scaling).WithContext("checkpoint " + path);
 }
 
 // The checkpoint holds every parameter's state whole; each rank takes its runs of it (all of
 // them, unless the optimizer is sharded, whatever world size wrote it).
 Status RestoreOptimizer(const CheckpointState& state, const ParameterPlacement& placement,
-                        ParameterUpdate& update, const std::string& path) {
+                        OptimizerRunner& optimizer, const std::string& path) {
   std::map<std::string, const TorchTensor*> tensors;
   for (const OptimizerStateTensor& entry : state.optimizer_state) {
     tensors[entry.parameter + "/" + entry.state] = &entry.tensor;
   }
   const std::vector<HostParameter>& parameters = placement.parameters();
-  const std::vector<std::string> names = update.StateNames();
+  const std::vector<std::string> names = optimizer.StateNames();
   OptimizerState whole(names.size());
   for (size_t k = 0; k < names.size(); ++k) {
     for (const HostParameter& p : parameters) {
@@ -133,8 +133,8 @@ Status RestoreOptimizer(const CheckpointState& state, const ParameterPlacement& 
                               .WithContext("the optimizer's state"));
     }
   }
-  DPL_RETURN_IF_ERROR(update.RestoreState(placement.update_view(), whole));
-  update.set_optimizer_steps(state.optimizer_steps);
+  DPL_RETURN_IF_ERROR(optimizer.RestoreState(whole));
+  optimizer.set_optimizer_steps(state.optimizer_steps);
   return Status::Ok();
 }
 
@@ -148,7 +148,7 @@ bool CheckpointPolicy::DueAfter(int64_t global_step) const {
 }
 
 Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlacement& placement,
-                                                  ParameterUpdate& update) const {
+                                                  OptimizerRunner& optimizer) const {
   if (!config_.resume) return TrainingPosition{};
   if (config_.checkpoint_dir.empty()) {
     return Status::InvalidArgument("--resume needs --checkpoint-dir (the folder to resume from)");
@@ -170,8 +170,8 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
   }
   DPL_RETURN_IF_ERROR(placement.ValuesChanged());
   DPL_RETURN_IF_ERROR(RestoreBuffers(tensors, model, newest));
-  DPL_RETURN_IF_ERROR(RestoreOptimizer(state, placement, update, newest));
-  DPL_RETURN_IF_ERROR(RestoreLossScaling(state, update, newest));
+  DPL_RETURN_IF_ERROR(RestoreOptimizer(state, placement, optimizer, newest));
+  DPL_RETURN_IF_ERROR(RestoreLossScaling(state, optimizer, newest));
   if (!state.rng_state.empty()) DPL_RETURN_IF_ERROR(model.SetRngState(state.rng_state));
   if (validation_ != nullptr && state.validation) {
     *validation_ = ValidationState{state.validation->best_loss, state.validation->evaluations,
@@ -187,16 +187,17 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
 }
 
 Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
-                              ParameterPlacement& placement, ParameterUpdate& update) const {
+                              ParameterPlacement& placement, OptimizerRunner& optimizer) const {
   if (config_.checkpoint_dir.empty()) return Status::Ok();
   if (rank_ == 0) DPL_RETURN_IF_ERROR(placement.RefreshHostValues());
   // Every rank, for a sharded optimizer's parts; rank 0 gets the state whole.
   std::vector<size_t> sizes;
   for (const HostParameter& p : placement.parameters()) sizes.push_back(p.elements);
   OptimizerState whole;
-  DPL_RETURN_IF_ERROR(update.WholeState(placement.update_view(), sizes, rank_ == 0, &whole));
+  DPL_RETURN_IF_ERROR(optimizer.WholeState(sizes, rank_ == 0, &whole));
   if (rank_ != 0) return Status::Ok();
-  DPL_ASSIGN_OR_RETURN(CheckpointState state, Capture(position, model, placement, update, whole));
+  DPL_ASSIGN_OR_RETURN(CheckpointState state,
+                       Capture(position, model, placement, optimizer, whole));
   DPL_RETURN_IF_ERROR(
       WriteCheckpoint(config_.checkpoint_dir, state)
           .WithContext("writing a checkpoint to --checkpoint-dir " + config_.checkpoint_dir));
@@ -213,7 +214,7 @@ Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
 
 Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& position, Model& model,
                                                   const ParameterPlacement& placement,
-                                                  ParameterUpdate& update,
+                                                  OptimizerRunner& optimizer,
                                                   const OptimizerState& whole) const {
   CheckpointState state;
   state.epoch = position.epoch;
@@ -241,9 +242,9 @@ Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& positi
     offset += buffer.bytes;
   }
   state.optimizer_name = NameOf(OptimizerNames(), config_.optimizer);
-  state.optimizer_steps = update.optimizer_steps();
+  state.optimizer_steps = optimizer.optimizer_steps();
   const std::vector<HostParameter>& parameters = placement.parameters();
-  const std::vector<std::string> names = update.StateNames();
+  const std::vector<std::string> names = optimizer.StateNames();
   for (size_t k = 0; k < whole.size(); ++k) {
     for (size_t i = 0; i < parameters.size(); ++i) {
       const HostParameter& p = parameters[i];
@@ -252,7 +253,7 @@ Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& positi
     }
   }
   if (model.Has(ModelCapability::kRngState)) DPL_RETURN_IF_ERROR(model.RngState(&state.rng_state));
-  if (const std::optional<LossScalingState> scaling = update.loss_scaling()) {
+  if (const std::optional<LossScalingState> scaling = optimizer.loss_scaling()) {
     state.scaler =
         ScalerCheckpoint{double(scaling->scaler.scale),     config_.loss_scale_growth_factor,
                          config_.loss_scale_backoff_factor, config_.loss_scale_growth_interval,

@@ -29,7 +29,7 @@
 #include "training/config.hpp"
 #include "training/evaluation.hpp"
 #include "training/model.hpp"
-#include "training/parameter_update.hpp"
+#include "training/optimizer_runner.hpp"
 #include "training/placement.hpp"
 #include "training/step_plan.hpp"
 
@@ -43,13 +43,13 @@ class CheckpointPolicy {
   // to the model), the model's buffers and random state, the optimizer and the loss scaler, and
   // returns its position; else, or when there is none yet, the start.
   Result<TrainingPosition> Resume(Model& model, ParameterPlacement& placement,
-                                  ParameterUpdate& update) const;
+                                  OptimizerRunner& optimizer) const;
   // Whether a checkpoint is due after the optimizer step that made `global_step` steps.
   bool DueAfter(int64_t global_step) const;
   // Writes one (on rank 0, when --checkpoint-dir is set; a no-op elsewhere), then removes what
   // Note [Checkpoint retention] says (a failure to remove is a warning).
   Status Save(const TrainingPosition& position, Model& model, ParameterPlacement& placement,
-              ParameterUpdate& update) const;
+              OptimizerRunner& optimizer) const;
   // Checkpoints carry `*state` (validation while training), and Resume restores it from a
   // checkpoint that has one. Set before Resume; outlives the policy's calls.
   void TrackValidation(ValidationState* state) { validation_ = state; }
@@ -57,7 +57,7 @@ class CheckpointPolicy {
  private:
   // The checkpoint of `position`, with `whole`, the optimizer's state as WholeState gathers it.
   Result<CheckpointState> Capture(const TrainingPosition& position, Model& model,
-                                  const ParameterPlacement& placement, ParameterUpdate& update,
+                                  const ParameterPlacement& placement, OptimizerRunner& optimizer,
                                   const OptimizerState& whole) const;
 
   const TrainingConfig& config_;

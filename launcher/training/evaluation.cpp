@@ -7,13 +7,13 @@
 namespace dpl::training {
 
 Result<EvaluationTotals> EvaluateSplit(Model& model, DataSplit& split, int64_t count,
-                                       BatchBuffer& buffer, int64_t chunk,
-                                       const EvaluationSetup& setup, const std::string& name) {
+                                       BatchBuffer& buffer, int64_t chunk, Collectives& collectives,
+                                       const std::string& name) {
   const bool validation = name.rfind("validation", 0) == 0;
   const observability::TraceScope span("eval", validation ? "validation" : "evaluation");
   DPL_RETURN_IF_ERROR(model.SetMode(DPL_MODEL_MODE_EVAL));
-  const int64_t begin = count * setup.rank / setup.world_size;
-  const int64_t end = count * (setup.rank + 1) / setup.world_size;
+  const int64_t begin = count * collectives.rank() / collectives.size();
+  const int64_t end = count * (collectives.rank() + 1) / collectives.size();
   std::vector<int64_t> indices(static_cast<size_t>(std::max<int64_t>(chunk, 1)));
   EvaluationTotals totals;
   for (int64_t first = begin; first < end; first += chunk) {
@@ -29,12 +29,9 @@ Result<EvaluationTotals> EvaluateSplit(Model& model, DataSplit& split, int64_t c
     totals.correct += double(result.correct);
   }
   totals.samples = double(end - begin);
-  if (setup.world_size > 1) {
-    std::vector<double> sums = {totals.loss_sum, totals.elements, totals.correct, totals.samples};
-    DPL_RETURN_IF_ERROR(setup.sum_across_ranks(name, &sums));
-    totals = EvaluationTotals{sums[0], sums[1], sums[2], sums[3]};
-  }
-  return totals;
+  std::vector<double> sums = {totals.loss_sum, totals.elements, totals.correct, totals.samples};
+  DPL_RETURN_IF_ERROR(collectives.SumScalars(name, &sums));
+  return EvaluationTotals{sums[0], sums[1], sums[2], sums[3]};
 }
 
 bool RecordValidationLoss(double loss, ValidationState* state) {

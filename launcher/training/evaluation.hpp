@@ -5,9 +5,9 @@
 // Note [Evaluation totals]: eval_step reports the loss summed over a batch's target elements,
 // their number and those predicted right (model ABI v4; one element per sample for a class
 // label, per position for tokens). Each rank adds its batches' numbers, then four sums (loss,
-// elements, correct, samples) go across ranks through the store, so every rank holds the same
-// totals whatever its backend moves: the mean loss per element, its exp (perplexity, for tokens)
-// and the accuracy per element.
+// elements, correct, samples) go across ranks through the front's SumScalars (the store's), so
+// every rank holds the same totals whatever its backend moves: the mean loss per element, its exp
+// (perplexity, for tokens) and the accuracy per element.
 #pragma once
 
 #include <cstdint>
@@ -18,14 +18,11 @@
 
 #include "common/status.hpp"
 #include "training/batch_buffer.hpp"
+#include "training/collectives/collectives.hpp"
 #include "training/data.hpp"
 #include "training/model.hpp"
 
 namespace dpl::training {
-
-// Adds a few host numbers element-wise over all ranks; every rank gets the same sums. The test-set
-// totals go through it whatever memory the backend moves (the launcher uses the store).
-using SumAcrossRanks = std::function<Status(const std::string& name, std::vector<double>* values)>;
 
 // The sums of one evaluation over every rank (Note [Evaluation totals]).
 struct EvaluationTotals {
@@ -38,20 +35,14 @@ struct EvaluationTotals {
   double Accuracy() const { return elements > 0 ? correct / elements : 0.0; }
 };
 
-// Where the evaluations of one rank run.
-struct EvaluationSetup {
-  int rank = 0;
-  int world_size = 1;
-  SumAcrossRanks sum_across_ranks;  // called at world size > 1 only
-};
-
 // Evaluates samples [0, count) of `split` (epoch 0) in eval mode: each rank its contiguous share,
 // in batches of at most `chunk` through `buffer` (which must hold `chunk` samples of the model's
-// input and target), the totals added across ranks under `name` (unique per evaluation: the
-// store keeps each; "validation..." for the validation split). Leaves the model in eval mode.
+// input and target), the totals added across the ranks of `collectives` under `name` (unique per
+// evaluation: the store keeps each; "validation..." for the validation split). Leaves the model in
+// eval mode.
 Result<EvaluationTotals> EvaluateSplit(Model& model, DataSplit& split, int64_t count,
-                                       BatchBuffer& buffer, int64_t chunk,
-                                       const EvaluationSetup& setup, const std::string& name);
+                                       BatchBuffer& buffer, int64_t chunk, Collectives& collectives,
+                                       const std::string& name);
 
 // What validation while training remembers, and checkpoints carry so a resumed run stops where
 // the straight one does: the best mean loss so far and the evaluations since it improved.

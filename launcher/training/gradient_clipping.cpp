@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "training/shard_layout.hpp"
+#include "training/collectives/shard_layout.hpp"
 
 namespace dpl::training {
 namespace {

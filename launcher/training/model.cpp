@@ -22,27 +22,18 @@ Status Model::Describe() {
   info_ = dpl_model_info{};
   info_.struct_size = sizeof info_;
   DPL_RETURN_IF_ERROR(Call("describe", table_.describe(instance_, &info_)));
-  const bool entries = table_.set_optimizer && table_.gradient_statistics && table_.apply_update;
-  if (HasDeviceOptimizer() && !entries) {
-    return Status::Error(DPL_ERR_INTERNAL, ModelAbiText(plugin_,
-                                                        "says DPL_MODEL_DEVICE_OPTIMIZER but lacks "
-                                                        "set_optimizer, gradient_statistics or "
-                                                        "apply_update; fix the plugin"));
+  const Result<plugin_host::CapabilitySet<ModelCapability>> described =
+      table_.described_capabilities(info_);
+  if (!described.ok()) {
+    return Status::Error(described.status().code(),
+                         ModelAbiText(plugin_, described.status().message()));
   }
+  capabilities_ = table_.capabilities.Without(table_.per_instance).With(*described);
   return Status::Ok();
 }
 
-bool Model::HasDeviceOptimizer() const {
-  return Has(ModelCapability::kDeviceOptimizer) && (info_.flags & DPL_MODEL_DEVICE_OPTIMIZER) != 0;
-}
-
-bool Model::ReplacesGradients() const {
-  // The flag is v4's; an adapted older model (no typed samples) never says it.
-  return Has(ModelCapability::kTypedSamples) && (info_.flags & DPL_MODEL_REPLACED_GRADIENTS) != 0;
-}
-
 Status Model::RequireDeviceOptimizer(const char* function) const {
-  if (HasDeviceOptimizer()) return Status::Ok();
+  if (Has(ModelCapability::kDeviceOptimizer)) return Status::Ok();
   return Status::Error(DPL_ERR_UNSUPPORTED,
                        "model '" + name() + "' does not run an optimizer on its device (no " +
                            function + "); train it without a device optimizer");
@@ -130,16 +121,12 @@ Status Model::HostBatch(uint32_t slot, int64_t capacity, DLTensor* input, DLTens
 }
 
 Status Model::ShareParameters(float* values, uint64_t count) {
-  if (!CanShareParameters()) {
-    return Status::Error(DPL_ERR_UNSUPPORTED, ModelAbiText(plugin_, "has no share_parameters"));
-  }
+  DPL_RETURN_IF_ERROR(Require(ModelCapability::kShareParameters, "share_parameters"));
   return Call("share_parameters", table_.share_parameters(instance_, values, count));
 }
 
 Status Model::ShareGradients(float* gradients, uint64_t count) {
-  if (!CanShareGradients()) {
-    return Status::Error(DPL_ERR_UNSUPPORTED, ModelAbiText(plugin_, "has no share_gradients"));
-  }
+  DPL_RETURN_IF_ERROR(Require(ModelCapability::kShareGradients, "share_gradients"));
   return Call("share_gradients", table_.share_gradients(instance_, gradients, count));
 }
 

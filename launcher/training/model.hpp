@@ -2,8 +2,9 @@
 //
 // Plugins of every supported model ABI are driven through this one class: the plugin host's
 // adapter turned the plugin's table into one interface (plugin_host/model_interface.hpp), in the
-// layout of dpl/model.h. What the plugin cannot do is a capability it lacks (Has); asking a call
-// of a missing capability is an error that names the ABI to rebuild the plugin against.
+// layout of dpl/model.h. What the plugin cannot do is a capability it lacks (Has: this instance's,
+// Note [Capabilities of an instance]); asking a call of a missing capability is an error that
+// names the ABI to rebuild the plugin against.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,8 @@ class Model {
 
   const std::string& name() const { return plugin_.label.name; }
   const ModelPlugin& plugin() const { return plugin_; }
-  bool Has(ModelCapability capability) const { return plugin_.table->Has(capability); }
+  // Whether this instance can: its table's capabilities and what its info said.
+  bool Has(ModelCapability capability) const { return capabilities_.Has(capability); }
   // How many host batch buffers the model hands out (HostBatch's slots).
   uint32_t host_batch_slots() const;
   const dpl_model_info& info() const { return info_; }
@@ -57,23 +59,14 @@ class Model {
   Status EvalStep(const DLTensor& input, const DLTensor& target, dpl_eval_result* result);
   // Host batch memory of `slot` < host_batch_slots().
   Status HostBatch(uint32_t slot, int64_t capacity, DLTensor* input, DLTensor* target);
-  // Whether the model runs the optimizer on its device (set_optimizer, gradient_statistics,
-  // apply_update): its ABI has them and its info says DPL_MODEL_DEVICE_OPTIMIZER.
-  bool HasDeviceOptimizer() const;
-  // Whether zero_gradients only marks the gradients for the next backward to replace
-  // (DPL_MODEL_REPLACED_GRADIENTS, model ABI v4): it costs nothing, and until that backward the
-  // gradients keep their old values.
-  bool ReplacesGradients() const;
-  // The optimizer on the model's device (HasDeviceOptimizer; Note [Device optimizer] in the SDK).
+  // The optimizer on the model's device (kDeviceOptimizer; Note [Device optimizer] in the SDK).
   Status SetOptimizer(const dpl_optimizer_config& config);
   Status GradientStatistics(dpl_gradient_statistics* statistics);
   Status ApplyUpdate(const dpl_update& update);
-  // Whether the model can compute with parameter values in the host's memory
-  // (share_parameters), and hands them over: `count` floats in read_tensors' layout.
-  bool CanShareParameters() const { return bool(table_.share_parameters); }
+  // The model computes with parameter values in the host's memory from now on (kShareParameters):
+  // `count` floats in read_tensors' layout.
   Status ShareParameters(float* values, uint64_t count);
-  // Likewise for its gradients (share_gradients).
-  bool CanShareGradients() const { return bool(table_.share_gradients); }
+  // Likewise for its gradients (kShareGradients).
   Status ShareGradients(float* gradients, uint64_t count);
   Status ReadTensors(dpl_model_tensors which, float* host, uint64_t count);
   Status WriteTensors(dpl_model_tensors which, const float* host, uint64_t count);
@@ -98,6 +91,7 @@ class Model {
   const plugin_host::ModelInterface& table_;  // *plugin_.table
   dpl_model* instance_ = nullptr;
   dpl_model_info info_{};
+  plugin_host::CapabilitySet<ModelCapability> capabilities_;  // this instance's (Describe)
 };
 
 }  // namespace dpl::training

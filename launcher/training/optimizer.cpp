@@ -4,6 +4,19 @@
 #include <cmath>
 
 namespace dpl::training {
+
+OptimizerOptions OptimizerOptionsOf(const TrainingConfig& config) {
+  OptimizerOptions options;
+  options.kind = config.optimizer;
+  options.learning_rate = config.learning_rate;
+  options.momentum = config.momentum;
+  options.adam_beta1 = config.adam_beta1;
+  options.adam_beta2 = config.adam_beta2;
+  options.adam_eps = config.adam_eps;
+  options.weight_decay = config.weight_decay;
+  return options;
+}
+
 namespace {
 
 // Elements a thread updates at least: below it the wake-up costs more than the work.
@@ -153,17 +166,50 @@ bool DecaysTensor(OptimizerKind kind, bool decay_all, int ndim) {
   return kind != OptimizerKind::kAdamW || decay_all || ndim >= 2;
 }
 
-std::vector<std::string> StateNamesOf(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::kAdadelta:
-      return {"square_avg", "acc_delta"};
-    case OptimizerKind::kSgd:
-      return {"momentum_buffer"};
-    case OptimizerKind::kAdam:
-    case OptimizerKind::kAdamW:
-      return {"exp_avg", "exp_avg_sq"};
+// Note [Adding an optimizer]: an optimizer is its class above, its row here, its value in
+// OptimizerKind and OptimizerNames (config.hpp: what --optimizer takes) and its test against
+// torch.optim (tests/training/optimizer_test.cpp). Nothing else names it: the checkpoint, the
+// device runner and the messages read this table.
+const std::vector<OptimizerType>& OptimizerTypes() {
+  static const std::vector<OptimizerType> types = {
+      {OptimizerKind::kAdadelta,
+       {"square_avg", "acc_delta"},
+       DPL_OPTIMIZER_ADADELTA,
+       [](const OptimizerOptions& options, std::vector<OptimizedTensor> tensors) {
+         return std::unique_ptr<Optimizer>(new Adadelta(options, std::move(tensors)));
+       }},
+      {OptimizerKind::kSgd,
+       {"momentum_buffer"},
+       DPL_OPTIMIZER_SGD,
+       [](const OptimizerOptions& options, std::vector<OptimizedTensor> tensors) {
+         return std::unique_ptr<Optimizer>(new Sgd(options, std::move(tensors)));
+       }},
+      {OptimizerKind::kAdam,
+       {"exp_avg", "exp_avg_sq"},
+       DPL_OPTIMIZER_ADAM,
+       [](const OptimizerOptions& options, std::vector<OptimizedTensor> tensors) {
+         return std::unique_ptr<Optimizer>(new Adam(options, std::move(tensors), false));
+       }},
+      {OptimizerKind::kAdamW,
+       {"exp_avg", "exp_avg_sq"},
+       DPL_OPTIMIZER_ADAMW,
+       [](const OptimizerOptions& options, std::vector<OptimizedTensor> tensors) {
+         return std::unique_ptr<Optimizer>(new Adam(options, std::move(tensors), true));
+       }},
+  };
+  return types;
+}
+
+const OptimizerType* FindOptimizerType(OptimizerKind kind) {
+  for (const OptimizerType& type : OptimizerTypes()) {
+    if (type.kind == kind) return &type;
   }
-  return {};
+  return nullptr;
+}
+
+std::vector<std::string> StateNamesOf(OptimizerKind kind) {
+  const OptimizerType* type = FindOptimizerType(kind);
+  return type != nullptr ? type->state_names : std::vector<std::string>();
 }
 
 Optimizer::Optimizer(const OptimizerOptions& options, std::vector<OptimizedTensor> tensors)
@@ -221,17 +267,11 @@ void Optimizer::EndStep() {
 
 Result<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerOptions& options,
                                                    std::vector<OptimizedTensor> tensors) {
-  switch (options.kind) {
-    case OptimizerKind::kAdadelta:
-      return std::unique_ptr<Optimizer>(new Adadelta(options, std::move(tensors)));
-    case OptimizerKind::kSgd:
-      return std::unique_ptr<Optimizer>(new Sgd(options, std::move(tensors)));
-    case OptimizerKind::kAdam:
-      return std::unique_ptr<Optimizer>(new Adam(options, std::move(tensors), false));
-    case OptimizerKind::kAdamW:
-      return std::unique_ptr<Optimizer>(new Adam(options, std::move(tensors), true));
+  const OptimizerType* type = FindOptimizerType(options.kind);
+  if (type == nullptr) {
+    return Status::Error("unknown optimizer kind " + std::to_string(int(options.kind)));
   }
-  return Status::Error("unknown optimizer kind " + std::to_string(int(options.kind)));
+  return type->create(options, std::move(tensors));
 }
 
 }  // namespace dpl::training

@@ -16,10 +16,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.hpp"
+#include "dpl/model.h"
 #include "training/config.hpp"
 #include "training/thread_pool.hpp"
 
@@ -36,6 +38,9 @@ struct OptimizerOptions {
   double adam_eps = kDefaultAdamEps;
   double weight_decay = 0.0;
 };
+
+// The optimizer options of a run's configuration.
+OptimizerOptions OptimizerOptionsOf(const TrainingConfig& config);
 
 // An optimizer's state as a checkpoint holds it: state[k][p] is state k (Optimizer::StateNames)
 // of parameter p, whole.
@@ -107,6 +112,22 @@ class Optimizer {
   std::vector<size_t> starts_;  // of each tensor among all the elements, and their total last
   ThreadPool* pool_ = nullptr;
 };
+
+// An optimizer the host can run: Note [Adding an optimizer] in optimizer.cpp.
+struct OptimizerType {
+  OptimizerKind kind;
+  // torch.optim's names of its per-parameter state, in the order of its state buffers and of the
+  // model ABI's optimizer state indices.
+  std::vector<std::string> state_names;
+  // Model ABI v4's kind, for a model that runs its optimizer on its device (dpl/model_v4.h).
+  std::optional<dpl_optimizer_kind> on_device;
+  std::unique_ptr<Optimizer> (*create)(const OptimizerOptions& options,
+                                       std::vector<OptimizedTensor> tensors);
+};
+
+// Every optimizer, and the one of `kind` (NULL when there is none).
+const std::vector<OptimizerType>& OptimizerTypes();
+const OptimizerType* FindOptimizerType(OptimizerKind kind);
 
 // Builds the optimizer options.kind names for `tensors`.
 Result<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerOptions& options,

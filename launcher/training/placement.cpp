@@ -2,223 +2,13 @@
 
 #include "common/log.hpp"
 #include "training/host_tensor.hpp"
-#include "training/shard.hpp"
 
 namespace dpl::training {
 namespace {
 
-// A CPU model with a host backend, no mirror: the optimizer updates the model's own memory, whose
-// gradients are summed in buckets while backward runs and scaled there.
-class InPlacePlacement final : public ParameterPlacement {
- public:
-  using ParameterPlacement::ParameterPlacement;
-
-  Status Setup() {
-    DPL_RETURN_IF_ERROR(ListParameters());
-    UseModelMemory();
-    ViewWholeParameters();
-    if (backend_ == nullptr) return Status::Ok();
-    std::vector<DLTensor> tensors;
-    for (const HostParameter& p : parameters_) tensors.push_back(p.model_gradient);
-    if (UsesSharedMemory()) return StartSharedMemory(std::move(tensors));
-    if (settings_.shard_optimizer) return StartBackendShard(std::move(tensors));
-    return StartSynchronizer(std::move(tensors), GradientScaling::kInBucket, /*callbacks=*/true);
-  }
-  Status BroadcastInitialValues() override { return BroadcastOnModel(); }
-  Status FinishGradients(const Status& step, float scale, StepProfile* profile) override {
-    DPL_RETURN_IF_ERROR(FinishSynchronizer(step));
-    profile->Lap(StepPhase::kCommunicationWait);
-    if (!sync_) ScaleGradients(scale);
-    return Status::Ok();
-  }
-  Status PublishValues(StepProfile* profile) override {
-    if (exchange_) {
-      DPL_RETURN_IF_ERROR(GatherUpdatedParts());
-      profile->Lap(StepPhase::kCommunicationWait);
-    }
-    // The shared-memory sums may have left the model's gradients zero (Note [Reduction through
-    // shared memory], step 1).
-    if (!reducer_ || !reducer_->zeroes_gradients()) DPL_RETURN_IF_ERROR(model_.ZeroGradients());
-    profile->Lap(StepPhase::kOptimizer);
-    return Status::Ok();
-  }
-  Status ValuesChanged() override { return Status::Ok(); }
-};
-
-// A device model with a host backend: after backward the gradients are read into the host copy
-// and summed there; the new values are written back after the optimizer.
-class HostCopyPlacement final : public ParameterPlacement {
- public:
-  using ParameterPlacement::ParameterPlacement;
-
-  Status Setup() {
-    DPL_RETURN_IF_ERROR(ListParameters());
-    UseHostCopy();
-    ViewWholeParameters();
-    std::vector<DLTensor> tensors;
-    host_gradient_shapes_.resize(parameters_.size());
-    for (size_t i = 0; i < parameters_.size(); ++i) {
-      host_gradient_shapes_[i] = int64_t(parameters_[i].elements);
-      tensors.push_back(HostTensor(parameters_[i].gradient, DLDataType{kDLFloat, 32, 1}, 1,
-                                   &host_gradient_shapes_[i]));
-    }
-    // The host copy is filled after backward, so no callbacks: FinishStep launches every bucket.
-    return StartSynchronizer(std::move(tensors), GradientScaling::kInBucket, /*callbacks=*/false);
-  }
-  Status BroadcastInitialValues() override {
-    DPL_RETURN_IF_ERROR(ReadFromModel(DPL_MODEL_TENSORS_VALUES));
-    if (!comm_) return Status::Ok();
-    int64_t shape[1] = {int64_t(host_values_.size())};
-    DLTensor values = HostTensor(host_values_.data(), DLDataType{kDLFloat, 32, 1}, 1, shape);
-    DPL_RETURN_IF_ERROR(
-        comm_
-            ->Submit([this, &values] { return backend_->Broadcast(&values, 0, nullptr); },
-                     {"broadcast", -1, 0, host_values_.size() * sizeof(float)})
-            .get());
-    return WriteValuesToModel();
-  }
-  Status FinishGradients(const Status& step, float /*scale*/, StepProfile* profile) override {
-    Status read = step;
-    if (read.ok()) read = ReadFromModel(DPL_MODEL_TENSORS_GRADIENTS);
-    profile->Lap(StepPhase::kCopies);
-    DPL_RETURN_IF_ERROR(FinishSynchronizer(read));
-    profile->Lap(StepPhase::kCommunicationWait);
-    return Status::Ok();
-  }
-  Status PublishValues(StepProfile* profile) override { return PublishHostCopy(profile); }
-  Status ValuesChanged() override { return WriteValuesToModel(); }
-
- protected:
-  Status BroadcastBuffers() override {
-    size_t total = 0;
-    for (const BufferInfo& buffer : buffers_) total += buffer.bytes;
-    if (!comm_ || total == 0) return Status::Ok();
-    std::vector<uint8_t> bytes(total);
-    DPL_RETURN_IF_ERROR(model_.ReadBuffers(bytes.data(), bytes.size()));
-    int64_t shape[1] = {int64_t(total)};
-    DLTensor tensor = HostTensor(bytes.data(), DLDataType{kDLUInt, 8, 1}, 1, shape);
-    DPL_RETURN_IF_ERROR(
-        comm_->Submit([this, &tensor] { return backend_->Broadcast(&tensor, 0, nullptr); }).get());
-    return model_.WriteBuffers(bytes.data(), bytes.size());
-  }
-};
-
-// The backend reaches the model's memory but the optimizer runs on a host copy (a device model
-// with a device backend, or --mirror-parameters, where the model runs no optimizer of its own or
-// --offload-optimizer asks for the host's): the model's gradients are summed in buckets
-// while backward runs, then read into the host copy and scaled there (the host never touches
-// device memory).
-class ModelCollectivesPlacement final : public ParameterPlacement {
- public:
-  using ParameterPlacement::ParameterPlacement;
-
-  Status Setup() {
-    DPL_RETURN_IF_ERROR(ListParameters());
-    UseHostCopy();
-    ViewWholeParameters();
-    if (backend_ == nullptr) return Status::Ok();
-    return StartModelSynchronizer();
-  }
-  Status BroadcastInitialValues() override {
-    DPL_RETURN_IF_ERROR(BroadcastOnModel());
-    return ReadFromModel(DPL_MODEL_TENSORS_VALUES);
-  }
-  Status FinishGradients(const Status& step, float scale, StepProfile* profile) override {
-    DPL_RETURN_IF_ERROR(FinishSynchronizer(step));
-    profile->Lap(StepPhase::kCommunicationWait);
-    DPL_RETURN_IF_ERROR(ReadFromModel(DPL_MODEL_TENSORS_GRADIENTS));
-    profile->Lap(StepPhase::kCopies);
-    ScaleGradients(scale);
-    return Status::Ok();
-  }
-  Status PublishValues(StepProfile* profile) override { return PublishHostCopy(profile); }
-  Status ValuesChanged() override { return WriteValuesToModel(); }
-};
-
-// The model's own optimizer updates its parameters where they are (Note [Device optimizer
-// placement] in parameter_update.hpp): the gradients are summed on the model's tensors while
-// backward runs, as ModelCollectivesPlacement sums them, and nothing is copied to the host per
-// step. The host values are read from the model only when something reads them.
-class DeviceOptimizerPlacement final : public ParameterPlacement {
- public:
-  using ParameterPlacement::ParameterPlacement;
-
-  Status Setup() {
-    DPL_RETURN_IF_ERROR(ListParameters());
-    UseHostValues();
-    ViewWholeParameters();
-    view_.device_model = &model_;
-    if (backend_ == nullptr) return Status::Ok();
-    return StartModelSynchronizer();
-  }
-  Status BroadcastInitialValues() override { return BroadcastOnModel(); }
-  Status FinishGradients(const Status& step, float scale, StepProfile* profile) override {
-    DPL_RETURN_IF_ERROR(FinishSynchronizer(step));
-    profile->Lap(StepPhase::kCommunicationWait);
-    view_.gradient_scale = scale;  // the model's update applies it
-    return Status::Ok();
-  }
-  Status PublishValues(StepProfile* profile) override {
-    DPL_RETURN_IF_ERROR(model_.ZeroGradients());
-    profile->Lap(StepPhase::kOptimizer);
-    return Status::Ok();
-  }
-  Status ValuesChanged() override { return WriteValuesToModel(); }
-  Status RefreshHostValues() override { return ReadFromModel(DPL_MODEL_TENSORS_VALUES); }
-};
-
-template <typename Strategy>
-Result<std::unique_ptr<ParameterPlacement>> Build(Model& model, Backend* backend,
-                                                  const PlacementSettings& settings) {
-  auto strategy = std::make_unique<Strategy>(model, backend, settings);
-  DPL_RETURN_IF_ERROR(strategy->Setup());
-  return std::unique_ptr<ParameterPlacement>(std::move(strategy));
-}
+constexpr DLDataType kFloat32{kDLFloat, 32, 1};
 
 }  // namespace
-
-ParameterPlacement::ParameterPlacement(Model& model, Backend* backend,
-                                       const PlacementSettings& settings)
-    : model_(model), backend_(backend), settings_(settings) {}
-
-ParameterPlacement::~ParameterPlacement() = default;
-
-Result<std::unique_ptr<ParameterPlacement>> ParameterPlacement::Create(
-    Model& model, Backend* backend, const PlacementSettings& settings) {
-  // The model's memory decides whether a host copy is needed; the backend's whether the sums can
-  // be made on the model's own tensors. Parameters share one device, so the first one tells.
-  dpl_parameter first{};
-  const bool has_parameters = model.info().parameter_count > 0;
-  if (has_parameters) DPL_RETURN_IF_ERROR(model.Parameter(0, &first));
-  const DLDevice device = has_parameters ? first.value.device : DLDevice{kDLCPU, 0};
-  const bool host_model = InHostMemory(device);
-  if (host_model && !settings.mirror_parameters) {
-    return Build<InPlacePlacement>(model, backend, settings);
-  }
-  DPL_RETURN_IF_ERROR(CheckSupported(model.plugin(), settings));
-  const bool backend_reaches_model =
-      backend == nullptr || (host_model ? backend->device_type() == kDLCPU
-                                        : backend->device_type() == device.device_type);
-  if (backend_reaches_model && model.HasDeviceOptimizer() && !settings.offload_optimizer) {
-    if (settings.rank == 0) {
-      log::Info(
-          "the optimizer runs in the model, where its parameters are; --offload-optimizer "
-          "runs it in host memory instead");
-    }
-    return Build<DeviceOptimizerPlacement>(model, backend, settings);
-  }
-  if (!settings.offload_optimizer && settings.rank == 0) {
-    log::Info(model.HasDeviceOptimizer()
-                  ? "the optimizer runs in host memory: backend '" + backend->name() +
-                        "' sums the gradients there, not on the model's device"
-                  : "the optimizer runs in host memory: model '" + model.name() +
-                        "' does not run one where its parameters are");
-  }
-  if (backend_reaches_model) {
-    return Build<ModelCollectivesPlacement>(model, backend, settings);
-  }
-  return Build<HostCopyPlacement>(model, backend, settings);
-}
 
 // Note [Sharding by default]: a CPU model updated in place on one machine whose workers sum
 // through its shared memory trains sharded unless told otherwise. There the workers compute with
@@ -258,32 +48,22 @@ Status ParameterPlacement::CheckSupported(const ModelPlugin& plugin,
                                         : std::string("--mirror-parameters")));
 }
 
-Status ParameterPlacement::RunCollective(std::function<Status()> call,
-                                         const observability::CollectiveActivity& activity) {
-  if (!comm_) return Status::Error("no backend to run a collective on (world size 1)");
-  return comm_->Submit(std::move(call), activity).get();
+std::vector<DLTensor> ParameterPlacement::SummedGradients() const {
+  std::vector<DLTensor> tensors;
+  for (const HostParameter& p : parameters_) tensors.push_back(p.model_gradient);
+  return tensors;
 }
 
-Status ParameterPlacement::BroadcastInitialState() {
-  DPL_RETURN_IF_ERROR(BroadcastInitialValues());
-  return BroadcastBuffers();
-}
-
-Status ParameterPlacement::BeforeForward() {
-  if ((model_.info().flags & DPL_MODEL_BROADCAST_BUFFERS) == 0) return Status::Ok();
-  return BroadcastBuffers();
-}
-
-Status ParameterPlacement::BroadcastBuffers() {
-  if (!comm_ || buffers_.empty()) return Status::Ok();
-  return comm_
-      ->Submit([this] {
-        for (BufferInfo& buffer : buffers_) {
-          DPL_RETURN_IF_ERROR(backend_->Broadcast(&buffer.value, 0, model_.info().stream));
-        }
-        return backend_->Synchronize(model_.info().stream);
-      })
-      .get();
+Status ParameterPlacement::BroadcastBuffers(Collectives& collectives) {
+  if (buffers_.empty()) return Status::Ok();
+  std::vector<DLTensor> tensors;
+  uint64_t bytes = 0;
+  for (const BufferInfo& buffer : buffers_) {
+    tensors.push_back(buffer.value);
+    bytes += buffer.bytes;
+  }
+  return collectives.BroadcastTensors(tensors, 0, model_.info().stream,
+                                      {"broadcast", -1, 0, bytes});
 }
 
 Status ParameterPlacement::ListParameters() {
@@ -306,150 +86,173 @@ Status ParameterPlacement::ListParameters() {
     parameter.elements = ElementCount(p.value);
     parameter.model_value = p.value;
     parameter.model_gradient = p.gradient;
-    total_elements_ += parameter.elements;
     parameters_.push_back(parameter);
   }
   return Status::Ok();
 }
 
-void ParameterPlacement::UseModelMemory() {
+size_t ParameterPlacement::total_elements() const {
+  size_t total = 0;
+  for (const HostParameter& p : parameters_) total += p.elements;
+  return total;
+}
+
+Status ParameterPlacement::BroadcastOnModel(Collectives& collectives) {
+  std::vector<DLTensor> tensors;
+  for (const HostParameter& p : parameters_) tensors.push_back(p.model_value);
+  return collectives.BroadcastTensors(tensors, 0, model_.info().stream,
+                                      {"broadcast", -1, 0, total_elements() * sizeof(float)});
+}
+
+void ParameterPlacement::ScaleGradients(float factor) {
+  if (factor == 1.0f) return;
   for (HostParameter& p : parameters_) {
-    p.value = HostData<float>(p.model_value);
-    p.gradient = HostData<float>(p.model_gradient);
-    values_.push_back(p.value);
-    gradients_.push_back(p.gradient);
+    for (size_t i = 0; i < p.elements; ++i) p.gradient[i] *= factor;
   }
 }
 
-void ParameterPlacement::UseHostValues() {
-  host_values_.assign(total_elements_, 0.0f);
+Result<std::unique_ptr<InPlacePlacement>> InPlacePlacement::Create(Model& model) {
+  std::unique_ptr<InPlacePlacement> placement(new InPlacePlacement(model));
+  DPL_RETURN_IF_ERROR(placement->ListParameters());
+  for (HostParameter& p : placement->parameters_) {
+    p.value = HostData<float>(p.model_value);
+    p.gradient = HostData<float>(p.model_gradient);
+  }
+  return placement;
+}
+
+Result<float> InPlacePlacement::TakeGradients(float factor, StepProfile* /*profile*/) {
+  ScaleGradients(factor);
+  return 1.0f;
+}
+
+void InPlacePlacement::MoveValuesTo(float* values) {
+  for (HostParameter& p : parameters_) {
+    p.value = values;
+    p.model_value.data = values;
+    values += p.elements;
+  }
+}
+
+void InPlacePlacement::MoveGradientsTo(float* gradients) {
+  for (HostParameter& p : parameters_) {
+    p.gradient = gradients;
+    p.model_gradient.data = gradients;
+    gradients += p.elements;
+  }
+}
+
+Result<std::unique_ptr<HostCopyPlacement>> HostCopyPlacement::Create(Model& model, int rank) {
+  std::unique_ptr<HostCopyPlacement> placement(new HostCopyPlacement(model));
+  DPL_RETURN_IF_ERROR(placement->Setup(rank));
+  return placement;
+}
+
+Status HostCopyPlacement::Setup(int rank) {
+  DPL_RETURN_IF_ERROR(ListParameters());
+  host_values_.assign(total_elements(), 0.0f);
+  host_gradients_.assign(total_elements(), 0.0f);
   size_t offset = 0;
   for (HostParameter& p : parameters_) {
     p.value = host_values_.data() + offset;
-    values_.push_back(p.value);
-    gradients_.push_back(nullptr);
+    p.gradient = host_gradients_.data() + offset;
     offset += p.elements;
   }
-}
-
-Status ParameterPlacement::StartModelSynchronizer() {
-  const GradientCompression format = settings_.wire.format;
-  if (format != GradientCompression::kNone && !settings_.wire.from_precision) {
-    return Status::InvalidArgument(
-        std::string("--grad-compression ") + NameOf(CompressionNames(), format) +
-        " converts gradients in host memory, but with --device " +
-        NameOf(DeviceNames(), settings_.device) + " and the '" + backend_->name() +
-        "' backend they are summed on the device; use --grad-compression none");
-  }
-  if (format != GradientCompression::kNone && settings_.rank == 0) {
-    log::Info(std::string("the gradients are summed on the device in float32: ") +
-              NameOf(CompressionNames(), format) +
-              " buckets (--grad-compression auto) are made in host memory only");
-  }
-  settings_.wire.format = GradientCompression::kNone;
-  std::vector<DLTensor> tensors;
-  for (const HostParameter& p : parameters_) tensors.push_back(p.model_gradient);
-  return StartSynchronizer(std::move(tensors), GradientScaling::kByCaller, /*callbacks=*/true);
-}
-
-void ParameterPlacement::UseHostCopy() {
-  UseHostValues();
-  host_gradients_.assign(total_elements_, 0.0f);
-  size_t offset = 0;
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    parameters_[i].gradient = host_gradients_.data() + offset;
-    gradients_[i] = parameters_[i].gradient;
-    offset += parameters_[i].elements;
-  }
-  if (settings_.rank == 0) {
-    log::Info("the optimizer updates a host copy of the " + std::to_string(total_elements_) +
+  if (rank == 0) {
+    log::Info("the optimizer updates a host copy of the " + std::to_string(total_elements()) +
               " parameters and writes it to the model every step");
   }
+  return Status::Ok();
 }
 
-Status ParameterPlacement::StartSynchronizer(std::vector<DLTensor> tensors, GradientScaling scaling,
-                                             bool callbacks) {
-  if (backend_ == nullptr) return Status::Ok();
-  comm_ = std::make_unique<CommunicationThread>();
-  std::vector<size_t> sizes;
-  for (const HostParameter& p : parameters_) sizes.push_back(p.elements);
-  std::vector<Bucket> buckets = AssignBuckets(sizes, settings_.bucket_cap_bytes);
-  const GradientCompression format = settings_.wire.format;
-  if (settings_.rank == 0) {
-    log::Info("gradients of " + std::to_string(parameters_.size()) + " parameters in " +
-              std::to_string(buckets.size()) + " bucket(s) of at most " +
-              log::Bytes(uint64_t(settings_.bucket_cap_bytes)) + ", summed " +
-              (callbacks ? "in the model's memory" : "in the host copy") + WireText());
-  }
-  sync_ = std::make_unique<GradientSynchronizer>(backend_, comm_.get(), settings_.world_size,
-                                                 std::move(tensors), std::move(buckets), format,
-                                                 scaling, model_.info().stream);
-  if (!callbacks) return Status::Ok();
-  return model_.SetGradientReadyCallback(GradientSynchronizer::GradientReadyTrampoline,
-                                         sync_.get());
+Status HostCopyPlacement::BroadcastValues(Collectives& collectives) {
+  DPL_RETURN_IF_ERROR(BroadcastOnModel(collectives));
+  return ReadFromModel(DPL_MODEL_TENSORS_VALUES);
 }
 
-std::string ParameterPlacement::WireText() const {
-  const GradientCompression format = settings_.wire.format;
-  if (format == GradientCompression::kNone) return "";
-  return std::string(", sent as ") + NameOf(CompressionNames(), format) +
-         (settings_.wire.from_precision ? " (the precision's, --grad-compression auto)" : "");
+Result<float> HostCopyPlacement::TakeGradients(float factor, StepProfile* profile) {
+  DPL_RETURN_IF_ERROR(ReadFromModel(DPL_MODEL_TENSORS_GRADIENTS));
+  profile->Lap(StepPhase::kCopies);
+  ScaleGradients(factor);
+  return 1.0f;
 }
 
-void ParameterPlacement::BeginStep(float scale) {
-  if (sync_) sync_->BeginStep(scale);
+Status HostCopyPlacement::Publish(StepProfile* profile) {
+  DPL_RETURN_IF_ERROR(WriteValues());
+  profile->Lap(StepPhase::kCopies);
+  return Status::Ok();
 }
 
-Status ParameterPlacement::FinishSynchronizer(const Status& step) {
-  if (!sync_) return step;
-  Status reduced = sync_->FinishStep();  // always drain the communication thread
-  DPL_RETURN_IF_ERROR(step);
-  return reduced.WithContext("averaging gradients");
-}
-
-// Rank 0's parameters go to every rank on the model's own tensors.
-Status ParameterPlacement::BroadcastOnModel() {
-  if (!comm_) return Status::Ok();
-  return comm_
-      ->Submit(
-          [this] {
-            for (HostParameter& p : parameters_) {
-              DPL_RETURN_IF_ERROR(backend_->Broadcast(&p.model_value, 0, model_.info().stream));
-            }
-            return backend_->Synchronize(model_.info().stream);
-          },
-          {"broadcast", -1, 0, total_elements_ * sizeof(float)})
-      .get();
-}
-
-Status ParameterPlacement::ReadFromModel(dpl_model_tensors which) {
+Status HostCopyPlacement::ReadFromModel(dpl_model_tensors which) {
   std::vector<float>& host = which == DPL_MODEL_TENSORS_VALUES ? host_values_ : host_gradients_;
   return model_.ReadTensors(which, host.data(), uint64_t(host.size()));
 }
 
-Status ParameterPlacement::WriteValuesToModel() {
+Status HostCopyPlacement::WriteValues() {
   return model_.WriteTensors(DPL_MODEL_TENSORS_VALUES, host_values_.data(),
                              uint64_t(host_values_.size()));
 }
 
-Status ParameterPlacement::PublishHostCopy(StepProfile* profile) {
-  DPL_RETURN_IF_ERROR(WriteValuesToModel());
-  profile->Lap(StepPhase::kCopies);
-  DPL_RETURN_IF_ERROR(model_.ZeroGradients());
-  profile->Lap(StepPhase::kOptimizer);
-  return Status::Ok();
-}
-
-void ParameterPlacement::ScaleGradients(float scale) {
-  if (scale == 1.0f) return;
-  for (HostParameter& p : parameters_) {
-    for (size_t i = 0; i < p.elements; ++i) p.gradient[i] *= scale;
+Result<std::unique_ptr<HostSumsPlacement>> HostSumsPlacement::Create(Model& model, int rank) {
+  std::unique_ptr<HostSumsPlacement> placement(new HostSumsPlacement(model));
+  DPL_RETURN_IF_ERROR(placement->Setup(rank));
+  for (const HostParameter& p : placement->parameters_) {
+    placement->shapes_.push_back(int64_t(p.elements));
   }
+  return placement;
 }
 
-Status ParameterPlacement::Detach() {
-  if (!sync_) return Status::Ok();
-  return model_.SetGradientReadyCallback(nullptr, nullptr);
+std::vector<DLTensor> HostSumsPlacement::SummedGradients() const {
+  std::vector<DLTensor> tensors;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    tensors.push_back(
+        HostTensor(parameters_[i].gradient, kFloat32, 1, const_cast<int64_t*>(&shapes_[i])));
+  }
+  return tensors;
+}
+
+Status HostSumsPlacement::BroadcastValues(Collectives& collectives) {
+  DPL_RETURN_IF_ERROR(ReadFromModel(DPL_MODEL_TENSORS_VALUES));
+  int64_t shape[1] = {int64_t(host_values_.size())};
+  DLTensor values = HostTensor(host_values_.data(), kFloat32, 1, shape);
+  DPL_RETURN_IF_ERROR(collectives.BroadcastTensors(
+      {values}, 0, nullptr, {"broadcast", -1, 0, host_values_.size() * sizeof(float)}));
+  return WriteValues();
+}
+
+Status HostSumsPlacement::BroadcastBuffers(Collectives& collectives) {
+  size_t total = 0;
+  for (const BufferInfo& buffer : buffers_) total += buffer.bytes;
+  if (total == 0) return Status::Ok();
+  std::vector<uint8_t> bytes(total);
+  DPL_RETURN_IF_ERROR(model_.ReadBuffers(bytes.data(), bytes.size()));
+  int64_t shape[1] = {int64_t(total)};
+  DLTensor tensor = HostTensor(bytes.data(), DLDataType{kDLUInt, 8, 1}, 1, shape);
+  DPL_RETURN_IF_ERROR(
+      collectives.BroadcastTensors({tensor}, 0, nullptr, {"broadcast", -1, 0, uint64_t(total)}));
+  return model_.WriteBuffers(bytes.data(), bytes.size());
+}
+
+Result<std::unique_ptr<DeviceValuesPlacement>> DeviceValuesPlacement::Create(Model& model) {
+  std::unique_ptr<DeviceValuesPlacement> placement(new DeviceValuesPlacement(model));
+  DPL_RETURN_IF_ERROR(placement->ListParameters());
+  placement->host_values_.assign(placement->total_elements(), 0.0f);
+  size_t offset = 0;
+  for (HostParameter& p : placement->parameters_) {
+    p.value = placement->host_values_.data() + offset;
+    offset += p.elements;
+  }
+  return placement;
+}
+
+Status DeviceValuesPlacement::ValuesChanged() {
+  return model_.WriteTensors(DPL_MODEL_TENSORS_VALUES, host_values_.data(),
+                             uint64_t(host_values_.size()));
+}
+
+Status DeviceValuesPlacement::RefreshHostValues() {
+  return model_.ReadTensors(DPL_MODEL_TENSORS_VALUES, host_values_.data(),
+                            uint64_t(host_values_.size()));
 }
 
 }  // namespace dpl::training

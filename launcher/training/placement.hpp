@@ -1,5 +1,6 @@
-// Where the optimizer's parameters live and where their gradients are summed: the placement
-// strategy of a run, chosen once from the model's memory, the backend's and the options.
+// Where the optimizer's parameters live: the placement of a run, one of the three parts of a step
+// (docs/architecture.md: the placement, the reducer and the optimizer runner, composed by
+// step_parts.hpp), chosen once from the model's memory, the backend's and the options.
 //
 // Note [Host copy of the parameters]: the host's optimizer runs on float32 host memory. A CPU
 // model's parameters and gradients ARE host memory and are updated in place. A model on a device
@@ -12,36 +13,33 @@
 // --mirror-parameters treats a CPU model as such a device model, so it is tested without a GPU.
 //
 // Note [Shared parameters]: with --shard-optimizer and the shared-memory sums, a CPU model that
-// has share_parameters computes with the machine's one copy of the values in the shared mapping
-// (local rank 0 copies its values in; every worker then hands the model that memory). Each worker
-// updates its part there in place, so the parts need no gathering, only a barrier before any
-// worker's next forward pass; no worker updates before every backward of the step is done, since
-// the sums it waits for need them all. A machine holds one copy of the parameters instead of one
-// per worker. Broadcasts and checkpoint loads write the same bytes from each worker.
+// can share its parameters (ModelCapability::kShareParameters) computes with the machine's one
+// copy of the values in the shared mapping (local rank 0 copies its values in; every worker then
+// hands the model that memory). Each worker updates its part there in place, so the parts need no
+// gathering, only a barrier before any worker's next forward pass; no worker updates before every
+// backward of the step is done, since the sums it waits for need them all. A machine holds one
+// copy of the parameters instead of one per worker. Broadcasts and checkpoint loads write the same
+// bytes from each worker.
 //
-// So there are four strategies (placement.cpp): kInPlace (host model, host backend: the model's
-// own memory, summed in buckets while backward runs), kHostCopy (summed in the host copy after
-// backward: a device model with a host backend), kModelCollectives (summed in the model's own
-// tensors while backward runs, then read into the host copy: a device model with a device
-// backend) and kDeviceOptimizer (summed likewise, then the model's own optimizer updates its
-// parameters where they are: the default where the model has one, Note [Device optimizer
-// placement]; --offload-optimizer takes kModelCollectives instead). No other part of training
-// asks which one it got.
+// So there are four placements (placement.cpp): in place (a host model: the model's own memory),
+// a host copy (a device model or --mirror-parameters, whose gradients are summed on the model's
+// tensors and then read), a host copy summed in host memory (a device model with a host backend:
+// the copy is read after backward and summed there), and the values on the device (the model's
+// own optimizer updates them, Note [Device optimizer placement] in optimizer_runner.hpp; host
+// values are read only when something reads them). No other part of training asks which one it
+// got.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.hpp"
-#include "observability/activity.hpp"
-#include "training/backend.hpp"
 #include "training/buffers.hpp"
+#include "training/collectives/collectives.hpp"
 #include "training/config.hpp"
-#include "training/gradient_sync.hpp"
-#include "training/local_reduce.hpp"
+#include "training/float_span.hpp"
 #include "training/model.hpp"
 #include "training/precision.hpp"
 #include "training/step_profile.hpp"
@@ -53,46 +51,9 @@ struct HostParameter {
   std::string name;
   size_t elements = 0;
   float* value = nullptr;
-  float* gradient = nullptr;
+  float* gradient = nullptr;  // NULL where the gradients stay on the model's device
   DLTensor model_value{};
   DLTensor model_gradient{};
-};
-
-class ShardExchange;
-
-// A run of one parameter's elements that this rank's optimizer updates: [offset, offset +
-// elements) of parameter `parameter`, its values and averaged gradients in host memory.
-struct UpdateRun {
-  uint32_t parameter = 0;
-  size_t offset = 0;
-  size_t elements = 0;
-  float* value = nullptr;
-  float* gradient = nullptr;
-};
-
-// What this rank's optimizer updates: every parameter whole, or with --shard-optimizer its part
-// (Note [Sharded optimizer] in shard.hpp), and the exchange that shares the step's global
-// quantities then.
-//
-// Note [Scaling shared gradients]: unsharded, the workers of a machine read every averaged
-// gradient where they summed them, in the memory they share; so each worker unscales (fp16) and
-// clips only the part it summed (`scaled`), the flags and the norm's piece sums are shared as the
-// sharded optimizer shares them, and all wait until every part is clipped before the optimizer
-// reads the gradients.
-struct UpdateView {
-  std::vector<UpdateRun> runs;      // the optimizer's
-  std::vector<UpdateRun> scaled;    // whose gradients this rank unscales and clips
-  std::vector<size_t> first_piece;  // of each parameter (Note [Pieces] in shard_layout.hpp)
-  size_t pieces = 0;
-  ShardExchange* exchange = nullptr;  // NULL: every rank scales all its runs alone
-  bool shared_gradients = false;      // Note [Scaling shared gradients]
-  // The model whose own optimizer updates its parameters (Note [Device optimizer placement] in
-  // parameter_update.hpp), with the factor its summed gradients still need (the average's);
-  // NULL: the host's optimizer updates the runs.
-  Model* device_model = nullptr;
-  float gradient_scale = 1.0f;
-  // Whether the optimizer updates a part only (--shard-optimizer).
-  bool sharded() const { return exchange != nullptr && !shared_gradients; }
 };
 
 struct PlacementSettings {
@@ -102,10 +63,11 @@ struct PlacementSettings {
   LocalReduce local_reduce = LocalReduce::kSharedMemory;
   bool shard_optimizer = false;
   bool offload_optimizer = false;  // a device model's optimizer in host memory all the same
-  LocalGroup local;                // the machine's workers and their shared memory
+  LocalGroup local;                // the machine's workers
   GradientWire wire;               // the gradients' format in the collectives (precision.hpp)
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
   Device device = Device::kCpu;  // for messages
+  OptimizerKind optimizer = OptimizerKind::kAdadelta;
 };
 
 // Whether the optimizer works on a host copy of the values (a device model, --mirror-parameters)
@@ -115,7 +77,7 @@ inline bool UsesHostCopy(const PlacementSettings& settings) {
 }
 
 // Whether a machine's workers are to sum in its shared memory (whether its loader could make that
-// memory is ParameterPlacement::UsesSharedMemory's to say).
+// memory is the front's to say: collectives.hpp).
 inline bool AsksSharedMemorySums(const PlacementSettings& settings) {
   return settings.local_reduce == LocalReduce::kSharedMemory &&
          settings.local.local_world_size >= 2;
@@ -123,9 +85,6 @@ inline bool AsksSharedMemorySums(const PlacementSettings& settings) {
 
 class ParameterPlacement {
  public:
-  // Chooses and sets up the strategy for `model`'s parameters. `backend` is NULL at world size 1.
-  static Result<std::unique_ptr<ParameterPlacement>> Create(Model& model, Backend* backend,
-                                                            const PlacementSettings& settings);
   // Whether `plugin` can train with these settings: a host copy (a device model,
   // --mirror-parameters) needs ModelCapability::kHostCopy. Asked before the model is created.
   static Status CheckSupported(const ModelPlugin& plugin, const PlacementSettings& settings);
@@ -133,107 +92,130 @@ class ParameterPlacement {
   // was measured faster and lighter (Note [Sharding by default]). Reads only what every rank of
   // the job shares, so that all decide alike.
   static bool ShardsOptimizer(OptimizerSharding sharding, const PlacementSettings& settings);
-  ParameterPlacement(Model& model, Backend* backend, const PlacementSettings& settings);
-  virtual ~ParameterPlacement();
+
+  virtual ~ParameterPlacement() = default;
+  ParameterPlacement(const ParameterPlacement&) = delete;
+  ParameterPlacement& operator=(const ParameterPlacement&) = delete;
 
   const std::vector<HostParameter>& parameters() const { return parameters_; }
-  size_t total_elements() const { return total_elements_; }
-  // The optimizer's view: every parameter's host values and gradients, in parameter order.
-  const std::vector<float*>& values() const { return values_; }
-  const std::vector<const float*>& gradients() const { return gradients_; }
-  // What this rank's optimizer updates, after FinishGradients.
-  const UpdateView& update_view() const { return view_; }
-  // Whether the workers of this machine compute with one copy of the parameters (Note [Shared
-  // parameters]).
-  bool SharesValues() const { return reducer_ && reducer_->values() != nullptr; }
+  // The gradients a reduction sums, by parameter index: the model's own tensors, or the host copy
+  // where the sums are made there.
+  virtual std::vector<DLTensor> SummedGradients() const;
 
-  // Copies rank 0's parameters and buffers to every rank (and the parameters into the host
-  // copy), as DDP does when it wraps a module.
-  Status BroadcastInitialState();
-  // After the initial values are broadcast and a checkpoint restored: where the workers of a
-  // machine share one copy of the values, none trains until all have written theirs.
-  Status SettleSharedValues();
-  // Before each forward pass of training, and once after the last: rank 0's buffers to every
-  // rank, when the model asks for it (DPL_MODEL_BROADCAST_BUFFERS; DDP's broadcast_buffers=True).
-  Status BeforeForward();
-  // Before the train_step that ends an optimizer step: its gradients may start to be summed.
-  void BeginStep(float scale);
-  // After that train_step, whose status is `step` (the communication is drained even when it
-  // failed): the gradients in host memory hold the sum over ranks times `scale`.
-  virtual Status FinishGradients(const Status& step, float scale, StepProfile* profile) = 0;
-  // After the optimizer updated the host values: the model computes with them, gradients zeroed.
-  virtual Status PublishValues(StepProfile* profile) = 0;
+  // Rank 0's parameters (and the host copy) to every rank, as DDP does when it wraps a module.
+  virtual Status BroadcastValues(Collectives& collectives) = 0;
+  // Rank 0's buffers to every rank: on the model's own tensors, or through host memory where the
+  // backend cannot reach them.
+  virtual Status BroadcastBuffers(Collectives& collectives);
+  // After a step's reduction, whose sums still need `factor`: the averaged gradients where the
+  // optimizer reads them (read into the host copy, scaled). Returns the factor still left for the
+  // optimizer: 1, or `factor` where the gradients stay on the model's device.
+  virtual Result<float> TakeGradients(float factor, StepProfile* profile) = 0;
+  // After the optimizer updated the host values: the model computes with them.
+  virtual Status Publish(StepProfile* /*profile*/) { return Status::Ok(); }
   // The host values were overwritten (a checkpoint, a state dict): the model gets them.
   virtual Status ValuesChanged() = 0;
   // Before the host values are read (a checkpoint, an export, a replica check): they are made the
   // model's current ones where the model's own optimizer updates them.
   virtual Status RefreshHostValues() { return Status::Ok(); }
-  // Stops the model from calling back into the gradient synchronizer.
-  Status Detach();
-  // Runs `call`, a backend call every rank makes, on the thread of the backend's calls (after
-  // those queued before it) and waits for it; refused at world size 1, which has no backend.
-  Status RunCollective(std::function<Status()> call,
-                       const observability::CollectiveActivity& activity);
 
  protected:
-  virtual Status BroadcastInitialValues() = 0;
-  // Rank 0's buffers to every rank: on the model's own tensors here; through host memory where
-  // the backend cannot reach the model's (HostCopyPlacement).
-  virtual Status BroadcastBuffers();
+  explicit ParameterPlacement(Model& model) : model_(model) {}
+  // The model's parameters (float32, each with a gradient of its size and place) and buffers.
   Status ListParameters();
-  void UseModelMemory();
-  void UseHostCopy();
-  // Host memory for the values only, read from the model on demand (RefreshHostValues).
-  void UseHostValues();
-  // Sums the model's gradients on its own tensors, in buckets as backward reports them ready.
-  Status StartModelSynchronizer();
-  // Sums the gradients `tensors` in buckets; with callbacks, as the model reports them ready.
-  Status StartSynchronizer(std::vector<DLTensor> tensors, GradientScaling scaling, bool callbacks);
-  Status BroadcastOnModel();
-  Status ReadFromModel(dpl_model_tensors which);
-  Status WriteValuesToModel();
-  // The host copy's new values to the model, then its gradients zeroed.
-  Status PublishHostCopy(StepProfile* profile);
-  void ScaleGradients(float scale);
-  Status FinishSynchronizer(const Status& step);
-  // ", sent as bf16 (...)" for a 16-bit wire format, else "": for the log.
-  std::string WireText() const;
-  std::string AcrossMachinesText() const;
-  // The in-place strategy's ways to sum (placement_reduce.cpp): through the machine's shared
-  // memory, or sharded through the backend; whether the shared memory can be used.
-  bool UsesSharedMemory() const;
-  Status StartSharedMemory(std::vector<DLTensor> tensors);
-  Status StartBackendShard(std::vector<DLTensor> tensors);
-  // The view of every parameter whole, or of the exchange's part (as runs, or only to scale).
-  void ViewWholeParameters();
-  void ViewPart(ShardExchange& exchange, bool runs);
-  // With a sharded view: every rank's updated part into every rank's model.
-  Status GatherUpdatedParts();
-  // Note [Shared parameters]: the model computes with the machine's one copy of the values.
-  Status ShareValues();
-  // Note [Gradients in shared memory] (local_reduce.hpp): the model keeps its gradients in this
-  // worker's input area; `tensors` (the gradients the reduction reads) follow them.
-  Status ShareGradients(std::vector<DLTensor>* tensors);
-  // Calls `place(i, address)` with each parameter's address in `base`, parameters back to back.
-  void PlaceBackToBack(float* base, const std::function<void(size_t, float*)>& place);
+  // Rank 0's parameters go to every rank on the model's own tensors.
+  Status BroadcastOnModel(Collectives& collectives);
+  // Multiplies every host gradient by `factor`.
+  void ScaleGradients(float factor);
+  size_t total_elements() const;
 
   Model& model_;
-  Backend* backend_;
-  PlacementSettings settings_;
   std::vector<HostParameter> parameters_;
-  size_t total_elements_ = 0;
-  std::vector<float*> values_;
-  std::vector<const float*> gradients_;
+  std::vector<BufferInfo> buffers_;  // the model's (kBuffers)
+};
+
+// A CPU model with no mirror: the optimizer updates the model's own memory, which the machine's
+// shared memory may take over (Note [Shared parameters], Note [Gradients in shared memory]).
+class InPlacePlacement final : public ParameterPlacement {
+ public:
+  static Result<std::unique_ptr<InPlacePlacement>> Create(Model& model);
+
+  Status BroadcastValues(Collectives& collectives) override {
+    return BroadcastOnModel(collectives);
+  }
+  Result<float> TakeGradients(float factor, StepProfile* profile) override;
+  Status ValuesChanged() override { return Status::Ok(); }
+
+  // From now on the parameters' values, and the model's, are `values` (read_tensors' layout:
+  // parameters in index order, back to back).
+  void MoveValuesTo(float* values);
+  // Likewise the gradients.
+  void MoveGradientsTo(float* gradients);
+
+ private:
+  using ParameterPlacement::ParameterPlacement;
+};
+
+// A device model, or --mirror-parameters, with the optimizer in host memory: the model's
+// gradients are summed on its own tensors while backward runs, then read into the host copy and
+// scaled there (the host never touches device memory); the new values are written back.
+class HostCopyPlacement : public ParameterPlacement {
+ public:
+  // Rank `rank` says so in the log.
+  static Result<std::unique_ptr<HostCopyPlacement>> Create(Model& model, int rank);
+
+  Status BroadcastValues(Collectives& collectives) override;
+  Result<float> TakeGradients(float factor, StepProfile* profile) override;
+  // The host copy's new values to the model.
+  Status Publish(StepProfile* profile) override;
+  Status ValuesChanged() override { return WriteValues(); }
+
+ protected:
+  using ParameterPlacement::ParameterPlacement;
+  Status Setup(int rank);
+  Status ReadFromModel(dpl_model_tensors which);
+  Status WriteValues();
+
   std::vector<float> host_values_, host_gradients_;  // the host copy, parameters back to back
-  std::vector<int64_t> host_gradient_shapes_;        // of the host copy's DLTensors
-  std::vector<BufferInfo> buffers_;                  // the model's (kBuffers)
-  std::unique_ptr<CommunicationThread> comm_;
-  std::unique_ptr<LocalReducer> reducer_;
-  std::unique_ptr<BucketReduction> reduction_;
-  std::unique_ptr<ShardExchange> shared_exchange_;  // the shared memory's, when sharded
-  ShardExchange* exchange_ = nullptr;               // NULL: not sharded
-  std::unique_ptr<GradientSynchronizer> sync_;
-  UpdateView view_;
+};
+
+// A device model whose memory the backend cannot reach (a host backend): the host copy is read
+// after backward (ReadGradients) and summed in host memory; broadcasts go through host memory.
+class HostSumsPlacement final : public HostCopyPlacement {
+ public:
+  static Result<std::unique_ptr<HostSumsPlacement>> Create(Model& model, int rank);
+
+  std::vector<DLTensor> SummedGradients() const override;
+  Status BroadcastValues(Collectives& collectives) override;
+  Status BroadcastBuffers(Collectives& collectives) override;
+  // The sums are made in the copy, read before them (ReadGradients) and scaled there.
+  Result<float> TakeGradients(float /*factor*/, StepProfile*) override { return 1.0f; }
+  // After backward: the model's gradients into the host copy.
+  Status ReadGradients() { return ReadFromModel(DPL_MODEL_TENSORS_GRADIENTS); }
+
+ private:
+  using HostCopyPlacement::HostCopyPlacement;
+  std::vector<int64_t> shapes_;  // of SummedGradients' tensors
+};
+
+// The model's own optimizer updates its parameters where they are (Note [Device optimizer
+// placement] in optimizer_runner.hpp): nothing is copied to the host per step; the host values
+// are read from the model only when something reads them.
+class DeviceValuesPlacement final : public ParameterPlacement {
+ public:
+  static Result<std::unique_ptr<DeviceValuesPlacement>> Create(Model& model);
+
+  Status BroadcastValues(Collectives& collectives) override {
+    return BroadcastOnModel(collectives);
+  }
+  // The model's update applies the factor.
+  Result<float> TakeGradients(float factor, StepProfile*) override { return factor; }
+  Status ValuesChanged() override;
+  Status RefreshHostValues() override;
+
+ private:
+  using ParameterPlacement::ParameterPlacement;
+  std::vector<float> host_values_;  // read on demand
 };
 
 }  // namespace dpl::training

@@ -1,8 +1,5 @@
 #include "training/precision.hpp"
 
-#include "dpl/support/half.hpp"
-#include "training/host_tensor.hpp"
-
 namespace dpl::training {
 
 dpl_precision DplPrecision(Precision precision) {
@@ -49,26 +46,10 @@ GradientWire ResolveGradientWire(Precision precision, GradientCompression reques
   return {format, true, false};
 }
 
-Status AllreduceIn16Bits(Backend& backend, GradientCompression wire, float* data, size_t count,
-                         float scale, std::vector<uint16_t>* rounded) {
-  const bool half = wire == GradientCompression::kFp16;
-  if (rounded->size() < count) rounded->resize(count);
-  uint16_t* bits = rounded->data();
-  if (half) {
-    for (size_t i = 0; i < count; ++i) bits[i] = support::FloatToHalf(data[i] * scale);
-  } else {
-    for (size_t i = 0; i < count; ++i) bits[i] = support::FloatToBfloat16(data[i] * scale);
-  }
-  int64_t shape[1] = {int64_t(count)};
-  DLTensor tensor =
-      HostTensor(bits, DLDataType{uint8_t(half ? kDLFloat : kDLBfloat), 16, 1}, 1, shape);
-  DPL_RETURN_IF_ERROR(backend.Allreduce(&tensor, DPL_REDUCE_SUM, nullptr));
-  if (half) {
-    for (size_t i = 0; i < count; ++i) data[i] = support::HalfToFloat(bits[i]);
-  } else {
-    for (size_t i = 0; i < count; ++i) data[i] = support::Bfloat16ToFloat(bits[i]);
-  }
-  return Status::Ok();
+std::string WireText(const GradientWire& wire) {
+  if (wire.format == GradientCompression::kNone) return "";
+  return std::string(", sent as ") + NameOf(CompressionNames(), wire.format) +
+         (wire.from_precision ? " (the precision's, --grad-compression auto)" : "");
 }
 
 }  // namespace dpl::training

@@ -12,7 +12,6 @@
 
 #include "common/status.hpp"
 #include "dpl/model.h"
-#include "training/backend.hpp"
 #include "training/config.hpp"
 #include "training/model.hpp"
 
@@ -41,11 +40,7 @@ struct GradientWire {
 GradientWire ResolveGradientWire(Precision precision, GradientCompression requested,
                                  bool across_machines);
 
-// Sums `data` (float32) over `backend`'s ranks in `wire`'s 16-bit format (kFp16 or kBf16): each
-// element times `scale` (before the sum, so that the sum of the ranks' values stays in range),
-// rounded once into `rounded` (grown to `count`), allreduced, and widened back into `data`. The
-// backend's error as it is; DPL_ERR_UNSUPPORTED leaves `data` as it was.
-Status AllreduceIn16Bits(Backend& backend, GradientCompression wire, float* data, size_t count,
-                         float scale, std::vector<uint16_t>* rounded);
+// ", sent as bf16 (...)" for a 16-bit wire format, else "": for the log.
+std::string WireText(const GradientWire& wire);
 
 }  // namespace dpl::training

@@ -7,7 +7,6 @@
 #include <functional>
 
 #include "common/status.hpp"
-#include "training/backend.hpp"
 
 namespace dpl::training {
 
@@ -21,10 +20,5 @@ bool PreemptionRequested();
 // for a preemption, the same answer on every rank. The trainer then writes the checkpoint of this
 // step (if it was not due anyway), waits until every rank is there, and returns.
 using PreemptionCheck = std::function<Result<bool>(int64_t global_step)>;
-
-// Whether any rank asked (`asked` on this one), agreed through `backend` with one float summed
-// over the ranks in host memory. For a backend of host memory (Backend::device_type() kDLCPU),
-// between steps, when no other collective is under way.
-Result<bool> AnyRankAskedThroughBackend(Backend& backend, bool asked);
 
 }  // namespace dpl::training

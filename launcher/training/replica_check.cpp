@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "observability/tracer.hpp"
-#include "training/host_tensor.hpp"
 
 namespace dpl::training {
 namespace {
@@ -67,52 +66,7 @@ std::string DifferingTensors(const std::vector<HostParameter>& parameters,
   return text;
 }
 
-constexpr uint64_t kLowHalf = 0xffffffffull;
-
-Result<std::vector<uint64_t>> GatherOnBackend(Backend& backend, ParameterPlacement& placement,
-                                              std::vector<uint64_t> mine, int world_size) {
-  std::vector<uint64_t> all(mine.size() * size_t(world_size));
-  int64_t count = int64_t(mine.size()), total = int64_t(all.size());
-  const DLTensor input = HostTensor(mine.data(), DLDataType{kDLInt, 64, 1}, 1, &count);
-  DLTensor output = HostTensor(all.data(), DLDataType{kDLInt, 64, 1}, 1, &total);
-  DPL_RETURN_IF_ERROR(
-      placement.RunCollective([&] { return backend.Allgather(&input, &output, nullptr); },
-                              {"allgather", -1, 0, uint64_t(total) * sizeof(uint64_t)}));
-  return all;
-}
-
-Result<std::vector<uint64_t>> GatherOnStore(
-    const std::function<Status(const std::string&, std::vector<double>*)>& sum,
-    const std::vector<uint64_t>& mine, const std::string& name, int rank, int world_size) {
-  std::vector<double> slots(2 * mine.size() * size_t(world_size), 0.0);
-  double* own = slots.data() + 2 * mine.size() * size_t(rank);
-  for (size_t i = 0; i < mine.size(); ++i) {
-    own[2 * i] = double(mine[i] >> 32);
-    own[2 * i + 1] = double(mine[i] & kLowHalf);
-  }
-  DPL_RETURN_IF_ERROR(sum(name, &slots));
-  std::vector<uint64_t> all(mine.size() * size_t(world_size));
-  for (size_t i = 0; i < all.size(); ++i) {
-    all[i] = (uint64_t(slots[2 * i]) << 32) | uint64_t(slots[2 * i + 1]);
-  }
-  return all;
-}
-
 }  // namespace
-
-GatherWords ReplicaGather(Backend* backend, ParameterPlacement* placement,
-                          std::function<Status(const std::string&, std::vector<double>*)> sum,
-                          int rank, int world_size) {
-  if (backend != nullptr && placement != nullptr && backend->device_type() == kDLCPU) {
-    return [backend, placement, world_size](const std::vector<uint64_t>& mine, const std::string&) {
-      return GatherOnBackend(*backend, *placement, mine, world_size);
-    };
-  }
-  return [sum = std::move(sum), rank, world_size](const std::vector<uint64_t>& mine,
-                                                  const std::string& name) {
-    return GatherOnStore(sum, mine, name, rank, world_size);
-  };
-}
 
 uint64_t Xxh64(const void* data, size_t bytes, uint64_t seed) {
   const auto* p = static_cast<const unsigned char*>(data);

@@ -7,13 +7,14 @@
 // different sums, faulty memory. Such a fault is silent otherwise: the ranks train on, each its
 // own model, and rank 0's checkpoints and export hold one of them. The check hashes the
 // parameters' bits (XXH64 of each tensor in parameter order, then of those hashes) and gathers one
-// 64-bit hash from every rank through the backend (8 bytes a rank; through the store for a
-// backend that moves device memory only), after the step's update and before a checkpoint of the
-// same step is written. When a hash differs, a second gather of the per-tensor hashes names the
-// tensors, and every rank fails with the same message: the step, which ranks agree with rank 0,
-// which do not, and the last step at which all agreed. The job is not restarted (--max-restarts):
-// the usual causes are deterministic and repeat from any checkpoint, and a checkpoint written
-// since the last agreement may hold a diverged replica. Its cost is in docs/observability.md.
+// 64-bit hash from every rank through the front's GatherWords (the backend's allgather, 8 bytes a
+// rank; the store for a backend that moves device memory only), after the step's update and
+// before a checkpoint of the same step is written. When a hash differs, a second gather of the
+// per-tensor hashes names the tensors, and every rank fails with the same message: the step, which
+// ranks agree with rank 0, which do not, and the last step at which all agreed. The job is not
+// restarted (--max-restarts): the usual causes are deterministic and repeat from any checkpoint,
+// and a checkpoint written since the last agreement may hold a diverged replica. Its cost is in
+// docs/observability.md.
 #pragma once
 
 #include <cstdint>
@@ -35,17 +36,9 @@ std::vector<uint64_t> TensorHashes(const std::vector<HostParameter>& parameters)
 uint64_t CombinedHash(const std::vector<uint64_t>& tensor_hashes);
 
 // Gathers `mine` (the same count on every rank) from every rank: world size * mine.size() words
-// in rank order.
+// in rank order (Collectives::GatherWords).
 using GatherWords = std::function<Result<std::vector<uint64_t>>(const std::vector<uint64_t>& mine,
                                                                 const std::string& name)>;
-
-// Through the backend's allgather of host memory, on the placement's thread of backend calls
-// (gloo, tcp); through the store where the backend moves device memory only (nccl) or there is
-// none (`backend` and `placement` NULL): `sum`
-// (trainer.hpp's SumAcrossRanks) adds each rank's words, as exact 32-bit halves, in its own slots.
-GatherWords ReplicaGather(Backend* backend, ParameterPlacement* placement,
-                          std::function<Status(const std::string&, std::vector<double>*)> sum,
-                          int rank, int world_size);
 
 class ReplicaCheck {
  public:

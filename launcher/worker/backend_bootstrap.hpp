@@ -8,7 +8,7 @@
 #include "common/status.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "rendezvous/store.hpp"
-#include "training/backend.hpp"
+#include "training/collectives/backend.hpp"
 #include "training/worker_identity.hpp"
 
 namespace dpl::worker {

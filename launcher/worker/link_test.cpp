@@ -11,7 +11,7 @@
 
 #include "cluster/machine_ids.hpp"
 #include "rendezvous/join.hpp"
-#include "training/backend.hpp"
+#include "training/collectives/backend.hpp"
 #include "training/host_tensor.hpp"
 #include "worker/backend_bootstrap.hpp"
 

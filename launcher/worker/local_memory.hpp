@@ -1,9 +1,9 @@
 // The memory a machine's workers share (Note [Shared memory of a machine] in
-// training/shared_memory.hpp): the loader makes it, each worker finds it.
+// training/collectives/shared_memory.hpp): the loader makes it, each worker finds it.
 #pragma once
 
 #include "cli/options.hpp"
-#include "training/local_reduce.hpp"
+#include "training/collectives/local_reduce.hpp"
 #include "training/worker_identity.hpp"
 
 namespace dpl::worker {

@@ -3,8 +3,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "rendezvous/step_vote.hpp"
-
 namespace dpl::worker {
 namespace {
 
@@ -39,28 +37,14 @@ void InstallPreemptionHandlers() {
   sigaction(SIGUSR1, &action, nullptr);
 }
 
-training::PreemptionCheck MakePreemptionCheck(const training::WorkerIdentity& identity,
-                                              training::Backend* backend,
-                                              rendezvous::StoreClient& client,
-                                              const std::string& attempt_prefix,
-                                              std::chrono::milliseconds timeout, bool* stopped) {
-  auto decided = [stopped](Result<bool> stop) {
-    if (stop.ok() && *stop) *stopped = true;
+training::PreemptionCheck MakePreemptionCheck(training::Collectives& collectives, bool* stopped) {
+  return [&collectives, stopped](int64_t step) -> Result<bool> {
+    Result<bool> stop = collectives.AnyRankSays("preempt", step, training::PreemptionRequested());
+    if (!stop.ok()) {
+      return stop.status().WithContext("the ranks' check for a preemption at the step boundary");
+    }
+    if (*stop) *stopped = true;
     return stop;
-  };
-  if (identity.world_size == 1 || backend == nullptr) {
-    return [decided](int64_t) { return decided(training::PreemptionRequested()); };
-  }
-  if (backend->device_type() == kDLCPU) {
-    return [decided, backend](int64_t) {
-      return decided(
-          training::AnyRankAskedThroughBackend(*backend, training::PreemptionRequested()));
-    };
-  }
-  const int world_size = identity.world_size;
-  return [decided, &client, attempt_prefix, timeout, world_size](int64_t step) {
-    return decided(rendezvous::AnyRankVoted(client, attempt_prefix, "preempt", step, world_size,
-                                            training::PreemptionRequested(), timeout));
   };
 }
 

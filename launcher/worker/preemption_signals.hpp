@@ -7,10 +7,8 @@
 #include <string>
 
 #include "cli/options.hpp"
-#include "rendezvous/store.hpp"
-#include "training/backend.hpp"
+#include "training/collectives/collectives.hpp"
 #include "training/preemption.hpp"
-#include "training/worker_identity.hpp"
 
 namespace dpl::worker {
 
@@ -23,13 +21,9 @@ bool Preemptible(const cli::Options& options);
 // SIGTERM still ends the worker at once, as without a handler: that is how it stops its workers.
 void InstallPreemptionHandlers();
 
-// The check at each step boundary: this rank alone at world size 1, else the vote of every rank
-// through the backend when it moves host memory, else through the store. `stopped` is set once it
-// said to stop, and must outlive the check.
-training::PreemptionCheck MakePreemptionCheck(const training::WorkerIdentity& identity,
-                                              training::Backend* backend,
-                                              rendezvous::StoreClient& client,
-                                              const std::string& attempt_prefix,
-                                              std::chrono::milliseconds timeout, bool* stopped);
+// The check at each step boundary: the vote of every rank through the attempt's front
+// (Collectives::AnyRankSays; this rank alone at world size 1). `collectives` and `stopped`, set
+// once it said to stop, must outlive the check.
+training::PreemptionCheck MakePreemptionCheck(training::Collectives& collectives, bool* stopped);
 
 }  // namespace dpl::worker

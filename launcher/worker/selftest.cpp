@@ -5,7 +5,7 @@
 
 #include "common/log.hpp"
 #include "rendezvous/join.hpp"
-#include "training/host_tensor.hpp"
+#include "training/collectives/backend_collectives.hpp"
 
 namespace dpl::worker {
 namespace {
@@ -37,21 +37,19 @@ Result<std::string> RanksThroughTheStore(rendezvous::StoreClient& store, const s
 
 // A barrier, then every rank's rank gathered through the backend: rank r's slot must hold r.
 Status RanksThroughTheBackend(training::Backend& backend, int rank, int world_size) {
-  DPL_RETURN_IF_ERROR(backend.Barrier());
-  int32_t mine = rank;
-  std::vector<int32_t> all(static_cast<size_t>(world_size), -1);
-  int64_t one = 1, every = world_size;
-  const DLTensor input = training::HostTensor(&mine, DLDataType{kDLInt, 32, 1}, 1, &one);
-  DLTensor output = training::HostTensor(all.data(), DLDataType{kDLInt, 32, 1}, 1, &every);
-  DPL_RETURN_IF_ERROR(backend.Allgather(&input, &output, nullptr));
+  training::CommunicationThread thread;
+  training::BackendCollectives collectives(backend, thread, rank, world_size);
+  DPL_RETURN_IF_ERROR(collectives.Barrier("selftest"));
+  DPL_ASSIGN_OR_RETURN(const std::vector<uint64_t> all,
+                       collectives.GatherWords({uint64_t(rank)}, "selftest"));
   for (int r = 0; r < world_size; ++r) {
-    if (all[static_cast<size_t>(r)] != r) {
+    if (all[static_cast<size_t>(r)] != uint64_t(r)) {
       return Status::Error("selftest: the allgather through backend '" + backend.name() + "' put " +
                            std::to_string(all[static_cast<size_t>(r)]) + " where rank " +
                            std::to_string(r) + " belongs");
     }
   }
-  return backend.Barrier();
+  return collectives.Barrier("selftest-done");
 }
 
 }  // namespace

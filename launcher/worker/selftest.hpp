@@ -6,7 +6,7 @@
 #pragma once
 
 #include "common/status.hpp"
-#include "training/backend.hpp"
+#include "training/collectives/backend.hpp"
 #include "worker/link_test.hpp"
 
 namespace dpl::worker {

@@ -95,26 +95,39 @@ int Fail(const Status& status) {
   return peer_failure ? kPeerFailureExitCode : 1;
 }
 
+// The front of this worker's collectives for its attempt (Note [One front for collectives]).
+Result<std::unique_ptr<training::Collectives>> OpenFront(const cli::Options& options,
+                                                         const training::WorkerIdentity& identity,
+                                                         ConnectedBackend& backend,
+                                                         rendezvous::StoreClient& client,
+                                                         const std::string& prefix) {
+  training::Membership membership;
+  membership.rank = identity.rank;
+  membership.world_size = identity.world_size;
+  membership.backend = backend.backend.get();
+  membership.local = LocalGroupOf(options, identity, backend.across_machines.get());
+  membership.local_reduce = options.training.local_reduce;
+  membership.store = &client;
+  membership.store_prefix = prefix;
+  membership.timeout = options.backend_timeout;
+  return training::OpenCollectives(membership);
+}
+
 // The training of one worker once its backend, model plugin, data and observability are ready;
 // its exit code.
 int Train(const cli::Options& options, const training::WorkerIdentity& identity,
           ConnectedBackend& backend, const plugin_host::LoadedPlugin& model_plugin,
           training::TrainingData data, rendezvous::StoreClient& client, const std::string& prefix,
           WorkerObservability& observed) {
-  auto sum_across_ranks = [&](const std::string& name, std::vector<double>* values) {
-    return rendezvous::SumAcrossRanks(client, prefix, name, identity.rank, identity.world_size,
-                                      values, options.backend_timeout);
-  };
+  auto collectives = OpenFront(options, identity, backend, client, prefix);
+  if (!collectives.ok()) return Fail(collectives.status());
   bool preempted = false;
-  training::PreemptionCheck preemption;
-  if (Preemptible(options)) {
-    preemption = MakePreemptionCheck(identity, backend.backend.get(), client, prefix,
-                                     options.backend_timeout, &preempted);
-  }
+  training::PreemptionCheck preemption = training::NeverPreempted;
+  if (Preemptible(options)) preemption = MakePreemptionCheck(**collectives, &preempted);
   const training::LocalGroup local = LocalGroupOf(options, identity, backend.across_machines.get());
-  Status trained = training::RunTraining(options.training, identity, backend.backend.get(),
-                                         ModelPluginOf(model_plugin), std::move(data),
-                                         sum_across_ranks, local, std::move(preemption));
+  Status trained =
+      training::RunTraining(options.training, identity, ModelPluginOf(model_plugin),
+                            std::move(data), **collectives, local, std::move(preemption));
   if (trained.ok()) {
     observed.Finish();
     return preempted ? protocol::kPreemptedExitCode : 0;
@@ -122,8 +135,9 @@ int Train(const cli::Options& options, const training::WorkerIdentity& identity,
   // Note [Failing fast]: the error goes out first, and the backend is left to the process's end
   // instead of torn down: a backend's teardown may wait on its peers (gloo's does), which would
   // keep this failure from the launcher for as long as --backend-timeout. The closed sockets
-  // tell the peers at once.
+  // tell the peers at once. The front's thread may be in such a backend call too.
   const int exit_code = Fail(trained);
+  (void)collectives->release();
   (void)backend.backend.release();
   (void)backend.across_machines.release();
   return exit_code;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <memory>
 
+#include "training/collectives/backend_collectives.hpp"
+
 namespace dpl::training {
 namespace {
 
@@ -117,9 +119,28 @@ struct Gradients {
   }
 };
 
-std::vector<float> RunStep(GradientSynchronizer& sync, float scale, std::vector<float>* memory) {
-  sync.BeginStep(scale);
-  EXPECT_TRUE(sync.FinishStep().ok());
+// A synchronizer over the front's allreduce of whole buckets through `backend`.
+struct Synchronized {
+  GradientScaling scaling;
+  std::unique_ptr<GradientReduction> reduction;
+  std::unique_ptr<GradientSynchronizer> sync;
+};
+Synchronized Synchronize(Backend* backend, CommunicationThread& thread,
+                         const std::vector<DLTensor>& gradients, std::vector<Bucket> buckets,
+                         GradientScaling scaling) {
+  ReductionPlan plan;
+  plan.gradients = gradients;
+  plan.buckets = buckets;
+  plan.scaling = scaling;
+  Synchronized synchronized{scaling, AllreduceBuckets(*backend, thread, plan), nullptr};
+  synchronized.sync = std::make_unique<GradientSynchronizer>(*synchronized.reduction,
+                                                             std::move(buckets), gradients.size());
+  return synchronized;
+}
+
+std::vector<float> RunStep(Synchronized& synchronized, float scale, std::vector<float>* memory) {
+  synchronized.sync->BeginStep(scale);
+  EXPECT_TRUE(synchronized.sync->FinishStep().ok());
   return memory ? *memory : std::vector<float>();
 }
 
@@ -131,8 +152,8 @@ TEST(GradientSynchronizer, BackToBackHostGradientsAreReducedInPlaceOncePerBucket
   Gradients g({4, 2, 4}, {base, base + 16, base + 24}, kDLCPU);
   CommunicationThread thread;
   // A 24-byte cap: buckets {2, 1} (24 B) then {0}.
-  GradientSynchronizer sync(RecordingBackend(), &thread, 2, g.tensors, AssignBuckets({4, 2, 4}, 24),
-                            GradientCompression::kNone, GradientScaling::kInBucket);
+  Synchronized sync = Synchronize(RecordingBackend(), thread, g.tensors,
+                                  AssignBuckets({4, 2, 4}, 24), GradientScaling::kInBucket);
   const std::vector<float> after = RunStep(sync, 0.25f, &memory);
   ASSERT_EQ(Calls().size(), 2u);
   EXPECT_EQ(Calls()[0].address, base + 16);  // parameters 1 and 2, from parameter 1's start
@@ -148,8 +169,8 @@ TEST(GradientSynchronizer, ScatteredHostGradientsAreStagedAndWrittenBack) {
               {reinterpret_cast<uintptr_t>(a.data()), reinterpret_cast<uintptr_t>(b.data())},
               kDLCPU);
   CommunicationThread thread;
-  GradientSynchronizer sync(RecordingBackend(), &thread, 2, g.tensors, AssignBuckets({3, 2}, 1024),
-                            GradientCompression::kNone, GradientScaling::kInBucket);
+  Synchronized sync = Synchronize(RecordingBackend(), thread, g.tensors,
+                                  AssignBuckets({3, 2}, 1024), GradientScaling::kInBucket);
   RunStep(sync, 0.5f, nullptr);
   ASSERT_EQ(Calls().size(), 1u);
   EXPECT_EQ(Calls()[0].elements, 5);
@@ -165,9 +186,8 @@ TEST(GradientSynchronizer, DeviceGradientsGetCollectivesOnTheDeviceOnly) {
   const uintptr_t base = 0x1000;
   Gradients together({4, 2}, {base, base + 16}, kDLCUDA);
   CommunicationThread thread;
-  GradientSynchronizer in_place(RecordingBackend(), &thread, 2, together.tensors,
-                                AssignBuckets({4, 2}, 1024), GradientCompression::kNone,
-                                GradientScaling::kByCaller);
+  Synchronized in_place = Synchronize(RecordingBackend(), thread, together.tensors,
+                                      AssignBuckets({4, 2}, 1024), GradientScaling::kByCaller);
   RunStep(in_place, 0.5f, nullptr);
   ASSERT_EQ(Calls().size(), 1u);
   EXPECT_EQ(Calls()[0].address, base);
@@ -175,10 +195,9 @@ TEST(GradientSynchronizer, DeviceGradientsGetCollectivesOnTheDeviceOnly) {
   EXPECT_EQ(Calls()[0].device_type, kDLCUDA);
 
   Gradients apart({4, 2}, {base, base + 4096}, kDLCUDA);
-  GradientSynchronizer one_each(RecordingBackend(), &thread, 2, apart.tensors,
-                                AssignBuckets({4, 2}, 1024), GradientCompression::kNone,
-                                GradientScaling::kByCaller);
-  EXPECT_EQ(one_each.scaling(), GradientScaling::kByCaller);
+  Synchronized one_each = Synchronize(RecordingBackend(), thread, apart.tensors,
+                                      AssignBuckets({4, 2}, 1024), GradientScaling::kByCaller);
+  EXPECT_EQ(one_each.scaling, GradientScaling::kByCaller);
   RunStep(one_each, 0.5f, nullptr);
   ASSERT_EQ(Calls().size(), 2u);
   EXPECT_EQ(Calls()[0].address, base + 4096);  // reverse order: the last parameter first
@@ -191,8 +210,8 @@ TEST(GradientSynchronizer, ByCallerLeavesTheHostSumUnscaled) {
   std::vector<float> memory = {1, 2, 3};
   Gradients g({3}, {reinterpret_cast<uintptr_t>(memory.data())}, kDLCPU);
   CommunicationThread thread;
-  GradientSynchronizer sync(RecordingBackend(), &thread, 2, g.tensors, AssignBuckets({3}, 1024),
-                            GradientCompression::kNone, GradientScaling::kByCaller);
+  Synchronized sync = Synchronize(RecordingBackend(), thread, g.tensors, AssignBuckets({3}, 1024),
+                                  GradientScaling::kByCaller);
   EXPECT_EQ(RunStep(sync, 0.5f, &memory), (std::vector<float>{2, 4, 6}));
 }
 

@@ -1,7 +1,7 @@
-// The reduction through a machine's shared memory (training/local_reduce.hpp), with its workers as
-// forked processes around one memory file: every worker ends with the same bits, the sums within
-// 1e-6 of a sequential float64 reference (relative to the terms' magnitude); a worker that dies
-// is named at once; the sharded exchanges move every part.
+// The reduction through a machine's shared memory (training/collectives/local_reduce.hpp), with its
+// workers as forked processes around one memory file: every worker ends with the same bits, the
+// sums within 1e-6 of a sequential float64 reference (relative to the terms' magnitude); a worker
+// that dies is named at once; the sharded exchanges move every part.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "training/collectives/local_reduce.hpp"
 #include "training/host_tensor.hpp"
-#include "training/local_reduce.hpp"
 
 namespace dpl::training {
 namespace {
@@ -282,11 +282,11 @@ TEST(LocalReduce, ShardedExchangesMoveEveryPart) {
     if (!reducer.ok()) return Fail(report, reducer.status());
     std::vector<std::vector<float>> values;
     for (uint32_t p = 0; p < kSizes.size(); ++p) values.emplace_back(kSizes[p], -1.0f);
-    for (const Segment& s : (*reducer)->layout().PartOfEveryBucket(group.local_rank)) {
-      for (size_t i = 0; i < s.length; ++i)
+    for (const ParameterRun& s : (*reducer)->layout().PartOfEveryBucket(group.local_rank)) {
+      for (size_t i = 0; i < s.elements; ++i)
         values[s.parameter][s.offset + i] = Gradient(0, s.parameter, s.offset + i);
     }
-    auto place = [&](const Segment& s) { return values[s.parameter].data() + s.offset; };
+    auto place = [&](const ParameterRun& s) { return values[s.parameter].data() + s.offset; };
     for (int round = 0; round < 2; ++round) {
       const Status gathered = (*reducer)->GatherParts(place, place, /*again=*/true);
       if (!gathered.ok()) return Fail(report, gathered);

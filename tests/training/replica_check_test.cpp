@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "training/collectives/store_collectives.hpp"
+
 namespace dpl::training {
 namespace {
 
@@ -109,8 +111,8 @@ TEST(ReplicaCheck, TheStoreGatherCarriesEveryBitOfEveryRank) {
     }
     return Status::Ok();
   };
-  GatherWords gather = ReplicaGather(nullptr, nullptr, sum, 1, 3);
-  Result<std::vector<uint64_t>> all = gather({words[1]}, "replica-check-10");
+  Result<std::vector<uint64_t>> all =
+      GatherWordsThroughSums(sum, {words[1]}, "replica-check-10", 1, 3);
   ASSERT_TRUE(all.ok()) << all.status().message();
   EXPECT_EQ(*all, words);
   EXPECT_EQ(names, std::vector<std::string>{"replica-check-10"});

@@ -1,11 +1,11 @@
-// How buckets are cut into parts (training/shard_layout.hpp): every element in exactly one part,
-// parts as equal as pieces allow, never a piece split (Note [Pieces]).
+// How buckets are cut into parts (training/collectives/shard_layout.hpp): every element in exactly
+// one part, parts as equal as pieces allow, never a piece split (Note [Pieces]).
 #include <gtest/gtest.h>
 
 #include <map>
 
+#include "training/collectives/shard_layout.hpp"
 #include "training/gradient_clipping.hpp"
-#include "training/shard_layout.hpp"
 
 namespace dpl::training {
 namespace {
@@ -21,14 +21,14 @@ TEST(ShardLayout, EveryElementInExactlyOnePartInFlatOrder) {
     for (size_t b = 0; b < layout.buckets(); ++b) {
       size_t flat = 0;
       for (int part = 0; part < parts; ++part) {
-        for (const Segment& segment : layout.SegmentsOf(b, part)) {
-          EXPECT_EQ(segment.flat, flat) << "parts " << parts << ", bucket " << b;
-          flat += segment.length;
+        for (const ParameterRun& run : layout.RunsOf(b, part)) {
+          EXPECT_EQ(run.flat, flat) << "parts " << parts << ", bucket " << b;
+          flat += run.elements;
           // Note [Pieces]: a part starts and ends at a piece boundary or a parameter's end.
-          EXPECT_EQ(segment.offset % kPieceElements, 0u);
-          const size_t end = segment.offset + segment.length;
-          EXPECT_TRUE(end % kPieceElements == 0 || end == kSizes[segment.parameter]);
-          for (size_t i = segment.offset; i < end; ++i) ++owner[{segment.parameter, i}];
+          EXPECT_EQ(run.offset % kPieceElements, 0u);
+          const size_t end = run.offset + run.elements;
+          EXPECT_TRUE(end % kPieceElements == 0 || end == kSizes[run.parameter]);
+          for (size_t i = run.offset; i < end; ++i) ++owner[{run.parameter, i}];
         }
       }
       EXPECT_EQ(flat, layout.bucket(b).elements);
@@ -53,12 +53,12 @@ TEST(ShardLayout, PartsAreAsEqualAsPiecesAllow) {
   EXPECT_EQ(bucket.parameters, (std::vector<uint32_t>{0, 1}));
   const ShardLayout halves(sizes, AssignBuckets(sizes, 1 << 30), 2);
   EXPECT_EQ(halves.bucket(0).bounds, (std::vector<size_t>{0, 19 * 4096, 150000}));
-  const std::vector<Segment> second = halves.PartOfEveryBucket(1);  // the end of 0, all of 1
+  const std::vector<ParameterRun> second = halves.PartOfEveryBucket(1);  // the end of 0, all of 1
   ASSERT_EQ(second.size(), 2u);
   EXPECT_EQ(second[0].parameter, 0u);
   EXPECT_EQ(second[0].offset, 19u * 4096);
   EXPECT_EQ(second[1].parameter, 1u);
-  EXPECT_EQ(second[1].length, 50000u);
+  EXPECT_EQ(second[1].elements, 50000u);
 }
 
 TEST(ShardLayout, PiecesAndFingerprints) {
@@ -86,9 +86,9 @@ TEST(ShardLayout, PieceSumsOfThePartsGiveTheWholeNorm) {
   const ShardLayout layout(kSizes, AssignBuckets(kSizes, 40000), 3);
   std::vector<double> sums(layout.pieces(), 0.0);
   for (int part = 0; part < 3; ++part) {
-    for (const Segment& s : layout.PartOfEveryBucket(part)) {
+    for (const ParameterRun& s : layout.PartOfEveryBucket(part)) {
       PieceSumsOfSquares(
-          gradients[s.parameter].data() + s.offset, s.length,
+          gradients[s.parameter].data() + s.offset, s.elements,
           sums.data() + layout.first_piece()[s.parameter] + s.offset / kPieceElements);
     }
   }

@@ -24,6 +24,10 @@ ModelInterface Adapt(const void* table) {
   TakeEvalStepPerSample(t, &model);
   TakeHostCopyEntries(t, &model);
   TakeModelV3Entries(t, &model);
+  model.per_instance = kModelV3PerInstance;
+  model.described_capabilities = [](const dpl_model_info& info) {
+    return Result<CapabilitySet<ModelCapability>>(ModelV3Described(info));
+  };
   return model;
 }
 

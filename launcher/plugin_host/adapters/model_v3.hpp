@@ -35,8 +35,18 @@ void TakeModelV3Entries(const Table& table, ModelInterface* model) {
 
 // What v3 can do; later versions add theirs.
 constexpr CapabilitySet<ModelCapability> kModelV3Capabilities = {
-    ModelCapability::kHostCopy,     ModelCapability::kHostBatchSlots, ModelCapability::kBuffers,
-    ModelCapability::kRngState,     ModelCapability::kAutocast,       ModelCapability::kLossScale,
-    ModelCapability::kDeviceStream, ModelCapability::kStateFiles,     ModelCapability::kDataShape};
+    ModelCapability::kHostCopy,     ModelCapability::kHostBatchSlots,
+    ModelCapability::kBuffers,      ModelCapability::kRngState,
+    ModelCapability::kAutocast,     ModelCapability::kLossScale,
+    ModelCapability::kDeviceStream, ModelCapability::kStateFiles,
+    ModelCapability::kDataShape,    ModelCapability::kBroadcastBuffers};
+// Of those, what an instance says in its info.flags (Note [Capabilities of an instance]).
+constexpr CapabilitySet<ModelCapability> kModelV3PerInstance = {ModelCapability::kBroadcastBuffers};
+
+// The per-instance capabilities v3's info.flags give (in the newest info, whose flags keep v3's).
+inline CapabilitySet<ModelCapability> ModelV3Described(const dpl_model_info& info) {
+  if ((info.flags & DPL_MODEL_BROADCAST_BUFFERS) == 0) return {};
+  return {ModelCapability::kBroadcastBuffers};
+}
 
 }  // namespace dpl::plugin_host::adapters

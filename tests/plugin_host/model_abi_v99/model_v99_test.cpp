@@ -93,11 +93,10 @@ class ModelAbiV99Test : public ::testing::Test {
     if (!idx.ok()) return idx.status();
     auto data = training::OpenTrainingData({idx->dataset, LabelOf(*idx)}, config, 1);
     if (!data.ok()) return data.status();
-    return training::RunTraining(config, training::WorkerIdentity{}, nullptr,
-                                 worker::ModelPluginOf(*model), std::move(*data),
-                                 [](const std::string&, std::vector<double>*) {
-                                   return Status::Error("one rank sums nothing");
-                                 });
+    auto one_rank = training::OpenCollectives(training::Membership{});
+    if (!one_rank.ok()) return one_rank.status();
+    return training::RunTraining(config, training::WorkerIdentity{}, worker::ModelPluginOf(*model),
+                                 std::move(*data), **one_rank);
   }
 
   static std::string refusal_;

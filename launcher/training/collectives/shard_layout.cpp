@@ -1,4 +1,4 @@
-#include "training/shard_layout.hpp"
+#include "training/collectives/shard_layout.hpp"
 
 #include <algorithm>
 
@@ -54,25 +54,25 @@ ShardLayout::ShardLayout(const std::vector<size_t>& parameter_elements,
   }
 }
 
-std::vector<Segment> ShardLayout::SegmentsOf(size_t b, int part) const {
+std::vector<ParameterRun> ShardLayout::RunsOf(size_t b, int part) const {
   const BucketLayout& layout = buckets_[b];
   const size_t begin = layout.bounds[size_t(part)], end = layout.bounds[size_t(part) + 1];
-  std::vector<Segment> segments;
+  std::vector<ParameterRun> runs;
   for (size_t k = 0; k < layout.parameters.size() && begin < end; ++k) {
     const size_t start = layout.starts[k];
     const size_t stop = k + 1 < layout.parameters.size() ? layout.starts[k + 1] : layout.elements;
     const size_t from = std::max(begin, start), to = std::min(end, stop);
     if (from >= to) continue;
-    segments.push_back(Segment{layout.parameters[k], from - start, to - from, from});
+    runs.push_back(ParameterRun{layout.parameters[k], from - start, to - from, from});
   }
-  return segments;
+  return runs;
 }
 
-std::vector<Segment> ShardLayout::PartOfEveryBucket(int part) const {
-  std::vector<Segment> all;
+std::vector<ParameterRun> ShardLayout::PartOfEveryBucket(int part) const {
+  std::vector<ParameterRun> all;
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    const std::vector<Segment> segments = SegmentsOf(b, part);
-    all.insert(all.end(), segments.begin(), segments.end());
+    const std::vector<ParameterRun> runs = RunsOf(b, part);
+    all.insert(all.end(), runs.begin(), runs.end());
   }
   return all;
 }

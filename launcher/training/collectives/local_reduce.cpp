@@ -1,4 +1,4 @@
-#include "training/local_reduce.hpp"
+#include "training/collectives/local_reduce.hpp"
 
 #include <unistd.h>
 
@@ -6,9 +6,8 @@
 #include <cstring>
 #include <thread>
 
-#include "observability/stall_monitor.hpp"
+#include "training/collectives/backend_collectives.hpp"
 #include "training/host_tensor.hpp"
-#include "training/precision.hpp"
 
 namespace dpl::training {
 namespace {
@@ -102,6 +101,7 @@ Status LocalReducer::Attach(uint64_t fingerprint) {
   header.attached.fetch_add(1, std::memory_order_acq_rel);
   const auto deadline = std::chrono::steady_clock::now() + group_.timeout;
   while (header.attached.load(std::memory_order_acquire) < uint32_t(group_.local_world_size)) {
+    if (group_.abort->raised()) return group_.abort->why();  // Note [Aborting collectives]
     if (std::chrono::steady_clock::now() > deadline) {
       std::string missing;
       for (int k = 0; k < group_.local_world_size; ++k) {
@@ -181,7 +181,8 @@ Status LocalReducer::WaitForAll(size_t flag, uint32_t target,
                                 const std::function<std::string()>& what) {
   for (int k = 0; k < group_.local_world_size; ++k) {
     if (k == group_.local_rank) continue;
-    DPL_RETURN_IF_ERROR(WaitFor(Flag(k, flag), target, Peer(k), group_.timeout, what));
+    DPL_RETURN_IF_ERROR(
+        WaitFor(Flag(k, flag), target, Peer(k), group_.timeout, *group_.abort, what));
   }
   return Status::Ok();
 }
@@ -229,16 +230,9 @@ Status LocalReducer::SumPart(size_t bucket, float scale) {
   const bool across = group_.machines > 1;
   SumFloats(inputs, out, count, scale, /*scaled=*/!across);
   if (!across) return Status::Ok();
-  // The machine's part, rounded once to a 16-bit wire after the scale, as the backends' path does
-  // (gradient_sync.cpp).
-  if (wire_ != GradientCompression::kNone) {
-    return AllreduceIn16Bits(*group_.across_machines, wire_, out, count, scale, &wire_part_);
-  }
-  int64_t shape[1] = {int64_t(count)};
-  DLTensor part = HostTensor(out, DLDataType{kDLFloat, 32, 1}, 1, shape);
-  DPL_RETURN_IF_ERROR(group_.across_machines->Allreduce(&part, DPL_REDUCE_SUM, nullptr));
-  for (size_t i = 0; i < count; ++i) out[i] *= scale;
-  return Status::Ok();
+  // Step 4: the machine's part across machines, scaled once, rounded once to a 16-bit wire after
+  // the scale, as the backend's path does.
+  return SumHostFloats(*group_.across_machines, wire_, out, count, scale, &wire_part_);
 }
 
 Status LocalReducer::AwaitSums() {
@@ -256,12 +250,7 @@ Status LocalReducer::Barrier(const char* what) {
   ++phase_;
   const size_t flag = 2 * layout_.buckets();
   Publish(&Flag(group_.local_rank, flag), phase_);
-  // Watched as the sums are (gradient_sync.cpp), so that a worker waiting here for one that
-  // stopped gets the stall warning naming it.
-  observability::CollectiveActivity activity;
-  activity.collective = "shared-memory barrier";
-  return observability::StallMonitor::Global().Watch(
-      activity, [&] { return WaitForAll(flag, phase_, [&] { return std::string(what); }); });
+  return WaitForAll(flag, phase_, [&] { return std::string(what); });
 }
 
 Status LocalReducer::ShareEntries(std::vector<double>* values) {
@@ -282,24 +271,23 @@ Status LocalReducer::ShareEntries(std::vector<double>* values) {
   return Status::Ok();
 }
 
-Status LocalReducer::GatherParts(const std::function<const float*(const Segment&)>& source,
-                                 const std::function<float*(const Segment&)>& destination,
+Status LocalReducer::GatherParts(const std::function<const float*(const ParameterRun&)>& source,
+                                 const std::function<float*(const ParameterRun&)>& destination,
                                  bool again) {
   float* copy = reinterpret_cast<float*>(mapping_->data() + copy_offset_);
   for (size_t b = 0; b < layout_.buckets(); ++b) {
-    for (const Segment& segment : layout_.SegmentsOf(b, group_.local_rank)) {
-      std::memcpy(copy + bucket_offsets_[b] + segment.flat, source(segment),
-                  segment.length * sizeof(float));
+    for (const ParameterRun& run : layout_.RunsOf(b, group_.local_rank)) {
+      std::memcpy(copy + bucket_offsets_[b] + run.flat, source(run), run.elements * sizeof(float));
     }
   }
   DPL_RETURN_IF_ERROR(Barrier("the parts of the sharded optimizer"));
   for (size_t b = 0; b < layout_.buckets(); ++b) {
     for (int k = 0; k < group_.local_world_size; ++k) {
       if (k == group_.local_rank) continue;
-      for (const Segment& segment : layout_.SegmentsOf(b, k)) {
-        float* to = destination(segment);
+      for (const ParameterRun& run : layout_.RunsOf(b, k)) {
+        float* to = destination(run);
         if (to != nullptr) {
-          std::memcpy(to, copy + bucket_offsets_[b] + segment.flat, segment.length * sizeof(float));
+          std::memcpy(to, copy + bucket_offsets_[b] + run.flat, run.elements * sizeof(float));
         }
       }
     }

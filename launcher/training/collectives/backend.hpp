@@ -1,6 +1,8 @@
 // The connected communication backend a worker trains with: the plugin's interface (the plugin
 // host's adapter made it, whatever the plugin's ABI version), one instance, and its calls as
-// Status values that name the plugin. Owns the instance: the destructor destroys it.
+// Status values that name the plugin. Owns the instance: the destructor destroys it. Its
+// collectives are called by the front's backend path only (Note [One front for collectives] in
+// collectives.hpp; the test style.collectives_only_in_the_front finds any other call).
 #pragma once
 
 #include <dlpack/dlpack.h>

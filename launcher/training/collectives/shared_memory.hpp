@@ -23,6 +23,7 @@
 #include <string>
 
 #include "common/status.hpp"
+#include "training/collectives/abort_signal.hpp"
 
 namespace dpl::training {
 
@@ -63,8 +64,9 @@ void Publish(std::atomic<uint32_t>* word, uint32_t value);
 
 // Waits until `word` reaches `target` (Note [Waiting on a peer]). `peer` writes it; `what` says
 // what the wait is for ("bucket 3 of step 12"), for the message of a failed wait: a dead peer is
-// DPL_ERR_COMMUNICATION, running out of `timeout` DPL_ERR_TIMEOUT.
+// DPL_ERR_COMMUNICATION, running out of `timeout` DPL_ERR_TIMEOUT, `abort` raised its reason.
 Status WaitFor(const std::atomic<uint32_t>& word, uint32_t target, const PeerProcess& peer,
-               std::chrono::milliseconds timeout, const std::function<std::string()>& what);
+               std::chrono::milliseconds timeout, const AbortSignal& abort,
+               const std::function<std::string()>& what);
 
 }  // namespace dpl::training

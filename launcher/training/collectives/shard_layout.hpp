@@ -19,18 +19,18 @@
 #include <cstdint>
 #include <vector>
 
-#include "training/gradient_sync.hpp"
+#include "training/collectives/buckets.hpp"
 
 namespace dpl::training {
 
 inline constexpr size_t kPieceElements = 4096;
 
-// A run of one parameter's elements: [offset, offset + length) of parameter `parameter`, which is
-// at `flat` in its bucket's flat order.
-struct Segment {
+// A run (the glossary of docs/architecture.md): elements [offset, offset + elements) of parameter
+// `parameter`; in a bucket's part, at `flat` in the bucket's flat order (else 0).
+struct ParameterRun {
   uint32_t parameter = 0;
   size_t offset = 0;
-  size_t length = 0;
+  size_t elements = 0;
   size_t flat = 0;
 };
 
@@ -55,9 +55,9 @@ class ShardLayout {
   // Elements of all buckets.
   size_t elements() const { return elements_; }
   // Part `part` of bucket `b` as runs of parameters, in flat order.
-  std::vector<Segment> SegmentsOf(size_t b, int part) const;
+  std::vector<ParameterRun> RunsOf(size_t b, int part) const;
   // Part `part` of every bucket, bucket after bucket.
-  std::vector<Segment> PartOfEveryBucket(int part) const;
+  std::vector<ParameterRun> PartOfEveryBucket(int part) const;
   // The first piece of each parameter in a list of every parameter's pieces (Note [Pieces]), and
   // the number of pieces in all.
   const std::vector<size_t>& first_piece() const { return first_piece_; }

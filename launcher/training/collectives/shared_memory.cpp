@@ -1,4 +1,4 @@
-#include "training/shared_memory.hpp"
+#include "training/collectives/shared_memory.hpp"
 
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -76,7 +76,8 @@ void Publish(std::atomic<uint32_t>* word, uint32_t value) {
 }
 
 Status WaitFor(const std::atomic<uint32_t>& word, uint32_t target, const PeerProcess& peer,
-               std::chrono::milliseconds timeout, const std::function<std::string()>& what) {
+               std::chrono::milliseconds timeout, const AbortSignal& abort,
+               const std::function<std::string()>& what) {
   for (int spin = 0; spin < kSpins; ++spin) {
     if (Reached(word.load(std::memory_order_acquire), target)) return Status::Ok();
     Pause();
@@ -90,6 +91,7 @@ Status WaitFor(const std::atomic<uint32_t>& word, uint32_t target, const PeerPro
     const timespec slice{0, long(std::chrono::nanoseconds(kSleepSlice).count())};
     Futex(&word, FUTEX_WAIT, seen, &slice);  // returns at a wake, a change, or the slice's end
     if (Reached(word.load(std::memory_order_acquire), target)) return Status::Ok();
+    if (abort.raised()) return abort.why();  // Note [Aborting collectives], within a slice
     const Clock::time_point now = Clock::now();
     if (now - checked >= kLivenessEvery) {
       checked = now;

@@ -1,4 +1,4 @@
-#include "training/backend.hpp"
+#include "training/collectives/backend.hpp"
 
 #include <utility>
 

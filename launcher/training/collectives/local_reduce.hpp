@@ -41,10 +41,11 @@
 #include <vector>
 
 #include "common/status.hpp"
-#include "training/backend.hpp"
+#include "training/collectives/abort_signal.hpp"
+#include "training/collectives/backend.hpp"
+#include "training/collectives/shard_layout.hpp"
+#include "training/collectives/shared_memory.hpp"
 #include "training/config.hpp"
-#include "training/shard_layout.hpp"
-#include "training/shared_memory.hpp"
 
 namespace dpl::training {
 
@@ -58,6 +59,8 @@ struct LocalGroup {
   // This local rank's workers of every machine, rank = machine (when machines > 1).
   Backend* across_machines = nullptr;
   std::chrono::milliseconds timeout{300000};  // --backend-timeout
+  // Ends every wait in the shared memory once raised (Note [Aborting collectives]).
+  std::shared_ptr<const AbortSignal> abort = std::make_shared<AbortSignal>();
 };
 
 class LocalReducer {
@@ -106,12 +109,12 @@ class LocalReducer {
   // Adds `values` up over the machine's workers, in local-rank order (exact where at most one
   // worker's entry is not zero); every worker gets the totals.
   Status ShareEntries(std::vector<double>* values);
-  // Each worker's own part of every bucket goes from `source(segment)` to the others'
-  // `destination(segment)` (pointers to the segment's first element), through the shared copy;
+  // Each worker's own part of every bucket goes from `source(run)` to the others'
+  // `destination(run)` (pointers to the run's first element), through the shared copy;
   // a worker's own part is not copied to its own destination, nor any part to a NULL one. With
   // `again`, the copy may be reused as soon as this returns (a barrier at the end).
-  Status GatherParts(const std::function<const float*(const Segment&)>& source,
-                     const std::function<float*(const Segment&)>& destination, bool again);
+  Status GatherParts(const std::function<const float*(const ParameterRun&)>& source,
+                     const std::function<float*(const ParameterRun&)>& destination, bool again);
 
  private:
   LocalReducer(const LocalGroup& group, ShardLayout layout, GradientCompression wire);

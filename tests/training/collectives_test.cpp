@@ -1,0 +1,227 @@
+// The front of a worker's collectives (training/collectives/collectives.hpp) without a launcher:
+// ranks as threads of this process over a backend of their own (fakes/thread_world.hpp) and an
+// in-process store; what each path carries, what the front routes where, and Abort.
+#include "training/collectives/collectives.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "fakes/thread_world.hpp"
+#include "rendezvous/store.hpp"
+#include "training/collectives/backend_collectives.hpp"
+#include "training/collectives/communication_thread.hpp"
+
+namespace dpl::training {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(OneRank, SumsVotesAndGathersAreItsOwn) {
+  Result<std::unique_ptr<Collectives>> front = OpenCollectives(Membership{});
+  ASSERT_TRUE(front.ok()) << front.status().message();
+  Collectives& one = **front;
+  EXPECT_EQ(one.rank(), 0);
+  EXPECT_EQ(one.size(), 1);
+  std::vector<double> values = {1.5, -2.0};
+  ASSERT_TRUE(one.SumScalars("epoch-loss-0", &values).ok());
+  EXPECT_EQ(values, (std::vector<double>{1.5, -2.0}));
+  Result<std::vector<uint64_t>> words = one.GatherWords({7, 9}, "replica-check-1");
+  ASSERT_TRUE(words.ok());
+  EXPECT_EQ(*words, (std::vector<uint64_t>{7, 9}));
+  EXPECT_TRUE(*one.AnyRankSays("preempt", 3, true));
+  EXPECT_FALSE(*one.AnyRankSays("preempt", 4, false));
+  EXPECT_TRUE(one.Barrier("anything").ok());
+  EXPECT_TRUE(one.Reaches(DLDevice{kDLCUDA, 0}));
+  Result<std::unique_ptr<GradientReduction>> reduction = one.ReduceGradients(ReductionPlan{});
+  ASSERT_FALSE(reduction.ok());
+  EXPECT_EQ(reduction.status().message(), "a world of one rank has no gradients to sum");
+}
+
+TEST(OpenCollectives, RefusesAWorldWithoutItsBackendOrStore) {
+  Membership membership;
+  membership.world_size = 2;
+  Result<std::unique_ptr<Collectives>> front = OpenCollectives(membership);
+  ASSERT_FALSE(front.ok());
+  EXPECT_EQ(front.status().code(), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(front.status().message(), "a world of 2 ranks needs its backend and its store");
+}
+
+TEST(BackendPath, CarriesTheScalarsVotesAndBroadcastsOfEveryRank) {
+  fakes::ThreadWorld world(3);
+  world.RunRanks([&](int rank) {
+    std::unique_ptr<Backend> backend = world.BackendOf(rank);
+    CommunicationThread thread;
+    BackendCollectives collectives(*backend, thread, rank, 3);
+    std::vector<double> values = {double(rank + 1), 2.0};
+    ASSERT_TRUE(collectives.SumScalars("sum", &values).ok());
+    EXPECT_EQ(values, (std::vector<double>{6.0, 6.0}));
+    Result<std::vector<uint64_t>> words = collectives.GatherWords({uint64_t(rank) * 10}, "w");
+    ASSERT_TRUE(words.ok());
+    EXPECT_EQ(*words, (std::vector<uint64_t>{0, 10, 20}));
+    EXPECT_TRUE(*collectives.AnyRankSays("vote", 1, rank == 2));
+    EXPECT_FALSE(*collectives.AnyRankSays("vote", 2, false));
+    std::vector<float> data = {float(rank), float(rank) * 2};
+    int64_t shape = 2;
+    const DLTensor tensor = HostTensor(data.data(), DLDataType{kDLFloat, 32, 1}, 1, &shape);
+    ASSERT_TRUE(collectives.BroadcastTensors({tensor}, 1, nullptr, {"broadcast", -1, 0, 8}).ok());
+    EXPECT_EQ(data, (std::vector<float>{1.0f, 2.0f}));
+    EXPECT_TRUE(collectives.Barrier("end").ok());
+  });
+  EXPECT_EQ(world.calls(), (std::vector<std::string>{"allreduce", "allgather", "allreduce",
+                                                     "allreduce", "broadcast", "barrier"}));
+}
+
+// The sharded optimizer's reduction through the backend: each rank holds the average of its own
+// part only, the entries add up, and the gather puts every part into every rank's place.
+TEST(BackendPath, ReduceScatterLeavesEachRankItsPartAndGathersTheOthers) {
+  const std::vector<size_t> sizes = {4096 + 3, 5};
+  fakes::ThreadWorld world(2);
+  world.RunRanks([&](int rank) {
+    std::unique_ptr<Backend> backend = world.BackendOf(rank);
+    CommunicationThread thread;
+    std::vector<std::vector<float>> gradients;
+    std::vector<int64_t> shapes(sizes.begin(), sizes.end());
+    ReductionPlan plan;
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      gradients.emplace_back(sizes[p], float(rank + 1) * float(p + 1));
+      plan.gradients.push_back(
+          HostTensor(gradients[p].data(), DLDataType{kDLFloat, 32, 1}, 1, &shapes[p]));
+    }
+    plan.buckets = AssignBuckets(sizes, 1 << 20);
+    plan.sharded = true;
+    auto reduction = ReduceScatterBuckets(*backend, thread, rank, 2, plan);
+    ASSERT_EQ(reduction->sums_left(), SumsLeft::kOwnPartOnly);
+    for (size_t b = 0; b < plan.buckets.size(); ++b)
+      ASSERT_TRUE(reduction->Launch(b, 0.5f).get().ok());
+    ASSERT_TRUE(reduction->Finish().ok());
+    const ShardLayout& layout = reduction->layout();
+    size_t mine = 0;
+    for (size_t b = 0; b < layout.buckets(); ++b) {
+      for (const ParameterRun& run : layout.RunsOf(b, rank)) {
+        const float* sums = reduction->GradientOf(b, run);
+        for (size_t i = 0; i < run.elements; ++i) {
+          EXPECT_EQ(sums[i], 1.5f * float(run.parameter + 1)) << "rank " << rank;
+        }
+        mine += run.elements;
+      }
+    }
+    EXPECT_GT(mine, 0u);
+    std::vector<double> entries = {rank == 0 ? 1.0 : 0.0, rank == 1 ? 4.0 : 0.0};
+    ASSERT_TRUE(reduction->ShareEntries(&entries).ok());
+    EXPECT_EQ(entries, (std::vector<double>{1.0, 4.0}));
+    // Each rank's values hold its rank in its own part; after the gather every part is there.
+    std::vector<std::vector<float>> values = {std::vector<float>(sizes[0], -1.0f),
+                                              std::vector<float>(sizes[1], -1.0f)};
+    for (size_t b = 0; b < layout.buckets(); ++b) {
+      for (const ParameterRun& run : layout.RunsOf(b, rank)) {
+        std::fill_n(values[run.parameter].begin() + long(run.offset), run.elements, float(rank));
+      }
+    }
+    auto place = [&](const ParameterRun& run) { return values[run.parameter].data() + run.offset; };
+    ASSERT_TRUE(reduction->GatherParts(place, place, false).ok());
+    for (size_t b = 0; b < layout.buckets(); ++b) {
+      for (int part = 0; part < 2; ++part) {
+        for (const ParameterRun& run : layout.RunsOf(b, part)) {
+          EXPECT_EQ(values[run.parameter][run.offset], float(part)) << "rank " << rank;
+        }
+      }
+    }
+  });
+}
+
+// Note [One front for collectives]: the epoch loss goes through the store, the hashes and the
+// vote through a backend of host memory; the front makes no backend call for the sums.
+TEST(Front, RoutesTheSumsThroughTheStoreAndTheRestThroughTheBackend) {
+  rendezvous::StoreServerOptions server_options;
+  server_options.bind_addr = "127.0.0.1";
+  Result<std::unique_ptr<rendezvous::StoreServer>> server =
+      rendezvous::StoreServer::Start(server_options);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  fakes::ThreadWorld world(2);
+  world.RunRanks([&](int rank) {
+    rendezvous::StoreClientOptions client_options;
+    client_options.host = "127.0.0.1";
+    client_options.port = (*server)->port();
+    auto client = rendezvous::StoreClient::Connect(client_options);
+    ASSERT_TRUE(client.ok()) << client.status().message();
+    std::unique_ptr<Backend> backend = world.BackendOf(rank);
+    Membership membership;
+    membership.rank = rank;
+    membership.world_size = 2;
+    membership.backend = backend.get();
+    membership.store = client->get();
+    membership.store_prefix = "attempt/0/";
+    membership.timeout = 10s;
+    Result<std::unique_ptr<Collectives>> front = OpenCollectives(membership);
+    ASSERT_TRUE(front.ok()) << front.status().message();
+    std::vector<double> losses = {double(rank) + 0.25, 1.0};
+    ASSERT_TRUE((*front)->SumScalars("epoch-loss-0", &losses).ok());
+    EXPECT_EQ(losses, (std::vector<double>{1.5, 2.0}));
+    Result<std::vector<uint64_t>> hashes = (*front)->GatherWords({uint64_t(rank) + 5}, "hash");
+    ASSERT_TRUE(hashes.ok());
+    EXPECT_EQ(*hashes, (std::vector<uint64_t>{5, 6}));
+    EXPECT_TRUE(*(*front)->AnyRankSays("preempt", 1, rank == 0));
+    EXPECT_TRUE((*front)->Barrier("end").ok());
+  });
+  EXPECT_EQ(world.calls(), (std::vector<std::string>{"allgather", "allreduce", "barrier"}));
+}
+
+// Note [Aborting collectives]: what is queued ends without running, and so does every later call.
+TEST(Abort, EndsWhatIsQueuedAndEveryLaterCall) {
+  CommunicationThread thread;
+  std::promise<void> started, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::future<Status> running = thread.Submit([&started, released] {
+    started.set_value();
+    released.wait();
+    return Status::Ok();
+  });
+  started.get_future().wait();
+  bool queued_ran = false;
+  std::future<Status> queued = thread.Submit([&] {
+    queued_ran = true;
+    return Status::Ok();
+  });
+  thread.Abort(Status::Communication("machine 2 left the job"));
+  release.set_value();
+  EXPECT_TRUE(running.get().ok()) << "a call under way ends as it ends";
+  const Status ended = queued.get();
+  EXPECT_FALSE(queued_ran);
+  EXPECT_EQ(ended.code(), DPL_ERR_COMMUNICATION);
+  EXPECT_EQ(ended.message(), "machine 2 left the job");
+  EXPECT_EQ(thread.Run([] { return Status::Ok(); }).message(), "machine 2 left the job");
+}
+
+// A worker waiting in the machine's shared memory for one that never comes stops within a
+// fraction of a second of the abort, not at --backend-timeout.
+TEST(Abort, EndsAWaitInSharedMemoryAtOnce) {
+  const int fd = ::memfd_create("dpl-abort-test", 0);
+  ASSERT_GE(fd, 0);
+  auto abort = std::make_shared<AbortSignal>();
+  LocalGroup group;
+  group.memory_fd = fd;
+  group.local_world_size = 2;  // the other worker never comes
+  group.timeout = 60s;
+  group.abort = abort;
+  std::thread aborter([abort] {
+    std::this_thread::sleep_for(100ms);
+    abort->Raise(Status::Communication("the attempt ended"));
+  });
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<LocalReducer>> reducer = LocalReducer::Create(
+      group, ShardLayout({8}, AssignBuckets({8}, 1024), 2), GradientCompression::kNone, false, 0);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  aborter.join();
+  ::close(fd);
+  ASSERT_FALSE(reducer.ok());
+  EXPECT_EQ(reducer.status().message(), "the attempt ended");
+  EXPECT_LT(waited, 5s);
+}
+
+}  // namespace
+}  // namespace dpl::training

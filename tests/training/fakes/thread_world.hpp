@@ -1,0 +1,199 @@
+// A backend whose ranks are threads of this process: the collectives of dpl/backend.h on host
+// memory, each summed in rank order (so every rank gets the same bits), through one meeting point.
+// For unit tests of the front's backend path and of the step's parts without a launcher.
+#pragma once
+
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dpl/support/half.hpp"
+#include "training/collectives/backend.hpp"
+#include "training/host_tensor.hpp"
+
+namespace dpl::training::fakes {
+
+class ThreadWorld {
+ public:
+  explicit ThreadWorld(int size) : size_(size), deposits_(size_t(size)) {}
+
+  int size() const { return size_; }
+  // Rank `rank`'s connected backend.
+  std::unique_ptr<Backend> BackendOf(int rank);
+  // Runs `body(rank)` on a thread per rank and joins them.
+  void RunRanks(const std::function<void(int rank)>& body) {
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < size_; ++rank) threads.emplace_back(body, rank);
+    for (std::thread& thread : threads) thread.join();
+  }
+  // Collectives issued so far by rank 0, by name ("allreduce", ...).
+  std::vector<std::string> calls() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return calls_;
+  }
+
+  // Every rank deposits `mine`; once all have, `combine` (run once, by the last to arrive) turns
+  // the deposits, in rank order, into what each rank gets (`out` for rank r: results[r]).
+  std::vector<uint8_t> Meet(int rank, const char* name, std::vector<uint8_t> mine,
+                            const std::function<std::vector<std::vector<uint8_t>>(
+                                const std::vector<std::vector<uint8_t>>&)>& combine);
+
+ private:
+  int size_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::vector<uint8_t>> deposits_, results_;
+  int arrived_ = 0, left_ = 0;
+  uint64_t round_ = 0;
+  std::vector<std::string> calls_;
+};
+
+inline std::vector<uint8_t> ThreadWorld::Meet(
+    int rank, const char* name, std::vector<uint8_t> mine,
+    const std::function<
+        std::vector<std::vector<uint8_t>>(const std::vector<std::vector<uint8_t>>&)>& combine) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return left_ == 0; });  // the round before is over for everyone
+  const uint64_t round = round_;
+  if (rank == 0) calls_.push_back(name);
+  deposits_[size_t(rank)] = std::move(mine);
+  if (++arrived_ == size_) {
+    results_ = combine(deposits_);
+    arrived_ = 0;
+    left_ = size_;
+    ++round_;
+    changed_.notify_all();
+  } else {
+    changed_.wait(lock, [&] { return round_ != round; });
+  }
+  std::vector<uint8_t> out = results_[size_t(rank)];
+  if (--left_ == 0) changed_.notify_all();
+  return out;
+}
+
+namespace detail {
+
+struct Rank {
+  ThreadWorld* world;
+  int rank;
+};
+
+inline Rank& RankOf(dpl_backend* backend) {
+  return *reinterpret_cast<Rank*>(backend);
+}
+
+inline std::vector<uint8_t> BytesOf(const DLTensor& tensor) {
+  const size_t bytes = ElementCount(tensor) * ((tensor.dtype.bits + 7) / 8);
+  const auto* data = HostData<const uint8_t>(tensor);
+  return std::vector<uint8_t>(data, data + bytes);
+}
+
+inline void WriteBytes(const std::vector<uint8_t>& bytes, DLTensor* tensor) {
+  std::memcpy(HostData<uint8_t>(*tensor), bytes.data(), bytes.size());
+}
+
+// The element-wise sum of `deposits` in rank order, in the tensors' dtype.
+inline std::vector<uint8_t> Sum(const std::vector<std::vector<uint8_t>>& deposits,
+                                const DLDataType& dtype) {
+  std::vector<uint8_t> total = deposits[0];
+  for (size_t r = 1; r < deposits.size(); ++r) {
+    const uint8_t* in = deposits[r].data();
+    if (dtype.code == kDLFloat && dtype.bits == 32) {
+      auto* out = reinterpret_cast<float*>(total.data());
+      for (size_t i = 0; i < total.size() / 4; ++i) out[i] += reinterpret_cast<const float*>(in)[i];
+    } else if (dtype.code == kDLFloat && dtype.bits == 64) {
+      auto* out = reinterpret_cast<double*>(total.data());
+      for (size_t i = 0; i < total.size() / 8; ++i) {
+        out[i] += reinterpret_cast<const double*>(in)[i];
+      }
+    } else if (dtype.bits == 16) {  // fp16 and bf16, each sum in float32 rounded back
+      const bool half = dtype.code == kDLFloat;
+      auto* out = reinterpret_cast<uint16_t*>(total.data());
+      const auto* add = reinterpret_cast<const uint16_t*>(in);
+      for (size_t i = 0; i < total.size() / 2; ++i) {
+        out[i] =
+            half ? support::FloatToHalf(support::HalfToFloat(out[i]) + support::HalfToFloat(add[i]))
+                 : support::FloatToBfloat16(support::Bfloat16ToFloat(out[i]) +
+                                            support::Bfloat16ToFloat(add[i]));
+      }
+    }
+  }
+  return total;
+}
+
+inline std::vector<std::vector<uint8_t>> Everyone(const std::vector<uint8_t>& bytes, size_t n) {
+  return std::vector<std::vector<uint8_t>>(n, bytes);
+}
+
+}  // namespace detail
+
+inline std::unique_ptr<Backend> ThreadWorld::BackendOf(int rank) {
+  auto table = std::make_shared<plugin_host::BackendInterface>();
+  table->destroy = [](dpl_backend* backend) { delete &detail::RankOf(backend); };
+  table->allreduce = [](dpl_backend* b, DLTensor* tensor, dpl_reduce_op, void*) {
+    const detail::Rank& r = detail::RankOf(b);
+    const DLDataType dtype = tensor->dtype;
+    detail::WriteBytes(r.world->Meet(r.rank, "allreduce", detail::BytesOf(*tensor),
+                                     [&](const auto& all) {
+                                       return detail::Everyone(detail::Sum(all, dtype), all.size());
+                                     }),
+                       tensor);
+    return DPL_OK;
+  };
+  table->broadcast = [](dpl_backend* b, DLTensor* tensor, int32_t root, void*) {
+    const detail::Rank& r = detail::RankOf(b);
+    detail::WriteBytes(r.world->Meet(r.rank, "broadcast", detail::BytesOf(*tensor),
+                                     [&](const auto& all) {
+                                       return detail::Everyone(all[size_t(root)], all.size());
+                                     }),
+                       tensor);
+    return DPL_OK;
+  };
+  table->allgather = [](dpl_backend* b, const DLTensor* input, DLTensor* output, void*) {
+    const detail::Rank& r = detail::RankOf(b);
+    detail::WriteBytes(r.world->Meet(r.rank, "allgather", detail::BytesOf(*input),
+                                     [](const auto& all) {
+                                       std::vector<uint8_t> joined;
+                                       for (const auto& part : all) {
+                                         joined.insert(joined.end(), part.begin(), part.end());
+                                       }
+                                       return detail::Everyone(joined, all.size());
+                                     }),
+                       output);
+    return DPL_OK;
+  };
+  table->reduce_scatter = [](dpl_backend* b, DLTensor* input, DLTensor* output, dpl_reduce_op,
+                             void*) {
+    const detail::Rank& r = detail::RankOf(b);
+    const DLDataType dtype = input->dtype;
+    detail::WriteBytes(r.world->Meet(r.rank, "reduce_scatter", detail::BytesOf(*input),
+                                     [&](const auto& all) {
+                                       const std::vector<uint8_t> sum = detail::Sum(all, dtype);
+                                       const size_t slice = sum.size() / all.size();
+                                       std::vector<std::vector<uint8_t>> slices;
+                                       for (size_t k = 0; k < all.size(); ++k) {
+                                         slices.emplace_back(sum.begin() + long(k * slice),
+                                                             sum.begin() + long((k + 1) * slice));
+                                       }
+                                       return slices;
+                                     }),
+                       output);
+    return DPL_OK;
+  };
+  table->barrier = [](dpl_backend* b) {
+    const detail::Rank& r = detail::RankOf(b);
+    r.world->Meet(r.rank, "barrier", {}, [](const auto& all) { return all; });
+    return DPL_OK;
+  };
+  table->synchronize = [](dpl_backend*, void*) { return DPL_OK; };
+  table->last_error = [] { return ""; };
+  auto* instance = reinterpret_cast<dpl_backend*>(new detail::Rank{this, rank});
+  return std::make_unique<Backend>(table, instance, PluginLabel{"backend", "threads", ""}, kDLCPU);
+}
+
+}  // namespace dpl::training::fakes
