@@ -39,8 +39,8 @@ enum class Precision { kFp32, kBf16, kFp16 };
 enum class LrScheduleKind { kConstant, kStep, kCosine, kLinear };
 // How the workers of one machine sum their gradients on the CPU (local_reduce.hpp).
 enum class LocalReduce { kSharedMemory, kBackend };
-// Whether each rank keeps the optimizer state of its part only (shard.hpp); kAuto: where it was
-// measured faster (ShardsOptimizer in placement.hpp).
+// Whether each rank keeps the optimizer state of its part only (update_share.hpp); kAuto: where it
+// was measured faster (ShardsOptimizer in placement.hpp).
 enum class OptimizerSharding { kAuto, kOn, kOff };
 
 // A choice's spelling on the command line, in checkpoints and in messages: the one table per enum.
@@ -172,7 +172,7 @@ struct TrainingConfig {
   GradientCompression grad_compression = GradientCompression::kAuto;
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
   // A machine's workers sum through its shared memory or through the backend; the optimizer state
-  // may be split among the ranks (ZeRO stage 1, shard.hpp).
+  // may be split among the ranks (ZeRO stage 1, update_share.hpp).
   LocalReduce local_reduce = LocalReduce::kSharedMemory;
   OptimizerSharding shard_optimizer = OptimizerSharding::kAuto;
   // A device model's optimizer runs on a host copy of its parameters even where the model could

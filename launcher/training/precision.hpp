@@ -2,7 +2,7 @@
 // models can run it, and the format the gradients travel in. The autocast itself is the model's
 // (ModelCapability::kAutocast, dpl_precision; the SDK's libtorch helper runs it); the host keeps
 // parameters, gradients and the optimizer in float32 whatever the precision, and scales the loss
-// for fp16 (parameter_update.hpp).
+// for fp16 (optimizer_runner.hpp).
 #pragma once
 
 #include <cstddef>

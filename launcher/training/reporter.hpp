@@ -29,7 +29,7 @@
 // of each rank's mean, as the gradients are averaged, which for equal local batches is the loss of
 // the global batch, averaged over the epoch (as Lightning's and Keras's epoch figures). Each rank
 // sums its own batch losses; at the end of the epoch the sums and counts go to every rank once
-// (the trainer's SumAcrossRanks, a few numbers through the store) instead of a number per step.
+// (the front's SumScalars, a few numbers through the store) instead of a number per step.
 // The step lines stay rank 0's own batch loss.
 #pragma once
 

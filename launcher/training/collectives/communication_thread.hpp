@@ -1,7 +1,7 @@
 // The thread every collective of a training process runs on (Note [One front for collectives] in
 // collectives.hpp): the backend ABI requires a backend's calls to be serialised, and running them
 // off the training thread lets gradient buckets be reduced while the backward pass goes on
-// (gradient_sync.hpp).
+// (training/gradient_sync.hpp).
 #pragma once
 
 #include <condition_variable>

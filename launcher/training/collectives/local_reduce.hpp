@@ -23,13 +23,13 @@
 // into the model); with --shard-optimizer each worker reads only its own part.
 // Before the next step writes a bucket again, every worker has copied that bucket in once more,
 // which it does only after its optimizer step: so one area per bucket suffices, and every
-// exchange of the sharded optimizer (shard.hpp) is separated from the next by a reduction.
+// exchange of the sharded optimizer (update_share.hpp) is separated from the next by a reduction.
 //
 // Note [Gradients in shared memory]: a model with share_gradients keeps its gradients in its
 // worker's input area from the start, in parameter order: a bucket's parameters are consecutive
-// and ascending there (gradient_sync.cpp), so the bucket is one run of it and step 1 copies
-// nothing, it only marks the bucket. The others read it until the sums are awaited; the worker's
-// next backward writes it only after its optimizer step, after that wait.
+// and ascending there (AssignBuckets), so the bucket is one run of it and step 1 copies nothing,
+// it only marks the bucket. The others read it until the sums are awaited; the worker's next
+// backward writes it only after its optimizer step, after that wait.
 #pragma once
 
 #include <atomic>
@@ -79,7 +79,7 @@ class LocalReducer {
   const LocalGroup& group() const { return group_; }
 
   // Step 1 copies the gradients without zeroing them: the model replaces them at its next
-  // backward after zero_gradients (Model::ReplacesGradients), which the host then calls.
+  // backward after zero_gradients (ModelCapability::kReplacedGradients), which the host then calls.
   void KeepGradients() { zero_behind_ = false; }
   bool zeroes_gradients() const { return zero_behind_ && !direct_; }
   // Note [Gradients in shared memory]: each worker's model keeps its gradients in the worker's

@@ -1,6 +1,6 @@
 // How the gradient buckets are cut into parts: one part per worker of a machine for the reduction
 // through shared memory (local_reduce.hpp), one per rank for the sharded optimizer
-// (--shard-optimizer, shard.hpp).
+// (--shard-optimizer, Note [Sharded optimizer] in update_share.hpp).
 //
 // Note [Bucket layout]: a bucket's elements are its parameters back to back in ascending
 // parameter order (the order of the model's memory when its gradients are views of one buffer),
