@@ -37,13 +37,25 @@ struct MemberOf<T Owner::*> {
   using Class = Owner;
 };
 
-// The Field of a member of Options or of its training config: In<&TrainingConfig::epochs>.
-template <auto kMember>
-typename MemberOf<decltype(kMember)>::Type& In(Options& options) {
-  if constexpr (std::is_same_v<typename MemberOf<decltype(kMember)>::Class, Options>) {
-    return options.*kMember;
+// Member `kMember` of `object`, or of its member, ... down the path `kMember, kInner...`.
+template <typename Object, auto kMember, auto... kInner>
+auto& MemberAt(Object& object) {
+  if constexpr (sizeof...(kInner) == 0) {
+    return object.*kMember;
   } else {
-    return options.training.*kMember;
+    return MemberAt<typename MemberOf<decltype(kMember)>::Type, kInner...>(object.*kMember);
+  }
+}
+
+// The Field of a member of Options or of its training config, or of one of the config's option
+// structs: In<&TrainingConfig::epochs>, In<&TrainingConfig::optimizer,
+// &OptimizerOptions::momentum>.
+template <auto kMember, auto... kInner>
+auto& In(Options& options) {
+  if constexpr (std::is_same_v<typename MemberOf<decltype(kMember)>::Class, Options>) {
+    return MemberAt<Options, kMember, kInner...>(options);
+  } else {
+    return MemberAt<training::TrainingConfig, kMember, kInner...>(options.training);
   }
 }
 

@@ -12,6 +12,10 @@
 namespace dpl::cli::table {
 namespace {
 
+using training::LossScalerOptions;
+using training::LrScheduleOptions;
+using training::OptimizerOptions;
+
 constexpr int kMaxEpochs = 1000000;
 constexpr int kMaxBatchSize = 1 << 20;
 constexpr int kMaxGradAccum = 1024;
@@ -73,10 +77,11 @@ Flag DataCache() {
 
 // 0 stands for "not given", which workers are not told.
 Flag LrStepSize() {
-  Flag step_size = Integer<int64_t>("lr-step-size", "N", 1, Constant<kInt64Max>,
-                                    In<&TrainingConfig::lr_step_size>);
+  Flag step_size =
+      Integer<int64_t>("lr-step-size", "N", 1, Constant<kInt64Max>,
+                       In<&TrainingConfig::lr_schedule, &LrScheduleOptions::step_size>);
   step_size.forward = [](const Options& o) {
-    const int64_t steps = o.training.lr_step_size;
+    const int64_t steps = o.training.lr_schedule.step_size;
     return steps == 0 ? std::vector<std::string>{} : Args("lr-step-size", std::to_string(steps));
   };
   return step_size;
@@ -125,15 +130,17 @@ Flag Betas() {
                                      "(got '" +
                                      text + "')");
     }
-    parsed->options.training.adam_beta1 = first;
-    parsed->options.training.adam_beta2 = second;
+    parsed->options.training.optimizer.adam_beta1 = first;
+    parsed->options.training.optimizer.adam_beta2 = second;
     return Status::Ok();
   };
   betas.recorded_value = [](const Options& o) {
-    return RecordedNumber(o.training.adam_beta1) + "," + RecordedNumber(o.training.adam_beta2);
+    return RecordedNumber(o.training.optimizer.adam_beta1) + "," +
+           RecordedNumber(o.training.optimizer.adam_beta2);
   };
   betas.forward = [](const Options& o) {
-    return Args("betas", ExactText(o.training.adam_beta1) + "," + ExactText(o.training.adam_beta2));
+    return Args("betas", ExactText(o.training.optimizer.adam_beta1) + "," +
+                             ExactText(o.training.optimizer.adam_beta2));
   };
   return betas;
 }
@@ -178,24 +185,25 @@ void AddScheduleAndDataFlags(TableRows add) {
 void AddOptimizerFlags(TableRows add) {
   add(Section::kOptimizer, ChangesTheMath(),
       Choice<training::OptimizerKind>("optimizer", "NAME", training::OptimizerNames,
-                                      In<&TrainingConfig::optimizer>),
+                                      In<&TrainingConfig::optimizer, &OptimizerOptions::kind>),
       "adadelta|sgd|adam|adamw (default adadelta), torch.optim's arithmetic; adamw's weight "
       "decay is decoupled (AdamW)");
   add(Section::kOptimizer, ChangesTheMath(),
-      Real("lr", "RATE", "greater than 0", Positive, In<&TrainingConfig::learning_rate>),
+      Real("lr", "RATE", "greater than 0", Positive,
+           In<&TrainingConfig::optimizer, &OptimizerOptions::learning_rate>),
       "learning rate, > 0 (default 0.5)");
   add(Section::kOptimizer, ChangesTheMath(),
       Real(
           "momentum", "M", "at least 0 and less than 1", [](double x) { return x >= 0 && x < 1; },
-          In<&TrainingConfig::momentum>),
+          In<&TrainingConfig::optimizer, &OptimizerOptions::momentum>),
       "SGD momentum, 0 <= m < 1 (default 0)");
   add(Section::kTraining, ChangesTheMath(),
       Integer<int>("grad-accum", "K", 1, Constant<kMaxGradAccum>, In<&TrainingConfig::grad_accum>),
       "micro-batches per optimizer step, 1..1024 (default 1)");
   add(Section::kPrecision,
       SameOnEveryMachine("the gradients' format on the wire; a checkpoint holds float32 state"),
-      Choice<training::GradientCompression>("grad-compression", "KIND", training::CompressionNames,
-                                            In<&TrainingConfig::grad_compression>),
+      Choice<training::WireFormat>("grad-compression", "KIND", training::WireFormatNames,
+                                   In<&TrainingConfig::grad_compression>),
       "format of the gradients on the wire: auto|none|fp16|bf16 (default auto: the --precision's "
       "between machines, so bf16 and fp16 training send 16-bit buckets and fp32 float32 ones, and "
       "float32 on one machine); an explicit value wins; the backend sums 16-bit buckets in "
@@ -208,19 +216,22 @@ void AddOptimizerFlags(TableRows add) {
       "optimizer in float32; fp16 scales the loss dynamically (--loss-scale-*) and skips a step "
       "whose gradients overflow");
   add(Section::kOptimizer, ChangesTheMath(),
-      Real("weight-decay", "L2", "at least 0", NotNegative, In<&TrainingConfig::weight_decay>),
+      Real("weight-decay", "L2", "at least 0", NotNegative,
+           In<&TrainingConfig::optimizer, &OptimizerOptions::weight_decay>),
       "torch.optim's weight_decay, >= 0 (default 0): sgd, adam and adadelta add it to the "
       "gradients of every tensor (L2); adamw decays the parameters themselves, those of two or "
       "more dimensions only, never biases or norm weights, as nanoGPT's param groups "
       "(--decay-all: every tensor); the log says which");
   add(Section::kOptimizer, ChangesTheMath(),
-      Switch("decay-all", SwitchSets::kTrue, In<&TrainingConfig::decay_all>),
+      Switch("decay-all", SwitchSets::kTrue,
+             In<&TrainingConfig::optimizer, &OptimizerOptions::decay_all>),
       "--optimizer adamw: decay every tensor, biases and norm weights too (torch's default for "
       "one param group)");
   add(Section::kOptimizer, ChangesTheMath(), Betas(),
       "adam and adamw: the running averages' coefficients, each >= 0 and < 1 (default 0.9,0.999)");
   add(Section::kOptimizer, ChangesTheMath(),
-      Real("eps", "EPS", "greater than 0", Positive, In<&TrainingConfig::adam_eps>),
+      Real("eps", "EPS", "greater than 0", Positive,
+           In<&TrainingConfig::optimizer, &OptimizerOptions::adam_eps>),
       "adam and adamw: the term added to the denominator, > 0 (default 1e-08; adadelta keeps "
       "torch's 1e-06)");
 }
@@ -233,47 +244,54 @@ void AddClippingAndScheduleFlags(TableRows add) {
       "0 = off (default 0)");
   add(Section::kOptimizer, ChangesTheMath(),
       Choice<training::LrScheduleKind>("lr-schedule", "NAME", training::LrScheduleNames,
-                                       In<&TrainingConfig::lr_schedule>),
+                                       In<&TrainingConfig::lr_schedule, &LrScheduleOptions::kind>),
       "learning rate over the optimizer steps the run takes (--max-steps when it ends the run "
       "first, else those of --epochs), as torch.optim.lr_scheduler: constant|step (StepLR)|"
       "cosine (CosineAnnealingLR to 0)|linear (LinearLR to 0) (default constant)");
   add(Section::kOptimizer, ChangesTheMath(),
       Integer<int64_t>("warmup-steps", "N", 0, Constant<kInt64Max>,
-                       In<&TrainingConfig::warmup_steps>),
+                       In<&TrainingConfig::lr_schedule, &LrScheduleOptions::warmup_steps>),
       "optimizer steps ramping the learning rate linearly up to --lr before the schedule starts, "
       ">= 0 (default 0)");
   add(Section::kOptimizer, ChangesTheMath(), LrStepSize(),
       "--lr-schedule step: optimizer steps between decays by --lr-gamma, >= 1 (needed by step)");
   add(Section::kOptimizer, ChangesTheMath(),
-      Real("lr-gamma", "G", "greater than 0", Positive, In<&TrainingConfig::lr_gamma>),
+      Real("lr-gamma", "G", "greater than 0", Positive,
+           In<&TrainingConfig::lr_schedule, &LrScheduleOptions::gamma>),
       "--lr-schedule step: the factor of each decay, > 0 (default 0.1)");
 }
 
-// fp16's loss scaling and the gradient buckets.
-void AddScalingAndBucketFlags(TableRows add) {
+// fp16's loss scaling.
+void AddLossScalingFlags(TableRows add) {
   add(Section::kPrecision,
       SameOnEveryMachine("a resumed fp16 run takes the loss scale from the checkpoint"),
       Real(
           "loss-scale-init", "S", "greater than 0 and at most 3.4e38 (float32)",
-          [](double x) { return x > 0 && x <= kFloat32Max; }, In<&TrainingConfig::loss_scale_init>),
+          [](double x) { return x > 0 && x <= kFloat32Max; },
+          In<&TrainingConfig::loss_scaling, &LossScalerOptions::init_scale>),
       "--precision fp16: the first loss scale, > 0 (default 65536)");
   add(Section::kPrecision, ChangesTheMath(),
       Real(
           "loss-scale-growth-factor", "F", "greater than 1", [](double x) { return x > 1; },
-          In<&TrainingConfig::loss_scale_growth_factor>),
+          In<&TrainingConfig::loss_scaling, &LossScalerOptions::growth_factor>),
       "--precision fp16: the loss scale's factor after --loss-scale-growth-interval clean steps, "
       "> 1 (default 2)");
   add(Section::kPrecision, ChangesTheMath(),
       Real(
           "loss-scale-backoff-factor", "F", "greater than 0 and less than 1",
-          [](double x) { return x > 0 && x < 1; }, In<&TrainingConfig::loss_scale_backoff_factor>),
+          [](double x) { return x > 0 && x < 1; },
+          In<&TrainingConfig::loss_scaling, &LossScalerOptions::backoff_factor>),
       "--precision fp16: the loss scale's factor at a step skipped for inf/NaN gradients, 0 < f "
       "< 1 (default 0.5)");
   add(Section::kPrecision, ChangesTheMath(),
       Integer<int64_t>("loss-scale-growth-interval", "N", 1, Constant<kInt32Max>,
-                       In<&TrainingConfig::loss_scale_growth_interval>),
+                       In<&TrainingConfig::loss_scaling, &LossScalerOptions::growth_interval>),
       "--precision fp16: clean steps in a row before the loss scale grows, 1..2147483647 "
       "(default 2000)");
+}
+
+// The gradient buckets, the replica check, and where the gradients are summed and updated.
+void AddBucketAndPlacementFlags(TableRows add) {
   add(Section::kTraining,
       SameOnEveryMachine("the buckets' size; a checkpoint holds whole parameters"), BucketCap(),
       "gradient bucket size in MiB, > 0 and <= 4096 (default 25)");
@@ -338,7 +356,8 @@ void AddTrainingFlags(TableRows add) {
   AddScheduleAndDataFlags(add);
   AddOptimizerFlags(add);
   AddClippingAndScheduleFlags(add);
-  AddScalingAndBucketFlags(add);
+  AddLossScalingFlags(add);
+  AddBucketAndPlacementFlags(add);
   AddValidationFlags(add);
 }
 

@@ -361,17 +361,18 @@ Status CheckConsistency(const Options& options) {
                                              : CheckBatchSplits(options));
   DPL_RETURN_IF_ERROR(CheckValidationFlags(options.training));
   DPL_RETURN_IF_ERROR(table::CheckLogRanks(options));
-  if (options.training.lr_schedule == training::LrScheduleKind::kStep &&
-      options.training.lr_step_size == 0) {
+  if (options.training.lr_schedule.kind == training::LrScheduleKind::kStep &&
+      options.training.lr_schedule.step_size == 0) {
     return Status::InvalidArgument(
         "--lr-schedule step needs --lr-step-size N, the optimizer steps between decays by "
         "--lr-gamma (StepLR's step_size)");
   }
-  if (options.training.decay_all && options.training.optimizer != training::OptimizerKind::kAdamW) {
+  if (options.training.optimizer.decay_all &&
+      options.training.optimizer.kind != training::OptimizerKind::kAdamW) {
     return Status::InvalidArgument(
         std::string("--decay-all applies to --optimizer adamw, whose weight decay skips biases "
                     "and norm weights; ") +
-        training::NameOf(training::OptimizerNames(), options.training.optimizer) +
+        training::NameOf(training::OptimizerNames(), options.training.optimizer.kind) +
         " decays every tensor already");
   }
   if (!options.hostfile.empty() && options.elastic()) {

@@ -140,8 +140,9 @@ Status RestoreOptimizer(const CheckpointState& state, const ParameterPlacement& 
 
 }  // namespace
 
-CheckpointPolicy::CheckpointPolicy(const TrainingConfig& config, int rank)
-    : config_(config), rank_(rank) {}
+CheckpointPolicy::CheckpointPolicy(const TrainingConfig& config, int rank,
+                                   ValidationState& validation)
+    : config_(config), rank_(rank), validation_(validation) {}
 
 bool CheckpointPolicy::DueAfter(int64_t global_step) const {
   return config_.checkpoint_every > 0 && global_step % config_.checkpoint_every == 0;
@@ -173,9 +174,9 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
   DPL_RETURN_IF_ERROR(RestoreOptimizer(state, placement, optimizer, newest));
   DPL_RETURN_IF_ERROR(RestoreLossScaling(state, optimizer, newest));
   if (!state.rng_state.empty()) DPL_RETURN_IF_ERROR(model.SetRngState(state.rng_state));
-  if (validation_ != nullptr && state.validation) {
-    *validation_ = ValidationState{state.validation->best_loss, state.validation->evaluations,
-                                   state.validation->without_improvement};
+  if (state.validation) {
+    validation_ = ValidationState{state.validation->best_loss, state.validation->evaluations,
+                                  state.validation->without_improvement};
   }
   const TrainingPosition position{state.epoch, state.step_in_epoch, state.global_step};
   if (rank_ == 0) {
@@ -241,7 +242,7 @@ Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& positi
     state.model.push_back({buffer.name, std::move(tensor)});
     offset += buffer.bytes;
   }
-  state.optimizer_name = NameOf(OptimizerNames(), config_.optimizer);
+  state.optimizer_name = NameOf(OptimizerNames(), config_.optimizer.kind);
   state.optimizer_steps = optimizer.optimizer_steps();
   const std::vector<HostParameter>& parameters = placement.parameters();
   const std::vector<std::string> names = optimizer.StateNames();
@@ -255,14 +256,12 @@ Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& positi
   if (model.Has(ModelCapability::kRngState)) DPL_RETURN_IF_ERROR(model.RngState(&state.rng_state));
   if (const std::optional<LossScalingState> scaling = optimizer.loss_scaling()) {
     state.scaler =
-        ScalerCheckpoint{double(scaling->scaler.scale),     config_.loss_scale_growth_factor,
-                         config_.loss_scale_backoff_factor, config_.loss_scale_growth_interval,
-                         scaling->scaler.growth_tracker,    scaling->skipped_steps};
+        ScalerCheckpoint{double(scaling->scaler.scale),       config_.loss_scaling.growth_factor,
+                         config_.loss_scaling.backoff_factor, config_.loss_scaling.growth_interval,
+                         scaling->scaler.growth_tracker,      scaling->skipped_steps};
   }
-  if (validation_ != nullptr) {
-    state.validation = ValidationCheckpoint{validation_->best_loss, validation_->evaluations,
-                                            validation_->without_improvement};
-  }
+  state.validation = ValidationCheckpoint{validation_.best_loss, validation_.evaluations,
+                                          validation_.without_improvement};
   return state;
 }
 

@@ -37,7 +37,9 @@ namespace dpl::training {
 
 class CheckpointPolicy {
  public:
-  CheckpointPolicy(const TrainingConfig& config, int rank);
+  // Checkpoints carry `validation` (validation while training), and Resume restores it from a
+  // checkpoint that has one; it outlives the policy.
+  CheckpointPolicy(const TrainingConfig& config, int rank, ValidationState& validation);
 
   // With --resume, restores the newest checkpoint into the host values (the placement hands them
   // to the model), the model's buffers and random state, the optimizer and the loss scaler, and
@@ -50,9 +52,6 @@ class CheckpointPolicy {
   // Note [Checkpoint retention] says (a failure to remove is a warning).
   Status Save(const TrainingPosition& position, Model& model, ParameterPlacement& placement,
               OptimizerRunner& optimizer) const;
-  // Checkpoints carry `*state` (validation while training), and Resume restores it from a
-  // checkpoint that has one. Set before Resume; outlives the policy's calls.
-  void TrackValidation(ValidationState* state) { validation_ = state; }
 
  private:
   // The checkpoint of `position`, with `whole`, the optimizer's state as WholeState gathers it.
@@ -62,7 +61,7 @@ class CheckpointPolicy {
 
   const TrainingConfig& config_;
   int rank_;
-  ValidationState* validation_ = nullptr;
+  ValidationState& validation_;
 };
 
 }  // namespace dpl::training

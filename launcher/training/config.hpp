@@ -32,9 +32,10 @@ inline constexpr int64_t kDefaultEvalBatches = 20;  // validation batches per ev
 
 enum class Device { kCpu, kCuda };
 enum class OptimizerKind { kAdadelta, kSgd, kAdam, kAdamW };
-// kAuto: the compute precision's 16-bit format (bf16 for --precision bf16, fp16 for fp16), none
-// for fp32 (training/precision.hpp).
-enum class GradientCompression { kNone, kFp16, kBf16, kAuto };
+// The format gradients travel in between ranks (--grad-compression; kNone: float32). kAuto: the
+// compute precision's 16-bit format (bf16 for --precision bf16, fp16 for fp16), none for fp32
+// (training/precision.hpp).
+enum class WireFormat { kNone, kFp16, kBf16, kAuto };
 enum class Precision { kFp32, kBf16, kFp16 };
 enum class LrScheduleKind { kConstant, kStep, kCosine, kLinear };
 // How the workers of one machine sum their gradients on the CPU (local_reduce.hpp).
@@ -58,11 +59,11 @@ inline const Spellings<OptimizerKind>& OptimizerNames() {
                                                  {"adamw", OptimizerKind::kAdamW}};
   return names;
 }
-inline const Spellings<GradientCompression>& CompressionNames() {
-  static const Spellings<GradientCompression> names = {{"auto", GradientCompression::kAuto},
-                                                       {"none", GradientCompression::kNone},
-                                                       {"fp16", GradientCompression::kFp16},
-                                                       {"bf16", GradientCompression::kBf16}};
+inline const Spellings<WireFormat>& WireFormatNames() {
+  static const Spellings<WireFormat> names = {{"auto", WireFormat::kAuto},
+                                              {"none", WireFormat::kNone},
+                                              {"fp16", WireFormat::kFp16},
+                                              {"bf16", WireFormat::kBf16}};
   return names;
 }
 inline const Spellings<Precision>& PrecisionNames() {
@@ -107,6 +108,41 @@ struct ResumeSetting {
   std::string default_value;
 };
 
+// The optimizer's hyperparameters, as torch.optim's (training/optimizer.hpp).
+struct OptimizerOptions {
+  OptimizerKind kind = OptimizerKind::kAdadelta;
+  double learning_rate = kDefaultAdadeltaLearningRate;
+  double momentum = 0.0;  // sgd
+  double rho = 0.9;       // adadelta
+  double eps = 1e-6;      // adadelta (adam and adamw use adam_eps)
+  double adam_beta1 = kDefaultAdamBeta1;
+  double adam_beta2 = kDefaultAdamBeta2;
+  double adam_eps = kDefaultAdamEps;
+  // As torch.optim's weight_decay: an L2 term in the gradients (sgd, adam, adadelta), decoupled
+  // for adamw; on the tensors Note [Weight decay groups] (optimizer.hpp) says, every one with
+  // decay_all.
+  double weight_decay = 0.0;
+  bool decay_all = false;
+};
+
+// The learning-rate schedule's (training/lr_schedule.hpp).
+struct LrScheduleOptions {
+  LrScheduleKind kind = LrScheduleKind::kConstant;
+  int64_t warmup_steps = 0;        // W, optimizer steps
+  int64_t step_size = 0;           // step: optimizer steps between decays; must be given (>= 1)
+  double gamma = kDefaultLrGamma;  // step: the factor of each decay (> 0)
+  // The run's steps are --max-steps (for the messages; from the step plan, not a flag).
+  bool steps_from_max_steps = false;
+};
+
+// fp16's dynamic loss scaling, as torch.cuda.amp.GradScaler's (training/loss_scaler.hpp).
+struct LossScalerOptions {
+  double init_scale = kDefaultLossScaleInit;                  // > 0, finite as a float32
+  double growth_factor = kDefaultLossScaleGrowthFactor;       // > 1
+  double backoff_factor = kDefaultLossScaleBackoffFactor;     // in (0, 1)
+  int64_t growth_interval = kDefaultLossScaleGrowthInterval;  // clean steps per growth, >= 1
+};
+
 struct TrainingConfig {
   // The model plugin and its own options.
   std::string model = "convnet";
@@ -142,34 +178,19 @@ struct TrainingConfig {
   Precision precision = Precision::kFp32;
 
   // The optimizer step.
-  OptimizerKind optimizer = OptimizerKind::kAdadelta;
-  double learning_rate = kDefaultAdadeltaLearningRate;
-  double momentum = 0.0;                  // sgd
-  double adam_beta1 = kDefaultAdamBeta1;  // adam, adamw
-  double adam_beta2 = kDefaultAdamBeta2;
-  double adam_eps = kDefaultAdamEps;
-  // As torch.optim's weight_decay: an L2 term in the gradients (sgd, adam, adadelta), decoupled
-  // for adamw; on the tensors Note [Weight decay groups] (optimizer.hpp) says, every one with
-  // decay_all.
-  double weight_decay = 0.0;
-  bool decay_all = false;
+  OptimizerOptions optimizer;
   int grad_accum = 1;           // micro-batches per optimizer step
   double clip_grad_norm = 0.0;  // max global L2 norm of the averaged gradients; 0 = no clipping
 
   // The learning-rate schedule over the run's optimizer steps (training/lr_schedule.hpp).
-  LrScheduleKind lr_schedule = LrScheduleKind::kConstant;
-  int64_t warmup_steps = 0;
-  int64_t lr_step_size = 0;           // step: optimizer steps between decays; 0 = not given
-  double lr_gamma = kDefaultLrGamma;  // step: the factor of each decay
+  LrScheduleOptions lr_schedule;
 
   // fp16's dynamic loss scaling (training/loss_scaler.hpp).
-  double loss_scale_init = kDefaultLossScaleInit;
-  double loss_scale_growth_factor = kDefaultLossScaleGrowthFactor;
-  double loss_scale_backoff_factor = kDefaultLossScaleBackoffFactor;
-  int64_t loss_scale_growth_interval = kDefaultLossScaleGrowthInterval;
+  LossScalerOptions loss_scaling;
 
-  // Gradient averaging: the format on the wire (kAuto: the precision's) and the bucket size.
-  GradientCompression grad_compression = GradientCompression::kAuto;
+  // Gradient averaging: the wire format (--grad-compression; kAuto: the precision's) and the
+  // bucket size.
+  WireFormat grad_compression = WireFormat::kAuto;
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
   // A machine's workers sum through its shared memory or through the backend; the optimizer state
   // may be split among the ranks (ZeRO stage 1, update_share.hpp).

@@ -37,7 +37,9 @@ dpl_optimizer_config DeviceOptimizerConfig(const OptimizerOptions& options,
 class DeviceRunner final : public OptimizerRunner {
  public:
   DeviceRunner(const TrainingConfig& config, StepRules rules, Model& model)
-      : OptimizerRunner(config, std::move(rules)), model_(model), momentum_(config.momentum) {}
+      : OptimizerRunner(config, std::move(rules)),
+        model_(model),
+        momentum_(config.optimizer.momentum) {}
 
   Result<StepDecision> Step(int64_t global_step, float factor) override;
   int64_t optimizer_steps() const override { return steps_; }
@@ -129,8 +131,8 @@ Result<std::unique_ptr<OptimizerRunner>> DeviceOptimizerRunner(
     const StepPlan& plan, int rank) {
   const std::vector<OptimizedTensor> tensors = OptimizedTensors(config, parameters, rank);
   std::vector<double> weight_decay;
-  DPL_RETURN_IF_ERROR(model.SetOptimizer(
-      DeviceOptimizerConfig(OptimizerOptionsOf(config), tensors, &weight_decay)));
+  DPL_RETURN_IF_ERROR(
+      model.SetOptimizer(DeviceOptimizerConfig(config.optimizer, tensors, &weight_decay)));
   DPL_ASSIGN_OR_RETURN(StepRules rules, StepRules::Create(config, plan, rank));
   return std::unique_ptr<OptimizerRunner>(new DeviceRunner(config, std::move(rules), model));
 }

@@ -188,7 +188,7 @@ Result<std::unique_ptr<OptimizerRunner>> HostOptimizerRunner(
     runs.push_back({run.run.elements, tensors[run.run.parameter].decayed});
   }
   DPL_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
-                       CreateOptimizer(OptimizerOptionsOf(config), std::move(runs)));
+                       CreateOptimizer(config.optimizer, std::move(runs)));
   if (share.sharded() && rank == 0) LogStateShare(share, *optimizer);
   DPL_ASSIGN_OR_RETURN(StepRules rules, StepRules::Create(config, plan, rank));
   return std::unique_ptr<OptimizerRunner>(

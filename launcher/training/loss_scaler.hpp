@@ -22,13 +22,6 @@
 
 namespace dpl::training {
 
-struct LossScalerOptions {
-  double init_scale = kDefaultLossScaleInit;                  // > 0, finite as a float32
-  double growth_factor = kDefaultLossScaleGrowthFactor;       // > 1
-  double backoff_factor = kDefaultLossScaleBackoffFactor;     // in (0, 1)
-  int64_t growth_interval = kDefaultLossScaleGrowthInterval;  // clean steps per growth, >= 1
-};
-
 // What a checkpoint keeps (GradScaler.state_dict's "scale" and "_growth_tracker").
 struct LossScalerState {
   float scale = 0.0f;

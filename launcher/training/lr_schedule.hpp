@@ -30,14 +30,6 @@
 
 namespace dpl::training {
 
-struct LrScheduleOptions {
-  LrScheduleKind kind = LrScheduleKind::kConstant;
-  int64_t warmup_steps = 0;           // W, optimizer steps
-  int64_t step_size = 0;              // step: optimizer steps between decays; must be given (>= 1)
-  double gamma = kDefaultLrGamma;     // step: the factor of each decay (> 0)
-  bool steps_from_max_steps = false;  // the run's steps are --max-steps (for the messages)
-};
-
 // The schedule's state is its step counter: Restore(k) replays the first k steps, so a resumed
 // schedule gives the same bits as one that never stopped. Checkpoint step(), which counts every
 // optimizer step taken or skipped (a step skipped for a non-finite gradient advances the schedule,

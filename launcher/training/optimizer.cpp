@@ -5,18 +5,6 @@
 
 namespace dpl::training {
 
-OptimizerOptions OptimizerOptionsOf(const TrainingConfig& config) {
-  OptimizerOptions options;
-  options.kind = config.optimizer;
-  options.learning_rate = config.learning_rate;
-  options.momentum = config.momentum;
-  options.adam_beta1 = config.adam_beta1;
-  options.adam_beta2 = config.adam_beta2;
-  options.adam_eps = config.adam_eps;
-  options.weight_decay = config.weight_decay;
-  return options;
-}
-
 namespace {
 
 // Elements a thread updates at least: below it the wake-up costs more than the work.

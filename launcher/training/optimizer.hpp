@@ -27,21 +27,6 @@
 
 namespace dpl::training {
 
-struct OptimizerOptions {
-  OptimizerKind kind = OptimizerKind::kAdadelta;
-  double learning_rate = 0.5;
-  double momentum = 0.0;  // sgd
-  double rho = 0.9;       // adadelta
-  double eps = 1e-6;      // adadelta (adam and adamw use adam_eps)
-  double adam_beta1 = kDefaultAdamBeta1;
-  double adam_beta2 = kDefaultAdamBeta2;
-  double adam_eps = kDefaultAdamEps;
-  double weight_decay = 0.0;
-};
-
-// The optimizer options of a run's configuration.
-OptimizerOptions OptimizerOptionsOf(const TrainingConfig& config);
-
 // An optimizer's state as a checkpoint holds it: state[k][p] is state k (Optimizer::StateNames)
 // of parameter p, whole.
 using OptimizerState = std::vector<std::vector<std::vector<float>>>;

@@ -140,7 +140,9 @@ class OptimizerRunner {
 
  protected:
   OptimizerRunner(const TrainingConfig& config, StepRules rules)
-      : rules_(std::move(rules)), kind_(config.optimizer), clip_grad_norm_(config.clip_grad_norm) {}
+      : rules_(std::move(rules)),
+        kind_(config.optimizer.kind),
+        clip_grad_norm_(config.clip_grad_norm) {}
   // The rate of optimizer step `global_step` + 1, into the optimizer.
   Status FollowSchedule(int64_t global_step) {
     DPL_RETURN_IF_ERROR(rules_.FollowSchedule(global_step));

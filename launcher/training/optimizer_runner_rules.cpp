@@ -23,14 +23,14 @@ void LogWeightDecay(const TrainingConfig& config, const std::vector<HostParamete
     (tensor.decayed ? decayed : kept) += 1;
     (tensor.decayed ? decayed_elements : kept_elements) += tensor.elements;
   }
-  const std::string optimizer = NameOf(OptimizerNames(), config.optimizer);
-  const std::string head = "--weight-decay " + NumberText(config.weight_decay) + " (" + optimizer +
-                           (config.optimizer == OptimizerKind::kAdamW ? ", decoupled" : ", L2") +
-                           ") on ";
-  if (config.optimizer != OptimizerKind::kAdamW || config.decay_all) {
+  const std::string optimizer = NameOf(OptimizerNames(), config.optimizer.kind);
+  const std::string head =
+      "--weight-decay " + NumberText(config.optimizer.weight_decay) + " (" + optimizer +
+      (config.optimizer.kind == OptimizerKind::kAdamW ? ", decoupled" : ", L2") + ") on ";
+  if (config.optimizer.kind != OptimizerKind::kAdamW || config.optimizer.decay_all) {
     log::Info(head + "every tensor: " + Count(decayed, "tensor", "tensors") + ", " +
               Count(decayed_elements, "element", "elements") +
-              (config.optimizer == OptimizerKind::kAdamW ? " (--decay-all)" : ""));
+              (config.optimizer.kind == OptimizerKind::kAdamW ? " (--decay-all)" : ""));
     return;
   }
   std::string examples;
@@ -48,22 +48,14 @@ void LogWeightDecay(const TrainingConfig& config, const std::vector<HostParamete
 }  // namespace
 
 Result<StepRules> StepRules::Create(const TrainingConfig& config, const StepPlan& plan, int rank) {
-  LrScheduleOptions schedule_options;
-  schedule_options.kind = config.lr_schedule;
-  schedule_options.warmup_steps = config.warmup_steps;
-  schedule_options.step_size = config.lr_step_size;
-  schedule_options.gamma = config.lr_gamma;
+  LrScheduleOptions schedule_options = config.lr_schedule;
   schedule_options.steps_from_max_steps = plan.RunSteps() < plan.EpochSteps();
-  DPL_ASSIGN_OR_RETURN(LrSchedule schedule,
-                       LrSchedule::Create(schedule_options, config.learning_rate, plan.RunSteps()));
+  DPL_ASSIGN_OR_RETURN(
+      LrSchedule schedule,
+      LrSchedule::Create(schedule_options, config.optimizer.learning_rate, plan.RunSteps()));
   std::optional<LossScaler> scaler;
   if (config.precision == Precision::kFp16) {
-    LossScalerOptions scaler_options;
-    scaler_options.init_scale = config.loss_scale_init;
-    scaler_options.growth_factor = config.loss_scale_growth_factor;
-    scaler_options.backoff_factor = config.loss_scale_backoff_factor;
-    scaler_options.growth_interval = config.loss_scale_growth_interval;
-    DPL_ASSIGN_OR_RETURN(scaler, LossScaler::Create(scaler_options));
+    DPL_ASSIGN_OR_RETURN(scaler, LossScaler::Create(config.loss_scaling));
   }
   return StepRules(std::move(schedule), std::move(scaler), rank);
 }
@@ -125,10 +117,10 @@ std::vector<OptimizedTensor> OptimizedTensors(const TrainingConfig& config,
                                               int rank) {
   std::vector<OptimizedTensor> tensors;  // a parameter's decay is its runs'
   for (const HostParameter& p : parameters) {
-    tensors.push_back(
-        {p.elements, DecaysTensor(config.optimizer, config.decay_all, p.model_value.ndim)});
+    tensors.push_back({p.elements, DecaysTensor(config.optimizer.kind, config.optimizer.decay_all,
+                                                p.model_value.ndim)});
   }
-  if (rank == 0 && config.weight_decay > 0.0) LogWeightDecay(config, parameters, tensors);
+  if (rank == 0 && config.optimizer.weight_decay > 0.0) LogWeightDecay(config, parameters, tensors);
   return tensors;
 }
 

@@ -34,21 +34,20 @@ Status CheckPrecisionSupported(const ModelPlugin& plugin, Precision precision) {
 // buckets through shared memory (forward+backward 264-273 against 224-236 ms, the wait 18-25
 // against 2-3 ms: the conversions run beside the backward on the same two cores) and the same
 // through gloo on loopback. So auto sends float32 there, and rank 0 says so.
-GradientWire ResolveGradientWire(Precision precision, GradientCompression requested,
-                                 bool across_machines) {
-  if (requested != GradientCompression::kAuto) return {requested, false, false};
-  GradientCompression format = GradientCompression::kNone;
-  if (precision == Precision::kBf16) format = GradientCompression::kBf16;
-  if (precision == Precision::kFp16) format = GradientCompression::kFp16;
-  if (format != GradientCompression::kNone && !across_machines) {
-    return {GradientCompression::kNone, true, true};
+GradientWire ResolveGradientWire(Precision precision, WireFormat requested, bool across_machines) {
+  if (requested != WireFormat::kAuto) return {requested, false, false};
+  WireFormat format = WireFormat::kNone;
+  if (precision == Precision::kBf16) format = WireFormat::kBf16;
+  if (precision == Precision::kFp16) format = WireFormat::kFp16;
+  if (format != WireFormat::kNone && !across_machines) {
+    return {WireFormat::kNone, true, true};
   }
   return {format, true, false};
 }
 
 std::string WireText(const GradientWire& wire) {
-  if (wire.format == GradientCompression::kNone) return "";
-  return std::string(", sent as ") + NameOf(CompressionNames(), wire.format) +
+  if (wire.format == WireFormat::kNone) return "";
+  return std::string(", sent as ") + NameOf(WireFormatNames(), wire.format) +
          (wire.from_precision ? " (the precision's, --grad-compression auto)" : "");
 }
 

@@ -26,7 +26,7 @@ Status CheckPrecisionSupported(const ModelPlugin& plugin, Precision precision);
 
 // The format of the gradients on the wire, and where it came from.
 struct GradientWire {
-  GradientCompression format = GradientCompression::kNone;  // never kAuto
+  WireFormat format = WireFormat::kNone;  // never kAuto
   // Chosen by --grad-compression auto from the precision rather than given: a place that cannot
   // send 16-bit gradients then sends float32 instead of refusing.
   bool from_precision = false;
@@ -37,8 +37,7 @@ struct GradientWire {
 // --grad-compression auto sends the compute precision's 16-bit format (bf16 training sends bf16
 // buckets, fp16 training fp16 ones) between machines, and float32 for fp32 and on one machine
 // (Note [16-bit gradients between machines only]); an explicit value wins.
-GradientWire ResolveGradientWire(Precision precision, GradientCompression requested,
-                                 bool across_machines);
+GradientWire ResolveGradientWire(Precision precision, WireFormat requested, bool across_machines);
 
 // ", sent as bf16 (...)" for a 16-bit wire format, else "": for the log.
 std::string WireText(const GradientWire& wire);

@@ -183,21 +183,21 @@ Result<std::unique_ptr<GradientReducer>> ReduceInPlace(Model& model, InPlacePlac
 Result<std::unique_ptr<GradientReducer>> ReduceOnModel(Model& model, ParameterPlacement& placement,
                                                        Collectives& collectives,
                                                        const PlacementSettings& settings) {
-  const GradientCompression format = settings.wire.format;
-  if (format != GradientCompression::kNone && !settings.wire.from_precision) {
+  const WireFormat format = settings.wire.format;
+  if (format != WireFormat::kNone && !settings.wire.from_precision) {
     return Status::InvalidArgument(
-        std::string("--grad-compression ") + NameOf(CompressionNames(), format) +
+        std::string("--grad-compression ") + NameOf(WireFormatNames(), format) +
         " converts gradients in host memory, but with --device " +
         NameOf(DeviceNames(), settings.device) + " and the '" + collectives.name() +
         "' backend they are summed on the device; use --grad-compression none");
   }
-  if (format != GradientCompression::kNone && settings.rank == 0) {
+  if (format != WireFormat::kNone && settings.rank == 0) {
     log::Info(std::string("the gradients are summed on the device in float32: ") +
-              NameOf(CompressionNames(), format) +
+              NameOf(WireFormatNames(), format) +
               " buckets (--grad-compression auto) are made in host memory only");
   }
   ReductionPlan plan = PlanOf(model, placement, settings, "in the model's memory");
-  plan.wire.format = GradientCompression::kNone;
+  plan.wire.format = WireFormat::kNone;
   plan.scaling = GradientScaling::kByCaller;
   std::vector<Bucket> buckets = plan.buckets;
   DPL_ASSIGN_OR_RETURN(std::unique_ptr<GradientReduction> reduction,

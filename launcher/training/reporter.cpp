@@ -24,7 +24,7 @@ double SecondsBetween(Reporter::Clock::time_point from, Reporter::Clock::time_po
 }  // namespace
 
 Reporter::Reporter(const TrainingConfig& config, int rank) : config_(config), rank_(rank) {
-  last_logged_.time = run_start_;
+  run_.last_logged.time = run_.start;
 }
 
 Result<std::unique_ptr<Reporter>> Reporter::Create(const TrainingConfig& config, int rank) {
@@ -46,28 +46,28 @@ Result<std::unique_ptr<Reporter>> Reporter::Create(const TrainingConfig& config,
 }
 
 double Reporter::SecondsSinceStart() const {
-  return SecondsBetween(run_start_, Clock::now());
+  return SecondsBetween(run_.start, Clock::now());
 }
 
 void Reporter::OnRunStart(const StepPlan& plan) {
   plan_ = plan;
-  steps_ = plan.start().global_step;
-  epoch_ = plan.start().epoch - 1;
-  run_start_ = Clock::now();
-  last_logged_ = Snapshot{};
-  last_logged_.time = run_start_;
-  last_logged_.steps = steps_;
-  observability::SetCurrentStep(steps_);
-  SendProgress(steps_, 0.0f, false);
+  run_.steps = plan.start().global_step;
+  epoch_.number = plan.start().epoch - 1;
+  run_.start = Clock::now();
+  run_.last_logged = Snapshot{};
+  run_.last_logged.time = run_.start;
+  run_.last_logged.steps = run_.steps;
+  observability::SetCurrentStep(run_.steps);
+  SendProgress(run_.steps, 0.0f, false);
 }
 
 void Reporter::StartEpoch() {
-  epoch_start_ = Clock::now();
-  ++epoch_;
-  epoch_samples_seen_ = 0;
-  epoch_loss_sum_ = 0.0;
-  epoch_loss_batches_ = 0;
-  epoch_batches_ = plan_.EndBatch(epoch_);
+  epoch_.start = Clock::now();
+  ++epoch_.number;
+  epoch_.samples_seen = 0;
+  epoch_.loss_sum = 0.0;
+  epoch_.loss_batches = 0;
+  epoch_.batches = plan_.EndBatch(epoch_.number);
 }
 
 void Reporter::StartBatch(int64_t global_step) {
@@ -75,25 +75,26 @@ void Reporter::StartBatch(int64_t global_step) {
 }
 
 void Reporter::OnBatch(const BatchReport& report, const StepProfile& profile) {
-  run_samples_ += report.epoch_samples - epoch_samples_seen_;
-  epoch_samples_seen_ = report.epoch_samples;
-  epoch_loss_sum_ += double(report.loss);
-  ++epoch_loss_batches_;
-  const bool stepped = report.global_step != steps_;
-  steps_ = report.global_step;
+  run_.samples += report.epoch_samples - epoch_.samples_seen;
+  epoch_.samples_seen = report.epoch_samples;
+  epoch_.loss_sum += double(report.loss);
+  ++epoch_.loss_batches;
+  const bool stepped = report.global_step != run_.steps;
+  run_.steps = report.global_step;
   if (!rank0()) return;
   if (config_.log_interval > 0 && report.batch % config_.log_interval == 0) {
     LogBatch(report, profile);
   }
   const Clock::time_point now = Clock::now();
-  if (stepped && (now - last_progress_ >= kProgressInterval || steps_ == plan_.TotalSteps())) {
-    SendProgress(steps_, report.loss, false);
+  if (stepped &&
+      (now - run_.last_progress >= kProgressInterval || run_.steps == plan_.TotalSteps())) {
+    SendProgress(run_.steps, report.loss, false);
   }
 }
 
 void Reporter::LogBatch(const BatchReport& report, const StepProfile& profile) {
   // Until OnRunStart, or past the planned end, the plain count of batches.
-  const int64_t batches = epoch_batches_ >= report.batch ? epoch_batches_ : report.batches;
+  const int64_t batches = epoch_.batches >= report.batch ? epoch_.batches : report.batches;
   char line[160];
   std::snprintf(line, sizeof line, "epoch: %lld [%lld/%lld] training loss: %.6f",
                 static_cast<long long>(report.epoch), static_cast<long long>(report.batch),
@@ -102,22 +103,23 @@ void Reporter::LogBatch(const BatchReport& report, const StepProfile& profile) {
 
   Snapshot now;
   now.time = Clock::now();
-  now.samples = run_samples_;
+  now.samples = run_.samples;
   now.steps = profile.steps();
   for (int phase = 0; phase < kStepPhaseCount; ++phase) {
     now.phase_seconds[phase] = profile.seconds(static_cast<StepPhase>(phase));
   }
-  const double interval = SecondsBetween(last_logged_.time, now.time);
-  const double rate = interval > 0 ? double(now.samples - last_logged_.samples) / interval : 0.0;
-  const int64_t steps = std::max<int64_t>(1, now.steps - last_logged_.steps);
+  const double interval = SecondsBetween(run_.last_logged.time, now.time);
+  const double rate =
+      interval > 0 ? double(now.samples - run_.last_logged.samples) / interval : 0.0;
+  const int64_t steps = std::max<int64_t>(1, now.steps - run_.last_logged.steps);
   double phase_ms[kStepPhaseCount];
   JsonObject phases;
   for (int phase = 0; phase < kStepPhaseCount; ++phase) {
     phase_ms[phase] =
-        (now.phase_seconds[phase] - last_logged_.phase_seconds[phase]) * 1000.0 / double(steps);
+        (now.phase_seconds[phase] - run_.last_logged.phase_seconds[phase]) * 1000.0 / double(steps);
     phases.Add(StepProfile::PhaseName(static_cast<StepPhase>(phase)), phase_ms[phase], 3);
   }
-  last_logged_ = now;
+  run_.last_logged = now;
   WriteMetrics(JsonObject()
                    .Add("kind", "step")
                    .Add("epoch", report.epoch)
@@ -146,39 +148,39 @@ void Reporter::SendProgress(int64_t step, float loss, bool done) {
   record.step = step;
   record.total = done ? step : std::max(plan_.TotalSteps(), step);
   record.start_step = plan_.start().global_step;
-  record.epoch = std::max<int64_t>(0, epoch_);
+  record.epoch = std::max<int64_t>(0, epoch_.number);
   record.epochs = config_.epochs;
   record.seconds = SecondsSinceStart();
-  record.samples_per_s = record.seconds > 0 ? double(run_samples_) / record.seconds : 0.0;
+  record.samples_per_s = record.seconds > 0 ? double(run_.samples) / record.seconds : 0.0;
   record.loss = loss;
   record.done = done;
   log::WriteRecord(protocol::EncodeProgress(record));
-  last_progress_ = Clock::now();
+  run_.last_progress = Clock::now();
 }
 
 std::vector<double> Reporter::EpochLossTotals() const {
-  return {epoch_loss_sum_, double(epoch_loss_batches_)};
+  return {epoch_.loss_sum, double(epoch_.loss_batches)};
 }
 
 void Reporter::OnEpochEnd(int64_t epoch, int64_t samples, const std::vector<double>& loss_totals) {
   if (!rank0()) return;
-  const double seconds = SecondsBetween(epoch_start_, Clock::now());
+  const double seconds = SecondsBetween(epoch_.start, Clock::now());
   const double rate = seconds > 0 ? double(samples) / seconds : 0.0;
   const int64_t batch_losses = std::llround(loss_totals.at(1));
   const double loss = batch_losses > 0 ? loss_totals.at(0) / double(batch_losses) : std::nan("");
-  const int64_t ranks = epoch_loss_batches_ > 0 ? batch_losses / epoch_loss_batches_ : 0;
+  const int64_t ranks = epoch_.loss_batches > 0 ? batch_losses / epoch_.loss_batches : 0;
   char line[240];
   std::snprintf(
       line, sizeof line,
       "epoch %lld done in %.2f s, %.1f samples/s, mean loss %.6f over %lld batches x %lld "
       "ranks",
       static_cast<long long>(epoch), seconds, rate, loss,
-      static_cast<long long>(epoch_loss_batches_), static_cast<long long>(ranks));
+      static_cast<long long>(epoch_.loss_batches), static_cast<long long>(ranks));
   log::Info(line);
   WriteMetrics(JsonObject()
                    .Add("kind", "epoch")
                    .Add("epoch", epoch)
-                   .Add("step", steps_)
+                   .Add("step", run_.steps)
                    .Add("loss", loss, 6)
                    .Add("loss_batches", batch_losses)
                    .Add("seconds", seconds, 3)
@@ -186,8 +188,8 @@ void Reporter::OnEpochEnd(int64_t epoch, int64_t samples, const std::vector<doub
                    .Add("samples_per_s", rate, 1)
                    .Add("time_s", SecondsSinceStart(), 3)
                    .str());
-  AddScalar("train/epoch_loss", steps_, loss);
-  AddScalar("train/epoch_samples_per_s", steps_, rate);
+  AddScalar("train/epoch_loss", run_.steps, loss);
+  AddScalar("train/epoch_samples_per_s", run_.steps, rate);
   FlushScalars();
 }
 
@@ -211,7 +213,7 @@ void Reporter::OnEvaluation(const EvaluationReport& report) {
   const double loss = count > 0 ? report.loss_sum / count : 0.0;
   const double accuracy = count > 0 ? report.correct / count : 0.0;
   const double perplexity = std::exp(loss);
-  const int64_t step = report.step >= 0 ? report.step : steps_;
+  const int64_t step = report.step >= 0 ? report.step : run_.steps;
   const std::string what =
       report.validation ? "validation at step " + std::to_string(step) : std::string("test set");
   char line[320];
@@ -227,7 +229,7 @@ void Reporter::OnEvaluation(const EvaluationReport& report) {
   log::Info(line);
   JsonObject json;
   json.Add("kind", report.validation ? "validation" : "eval")
-      .Add("epoch", std::max<int64_t>(0, epoch_))
+      .Add("epoch", std::max<int64_t>(0, epoch_.number))
       .Add("step", step)
       .Add("loss", loss, 6)
       .Add("accuracy", accuracy, 6)

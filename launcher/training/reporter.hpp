@@ -108,22 +108,32 @@ class Reporter {
   double SecondsSinceStart() const;
   bool rank0() const { return rank_ == 0; }
 
+  // The epoch under way.
+  struct EpochTally {
+    int64_t number = -1;
+    int64_t batches = 0;  // batches of it this run trains
+    int64_t samples_seen = 0;
+    double loss_sum = 0.0;  // this rank's batch losses of it
+    int64_t loss_batches = 0;
+    Clock::time_point start = Clock::now();
+  };
+  // The run so far.
+  struct RunTally {
+    int64_t steps = 0;    // optimizer steps done in all
+    int64_t samples = 0;  // global samples of this run
+    Clock::time_point start = Clock::now();
+    Clock::time_point last_progress{};
+    Snapshot last_logged;
+  };
+
   const TrainingConfig& config_;
   int rank_;
   StepPlan plan_;
-  int64_t epoch_ = -1;         // the epoch under way
-  int64_t epoch_batches_ = 0;  // batches of it this run trains
-  int64_t steps_ = 0;          // optimizer steps done in all
-  int64_t run_samples_ = 0;    // global samples of this run
-  int64_t epoch_samples_seen_ = 0;
-  double epoch_loss_sum_ = 0.0;  // this rank's batch losses of the epoch under way
-  int64_t epoch_loss_batches_ = 0;
+  EpochTally epoch_;
+  RunTally run_;
+  // Where rank 0 writes (--metrics, --tensorboard): NULL where it was not asked to.
   std::unique_ptr<std::ofstream> metrics_;
   std::unique_ptr<observability::TensorBoardWriter> tensorboard_;
-  Clock::time_point run_start_ = Clock::now();
-  Clock::time_point epoch_start_ = Clock::now();
-  Clock::time_point last_progress_{};
-  Snapshot last_logged_;
 };
 
 }  // namespace dpl::training

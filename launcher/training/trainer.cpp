@@ -115,7 +115,7 @@ PlacementSettings Trainer::ChoosePlacement(const LocalGroup& local) const {
   settings.device = config_.device;
   settings.local_reduce = config_.local_reduce;
   settings.offload_optimizer = config_.offload_optimizer;
-  settings.optimizer = config_.optimizer;
+  settings.optimizer = config_.optimizer.kind;
   settings.local = local;
   settings.shard_optimizer = ParameterPlacement::ShardsOptimizer(config_.shard_optimizer, settings);
   if (identity_.rank == 0) SayWhatAutoChose(settings, local);
@@ -169,8 +169,8 @@ Status Trainer::Setup(const ModelPlugin& model_plugin, const LocalGroup& local) 
 
 Status Trainer::CreateRecords() {
   DPL_ASSIGN_OR_RETURN(records_.reporter, Reporter::Create(config_, identity_.rank));
-  records_.checkpoints = std::make_unique<CheckpointPolicy>(config_, identity_.rank);
-  records_.checkpoints->TrackValidation(&records_.validation);
+  records_.checkpoints =
+      std::make_unique<CheckpointPolicy>(config_, identity_.rank, records_.validation);
   return Status::Ok();
 }
 

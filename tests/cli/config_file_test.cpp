@@ -46,8 +46,8 @@ TEST_F(ConfigFileTest, GoodFormsAreRead) {
   EXPECT_EQ(options->training.epochs, 2);
   EXPECT_EQ(options->training.batch_size, 64);
   EXPECT_TRUE(options->training.drop_last);
-  EXPECT_EQ(options->training.learning_rate, 0.25);
-  EXPECT_EQ(options->training.optimizer, training::OptimizerKind::kAdamW);
+  EXPECT_EQ(options->training.optimizer.learning_rate, 0.25);
+  EXPECT_EQ(options->training.optimizer.kind, training::OptimizerKind::kAdamW);
   auto entries = ReadConfigFile(path);
   ASSERT_TRUE(entries.ok()) << entries.status().message();
   ASSERT_EQ(entries->size(), 5u);
@@ -134,7 +134,7 @@ TEST_F(ConfigFileTest, TheCommandLineStillWins) {
   // The file's bad value is never applied when the command line gives the flag...
   auto options = Parse({"--config", path, "--lr", "0.1", "--epochs", "5"});
   ASSERT_TRUE(options.ok()) << options.status().message();
-  EXPECT_EQ(options->training.learning_rate, 0.1);
+  EXPECT_EQ(options->training.optimizer.learning_rate, 0.1);
   EXPECT_EQ(options->training.epochs, 5);
   // ...but a line that is not `name = value` is refused all the same.
   EXPECT_EQ(ErrorOf({"--config", Write(SixGoodLinesThen("lr")), "--lr", "0.1"}),

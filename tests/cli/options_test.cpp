@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -39,60 +40,29 @@ TEST_F(OptionsTest, DefaultsAreTheRecipe) {
   EXPECT_EQ(options->training.batch_size, 128);
   EXPECT_EQ(options->training.epochs, 1);
   EXPECT_EQ(options->training.data_dir, kDefaultDataDir);
-  EXPECT_EQ(options->training.optimizer, training::OptimizerKind::kAdadelta);
-  EXPECT_DOUBLE_EQ(options->training.learning_rate, 0.5);
+  EXPECT_EQ(options->training.optimizer.kind, training::OptimizerKind::kAdadelta);
+  EXPECT_DOUBLE_EQ(options->training.optimizer.learning_rate, 0.5);
   EXPECT_EQ(options->rendezvous_timeout, kDefaultRendezvousTimeout);
   EXPECT_EQ(options->training.bucket_cap_bytes, kDefaultBucketCapBytes);
   EXPECT_TRUE(options->training.progress);
   EXPECT_TRUE(options->plugin_dirs.empty());
 }
 
+// The words of `text`, split at spaces.
+std::vector<std::string> Words(const std::string& text) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
+
 TEST_F(OptionsTest, ParsesTrainingFlags) {
-  auto options = Parse({"--backend",
-                        "gloo",
-                        "--model=convnet",
-                        "--num-processes",
-                        "4",
-                        "--num-machines",
-                        "2",
-                        "--machine-id",
-                        "1",
-                        "--master-addr",
-                        "10.0.0.1",
-                        "--master-port",
-                        "1234",
-                        "--epochs",
-                        "3",
-                        "--batch-size",
-                        "64",
-                        "--data-dir",
-                        "/data",
-                        "--lr",
-                        "0.25",
-                        "--momentum",
-                        "0.9",
-                        "--optimizer",
-                        "sgd",
-                        "--grad-accum",
-                        "2",
-                        "--bucket-cap-mb",
-                        "1.5",
-                        "--max-steps",
-                        "20",
-                        "--seed",
-                        "18446744073709551615",
-                        "--rendezvous-timeout",
-                        "2.5",
-                        "--drop-last",
-                        "--no-progress",
-                        "--plugin-dir",
-                        "/a",
-                        "--plugin-dir",
-                        "/b",
-                        "--device",
-                        "cuda",
-                        "--grad-compression",
-                        "bf16"});
+  auto options = Parse(
+      Words("--backend gloo --model=convnet --num-processes 4 --num-machines 2 --machine-id 1 "
+            "--master-addr 10.0.0.1 --master-port 1234 --epochs 3 --batch-size 64 --data-dir /data "
+            "--lr 0.25 --momentum 0.9 --optimizer sgd --grad-accum 2 --bucket-cap-mb 1.5 "
+            "--max-steps 20 --seed 18446744073709551615 --rendezvous-timeout 2.5 --drop-last "
+            "--no-progress --plugin-dir /a --plugin-dir /b --device cuda --grad-compression bf16"));
   ASSERT_TRUE(options.ok()) << options.status().message();
   EXPECT_EQ(options->backend, "gloo");
   EXPECT_EQ(options->num_processes, 4);
@@ -103,9 +73,9 @@ TEST_F(OptionsTest, ParsesTrainingFlags) {
   EXPECT_EQ(options->training.epochs, 3);
   EXPECT_EQ(options->training.batch_size, 64);
   EXPECT_EQ(options->training.data_dir, "/data");
-  EXPECT_DOUBLE_EQ(options->training.learning_rate, 0.25);
-  EXPECT_DOUBLE_EQ(options->training.momentum, 0.9);
-  EXPECT_EQ(options->training.optimizer, training::OptimizerKind::kSgd);
+  EXPECT_DOUBLE_EQ(options->training.optimizer.learning_rate, 0.25);
+  EXPECT_DOUBLE_EQ(options->training.optimizer.momentum, 0.9);
+  EXPECT_EQ(options->training.optimizer.kind, training::OptimizerKind::kSgd);
   EXPECT_EQ(options->training.grad_accum, 2);
   EXPECT_EQ(options->training.bucket_cap_bytes, 1572864);
   EXPECT_EQ(options->training.max_steps, 20);
@@ -115,7 +85,7 @@ TEST_F(OptionsTest, ParsesTrainingFlags) {
   EXPECT_FALSE(options->training.progress);
   EXPECT_EQ(options->plugin_dirs, (std::vector<std::string>{"/a", "/b"}));
   EXPECT_EQ(options->training.device, training::Device::kCuda);
-  EXPECT_EQ(options->training.grad_compression, training::GradientCompression::kBf16);
+  EXPECT_EQ(options->training.grad_compression, training::WireFormat::kBf16);
 }
 
 TEST_F(OptionsTest, Subcommands) {
@@ -356,7 +326,7 @@ TEST_F(OptionsTest, WorkerArgumentsRoundTrip) {
   EXPECT_EQ(worker->store_addr, "127.0.0.1:5555");
   EXPECT_EQ(worker->backend, "gloo");
   EXPECT_EQ(worker->num_processes, 4);
-  EXPECT_DOUBLE_EQ(worker->training.learning_rate, 0.1);
+  EXPECT_DOUBLE_EQ(worker->training.optimizer.learning_rate, 0.1);
   EXPECT_EQ(worker->rendezvous_timeout, std::chrono::milliseconds(250));
   EXPECT_EQ(worker->training.bucket_cap_bytes, options->training.bucket_cap_bytes);
   EXPECT_EQ(worker->training.seed, 7u);

@@ -13,26 +13,26 @@
 namespace dpl::cli {
 namespace {
 
-using training::GradientCompression;
 using training::LrScheduleKind;
 using training::Precision;
+using training::WireFormat;
 
 TEST(TrainingMathFlags, DefaultsAreFp32AConstantRateAndGradScalersNumbers) {
   auto options = Parse({});
   ASSERT_TRUE(options.ok()) << options.status().message();
   const training::TrainingConfig& c = options->training;
   EXPECT_EQ(c.precision, Precision::kFp32);
-  EXPECT_EQ(c.grad_compression, GradientCompression::kAuto);
-  EXPECT_EQ(c.lr_schedule, LrScheduleKind::kConstant);
-  EXPECT_EQ(c.warmup_steps, 0);
-  EXPECT_EQ(c.lr_step_size, 0);
-  EXPECT_EQ(c.lr_gamma, 0.1);
-  EXPECT_EQ(c.weight_decay, 0.0);
+  EXPECT_EQ(c.grad_compression, WireFormat::kAuto);
+  EXPECT_EQ(c.lr_schedule.kind, LrScheduleKind::kConstant);
+  EXPECT_EQ(c.lr_schedule.warmup_steps, 0);
+  EXPECT_EQ(c.lr_schedule.step_size, 0);
+  EXPECT_EQ(c.lr_schedule.gamma, 0.1);
+  EXPECT_EQ(c.optimizer.weight_decay, 0.0);
   EXPECT_EQ(c.clip_grad_norm, 0.0);
-  EXPECT_EQ(c.loss_scale_init, 65536.0);
-  EXPECT_EQ(c.loss_scale_growth_factor, 2.0);
-  EXPECT_EQ(c.loss_scale_backoff_factor, 0.5);
-  EXPECT_EQ(c.loss_scale_growth_interval, 2000);
+  EXPECT_EQ(c.loss_scaling.init_scale, 65536.0);
+  EXPECT_EQ(c.loss_scaling.growth_factor, 2.0);
+  EXPECT_EQ(c.loss_scaling.backoff_factor, 0.5);
+  EXPECT_EQ(c.loss_scaling.growth_interval, 2000);
 }
 
 TEST(TrainingMathFlags, ValuesReachTheConfigAndTheWorkers) {
@@ -66,25 +66,25 @@ TEST(TrainingMathFlags, ValuesReachTheConfigAndTheWorkers) {
   for (const Options* o : {&*options, &*worker}) {
     const training::TrainingConfig& c = o->training;
     EXPECT_EQ(c.precision, Precision::kFp16);
-    EXPECT_EQ(c.lr_schedule, LrScheduleKind::kStep);
-    EXPECT_EQ(c.lr_step_size, 30);
-    EXPECT_EQ(c.lr_gamma, 0.7);
-    EXPECT_EQ(c.warmup_steps, 100);
-    EXPECT_EQ(c.weight_decay, 0.0001);
+    EXPECT_EQ(c.lr_schedule.kind, LrScheduleKind::kStep);
+    EXPECT_EQ(c.lr_schedule.step_size, 30);
+    EXPECT_EQ(c.lr_schedule.gamma, 0.7);
+    EXPECT_EQ(c.lr_schedule.warmup_steps, 100);
+    EXPECT_EQ(c.optimizer.weight_decay, 0.0001);
     EXPECT_EQ(c.clip_grad_norm, 1.5);
-    EXPECT_EQ(c.grad_compression, GradientCompression::kNone);
-    EXPECT_EQ(c.loss_scale_init, 1024.0);
-    EXPECT_EQ(c.loss_scale_growth_factor, 4.0);
-    EXPECT_EQ(c.loss_scale_backoff_factor, 0.25);
-    EXPECT_EQ(c.loss_scale_growth_interval, 100);
+    EXPECT_EQ(c.grad_compression, WireFormat::kNone);
+    EXPECT_EQ(c.loss_scaling.init_scale, 1024.0);
+    EXPECT_EQ(c.loss_scaling.growth_factor, 4.0);
+    EXPECT_EQ(c.loss_scaling.backoff_factor, 0.25);
+    EXPECT_EQ(c.loss_scaling.growth_interval, 100);
   }
   // A step size that was not given is not given to workers either (0 is out of its range).
   auto plain = Parse({"--lr-schedule", "cosine"});
   ASSERT_TRUE(plain.ok()) << plain.status().message();
   auto plain_worker = Parse(WorkerArguments(*plain, 0, "127.0.0.1:1"));
   ASSERT_TRUE(plain_worker.ok()) << plain_worker.status().message();
-  EXPECT_EQ(plain_worker->training.lr_schedule, LrScheduleKind::kCosine);
-  EXPECT_EQ(plain_worker->training.lr_step_size, 0);
+  EXPECT_EQ(plain_worker->training.lr_schedule.kind, LrScheduleKind::kCosine);
+  EXPECT_EQ(plain_worker->training.lr_schedule.step_size, 0);
 }
 
 TEST(TrainingMathFlags, BadValuesNameTheFlagAndTheRange) {
@@ -156,10 +156,10 @@ TEST(TrainingMathFlags, HelpSaysWhatAutoCompressionSends) {
 TEST(OptimizerFlags, AdamwBetasEpsAndDecayAllReachTheConfigAndTheWorkers) {
   auto defaults = Parse({});
   ASSERT_TRUE(defaults.ok()) << defaults.status().message();
-  EXPECT_EQ(defaults->training.adam_beta1, 0.9);
-  EXPECT_EQ(defaults->training.adam_beta2, 0.999);
-  EXPECT_EQ(defaults->training.adam_eps, 1e-8);
-  EXPECT_FALSE(defaults->training.decay_all);
+  EXPECT_EQ(defaults->training.optimizer.adam_beta1, 0.9);
+  EXPECT_EQ(defaults->training.optimizer.adam_beta2, 0.999);
+  EXPECT_EQ(defaults->training.optimizer.adam_eps, 1e-8);
+  EXPECT_FALSE(defaults->training.optimizer.decay_all);
   auto options = Parse({"--optimizer", "adamw", "--betas", "0.8,0.95", "--eps", "1e-6",
                         "--weight-decay", "0.1", "--decay-all"});
   ASSERT_TRUE(options.ok()) << options.status().message();
@@ -167,20 +167,20 @@ TEST(OptimizerFlags, AdamwBetasEpsAndDecayAllReachTheConfigAndTheWorkers) {
   ASSERT_TRUE(worker.ok()) << worker.status().message();
   for (const Options* o : {&*options, &*worker}) {
     const training::TrainingConfig& c = o->training;
-    EXPECT_EQ(c.optimizer, training::OptimizerKind::kAdamW);
-    EXPECT_EQ(c.adam_beta1, 0.8);
-    EXPECT_EQ(c.adam_beta2, 0.95);
-    EXPECT_EQ(c.adam_eps, 1e-6);
-    EXPECT_EQ(c.weight_decay, 0.1);
-    EXPECT_TRUE(c.decay_all);
+    EXPECT_EQ(c.optimizer.kind, training::OptimizerKind::kAdamW);
+    EXPECT_EQ(c.optimizer.adam_beta1, 0.8);
+    EXPECT_EQ(c.optimizer.adam_beta2, 0.95);
+    EXPECT_EQ(c.optimizer.adam_eps, 1e-6);
+    EXPECT_EQ(c.optimizer.weight_decay, 0.1);
+    EXPECT_TRUE(c.optimizer.decay_all);
   }
   // Betas that are not short decimals reach the workers bit for bit.
   auto exact = Parse({"--optimizer", "adam", "--betas", "0.123456789012345,0.9999999"});
   ASSERT_TRUE(exact.ok()) << exact.status().message();
   auto exact_worker = Parse(WorkerArguments(*exact, 0, "127.0.0.1:1"));
   ASSERT_TRUE(exact_worker.ok()) << exact_worker.status().message();
-  EXPECT_EQ(exact_worker->training.adam_beta1, 0.123456789012345);
-  EXPECT_EQ(exact_worker->training.adam_beta2, 0.9999999);
+  EXPECT_EQ(exact_worker->training.optimizer.adam_beta1, 0.123456789012345);
+  EXPECT_EQ(exact_worker->training.optimizer.adam_beta2, 0.9999999);
 }
 
 TEST(OptimizerFlags, BadValuesAreRefusedWithTheRange) {

@@ -43,7 +43,7 @@ TEST(WorkerCommand, StartsTheLauncherItselfAsOneWorker) {
   EXPECT_EQ(worker->store_addr, "10.0.0.1:29500");
   EXPECT_EQ(worker->num_processes, 3);
   EXPECT_EQ(worker->backend, "tcp");
-  EXPECT_EQ(worker->training.learning_rate, 0.125);
+  EXPECT_EQ(worker->training.optimizer.learning_rate, 0.125);
   EXPECT_EQ(worker->plugin_dirs, std::vector<std::string>{"/p"});
   EXPECT_TRUE(worker->worker_output_fds.empty());
   EXPECT_EQ(worker->job_token, "");  // never in argv: workers get it in their environment

@@ -214,7 +214,7 @@ TEST(Abort, EndsAWaitInSharedMemoryAtOnce) {
   });
   const auto start = std::chrono::steady_clock::now();
   Result<std::unique_ptr<LocalReducer>> reducer = LocalReducer::Create(
-      group, ShardLayout({8}, AssignBuckets({8}, 1024), 2), GradientCompression::kNone, false, 0);
+      group, ShardLayout({8}, AssignBuckets({8}, 1024), 2), WireFormat::kNone, false, 0);
   const auto waited = std::chrono::steady_clock::now() - start;
   aborter.join();
   ::close(fd);

@@ -130,7 +130,7 @@ void Fail(Report* report, const Status& status) {
 
 // One step of the unsharded reduction; checks the sums against float64 and hashes them.
 // kCopiedAndKept: the model replaces its gradients itself (LocalReducer::KeepGradients).
-void ReduceOnce(const LocalGroup& group, GradientCompression wire, Report* report,
+void ReduceOnce(const LocalGroup& group, WireFormat wire, Report* report,
                 Input input = Input::kCopiedAndZeroed) {
   const std::vector<Bucket> buckets = AssignBuckets(kSizes, 100000);
   auto reducer = LocalReducer::Create(group, ShardLayout(kSizes, buckets, group.local_world_size),
@@ -191,7 +191,7 @@ class LocalReduceTest : public ::testing::TestWithParam<int> {};
 TEST_P(LocalReduceTest, EveryWorkerGetsTheSameSumsWithinFloat64sTolerance) {
   const std::vector<Report> reports = RunWorkers(
       GetParam(),
-      [](const LocalGroup& group, Report* r) { ReduceOnce(group, GradientCompression::kNone, r); });
+      [](const LocalGroup& group, Report* r) { ReduceOnce(group, WireFormat::kNone, r); });
   for (size_t k = 0; k < reports.size(); ++k) {
     ASSERT_EQ(reports[k].code, DPL_OK) << "worker " << k << ": " << reports[k].message;
     EXPECT_EQ(reports[k].hash, reports[0].hash) << "worker " << k << " holds other bits";
@@ -206,10 +206,10 @@ TEST_P(LocalReduceTest, EveryWorkerGetsTheSameSumsWithinFloat64sTolerance) {
 TEST_P(LocalReduceTest, ASixteenBitWireLeavesAMachinesSumsInFloat32) {
   const std::vector<Report> float32 = RunWorkers(
       GetParam(),
-      [](const LocalGroup& group, Report* r) { ReduceOnce(group, GradientCompression::kNone, r); });
+      [](const LocalGroup& group, Report* r) { ReduceOnce(group, WireFormat::kNone, r); });
   const std::vector<Report> reports =
       RunWorkers(GetParam(), [](const LocalGroup& group, Report* r) {
-        ReduceOnce(group, GradientCompression::kBf16, r, Input::kInSharedMemory);
+        ReduceOnce(group, WireFormat::kBf16, r, Input::kInSharedMemory);
       });
   for (size_t k = 0; k < reports.size(); ++k) {
     ASSERT_EQ(reports[k].code, DPL_OK) << "worker " << k << ": " << reports[k].message;
@@ -223,12 +223,12 @@ TEST_P(LocalReduceTest, ASixteenBitWireLeavesAMachinesSumsInFloat32) {
 // (Note [Gradients in shared memory]), which step 1 then does not copy.
 TEST_P(LocalReduceTest, KeptGradientsAreLeftAsTheyWereAndSumToTheSameBits) {
   const std::vector<Report> zeroed = RunWorkers(GetParam(), [](const LocalGroup& group, Report* r) {
-    ReduceOnce(group, GradientCompression::kNone, r);
+    ReduceOnce(group, WireFormat::kNone, r);
   });
   for (const Input input : {Input::kCopiedAndKept, Input::kInSharedMemory}) {
     const std::vector<Report> kept =
         RunWorkers(GetParam(), [&](const LocalGroup& group, Report* r) {
-          ReduceOnce(group, GradientCompression::kNone, r, input);
+          ReduceOnce(group, WireFormat::kNone, r, input);
         });
     const char* how = input == Input::kCopiedAndKept ? "copied: " : "in shared memory: ";
     for (size_t k = 0; k < kept.size(); ++k) {
@@ -248,7 +248,7 @@ TEST(LocalReduce, AWorkerKilledMidReductionIsNamedAtOnce) {
   const std::vector<Report> reports = RunWorkers(3, [](const LocalGroup& group, Report* report) {
     const std::vector<Bucket> buckets = AssignBuckets(kSizes, 100000);
     auto reducer = LocalReducer::Create(group, ShardLayout(kSizes, buckets, group.local_world_size),
-                                        GradientCompression::kNone, false, 0);
+                                        WireFormat::kNone, false, 0);
     if (!reducer.ok()) return Fail(report, reducer.status());
     Gradients mine(group.local_rank);
     (*reducer)->BeginStep();
@@ -278,7 +278,7 @@ TEST(LocalReduce, ShardedExchangesMoveEveryPart) {
   const std::vector<Report> reports = RunWorkers(3, [](const LocalGroup& group, Report* report) {
     const std::vector<Bucket> buckets = AssignBuckets(kSizes, 100000);
     auto reducer = LocalReducer::Create(group, ShardLayout(kSizes, buckets, group.local_world_size),
-                                        GradientCompression::kNone, true, 8);
+                                        WireFormat::kNone, true, 8);
     if (!reducer.ok()) return Fail(report, reducer.status());
     std::vector<std::vector<float>> values;
     for (uint32_t p = 0; p < kSizes.size(); ++p) values.emplace_back(kSizes[p], -1.0f);

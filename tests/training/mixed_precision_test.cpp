@@ -354,27 +354,24 @@ TEST_F(ConvnetPrecisionTest, OneMachineSumsBf16TrainingsGradientsInFloat32) {
 }
 
 TEST(GradientWireTest, AutoSendsThePrecisionsFormatBetweenMachinesOnly) {
-  using training::GradientCompression;
   using training::Precision;
   using training::ResolveGradientWire;
-  const auto format = [](Precision precision, GradientCompression requested, bool across) {
+  using training::WireFormat;
+  const auto format = [](Precision precision, WireFormat requested, bool across) {
     return ResolveGradientWire(precision, requested, across).format;
   };
-  EXPECT_EQ(format(Precision::kBf16, GradientCompression::kAuto, true), GradientCompression::kBf16);
-  EXPECT_EQ(format(Precision::kFp16, GradientCompression::kAuto, true), GradientCompression::kFp16);
-  EXPECT_EQ(format(Precision::kFp32, GradientCompression::kAuto, true), GradientCompression::kNone);
-  EXPECT_EQ(format(Precision::kBf16, GradientCompression::kAuto, false),
-            GradientCompression::kNone);
-  EXPECT_TRUE(ResolveGradientWire(Precision::kBf16, GradientCompression::kAuto, false)
-                  .float32_on_one_machine);
-  EXPECT_FALSE(ResolveGradientWire(Precision::kFp32, GradientCompression::kAuto, false)
-                   .float32_on_one_machine);
-  // An explicit format wins anywhere.
-  EXPECT_EQ(format(Precision::kBf16, GradientCompression::kBf16, false),
-            GradientCompression::kBf16);
-  EXPECT_EQ(format(Precision::kBf16, GradientCompression::kNone, true), GradientCompression::kNone);
+  EXPECT_EQ(format(Precision::kBf16, WireFormat::kAuto, true), WireFormat::kBf16);
+  EXPECT_EQ(format(Precision::kFp16, WireFormat::kAuto, true), WireFormat::kFp16);
+  EXPECT_EQ(format(Precision::kFp32, WireFormat::kAuto, true), WireFormat::kNone);
+  EXPECT_EQ(format(Precision::kBf16, WireFormat::kAuto, false), WireFormat::kNone);
+  EXPECT_TRUE(
+      ResolveGradientWire(Precision::kBf16, WireFormat::kAuto, false).float32_on_one_machine);
   EXPECT_FALSE(
-      ResolveGradientWire(Precision::kBf16, GradientCompression::kFp16, true).from_precision);
+      ResolveGradientWire(Precision::kFp32, WireFormat::kAuto, false).float32_on_one_machine);
+  // An explicit format wins anywhere.
+  EXPECT_EQ(format(Precision::kBf16, WireFormat::kBf16, false), WireFormat::kBf16);
+  EXPECT_EQ(format(Precision::kBf16, WireFormat::kNone, true), WireFormat::kNone);
+  EXPECT_FALSE(ResolveGradientWire(Precision::kBf16, WireFormat::kFp16, true).from_precision);
 }
 
 // Note [The schedule spans the run]: resumed inside the warmup (step 4) and inside the cosine

@@ -77,8 +77,8 @@ std::vector<float> Values(const RankParts& run) {
 
 TrainingConfig AdamInto(const Folder& folder) {
   TrainingConfig config;
-  config.optimizer = OptimizerKind::kAdam;
-  config.learning_rate = 0.05;
+  config.optimizer.kind = OptimizerKind::kAdam;
+  config.optimizer.learning_rate = 0.05;
   config.checkpoint_dir = folder.str();
   config.resume_settings = {{"--lr", "0.05", "0.5"}};
   return config;
@@ -91,7 +91,8 @@ TEST(CheckpointPolicy, ResumeRestoresWhatSaveWrote) {
   TrainingConfig config = AdamInto(folder);
   RankParts first = StartRun(fake, config);
   Steps(first, 2);
-  const CheckpointPolicy writer(config, 0);
+  ValidationState validation;
+  const CheckpointPolicy writer(config, 0, validation);
   ASSERT_TRUE(
       writer.Save({0, 2, 2}, *first.model, *first.parts.placement, *first.parts.optimizer).ok());
   EXPECT_TRUE(fs::exists(folder / CheckpointFileName(2)));
@@ -99,8 +100,9 @@ TEST(CheckpointPolicy, ResumeRestoresWhatSaveWrote) {
   config.resume = true;
   RankParts resumed = StartRun(fake, config);
   EXPECT_NE(Values(resumed), Values(first));
-  Result<TrainingPosition> position = CheckpointPolicy(config, 0).Resume(
-      *resumed.model, *resumed.parts.placement, *resumed.parts.optimizer);
+  Result<TrainingPosition> position =
+      CheckpointPolicy(config, 0, validation)
+          .Resume(*resumed.model, *resumed.parts.placement, *resumed.parts.optimizer);
   ASSERT_TRUE(position.ok()) << position.status().message();
   EXPECT_EQ(*position, (TrainingPosition{0, 2, 2}));
   EXPECT_EQ(Values(resumed), Values(first));
@@ -116,14 +118,16 @@ TEST(CheckpointPolicy, AResumeWithOtherOptionsIsRefusedNamingBoth) {
   const fakes::FakeModel fake = fakes::FakeModelPlugin(fakes::FakeModelOptions{{4}, false});
   TrainingConfig config = AdamInto(folder);
   RankParts first = StartRun(fake, config);
-  ASSERT_TRUE(CheckpointPolicy(config, 0)
+  ValidationState validation;
+  ASSERT_TRUE(CheckpointPolicy(config, 0, validation)
                   .Save({1, 0, 5}, *first.model, *first.parts.placement, *first.parts.optimizer)
                   .ok());
   config.resume = true;
   config.resume_settings = {{"--lr", "0.1", "0.5"}};
   RankParts resumed = StartRun(fake, config);
-  Result<TrainingPosition> position = CheckpointPolicy(config, 0).Resume(
-      *resumed.model, *resumed.parts.placement, *resumed.parts.optimizer);
+  Result<TrainingPosition> position =
+      CheckpointPolicy(config, 0, validation)
+          .Resume(*resumed.model, *resumed.parts.placement, *resumed.parts.optimizer);
   ASSERT_FALSE(position.ok());
   EXPECT_EQ(position.status().message(),
             "checkpoint " + (folder / CheckpointFileName(5)) +
@@ -137,7 +141,8 @@ TEST(CheckpointPolicy, OnlyRankZeroWritesAndOnlyWhenDue) {
   TrainingConfig config = AdamInto(folder);
   config.checkpoint_every = 3;
   RankParts run = StartRun(fake, config);
-  const CheckpointPolicy other_rank(config, 1);
+  ValidationState validation;
+  const CheckpointPolicy other_rank(config, 1, validation);
   EXPECT_FALSE(other_rank.DueAfter(2));
   EXPECT_TRUE(other_rank.DueAfter(6));
   ASSERT_TRUE(

@@ -170,8 +170,8 @@ std::vector<RankRun> TrainTwoRanks(const TrainingConfig& config, bool sharded) {
 
 TrainingConfig AdamClipped() {
   TrainingConfig config;
-  config.optimizer = OptimizerKind::kAdam;
-  config.learning_rate = 0.01;
+  config.optimizer.kind = OptimizerKind::kAdam;
+  config.optimizer.learning_rate = 0.01;
   config.clip_grad_norm = 0.5;
   config.evaluate = false;
   return config;
@@ -208,8 +208,8 @@ TEST(Step, TheModelsOwnOptimizerGetsTheAveragesFactor) {
   FakeModel fake = FakeModelPlugin(FakeModelOptions{{3}, true, true});
   fakes::ThreadWorld world(2);
   TrainingConfig config;
-  config.optimizer = OptimizerKind::kSgd;
-  config.learning_rate = 0.1;
+  config.optimizer.kind = OptimizerKind::kSgd;
+  config.optimizer.learning_rate = 0.1;
   PlacementSettings settings;
   settings.world_size = 2;
   settings.mirror_parameters = true;  // the host copy's path: a model the host cannot update
@@ -297,10 +297,10 @@ TEST(ShardedUpdate, AnOverflowInAnotherRanksPartSkipsTheStepEverywhere) {
   ShardedRank rank;
   rank.exchange.other_overflowed = true;
   TrainingConfig config;
-  config.optimizer = OptimizerKind::kSgd;
-  config.learning_rate = 0.5;
+  config.optimizer.kind = OptimizerKind::kSgd;
+  config.optimizer.learning_rate = 0.5;
   config.precision = Precision::kFp16;
-  config.loss_scale_init = 1.0;
+  config.loss_scaling.init_scale = 1.0;
   std::unique_ptr<UpdateShare> share;
   Result<std::unique_ptr<OptimizerRunner>> runner = SgdOn(rank, config, &share);
   ASSERT_TRUE(runner.ok()) << runner.status().message();
@@ -320,8 +320,8 @@ TEST(ShardedUpdate, ClippingUsesTheNormOfEveryRanksParts) {
   ShardedRank rank;
   rank.exchange.other_piece_sum = 75.0;
   TrainingConfig config;
-  config.optimizer = OptimizerKind::kSgd;
-  config.learning_rate = 1.0;
+  config.optimizer.kind = OptimizerKind::kSgd;
+  config.optimizer.learning_rate = 1.0;
   config.clip_grad_norm = 5.0;
   std::unique_ptr<UpdateShare> share;
   Result<std::unique_ptr<OptimizerRunner>> runner = SgdOn(rank, config, &share);

@@ -67,9 +67,9 @@ void BackendCollectives::Abort(const Status& why) {
   thread_.Abort(why);
 }
 
-Status AllreduceIn16Bits(Backend& backend, GradientCompression wire, float* data, size_t count,
-                         float scale, std::vector<uint16_t>* rounded) {
-  const bool half = wire == GradientCompression::kFp16;
+Status AllreduceIn16Bits(Backend& backend, WireFormat wire, float* data, size_t count, float scale,
+                         std::vector<uint16_t>* rounded) {
+  const bool half = wire == WireFormat::kFp16;
   if (rounded->size() < count) rounded->resize(count);
   uint16_t* bits = rounded->data();
   if (half) {
@@ -89,9 +89,9 @@ Status AllreduceIn16Bits(Backend& backend, GradientCompression wire, float* data
   return Status::Ok();
 }
 
-Status SumHostFloats(Backend& backend, GradientCompression wire, float* data, size_t count,
-                     float scale, std::vector<uint16_t>* rounded) {
-  if (wire != GradientCompression::kNone) {
+Status SumHostFloats(Backend& backend, WireFormat wire, float* data, size_t count, float scale,
+                     std::vector<uint16_t>* rounded) {
+  if (wire != WireFormat::kNone) {
     return AllreduceIn16Bits(backend, wire, data, count, scale, rounded);
   }
   int64_t shape[1] = {int64_t(count)};

@@ -60,11 +60,11 @@ std::unique_ptr<GradientReduction> ReduceScatterBuckets(Backend& backend,
 // each element times `scale` (before the sum, so that the sum of the ranks' values stays in
 // range), rounded once into `rounded` (grown to `count`), allreduced, and widened back into
 // `data`. The backend's error as it is; DPL_ERR_UNSUPPORTED leaves `data` as it was.
-Status AllreduceIn16Bits(Backend& backend, GradientCompression wire, float* data, size_t count,
-                         float scale, std::vector<uint16_t>* rounded);
+Status AllreduceIn16Bits(Backend& backend, WireFormat wire, float* data, size_t count, float scale,
+                         std::vector<uint16_t>* rounded);
 // Sums `data` (host float32) over `backend`'s ranks times `scale`: in float32, the sum then
 // scaled, or in a 16-bit `wire` (AllreduceIn16Bits). On the front's thread.
-Status SumHostFloats(Backend& backend, GradientCompression wire, float* data, size_t count,
-                     float scale, std::vector<uint16_t>* rounded);
+Status SumHostFloats(Backend& backend, WireFormat wire, float* data, size_t count, float scale,
+                     std::vector<uint16_t>* rounded);
 
 }  // namespace dpl::training

@@ -89,7 +89,7 @@ class AllreduceReduction final : public GradientReduction {
       largest = std::max(largest, plan_.buckets[b].elements);
     }
     if (host_memory_) flat_.resize(largest_staged);
-    if (host_memory_ && plan_.wire.format != GradientCompression::kNone) flat16_.resize(largest);
+    if (host_memory_ && plan_.wire.format != WireFormat::kNone) flat16_.resize(largest);
   }
 
   std::string Describe() const override {
@@ -170,18 +170,18 @@ Status AllreduceReduction::Reduce(size_t b, float scale) {
 
 Status AllreduceReduction::ReduceHostFloats(float* data, size_t elements, float scale) {
   if (plan_.scaling == GradientScaling::kByCaller) scale = 1.0f;
-  GradientCompression& wire = plan_.wire.format;
-  if (wire != GradientCompression::kNone) {
-    const bool half = wire == GradientCompression::kFp16;
+  WireFormat& wire = plan_.wire.format;
+  if (wire != WireFormat::kNone) {
+    const bool half = wire == WireFormat::kFp16;
     const Status status = AllreduceIn16Bits(backend_, wire, data, elements, scale, &flat16_);
     if (status.ok()) return Status::Ok();
     if (status.code() != DPL_ERR_UNSUPPORTED) return status;
     log::Warning("backend '" + backend_.name() + "' cannot allreduce " + (half ? "fp16" : "bf16") +
                  " tensors, so the gradients are sent as float32 for the rest of the run (" +
                  status.message() + ")");
-    wire = GradientCompression::kNone;
+    wire = WireFormat::kNone;
   }
-  return SumHostFloats(backend_, GradientCompression::kNone, data, elements, scale, &flat16_);
+  return SumHostFloats(backend_, WireFormat::kNone, data, elements, scale, &flat16_);
 }
 
 // The sharded optimizer's reduction through the backend (Note [Sharded optimizer] in
@@ -208,8 +208,7 @@ class ReduceScatterReduction final : public GradientReduction {
 
   std::string Describe() const override {
     return Buckets(plan_) + ", reduce-scattered through backend '" + backend_.name() +
-           "' in float32" +
-           (plan_.wire.format == GradientCompression::kNone ? "" : " (not 16-bit)") +
+           "' in float32" + (plan_.wire.format == WireFormat::kNone ? "" : " (not 16-bit)") +
            "; each rank updates its part of the parameters";
   }
   std::future<Status> Launch(size_t bucket, float scale) override {

@@ -54,15 +54,15 @@ void SumFloats(const std::vector<const float*>& inputs, float* sums, size_t coun
 
 }  // namespace
 
-LocalReducer::LocalReducer(const LocalGroup& group, ShardLayout layout, GradientCompression wire)
+LocalReducer::LocalReducer(const LocalGroup& group, ShardLayout layout, WireFormat wire)
     : group_(group), layout_(std::move(layout)), wire_(wire) {}
 
 LocalReducer::~LocalReducer() = default;
 
 Result<std::unique_ptr<LocalReducer>> LocalReducer::Create(const LocalGroup& group,
-                                                           ShardLayout layout,
-                                                           GradientCompression wire, bool sharded,
-                                                           size_t entries, bool parameters) {
+                                                           ShardLayout layout, WireFormat wire,
+                                                           bool sharded, size_t entries,
+                                                           bool parameters) {
   if (group.local_world_size > kMaxLocalWorkers) {
     return Status::InvalidArgument("--local-reduce shm takes at most " +
                                    std::to_string(kMaxLocalWorkers) +
@@ -72,19 +72,20 @@ Result<std::unique_ptr<LocalReducer>> LocalReducer::Create(const LocalGroup& gro
   LocalReducer& r = *reducer;
   const size_t workers = size_t(group.local_world_size);
   for (size_t b = 0; b < r.layout_.buckets(); ++b) {
-    r.bucket_offsets_.push_back(r.padded_elements_);
-    r.padded_elements_ += RoundUp(r.layout_.bucket(b).elements, kAlignElements);
+    r.areas_.bucket_offsets.push_back(r.areas_.padded_elements);
+    r.areas_.padded_elements += RoundUp(r.layout_.bucket(b).elements, kAlignElements);
   }
-  r.entries_ = entries;
-  r.flags_per_worker_ = 2 * r.layout_.buckets() + 1;
-  r.flags_offset_ = RoundUp(sizeof(Header), kLine);
-  r.inputs_offset_ = r.flags_offset_ + workers * r.flags_per_worker_ * kLine;
-  r.sums_offset_ = r.inputs_offset_ + RoundUp(workers * r.padded_elements_ * sizeof(float), kLine);
-  r.copy_offset_ = r.sums_offset_ + r.padded_elements_ * sizeof(float);
-  r.entries_offset_ = r.copy_offset_ + (sharded ? r.padded_elements_ * sizeof(float) : 0);
+  r.areas_.entries = entries;
+  r.areas_.flags_per_worker = 2 * r.layout_.buckets() + 1;
+  r.areas_.flags = RoundUp(sizeof(Header), kLine);
+  r.areas_.inputs = r.areas_.flags + workers * r.areas_.flags_per_worker * kLine;
+  r.areas_.sums =
+      r.areas_.inputs + RoundUp(workers * r.areas_.padded_elements * sizeof(float), kLine);
+  r.areas_.copy = r.areas_.sums + r.areas_.padded_elements * sizeof(float);
+  r.areas_.entries_at = r.areas_.copy + (sharded ? r.areas_.padded_elements * sizeof(float) : 0);
   const size_t values_at =
-      RoundUp(r.entries_offset_ + workers * r.entries_ * sizeof(double), kLine);
-  r.values_offset_ = parameters ? values_at : 0;  // 0: no room (values() is NULL)
+      RoundUp(r.areas_.entries_at + workers * r.areas_.entries * sizeof(double), kLine);
+  r.areas_.values = parameters ? values_at : 0;  // 0: no room (values() is NULL)
   const size_t bytes = values_at + (parameters ? r.layout_.elements() * sizeof(float) : 0);
   DPL_ASSIGN_OR_RETURN(r.mapping_, SharedMapping::Map(group.memory_fd, bytes));
   const uint64_t fingerprint = r.layout_.Fingerprint() ^ (uint64_t(bytes) << 1) ^ uint64_t(wire);
@@ -129,18 +130,19 @@ Status LocalReducer::Attach(uint64_t fingerprint) {
 
 std::atomic<uint32_t>& LocalReducer::Flag(int worker, size_t index) const {
   char* line =
-      mapping_->data() + flags_offset_ + (size_t(worker) * flags_per_worker_ + index) * kLine;
+      mapping_->data() + areas_.flags + (size_t(worker) * areas_.flags_per_worker + index) * kLine;
   return *reinterpret_cast<std::atomic<uint32_t>*>(line);
 }
 
 float* LocalReducer::Input(int worker, size_t bucket) const {
   // Note [Gradients in shared memory]: the area in parameter order, else in the buckets' order.
-  return ModelGradients(worker) + (direct_ ? direct_offsets_[bucket] : bucket_offsets_[bucket]);
+  return ModelGradients(worker) +
+         (reads_model_gradients() ? direct_offsets_[bucket] : areas_.bucket_offsets[bucket]);
 }
 
 float* LocalReducer::ModelGradients(int worker) const {
-  return reinterpret_cast<float*>(mapping_->data() + inputs_offset_) +
-         size_t(worker) * padded_elements_;
+  return reinterpret_cast<float*>(mapping_->data() + areas_.inputs) +
+         size_t(worker) * areas_.padded_elements;
 }
 
 bool LocalReducer::UseModelGradients() {
@@ -155,22 +157,23 @@ bool LocalReducer::UseModelGradients() {
   uint32_t next = 0;  // the parameter the next bucket must begin with
   for (size_t b : order) {
     for (uint32_t p : layout_.bucket(b).parameters) {
-      if (p != next++) return false;  // not one run of the parameter order
+      if (p != next++) {  // not one run of the parameter order
+        direct_offsets_.clear();
+        return false;
+      }
     }
     direct_offsets_[b] = offset;
     offset += layout_.bucket(b).elements;
   }
-  direct_ = true;
   return true;
 }
 
 float* LocalReducer::values() const {
-  return values_offset_ == 0 ? nullptr
-                             : reinterpret_cast<float*>(mapping_->data() + values_offset_);
+  return areas_.values == 0 ? nullptr : reinterpret_cast<float*>(mapping_->data() + areas_.values);
 }
 
 float* LocalReducer::sums(size_t b) const {
-  return reinterpret_cast<float*>(mapping_->data() + sums_offset_) + bucket_offsets_[b];
+  return reinterpret_cast<float*>(mapping_->data() + areas_.sums) + areas_.bucket_offsets[b];
 }
 
 PeerProcess LocalReducer::Peer(int worker) const {
@@ -189,8 +192,8 @@ Status LocalReducer::WaitForAll(size_t flag, uint32_t target,
 
 // Step 1: copied and zeroed a chunk at a time, so the zeroes land on lines still in cache.
 void LocalReducer::CopyIn(size_t bucket, const std::vector<DLTensor>& gradients) {
-  if (direct_) return;             // Note [Gradients in shared memory]
-  constexpr size_t kChunk = 4096;  // elements: 16 KiB of float32, within L1
+  if (reads_model_gradients()) return;  // Note [Gradients in shared memory]
+  constexpr size_t kChunk = 4096;       // elements: 16 KiB of float32, within L1
   const BucketLayout& layout = layout_.bucket(bucket);
   float* input = Input(group_.local_rank, bucket);
   for (size_t k = 0; k < layout.parameters.size(); ++k) {
@@ -208,13 +211,14 @@ void LocalReducer::CopyIn(size_t bucket, const std::vector<DLTensor>& gradients)
 Status LocalReducer::ReduceBucket(size_t bucket, const std::vector<DLTensor>& gradients,
                                   float scale) {
   CopyIn(bucket, gradients);
-  Publish(&Flag(group_.local_rank, bucket), generation_);
+  Publish(&Flag(group_.local_rank, bucket), generation_.step);
   auto what = [&] {
-    return "gradient bucket " + std::to_string(bucket) + " of step " + std::to_string(generation_);
+    return "gradient bucket " + std::to_string(bucket) + " of step " +
+           std::to_string(generation_.step);
   };
-  DPL_RETURN_IF_ERROR(WaitForAll(bucket, generation_, what));
+  DPL_RETURN_IF_ERROR(WaitForAll(bucket, generation_.step, what));
   DPL_RETURN_IF_ERROR(SumPart(bucket, scale));
-  Publish(&Flag(group_.local_rank, layout_.buckets() + bucket), generation_);
+  Publish(&Flag(group_.local_rank, layout_.buckets() + bucket), generation_.step);
   return Status::Ok();
 }
 
@@ -239,33 +243,34 @@ Status LocalReducer::AwaitSums() {
   for (size_t b = 0; b < layout_.buckets(); ++b) {
     auto what = [&] {
       return "the sums of gradient bucket " + std::to_string(b) + " of step " +
-             std::to_string(generation_);
+             std::to_string(generation_.step);
     };
-    DPL_RETURN_IF_ERROR(WaitForAll(layout_.buckets() + b, generation_, what));
+    DPL_RETURN_IF_ERROR(WaitForAll(layout_.buckets() + b, generation_.step, what));
   }
   return Status::Ok();
 }
 
 Status LocalReducer::Barrier(const char* what) {
-  ++phase_;
+  ++generation_.barrier;
   const size_t flag = 2 * layout_.buckets();
-  Publish(&Flag(group_.local_rank, flag), phase_);
-  return WaitForAll(flag, phase_, [&] { return std::string(what); });
+  Publish(&Flag(group_.local_rank, flag), generation_.barrier);
+  return WaitForAll(flag, generation_.barrier, [&] { return std::string(what); });
 }
 
 Status LocalReducer::ShareEntries(std::vector<double>* values) {
-  if (values->size() > entries_) {
+  if (values->size() > areas_.entries) {
     return Status::Error("the sharded optimizer shares " + std::to_string(values->size()) +
-                         " numbers a step, more than the " + std::to_string(entries_) +
+                         " numbers a step, more than the " + std::to_string(areas_.entries) +
                          " its shared memory holds");
   }
-  double* rows = reinterpret_cast<double*>(mapping_->data() + entries_offset_);
+  double* rows = reinterpret_cast<double*>(mapping_->data() + areas_.entries_at);
   const size_t n = values->size();
-  std::memcpy(rows + size_t(group_.local_rank) * entries_, values->data(), n * sizeof(double));
+  std::memcpy(rows + size_t(group_.local_rank) * areas_.entries, values->data(),
+              n * sizeof(double));
   DPL_RETURN_IF_ERROR(Barrier("the step's partial sums of the sharded optimizer"));
   for (size_t i = 0; i < n; ++i) {
     double total = rows[i];
-    for (int k = 1; k < group_.local_world_size; ++k) total += rows[size_t(k) * entries_ + i];
+    for (int k = 1; k < group_.local_world_size; ++k) total += rows[size_t(k) * areas_.entries + i];
     (*values)[i] = total;
   }
   return Status::Ok();
@@ -274,10 +279,11 @@ Status LocalReducer::ShareEntries(std::vector<double>* values) {
 Status LocalReducer::GatherParts(const std::function<const float*(const ParameterRun&)>& source,
                                  const std::function<float*(const ParameterRun&)>& destination,
                                  bool again) {
-  float* copy = reinterpret_cast<float*>(mapping_->data() + copy_offset_);
+  float* copy = reinterpret_cast<float*>(mapping_->data() + areas_.copy);
   for (size_t b = 0; b < layout_.buckets(); ++b) {
     for (const ParameterRun& run : layout_.RunsOf(b, group_.local_rank)) {
-      std::memcpy(copy + bucket_offsets_[b] + run.flat, source(run), run.elements * sizeof(float));
+      std::memcpy(copy + areas_.bucket_offsets[b] + run.flat, source(run),
+                  run.elements * sizeof(float));
     }
   }
   DPL_RETURN_IF_ERROR(Barrier("the parts of the sharded optimizer"));
@@ -287,7 +293,7 @@ Status LocalReducer::GatherParts(const std::function<const float*(const Paramete
       for (const ParameterRun& run : layout_.RunsOf(b, k)) {
         float* to = destination(run);
         if (to != nullptr) {
-          std::memcpy(to, copy + bucket_offsets_[b] + run.flat, run.elements * sizeof(float));
+          std::memcpy(to, copy + areas_.bucket_offsets[b] + run.flat, run.elements * sizeof(float));
         }
       }
     }

@@ -71,8 +71,8 @@ class LocalReducer {
   // (ShareEntries), with `sharded` for a copy of the parameters (GatherParts), and with
   // `parameters` for the machine's one copy of the parameters' values (values()).
   static Result<std::unique_ptr<LocalReducer>> Create(const LocalGroup& group, ShardLayout layout,
-                                                      GradientCompression wire, bool sharded,
-                                                      size_t entries, bool parameters = false);
+                                                      WireFormat wire, bool sharded, size_t entries,
+                                                      bool parameters = false);
   ~LocalReducer();
 
   const ShardLayout& layout() const { return layout_; }
@@ -81,17 +81,17 @@ class LocalReducer {
   // Step 1 copies the gradients without zeroing them: the model replaces them at its next
   // backward after zero_gradients (ModelCapability::kReplacedGradients), which the host then calls.
   void KeepGradients() { zero_behind_ = false; }
-  bool zeroes_gradients() const { return zero_behind_ && !direct_; }
+  bool zeroes_gradients() const { return zero_behind_ && !reads_model_gradients(); }
   // Note [Gradients in shared memory]: each worker's model keeps its gradients in the worker's
   // input area, in parameter order (ModelGradients), so step 1 copies nothing; the host zeroes
   // them through the model. False where it cannot be used.
   bool UseModelGradients();
-  bool reads_model_gradients() const { return direct_; }
+  bool reads_model_gradients() const { return !direct_offsets_.empty(); }
   // Worker `worker`'s area for its model's gradients, layout().elements() floats.
   float* ModelGradients(int worker) const;
 
   // A new step: the next generation of every flag.
-  void BeginStep() { ++generation_; }
+  void BeginStep() { ++generation_.step; }
   // Steps 1-5 of Note [Reduction through shared memory] for `bucket`, whose gradients are
   // `gradients` (host float32 tensors, by parameter index, left zero); the sums are multiplied
   // by `scale`.
@@ -117,7 +117,7 @@ class LocalReducer {
                      const std::function<float*(const ParameterRun&)>& destination, bool again);
 
  private:
-  LocalReducer(const LocalGroup& group, ShardLayout layout, GradientCompression wire);
+  LocalReducer(const LocalGroup& group, ShardLayout layout, WireFormat wire);
   Status Attach(uint64_t fingerprint);
   std::atomic<uint32_t>& Flag(int worker, size_t index) const;
   // Worker `worker`'s float32 gradients of `bucket` in its area.
@@ -127,23 +127,33 @@ class LocalReducer {
   void CopyIn(size_t bucket, const std::vector<DLTensor>& gradients);
   Status SumPart(size_t bucket, float scale);
 
+  // Where each area of the shared memory begins, in bytes from its start (Create lays them out).
+  struct Areas {
+    std::vector<size_t> bucket_offsets;  // in the inputs and sums: elements, each a multiple of 16
+    size_t padded_elements = 0;          // of every bucket, each padded
+    size_t entries = 0;                  // doubles a worker shares per step (ShareEntries)
+    size_t flags_per_worker = 0;
+    size_t flags = 0, inputs = 0, sums = 0, copy = 0, entries_at = 0;
+    size_t values = 0;  // 0: no room for the values
+  };
+  // The generations the flags count: of the steps, and of the barriers.
+  struct Generations {
+    uint32_t step = 0;
+    uint32_t barrier = 0;
+  };
+
   LocalGroup group_;
   ShardLayout layout_;
-  GradientCompression wire_;            // between machines only
-  std::vector<uint16_t> wire_part_;     // a part rounded to the wire's 16 bits
-  std::vector<size_t> bucket_offsets_;  // elements, each a multiple of 16
-  size_t padded_elements_ = 0;
-  size_t entries_ = 0;
-  size_t flags_per_worker_ = 0;
-  size_t flags_offset_ = 0, inputs_offset_ = 0, sums_offset_ = 0, copy_offset_ = 0;
-  size_t entries_offset_ = 0, values_offset_ = 0;
+  WireFormat wire_;                  // between machines only
+  std::vector<uint16_t> wire_part_;  // a part rounded to the wire's 16 bits
+  Areas areas_;
   std::unique_ptr<SharedMapping> mapping_;
   std::vector<pid_t> pids_;
-  uint32_t generation_ = 0;
-  uint32_t phase_ = 0;
+  Generations generation_;
   bool zero_behind_ = true;
-  bool direct_ = false;                 // Note [Gradients in shared memory]
-  std::vector<size_t> direct_offsets_;  // of each bucket's first element in parameter order
+  // Note [Gradients in shared memory]: each bucket's first element in parameter order, where the
+  // workers' models keep their gradients in their areas; empty where they are copied in.
+  std::vector<size_t> direct_offsets_;
 };
 
 }  // namespace dpl::training

@@ -93,8 +93,8 @@ std::string AcrossMachinesText(const LocalGroup& group, const GradientWire& wire
     return ", their parts then across the " + std::to_string(group.machines) + " machines" +
            WireText(wire);
   }
-  if (wire.format == GradientCompression::kNone) return "";
-  return std::string(" (--grad-compression ") + NameOf(CompressionNames(), wire.format) +
+  if (wire.format == WireFormat::kNone) return "";
+  return std::string(" (--grad-compression ") + NameOf(WireFormatNames(), wire.format) +
          " applies between machines only)";
 }
 

@@ -59,7 +59,73 @@ inline dpl_status TrainStep(dpl_model* model, const DLTensor* input, float* loss
   return DPL_OK;
 }
 
+// A new instance's memory: parameters of `sizes` elements, element i of parameter p sin(10p + i).
+inline std::unique_ptr<FakeModelState> NewState(const std::vector<size_t>& sizes) {
+  auto state = std::make_unique<FakeModelState>();
+  for (size_t p = 0; p < sizes.size(); ++p) {
+    std::vector<float> values(sizes[p]);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(float(p * 10 + i));
+    state->values.push_back(values);
+    state->gradients.emplace_back(sizes[p], 0.0f);
+    state->shapes.push_back(int64_t(sizes[p]));
+    state->names.push_back("layer" + std::to_string(p) + (p % 2 == 0 ? ".weight" : ".bias"));
+  }
+  return state;
+}
+
 }  // namespace detail
+
+// read_tensors and write_tensors over every parameter, back to back.
+inline void AddHostCopyEntries(plugin_host::ModelInterface* table) {
+  auto copy = [](dpl_model* model, dpl_model_tensors which, float* host, uint64_t count,
+                 bool read) {
+    std::vector<std::vector<float>>& tensors = detail::TensorsOf(detail::StateOf(model), which);
+    uint64_t at = 0;
+    for (std::vector<float>& tensor : tensors) {
+      for (float& element : tensor) {
+        if (at == count) return DPL_ERR_INVALID_ARGUMENT;
+        if (read) host[at] = element;
+        if (!read) element = host[at];
+        ++at;
+      }
+    }
+    return at == count ? DPL_OK : DPL_ERR_INVALID_ARGUMENT;
+  };
+  table->read_tensors = [copy](dpl_model* model, dpl_model_tensors which, float* host,
+                               uint64_t count) { return copy(model, which, host, count, true); };
+  table->write_tensors = [copy](dpl_model* model, dpl_model_tensors which, const float* host,
+                                uint64_t count) {
+    return copy(model, which, const_cast<float*>(host), count, false);
+  };
+}
+
+// An optimizer of the model's own (kDeviceOptimizer): plain SGD where the values are.
+inline void AddDeviceOptimizerEntries(plugin_host::ModelInterface* table) {
+  table->per_instance = {ModelCapability::kDeviceOptimizer};
+  table->capabilities = table->capabilities.With({ModelCapability::kDeviceOptimizer});
+  table->described_capabilities = [](const dpl_model_info&) {
+    return Result<plugin_host::CapabilitySet<ModelCapability>>(
+        plugin_host::CapabilitySet<ModelCapability>{ModelCapability::kDeviceOptimizer});
+  };
+  table->set_optimizer = [](dpl_model*, const dpl_optimizer_config*) { return DPL_OK; };
+  table->gradient_statistics = [](dpl_model*, dpl_gradient_statistics* statistics) {
+    statistics->all_finite = 1;
+    return DPL_OK;
+  };
+  // Plain SGD where the values are: value -= rate * factor * gradient.
+  table->apply_update = [](dpl_model* model, const dpl_update* update) {
+    FakeModelState& state = detail::StateOf(model);
+    for (size_t p = 0; p < state.values.size(); ++p) {
+      for (size_t i = 0; i < state.values[p].size(); ++i) {
+        state.values[p][i] -=
+            float(update->learning_rate * update->gradient_factor) * state.gradients[p][i];
+      }
+    }
+    ++state.applied;
+    state.factor = update->gradient_factor;
+    return DPL_OK;
+  };
+}
 
 // The plugin, and the memory of every instance it created (in creation order), which outlives
 // the instance for the test to read. Every instance starts from the same values.
@@ -76,17 +142,8 @@ inline FakeModel FakeModelPlugin(const FakeModelOptions& options) {
   table->create = [options, instances](const dpl_model_config*, dpl_model** out) {
     static std::mutex creating;  // ranks as threads create theirs at once
     std::lock_guard<std::mutex> lock(creating);
-    instances->push_back(std::make_unique<FakeModelState>());
-    FakeModelState* state = instances->back().get();
-    for (size_t p = 0; p < options.sizes.size(); ++p) {
-      std::vector<float> values(options.sizes[p]);
-      for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(float(p * 10 + i));
-      state->values.push_back(values);
-      state->gradients.emplace_back(options.sizes[p], 0.0f);
-      state->shapes.push_back(int64_t(options.sizes[p]));
-      state->names.push_back("layer" + std::to_string(p) + (p % 2 == 0 ? ".weight" : ".bias"));
-    }
-    *out = reinterpret_cast<dpl_model*>(state);
+    instances->push_back(detail::NewState(options.sizes));
+    *out = reinterpret_cast<dpl_model*>(instances->back().get());
     return DPL_OK;
   };
   table->destroy = [](dpl_model*) {};  // the plugin keeps the memory (FakeModel::instances)
@@ -121,52 +178,8 @@ inline FakeModel FakeModelPlugin(const FakeModelOptions& options) {
     return detail::TrainStep(model, input, loss);
   };
   table->last_error = [] { return ""; };
-  auto copy = [](dpl_model* model, dpl_model_tensors which, float* host, uint64_t count,
-                 bool read) {
-    std::vector<std::vector<float>>& tensors = detail::TensorsOf(detail::StateOf(model), which);
-    uint64_t at = 0;
-    for (std::vector<float>& tensor : tensors) {
-      for (float& element : tensor) {
-        if (at == count) return DPL_ERR_INVALID_ARGUMENT;
-        if (read) host[at] = element;
-        if (!read) element = host[at];
-        ++at;
-      }
-    }
-    return at == count ? DPL_OK : DPL_ERR_INVALID_ARGUMENT;
-  };
-  table->read_tensors = [copy](dpl_model* model, dpl_model_tensors which, float* host,
-                               uint64_t count) { return copy(model, which, host, count, true); };
-  table->write_tensors = [copy](dpl_model* model, dpl_model_tensors which, const float* host,
-                                uint64_t count) {
-    return copy(model, which, const_cast<float*>(host), count, false);
-  };
-  if (options.device_optimizer) {
-    table->per_instance = {ModelCapability::kDeviceOptimizer};
-    table->capabilities = table->capabilities.With({ModelCapability::kDeviceOptimizer});
-    table->described_capabilities = [](const dpl_model_info&) {
-      return Result<plugin_host::CapabilitySet<ModelCapability>>(
-          plugin_host::CapabilitySet<ModelCapability>{ModelCapability::kDeviceOptimizer});
-    };
-    table->set_optimizer = [](dpl_model*, const dpl_optimizer_config*) { return DPL_OK; };
-    table->gradient_statistics = [](dpl_model*, dpl_gradient_statistics* statistics) {
-      statistics->all_finite = 1;
-      return DPL_OK;
-    };
-    // Plain SGD where the values are: value -= rate * factor * gradient.
-    table->apply_update = [](dpl_model* model, const dpl_update* update) {
-      FakeModelState& state = detail::StateOf(model);
-      for (size_t p = 0; p < state.values.size(); ++p) {
-        for (size_t i = 0; i < state.values[p].size(); ++i) {
-          state.values[p][i] -=
-              float(update->learning_rate * update->gradient_factor) * state.gradients[p][i];
-        }
-      }
-      ++state.applied;
-      state.factor = update->gradient_factor;
-      return DPL_OK;
-    };
-  }
+  AddHostCopyEntries(table.get());
+  if (options.device_optimizer) AddDeviceOptimizerEntries(table.get());
   return FakeModel{ModelPlugin{table, PluginLabel{"model", "fake", ""}}, instances};
 }
 

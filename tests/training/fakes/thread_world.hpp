@@ -132,64 +132,75 @@ inline std::vector<std::vector<uint8_t>> Everyone(const std::vector<uint8_t>& by
 
 }  // namespace detail
 
+namespace detail {
+
+inline dpl_status Allreduce(dpl_backend* b, DLTensor* tensor, dpl_reduce_op, void*) {
+  const Rank& r = RankOf(b);
+  const DLDataType dtype = tensor->dtype;
+  WriteBytes(r.world->Meet(r.rank, "allreduce", BytesOf(*tensor),
+                           [&](const auto& all) { return Everyone(Sum(all, dtype), all.size()); }),
+             tensor);
+  return DPL_OK;
+}
+
+inline dpl_status Broadcast(dpl_backend* b, DLTensor* tensor, int32_t root, void*) {
+  const Rank& r = RankOf(b);
+  WriteBytes(
+      r.world->Meet(r.rank, "broadcast", BytesOf(*tensor),
+                    [&](const auto& all) { return Everyone(all[size_t(root)], all.size()); }),
+      tensor);
+  return DPL_OK;
+}
+
+inline dpl_status Allgather(dpl_backend* b, const DLTensor* input, DLTensor* output, void*) {
+  const Rank& r = RankOf(b);
+  WriteBytes(r.world->Meet(r.rank, "allgather", BytesOf(*input),
+                           [](const auto& all) {
+                             std::vector<uint8_t> joined;
+                             for (const auto& part : all) {
+                               joined.insert(joined.end(), part.begin(), part.end());
+                             }
+                             return Everyone(joined, all.size());
+                           }),
+             output);
+  return DPL_OK;
+}
+
+inline dpl_status ReduceScatter(dpl_backend* b, DLTensor* input, DLTensor* output, dpl_reduce_op,
+                                void*) {
+  const Rank& r = RankOf(b);
+  const DLDataType dtype = input->dtype;
+  WriteBytes(r.world->Meet(r.rank, "reduce_scatter", BytesOf(*input),
+                           [&](const auto& all) {
+                             const std::vector<uint8_t> sum = Sum(all, dtype);
+                             const size_t slice = sum.size() / all.size();
+                             std::vector<std::vector<uint8_t>> slices;
+                             for (size_t k = 0; k < all.size(); ++k) {
+                               slices.emplace_back(sum.begin() + long(k * slice),
+                                                   sum.begin() + long((k + 1) * slice));
+                             }
+                             return slices;
+                           }),
+             output);
+  return DPL_OK;
+}
+
+inline dpl_status Barrier(dpl_backend* b) {
+  const Rank& r = RankOf(b);
+  r.world->Meet(r.rank, "barrier", {}, [](const auto& all) { return all; });
+  return DPL_OK;
+}
+
+}  // namespace detail
+
 inline std::unique_ptr<Backend> ThreadWorld::BackendOf(int rank) {
   auto table = std::make_shared<plugin_host::BackendInterface>();
   table->destroy = [](dpl_backend* backend) { delete &detail::RankOf(backend); };
-  table->allreduce = [](dpl_backend* b, DLTensor* tensor, dpl_reduce_op, void*) {
-    const detail::Rank& r = detail::RankOf(b);
-    const DLDataType dtype = tensor->dtype;
-    detail::WriteBytes(r.world->Meet(r.rank, "allreduce", detail::BytesOf(*tensor),
-                                     [&](const auto& all) {
-                                       return detail::Everyone(detail::Sum(all, dtype), all.size());
-                                     }),
-                       tensor);
-    return DPL_OK;
-  };
-  table->broadcast = [](dpl_backend* b, DLTensor* tensor, int32_t root, void*) {
-    const detail::Rank& r = detail::RankOf(b);
-    detail::WriteBytes(r.world->Meet(r.rank, "broadcast", detail::BytesOf(*tensor),
-                                     [&](const auto& all) {
-                                       return detail::Everyone(all[size_t(root)], all.size());
-                                     }),
-                       tensor);
-    return DPL_OK;
-  };
-  table->allgather = [](dpl_backend* b, const DLTensor* input, DLTensor* output, void*) {
-    const detail::Rank& r = detail::RankOf(b);
-    detail::WriteBytes(r.world->Meet(r.rank, "allgather", detail::BytesOf(*input),
-                                     [](const auto& all) {
-                                       std::vector<uint8_t> joined;
-                                       for (const auto& part : all) {
-                                         joined.insert(joined.end(), part.begin(), part.end());
-                                       }
-                                       return detail::Everyone(joined, all.size());
-                                     }),
-                       output);
-    return DPL_OK;
-  };
-  table->reduce_scatter = [](dpl_backend* b, DLTensor* input, DLTensor* output, dpl_reduce_op,
-                             void*) {
-    const detail::Rank& r = detail::RankOf(b);
-    const DLDataType dtype = input->dtype;
-    detail::WriteBytes(r.world->Meet(r.rank, "reduce_scatter", detail::BytesOf(*input),
-                                     [&](const auto& all) {
-                                       const std::vector<uint8_t> sum = detail::Sum(all, dtype);
-                                       const size_t slice = sum.size() / all.size();
-                                       std::vector<std::vector<uint8_t>> slices;
-                                       for (size_t k = 0; k < all.size(); ++k) {
-                                         slices.emplace_back(sum.begin() + long(k * slice),
-                                                             sum.begin() + long((k + 1) * slice));
-                                       }
-                                       return slices;
-                                     }),
-                       output);
-    return DPL_OK;
-  };
-  table->barrier = [](dpl_backend* b) {
-    const detail::Rank& r = detail::RankOf(b);
-    r.world->Meet(r.rank, "barrier", {}, [](const auto& all) { return all; });
-    return DPL_OK;
-  };
+  table->allreduce = detail::Allreduce;
+  table->broadcast = detail::Broadcast;
+  table->allgather = detail::Allgather;
+  table->reduce_scatter = detail::ReduceScatter;
+  table->barrier = detail::Barrier;
   table->synchronize = [](dpl_backend*, void*) { return DPL_OK; };
   table->last_error = [] { return ""; };
   auto* instance = reinterpret_cast<dpl_backend*>(new detail::Rank{this, rank});
