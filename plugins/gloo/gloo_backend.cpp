@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "dpl/support/backend.hpp"
+#include "dpl/support/backend_table.hpp"
 #include "dpl/support/options.hpp"
 #include "dpl/support/reduce.hpp"
 #include "host_rendezvous.hpp"
@@ -44,9 +45,56 @@ struct Bfloat16Bits {
   uint16_t bits;
 };
 
-class GlooBackend {
+// gloo reports both dead peers and expired timeouts as IoException. A call that failed after
+// running for its whole timeout timed out; one that failed sooner lost a peer.
+template <typename Body>
+dpl_status GuardedGloo(std::chrono::milliseconds timeout, Body&& body) noexcept {
+  const auto start = std::chrono::steady_clock::now();
+  return dpl::support::Guarded(kBackendName, [&]() -> dpl_status {
+    try {
+      if constexpr (std::is_void_v<decltype(body())>) {
+        body();
+        return DPL_OK;
+      } else {
+        return body();
+      }
+    } catch (const gloo::IoException& error) {
+      const bool timed_out = std::chrono::steady_clock::now() - start >= timeout;
+      throw PluginError(timed_out ? DPL_ERR_TIMEOUT : DPL_ERR_COMMUNICATION, error.what());
+    } catch (const gloo::Exception& error) {
+      throw PluginError(DPL_ERR_COMMUNICATION, error.what());
+    }
+  });
+}
+
+class GlooBackend : public dpl::support::BackendDefaults<GlooBackend> {
  public:
+  static constexpr const char* kName = kBackendName;
+
+  // gloo's exceptions as statuses; a failed collective is remembered for teardown.
+  template <typename Body>
+  static dpl_status Guard(GlooBackend* backend, const dpl_backend_config_v3* config,
+                          Body&& body) noexcept {
+    std::chrono::milliseconds timeout = std::chrono::milliseconds::max();
+    if (backend != nullptr) timeout = backend->timeout();
+    if (backend == nullptr && config != nullptr)
+      timeout = std::chrono::milliseconds(config->timeout_ms);
+    const dpl_status status = GuardedGloo(timeout, std::forward<Body>(body));
+    if (backend != nullptr && (status == DPL_ERR_COMMUNICATION || status == DPL_ERR_TIMEOUT)) {
+      backend->MarkBroken();
+    }
+    return status;
+  }
+  static void Destroy(GlooBackend* backend) {
+    backend->QuietTeardown();
+    delete backend;
+  }
+
   explicit GlooBackend(const dpl_backend_config_v3& config) : config_(config) {
+    if (config.device_type != kDLCPU) {
+      throw PluginError(DPL_ERR_UNSUPPORTED,
+                        "the gloo backend moves CPU tensors only; use --backend nccl for CUDA");
+    }
     const dpl::support::KeyValueOptions options(config.options, "--backend-options");
     write_ahead_ = options.GetChoice("write_ahead", "auto", {"auto", "off"}) == "auto";
     const std::string algorithm = options.GetChoice(
@@ -84,7 +132,8 @@ class GlooBackend {
     }
   }
 
-  dpl_status Allreduce(DLTensor* tensor, dpl_reduce_op op) {
+  dpl_status Allreduce(DLTensor* tensor, dpl_reduce_op op, void* stream) {
+    dpl::support::CheckNoStream(stream);
     dpl::support::CheckContiguous(*tensor, "allreduce tensor");
     dpl::support::CheckHostTensor(*tensor, kBackendName, "allreduce tensor");
     const ElementType type = CheckReducible(*tensor, op, "allreduce");
@@ -104,7 +153,8 @@ class GlooBackend {
   // pairwise_allreduce.cpp); each element is summed in the same tree as by the allreduce, so the
   // slices hold exactly what an allreduce of the same input would. At other world sizes, and
   // with a forced gloo algorithm, the allreduce itself runs and the slice is copied out.
-  dpl_status ReduceScatter(DLTensor* input, DLTensor* output, dpl_reduce_op op) {
+  dpl_status ReduceScatter(DLTensor* input, DLTensor* output, dpl_reduce_op op, void* stream) {
+    dpl::support::CheckNoStream(stream);
     dpl::support::CheckHostTensor(*input, kBackendName, "reduce_scatter input");
     dpl::support::CheckHostTensor(*output, kBackendName, "reduce_scatter output");
     const bool in_place =
@@ -135,7 +185,8 @@ class GlooBackend {
     return DPL_OK;
   }
 
-  dpl_status Broadcast(DLTensor* tensor, int32_t root) {
+  dpl_status Broadcast(DLTensor* tensor, int32_t root, void* stream) {
+    dpl::support::CheckNoStream(stream);
     const size_t bytes =
         dpl::support::CheckHostBroadcast(*tensor, root, config_.world_size, kBackendName);
     if (bytes == 0 || config_.world_size == 1) return DPL_OK;
@@ -145,7 +196,8 @@ class GlooBackend {
     return DPL_OK;
   }
 
-  dpl_status Allgather(const DLTensor* input, DLTensor* output) {
+  dpl_status Allgather(const DLTensor* input, DLTensor* output, void* stream) {
+    dpl::support::CheckNoStream(stream);
     dpl::support::CheckHostTensor(*input, kBackendName, "allgather input");
     dpl::support::CheckHostTensor(*output, kBackendName, "allgather output");
     const bool in_place =
@@ -340,125 +392,7 @@ class GlooBackend {
   bool broken_ = false;
 };
 
-GlooBackend* AsGloo(dpl_backend* backend) {
-  return reinterpret_cast<GlooBackend*>(backend);
-}
-
-// gloo reports both dead peers and expired timeouts as IoException. A call that failed after
-// running for its whole timeout timed out; one that failed sooner lost a peer.
-template <typename Body>
-dpl_status GuardedGloo(std::chrono::milliseconds timeout, Body&& body) noexcept {
-  const auto start = std::chrono::steady_clock::now();
-  return dpl::support::Guarded(kBackendName, [&]() -> dpl_status {
-    try {
-      return body();
-    } catch (const gloo::IoException& error) {
-      const bool timed_out = std::chrono::steady_clock::now() - start >= timeout;
-      throw PluginError(timed_out ? DPL_ERR_TIMEOUT : DPL_ERR_COMMUNICATION, error.what());
-    } catch (const gloo::Exception& error) {
-      throw PluginError(DPL_ERR_COMMUNICATION, error.what());
-    }
-  });
-}
-
-// Runs a collective and remembers a communication failure for teardown.
-template <typename Body>
-dpl_status Collective(dpl_backend* backend, Body&& body) noexcept {
-  if (backend == nullptr) return GuardedGloo(std::chrono::milliseconds::max(), body);
-  const dpl_status status = GuardedGloo(AsGloo(backend)->timeout(), body);
-  if (status == DPL_ERR_COMMUNICATION || status == DPL_ERR_TIMEOUT) AsGloo(backend)->MarkBroken();
-  return status;
-}
-
-dpl_status GlooCreate(const dpl_backend_config_v3* config, dpl_backend** out) {
-  const std::chrono::milliseconds timeout(config != nullptr ? config->timeout_ms : 0);
-  return GuardedGloo(timeout, [&] {
-    dpl::support::Require(out != nullptr, "out is NULL");
-    *out = nullptr;
-    dpl::support::CheckBackendConfig(config);
-    if (config->device_type != kDLCPU) {
-      throw PluginError(DPL_ERR_UNSUPPORTED,
-                        "the gloo backend moves CPU tensors only; use --backend nccl for CUDA");
-    }
-    *out = reinterpret_cast<dpl_backend*>(new GlooBackend(*config));
-    return DPL_OK;
-  });
-}
-
-void GlooDestroy(dpl_backend* backend) {
-  GuardedGloo(std::chrono::milliseconds::max(), [&] {
-    if (backend != nullptr) AsGloo(backend)->QuietTeardown();
-    delete AsGloo(backend);
-    return DPL_OK;
-  });
-}
-
-dpl_status GlooAllreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
-  return Collective(backend, [&] {
-    dpl::support::Require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
-    dpl::support::Require(stream == nullptr, "stream must be NULL for CPU tensors");
-    return AsGloo(backend)->Allreduce(tensor, op);
-  });
-}
-
-dpl_status GlooBroadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
-  return Collective(backend, [&] {
-    dpl::support::Require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
-    dpl::support::Require(stream == nullptr, "stream must be NULL for CPU tensors");
-    return AsGloo(backend)->Broadcast(tensor, root);
-  });
-}
-
-dpl_status GlooAllgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
-                         void* stream) {
-  return Collective(backend, [&] {
-    dpl::support::Require(backend != nullptr && input != nullptr && output != nullptr,
-                          "backend, input or output is NULL");
-    dpl::support::Require(stream == nullptr, "stream must be NULL for CPU tensors");
-    return AsGloo(backend)->Allgather(input, output);
-  });
-}
-
-dpl_status GlooReduceScatter(dpl_backend* backend, DLTensor* input, DLTensor* output,
-                             dpl_reduce_op op, void* stream) {
-  return Collective(backend, [&] {
-    dpl::support::Require(backend != nullptr && input != nullptr && output != nullptr,
-                          "backend, input or output is NULL");
-    dpl::support::Require(stream == nullptr, "stream must be NULL for CPU tensors");
-    return AsGloo(backend)->ReduceScatter(input, output, op);
-  });
-}
-
-dpl_status GlooBarrier(dpl_backend* backend) {
-  return Collective(backend, [&] {
-    dpl::support::Require(backend != nullptr, "backend is NULL");
-    return AsGloo(backend)->Barrier();
-  });
-}
-
-// A host backend's collectives are complete when they return (dpl/backend_v2.h).
-dpl_status GlooSynchronize(dpl_backend* /*backend*/, void* /*stream*/) {
-  return DPL_OK;
-}
-
-const char* GlooLastError() {
-  return dpl::support::LastError();
-}
-
 }  // namespace
 
-extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v3 dpl_gloo_backend_table
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v3);
-extern "C" const dpl_backend_plugin_v3 dpl_gloo_backend_table = {
-    {sizeof(dpl_backend_plugin_v3), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
-     DPL_BACKEND_ABI_VERSION_3, "gloo", "1.1.0", "gloo collectives over TCP (CPU tensors)"},
-    GlooCreate,
-    GlooDestroy,
-    GlooAllreduce,
-    GlooBroadcast,
-    GlooAllgather,
-    GlooBarrier,
-    GlooLastError,
-    GlooSynchronize,
-    GlooReduceScatter,
-};
+DPL_EXPORT_BACKEND(GlooBackend, dpl_gloo_backend_table, "1.1.0",
+                   "gloo collectives over TCP (CPU tensors)");

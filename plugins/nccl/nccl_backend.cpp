@@ -14,6 +14,7 @@
 #include "cuda_device_queue.hpp"
 #include "dpl/backend.h"
 #include "dpl/support/backend.hpp"
+#include "dpl/support/backend_table.hpp"
 #include "dpl/support/options.hpp"
 #include "dpl/support/reduce.hpp"
 #include "nccl_communicator.hpp"
@@ -89,8 +90,10 @@ std::string Elements(const DLTensor& tensor) {
          dpl::support::DtypeName(tensor.dtype);
 }
 
-class NcclBackend {
+class NcclBackend : public dpl::support::BackendDefaults<NcclBackend> {
  public:
+  static constexpr const char* kName = kBackendName;
+
   explicit NcclBackend(const dpl_backend_config_v3& config)
       : config_(config), timeout_(config.timeout_ms) {
     dpl::support::KeyValueOptions(config.options, "--backend-options").CheckAllKnown();
@@ -300,88 +303,7 @@ class NcclBackend {
   int runtime_version_ = 0;  // ncclGetVersion of the loaded libnccl.so.2
 };
 
-NcclBackend* AsNccl(dpl_backend* backend) {
-  return reinterpret_cast<NcclBackend*>(backend);
-}
-
-dpl_status NcclCreate(const dpl_backend_config_v3* config, dpl_backend** out) {
-  return dpl::support::Guarded(kBackendName, [&] {
-    dpl::support::Require(out != nullptr, "out is NULL");
-    *out = nullptr;
-    dpl::support::CheckBackendConfig(config);
-    *out = reinterpret_cast<dpl_backend*>(new NcclBackend(*config));
-  });
-}
-
-void NcclDestroy(dpl_backend* backend) {
-  dpl::support::Guarded(kBackendName, [&] { delete AsNccl(backend); });
-}
-
-dpl_status NcclAllreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
-  return dpl::support::Guarded(kBackendName, [&] {
-    dpl::support::Require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
-    AsNccl(backend)->Allreduce(tensor, op, stream);
-  });
-}
-
-dpl_status NcclBroadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
-  return dpl::support::Guarded(kBackendName, [&] {
-    dpl::support::Require(backend != nullptr && tensor != nullptr, "backend or tensor is NULL");
-    AsNccl(backend)->Broadcast(tensor, root, stream);
-  });
-}
-
-dpl_status NcclAllgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
-                         void* stream) {
-  return dpl::support::Guarded(kBackendName, [&] {
-    dpl::support::Require(backend != nullptr && input != nullptr && output != nullptr,
-                          "backend, input or output is NULL");
-    AsNccl(backend)->Allgather(input, output, stream);
-  });
-}
-
-dpl_status NcclReduceScatter(dpl_backend* backend, DLTensor* input, DLTensor* output,
-                             dpl_reduce_op op, void* stream) {
-  return dpl::support::Guarded(kBackendName, [&] {
-    dpl::support::Require(backend != nullptr && input != nullptr && output != nullptr,
-                          "backend, input or output is NULL");
-    AsNccl(backend)->ReduceScatter(input, output, op, stream);
-  });
-}
-
-dpl_status NcclBarrier(dpl_backend* backend) {
-  return dpl::support::Guarded(kBackendName, [&] {
-    dpl::support::Require(backend != nullptr, "backend is NULL");
-    AsNccl(backend)->Barrier();
-  });
-}
-
-dpl_status NcclSynchronize(dpl_backend* backend, void* stream) {
-  return dpl::support::Guarded(kBackendName, [&] {
-    dpl::support::Require(backend != nullptr, "backend is NULL");
-    AsNccl(backend)->Synchronize(stream);
-  });
-}
-
-const char* NcclLastError() {
-  return dpl::support::LastError();
-}
-
 }  // namespace
 
-extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v3 dpl_nccl_backend_table
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v3);
-extern "C" const dpl_backend_plugin_v3 dpl_nccl_backend_table = {
-    {sizeof(dpl_backend_plugin_v3), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
-     DPL_BACKEND_ABI_VERSION_3, "nccl", "2.1.0",
-     "NVIDIA NCCL collectives on CUDA tensors, on a stream of their own"},
-    NcclCreate,
-    NcclDestroy,
-    NcclAllreduce,
-    NcclBroadcast,
-    NcclAllgather,
-    NcclBarrier,
-    NcclLastError,
-    NcclSynchronize,
-    NcclReduceScatter,
-};
+DPL_EXPORT_BACKEND(NcclBackend, dpl_nccl_backend_table, "2.1.0",
+                   "NVIDIA NCCL collectives on CUDA tensors, on a stream of their own");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dpl/support/backend.hpp"
+#include "dpl/support/backend_table.hpp"
 #include "dpl/support/options.hpp"
 #include "dpl/support/reduce.hpp"
 #include "ring_link.hpp"
@@ -25,14 +26,33 @@ constexpr const char* kBackendName = "tcp";
 // Bytes reduced at a time while a segment is still arriving (keeps the scratch data in cache).
 constexpr size_t kReduceChunkBytes = 256 * 1024;
 
-class TcpBackend {
+// The address this rank listens on: --backend-options address=, else the one the host found
+// routes to machine 0 (dpl/backend_v2.h), else loopback.
+std::string ListenAddress(const dpl_backend_config_v3& config) {
+  if (config.device_type != kDLCPU) {
+    throw PluginError(DPL_ERR_UNSUPPORTED,
+                      "the tcp backend moves CPU tensors only; use --backend nccl for CUDA");
+  }
+  const dpl::support::KeyValueOptions options(config.options, "--backend-options");
+  const std::string local = config.local_address != nullptr ? config.local_address : "";
+  const std::string address = options.GetString("address", local.empty() ? "127.0.0.1" : local);
+  options.CheckAllKnown();
+  return address;
+}
+
+class TcpBackend : public dpl::support::BackendDefaults<TcpBackend> {
  public:
-  TcpBackend(const dpl_backend_config_v3& config, const std::string& address)
+  static constexpr const char* kName = kBackendName;
+
+  explicit TcpBackend(const dpl_backend_config_v3& config)
       : config_(config), timeout_(std::chrono::milliseconds(config.timeout_ms)) {
+    const std::string address = ListenAddress(config);
     if (config_.world_size > 1) link_.emplace(config, address);
   }
 
-  dpl_status Allreduce(DLTensor* tensor, dpl_reduce_op op) {
+  // The collectives of dpl/backend.h, on host memory (no stream).
+  dpl_status Allreduce(DLTensor* tensor, dpl_reduce_op op, void* stream) {
+    dpl::support::CheckNoStream(stream);
     dpl::support::CheckContiguous(*tensor, "allreduce tensor");
     dpl::support::CheckHostTensor(*tensor, kBackendName, "allreduce tensor");
     const ElementType type = CheckReducible(*tensor, op, "allreduce");
@@ -51,7 +71,8 @@ class TcpBackend {
 
   // The ring's reduce-scatter phase with the segments shifted so that rank r ends owning
   // segment r, which is slice r of the input (dpl/backend_v3.h).
-  dpl_status ReduceScatter(DLTensor* input, DLTensor* output, dpl_reduce_op op) {
+  dpl_status ReduceScatter(DLTensor* input, DLTensor* output, dpl_reduce_op op, void* stream) {
+    dpl::support::CheckNoStream(stream);
     dpl::support::CheckHostTensor(*input, kBackendName, "reduce_scatter input");
     dpl::support::CheckHostTensor(*output, kBackendName, "reduce_scatter output");
     const bool in_place =
@@ -76,7 +97,8 @@ class TcpBackend {
     return DPL_OK;
   }
 
-  dpl_status Broadcast(DLTensor* tensor, int32_t root) {
+  dpl_status Broadcast(DLTensor* tensor, int32_t root, void* stream) {
+    dpl::support::CheckNoStream(stream);
     const size_t bytes =
         dpl::support::CheckHostBroadcast(*tensor, root, config_.world_size, kBackendName);
     if (bytes == 0 || config_.world_size == 1) return DPL_OK;
@@ -100,7 +122,8 @@ class TcpBackend {
     return DPL_OK;
   }
 
-  dpl_status Allgather(const DLTensor* input, DLTensor* output) {
+  dpl_status Allgather(const DLTensor* input, DLTensor* output, void* stream) {
+    dpl::support::CheckNoStream(stream);
     dpl::support::CheckHostTensor(*input, kBackendName, "allgather input");
     dpl::support::CheckHostTensor(*output, kBackendName, "allgather output");
     dpl::support::CheckAllgatherPlacement(*input, *output, config_.world_size, config_.rank);
@@ -218,123 +241,7 @@ class TcpBackend {
   std::vector<char> scratch_;
 };
 
-TcpBackend* AsTcp(dpl_backend* backend) {
-  return reinterpret_cast<TcpBackend*>(backend);
-}
-
-dpl_status CheckHandle(dpl_backend* backend) {
-  if (backend == nullptr) {
-    throw PluginError(DPL_ERR_INVALID_ARGUMENT, "backend handle is NULL");
-  }
-  return DPL_OK;
-}
-
-// The stream of a collective must be NULL for CPU tensors (dpl/backend_v1.h).
-void CheckNoStream(void* stream) {
-  if (stream != nullptr) {
-    throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
-  }
-}
-
-dpl_status TcpCreate(const dpl_backend_config_v3* config, dpl_backend** out) {
-  return dpl::support::Guarded(kBackendName, [&] {
-    if (out == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "out is NULL");
-    *out = nullptr;
-    dpl::support::CheckBackendConfig(config);
-    if (config->device_type != kDLCPU) {
-      throw PluginError(DPL_ERR_UNSUPPORTED,
-                        "the tcp backend moves CPU tensors only; use --backend nccl for CUDA");
-    }
-    const dpl::support::KeyValueOptions options(config->options, "--backend-options");
-    // By default the address the host found routes to machine 0 (dpl/backend_v2.h).
-    const std::string local = config->local_address != nullptr ? config->local_address : "";
-    const std::string address = options.GetString("address", local.empty() ? "127.0.0.1" : local);
-    options.CheckAllKnown();
-    *out = reinterpret_cast<dpl_backend*>(new TcpBackend(*config, address));
-    return DPL_OK;
-  });
-}
-
-void TcpDestroy(dpl_backend* backend) {
-  dpl::support::Guarded(kBackendName, [&] {
-    delete AsTcp(backend);
-    return DPL_OK;
-  });
-}
-
-dpl_status TcpAllreduce(dpl_backend* backend, DLTensor* tensor, dpl_reduce_op op, void* stream) {
-  return dpl::support::Guarded(kBackendName, [&] {
-    CheckHandle(backend);
-    if (tensor == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "tensor is NULL");
-    CheckNoStream(stream);
-    return AsTcp(backend)->Allreduce(tensor, op);
-  });
-}
-
-dpl_status TcpBroadcast(dpl_backend* backend, DLTensor* tensor, int32_t root, void* stream) {
-  return dpl::support::Guarded(kBackendName, [&] {
-    CheckHandle(backend);
-    if (tensor == nullptr) throw PluginError(DPL_ERR_INVALID_ARGUMENT, "tensor is NULL");
-    CheckNoStream(stream);
-    return AsTcp(backend)->Broadcast(tensor, root);
-  });
-}
-
-dpl_status TcpAllgather(dpl_backend* backend, const DLTensor* input, DLTensor* output,
-                        void* stream) {
-  return dpl::support::Guarded(kBackendName, [&] {
-    CheckHandle(backend);
-    if (input == nullptr || output == nullptr) {
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "input or output is NULL");
-    }
-    CheckNoStream(stream);
-    return AsTcp(backend)->Allgather(input, output);
-  });
-}
-
-dpl_status TcpReduceScatter(dpl_backend* backend, DLTensor* input, DLTensor* output,
-                            dpl_reduce_op op, void* stream) {
-  return dpl::support::Guarded(kBackendName, [&] {
-    CheckHandle(backend);
-    if (input == nullptr || output == nullptr) {
-      throw PluginError(DPL_ERR_INVALID_ARGUMENT, "input or output is NULL");
-    }
-    CheckNoStream(stream);
-    return AsTcp(backend)->ReduceScatter(input, output, op);
-  });
-}
-
-dpl_status TcpBarrier(dpl_backend* backend) {
-  return dpl::support::Guarded(kBackendName, [&] {
-    CheckHandle(backend);
-    return AsTcp(backend)->Barrier();
-  });
-}
-
-// A host backend's collectives are complete when they return (dpl/backend_v2.h).
-dpl_status TcpSynchronize(dpl_backend* /*backend*/, void* /*stream*/) {
-  return DPL_OK;
-}
-
-const char* TcpLastError() {
-  return dpl::support::LastError();
-}
-
 }  // namespace
 
-extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v3 dpl_tcp_backend_table
-    DPL_PLUGIN_ENTRY_SYMBOL(dpl_backend_plugin_v3);
-extern "C" const dpl_backend_plugin_v3 dpl_tcp_backend_table = {
-    {sizeof(dpl_backend_plugin_v3), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,
-     DPL_BACKEND_ABI_VERSION_3, "tcp", "1.1.0",
-     "ring collectives over plain TCP sockets (CPU tensors)"},
-    TcpCreate,
-    TcpDestroy,
-    TcpAllreduce,
-    TcpBroadcast,
-    TcpAllgather,
-    TcpBarrier,
-    TcpLastError,
-    TcpSynchronize,
-    TcpReduceScatter,
-};
+DPL_EXPORT_BACKEND(TcpBackend, dpl_tcp_backend_table, "1.1.0",
+                   "ring collectives over plain TCP sockets (CPU tensors)");

@@ -28,6 +28,14 @@ void CheckBackendConfig(const Config* config) {
   Require(config->store != nullptr, "config has no store");
 }
 
+// Refuses the stream of a collective of a host backend: it must be NULL for CPU tensors
+// (dpl/backend_v1.h).
+inline void CheckNoStream(void* stream) {
+  if (stream != nullptr) {
+    throw PluginError(DPL_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors");
+  }
+}
+
 // Refuses a tensor that is not in host memory (DPL_ERR_UNSUPPORTED), naming the backend.
 inline void CheckHostTensor(const DLTensor& tensor, const std::string& backend_name,
                             const std::string& what) {
