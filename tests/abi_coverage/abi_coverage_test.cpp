@@ -203,6 +203,33 @@ TEST_F(AbiCoverageTest, RecordingPluginsExposeWhatTheHostRequires) {
   EXPECT_EQ(v2->abi_version, 2u);
 }
 
+// Every entry a recording plugin's table exposes was called by some job (the exemptions aside,
+// which none may call), and nothing it does not expose was.
+void ExpectEveryExposedEntryCalled(const fs::path& calls) {
+  for (const RecordingPlugin& plugin : RecordingPlugins()) {
+    const std::set<std::string> called = RecordedCalls(calls, plugin.word);
+    std::set<std::string> exempt;
+    for (const Exemption& exemption : kExemptions) {
+      if (plugin.word != std::string(exemption.kind)) continue;
+      exempt.insert(exemption.function);
+      EXPECT_EQ(called.count(exemption.function), 0u)
+          << "the host now calls " << plugin.word << " entry '" << exemption.function
+          << "'; remove its exemption (" << exemption.reason << ")";
+    }
+    const std::set<std::string> exposed = ExposedFunctions(plugin.path);
+    for (const std::string& function : exposed) {
+      if (exempt.count(function) != 0) continue;
+      EXPECT_TRUE(called.count(function) != 0)
+          << "no job made the host call " << plugin.word << " entry '" << function
+          << "'; the host calls: " << Joined(called);
+    }
+    for (const std::string& function : called) {
+      EXPECT_TRUE(exposed.count(function) != 0) << "the recording " << plugin.word << " recorded '"
+                                                << function << "', which its table does not expose";
+    }
+  }
+}
+
 TEST_F(AbiCoverageTest, TheHostCallsEveryRequiredEntry) {
   const std::string backend = " --backend recording --backend-options wrap=" + kTcp;
   const std::string model = " --model recording --model-options wrap=" + kBatchNorm;
@@ -244,29 +271,7 @@ TEST_F(AbiCoverageTest, TheHostCallsEveryRequiredEntry) {
        "unknown option \"no_such_option\" in --data-options"},
   };
   for (const Job& job : jobs) RunJob(job, kRecordingDir);
-
-  for (const RecordingPlugin& plugin : RecordingPlugins()) {
-    const std::set<std::string> called = RecordedCalls(dir_ / "calls", plugin.word);
-    std::set<std::string> exempt;
-    for (const Exemption& exemption : kExemptions) {
-      if (plugin.word != std::string(exemption.kind)) continue;
-      exempt.insert(exemption.function);
-      EXPECT_EQ(called.count(exemption.function), 0u)
-          << "the host now calls " << plugin.word << " entry '" << exemption.function
-          << "'; remove its exemption (" << exemption.reason << ")";
-    }
-    const std::set<std::string> exposed = ExposedFunctions(plugin.path);
-    for (const std::string& function : exposed) {
-      if (exempt.count(function) != 0) continue;
-      EXPECT_TRUE(called.count(function) != 0)
-          << "no job made the host call " << plugin.word << " entry '" << function
-          << "'; the host calls: " << Joined(called);
-    }
-    for (const std::string& function : called) {
-      EXPECT_TRUE(exposed.count(function) != 0) << "the recording " << plugin.word << " recorded '"
-                                                << function << "', which its table does not expose";
-    }
-  }
+  ExpectEveryExposedEntryCalled(dir_ / "calls");
 }
 
 // The older ABIs still train through the launcher: a backend of ABI v1 (the recording backend

@@ -25,6 +25,43 @@ class TorchScript : public ::testing::Test {
   static std::string Options(const std::string& name, const std::string& more = "") {
     return "file=" + File(name) + more;
   }
+
+  // The message of creating the torchscript model with `options` (and `config`), whose status
+  // must be `expected`.
+  static std::string Refusal(const std::string& options, dpl_status expected,
+                             dpl_model_config_v4 config = Config("")) {
+    config.options = options.c_str();
+    std::string message;
+    EXPECT_EQ(CreateStatus(Plugin("torchscript"), config, &message), expected) << options;
+    return message;
+  }
+
+  // Files that are not a TorchScript module the model can train, each refused naming why.
+  static void ExpectRefusedArchives(const std::string& prefix) {
+    const std::string how =
+        "; write it with torch.jit.save(torch.jit.script(module), path) or tools/export_model.py";
+    EXPECT_EQ(Refusal(Options("not_an_archive.pt"), DPL_ERR_INVALID_ARGUMENT),
+              prefix + "TorchScript file " + File("not_an_archive.pt") +
+                  " is not a TorchScript archive (not a zip file)" + how);
+    EXPECT_EQ(Refusal(Options("convnet_python_state.pt"), DPL_ERR_INVALID_ARGUMENT),
+              prefix + "TorchScript file " + File("convnet_python_state.pt") +
+                  " is not a TorchScript archive but a torch.save file (a pickle, such as a state "
+                  "dict)" +
+                  how);
+    EXPECT_EQ(Refusal(Options("no_parameters.pt"), DPL_ERR_INVALID_ARGUMENT),
+              prefix + "TorchScript file " + File("no_parameters.pt") +
+                  ": the module has no parameters to train (none with requires_grad)");
+    EXPECT_EQ(Refusal(Options("five_classes.pt"), DPL_ERR_INVALID_ARGUMENT),
+              prefix + "TorchScript file " + File("five_classes.pt") +
+                  ": forward returns shape (2, 5) for a batch of shape (2, 1, 28, 28); the nll "
+                  "loss needs (2, 10), one row of class scores per sample");
+    EXPECT_EQ(
+        Refusal(Options("logits.pt"), DPL_ERR_INVALID_ARGUMENT),
+        prefix + "TorchScript file " + File("logits.pt") +
+            ": with loss=nll forward must return log-probabilities (end it with "
+            "log_softmax), but on a zero batch exp(output) sums to 10.8 over the classes, not "
+            "1; use loss=cross_entropy for a module that returns logits");
+  }
 };
 
 // Whether the torch the plugin builds against (dpl's Python's, DPL_TEST_PYTHON) deprecates
@@ -279,45 +316,17 @@ TEST_F(TorchScript, Bf16ForwardIsCloseToFp32) {
 }
 
 TEST_F(TorchScript, RefusesBadFilesAndOptionsBeforeTheFirstStep) {
-  auto refusal = [](const std::string& options, dpl_status expected,
-                    dpl_model_config_v4 config = Config("")) {
-    config.options = options.c_str();
-    std::string message;
-    EXPECT_EQ(CreateStatus(Plugin("torchscript"), config, &message), expected) << options;
-    return message;
-  };
   const std::string prefix = "model \"torchscript\": ";
-  EXPECT_EQ(refusal("", DPL_ERR_INVALID_ARGUMENT),
+  EXPECT_EQ(Refusal("", DPL_ERR_INVALID_ARGUMENT),
             prefix +
                 "option \"file\" is missing: --model-options file=PATH names the TorchScript "
                 "module to train (torch.jit.save(torch.jit.script(module), PATH), or "
                 "tools/export_model.py)");
   const std::string missing = File("no_such_module.pt");
-  EXPECT_EQ(refusal("file=" + missing, DPL_ERR_IO),
+  EXPECT_EQ(Refusal("file=" + missing, DPL_ERR_IO),
             prefix + "TorchScript file " + missing + " cannot be read: No such file or directory");
-  const std::string how =
-      "; write it with torch.jit.save(torch.jit.script(module), path) or tools/export_model.py";
-  EXPECT_EQ(refusal(Options("not_an_archive.pt"), DPL_ERR_INVALID_ARGUMENT),
-            prefix + "TorchScript file " + File("not_an_archive.pt") +
-                " is not a TorchScript archive (not a zip file)" + how);
-  EXPECT_EQ(refusal(Options("convnet_python_state.pt"), DPL_ERR_INVALID_ARGUMENT),
-            prefix + "TorchScript file " + File("convnet_python_state.pt") +
-                " is not a TorchScript archive but a torch.save file (a pickle, such as a state "
-                "dict)" +
-                how);
-  EXPECT_EQ(refusal(Options("no_parameters.pt"), DPL_ERR_INVALID_ARGUMENT),
-            prefix + "TorchScript file " + File("no_parameters.pt") +
-                ": the module has no parameters to train (none with requires_grad)");
-  EXPECT_EQ(refusal(Options("five_classes.pt"), DPL_ERR_INVALID_ARGUMENT),
-            prefix + "TorchScript file " + File("five_classes.pt") +
-                ": forward returns shape (2, 5) for a batch of shape (2, 1, 28, 28); the nll "
-                "loss needs (2, 10), one row of class scores per sample");
-  EXPECT_EQ(refusal(Options("logits.pt"), DPL_ERR_INVALID_ARGUMENT),
-            prefix + "TorchScript file " + File("logits.pt") +
-                ": with loss=nll forward must return log-probabilities (end it with "
-                "log_softmax), but on a zero batch exp(output) sums to 10.8 over the classes, not "
-                "1; use loss=cross_entropy for a module that returns logits");
-  const std::string wrong_shape = refusal(Options("cnn_scripted.pt"), DPL_ERR_INVALID_ARGUMENT,
+  ExpectRefusedArchives(prefix);
+  const std::string wrong_shape = Refusal(Options("cnn_scripted.pt"), DPL_ERR_INVALID_ARGUMENT,
                                           WithData(Config(""), {3, 28, 28}, 10));
   EXPECT_EQ(wrong_shape.rfind(prefix + "TorchScript file " + File("cnn_scripted.pt") +
                                   ": forward fails on a zero batch of shape (2, 3, 28, 28) (the "
@@ -326,13 +335,13 @@ TEST_F(TorchScript, RefusesBadFilesAndOptionsBeforeTheFirstStep) {
             0u)
       << wrong_shape;
   EXPECT_EQ(
-      refusal(Options("cnn_scripted.pt"), DPL_ERR_INVALID_ARGUMENT, WithData(Config(""), {}, 10)),
+      Refusal(Options("cnn_scripted.pt"), DPL_ERR_INVALID_ARGUMENT, WithData(Config(""), {}, 10)),
       prefix +
           "the host does not say the data's sample shape (config input_ndim 0); a "
           "TorchScript model takes its input shape from the data");
-  EXPECT_EQ(refusal(Options("cnn_scripted.pt", ",loss=hinge"), DPL_ERR_INVALID_ARGUMENT),
+  EXPECT_EQ(Refusal(Options("cnn_scripted.pt", ",loss=hinge"), DPL_ERR_INVALID_ARGUMENT),
             prefix + "option \"loss\" must be one of nll|cross_entropy|mse, got \"hinge\"");
-  EXPECT_EQ(refusal(Options("cnn_scripted.pt", ",colour=blue"), DPL_ERR_INVALID_ARGUMENT),
+  EXPECT_EQ(Refusal(Options("cnn_scripted.pt", ",colour=blue"), DPL_ERR_INVALID_ARGUMENT),
             prefix +
                 "unknown option \"colour\" in --model-options; known options: file, loss, "
                 "broadcast_buffers");

@@ -239,20 +239,22 @@ TEST_F(LauncherObservabilityTest, TheEpochLossIsTheMeanOfItsStepLossesOverEveryR
       << "the first epoch's loss is its last step's";
 }
 
-// The metrics lines, and the same numbers in the TensorBoard file, read back by
-// read_events.py with protobuf, which checks every record's two CRCs.
-TEST_F(LauncherObservabilityTest, MetricsAndTensorBoardHoldEveryLoggedStepEpochAndEvaluation) {
-  const std::string metrics = dir_ + "/metrics.jsonl", board = dir_ + "/tb";
-  const CommandRun run =
-      RunCommand(Launcher("--num-processes 2 --model mlp --max-steps 30 --metrics " + metrics +
-                          " --tensorboard " + board + " --lr 0.25"));
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  const CommandRun lines = Inspect("metrics " + metrics);
-  ASSERT_EQ(lines.exit_code, 0) << lines.output;
+// What inspect_run.py read from a metrics file of 30 steps at --lr 0.25: the kind of each line
+// in order, the loss of each logged step, the evaluation's loss and accuracy; each line's numbers
+// checked on the way.
+struct MetricsSeen {
+  std::vector<std::string> kinds;
   std::map<int, double> loss_at;
   double eval_loss = -1, eval_accuracy = -1;
-  std::vector<std::string> kinds;
-  for (const std::string& line : Lines(lines.output)) {
+};
+
+MetricsSeen ReadMetrics(const std::string& output) {
+  MetricsSeen seen;
+  std::map<int, double>& loss_at = seen.loss_at;
+  double& eval_loss = seen.eval_loss;
+  double& eval_accuracy = seen.eval_accuracy;
+  std::vector<std::string>& kinds = seen.kinds;
+  for (const std::string& line : Lines(output)) {
     std::istringstream fields(line);
     std::string kind;
     fields >> kind;
@@ -276,6 +278,40 @@ TEST_F(LauncherObservabilityTest, MetricsAndTensorBoardHoldEveryLoggedStepEpochA
       EXPECT_DOUBLE_EQ(eval_accuracy, correct / 100.0);
     }
   }
+  return seen;
+}
+
+// read_events.py's scalars by tag and step, and (in `count`) how many it printed.
+std::map<std::string, std::map<int, double>> Scalars(const std::string& output, size_t* count) {
+  std::map<std::string, std::map<int, double>> scalars;
+  for (const std::string& line : Lines(output)) {
+    std::istringstream fields(line);
+    std::string kind, tag;
+    int step = 0;
+    double value = 0;
+    fields >> kind;
+    if (kind != "scalar") continue;
+    fields >> tag >> step >> value;
+    scalars[tag][step] = value;
+    ++*count;
+  }
+  return scalars;
+}
+
+// The metrics lines, and the same numbers in the TensorBoard file, read back by
+// read_events.py with protobuf, which checks every record's two CRCs.
+TEST_F(LauncherObservabilityTest, MetricsAndTensorBoardHoldEveryLoggedStepEpochAndEvaluation) {
+  const std::string metrics = dir_ + "/metrics.jsonl", board = dir_ + "/tb";
+  const CommandRun run =
+      RunCommand(Launcher("--num-processes 2 --model mlp --max-steps 30 --metrics " + metrics +
+                          " --tensorboard " + board + " --lr 0.25"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const CommandRun lines = Inspect("metrics " + metrics);
+  ASSERT_EQ(lines.exit_code, 0) << lines.output;
+  const MetricsSeen seen = ReadMetrics(lines.output);
+  const std::map<int, double>& loss_at = seen.loss_at;
+  const double eval_loss = seen.eval_loss, eval_accuracy = seen.eval_accuracy;
+  const std::vector<std::string>& kinds = seen.kinds;
   EXPECT_EQ(kinds, (std::vector<std::string>{"step", "step", "step", "epoch", "eval"}))
       << lines.output;
   ASSERT_EQ(loss_at.size(), 3u);
@@ -291,19 +327,8 @@ TEST_F(LauncherObservabilityTest, MetricsAndTensorBoardHoldEveryLoggedStepEpochA
   const CommandRun events = RunCommand(Python() + " " + DPL_TEST_EVENTS_READER + " '" +
                                        files[0].string() + "' '" + DPL_TEST_BINARY_DIR + "'");
   ASSERT_EQ(events.exit_code, 0) << events.output;
-  std::map<std::string, std::map<int, double>> scalars;
   size_t count = 0;
-  for (const std::string& line : Lines(events.output)) {
-    std::istringstream fields(line);
-    std::string kind, tag;
-    int step = 0;
-    double value = 0;
-    fields >> kind;
-    if (kind != "scalar") continue;
-    fields >> tag >> step >> value;
-    scalars[tag][step] = value;
-    ++count;
-  }
+  std::map<std::string, std::map<int, double>> scalars = Scalars(events.output, &count);
   EXPECT_NE(events.output.find("records " + std::to_string(count + 1) + "\n"), std::string::npos)
       << events.output;
   ASSERT_EQ(scalars["train/loss"].size(), 3u) << events.output;

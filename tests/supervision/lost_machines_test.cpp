@@ -85,6 +85,26 @@ class LostMachinesTest : public TrainingJobTest {
     TrainingJobTest::TearDown();
   }
 
+  // Steps of ~15 ms with a parameter of 4 MiB: allreduces, optimizer steps and checkpoints long
+  // enough to be caught in; a checkpoint every 4 steps; up to three machines, ten restarts.
+  Args KilledMachinesJob(const std::string& holds, const std::string& checkpoints) {
+    Args args =
+        WithValue(Job("gloo", "faulty", 1,
+                      {"--num-machines",       "2:3",
+                       "--master-port",        std::to_string(FreePort()),
+                       "--max-steps",          "300",
+                       "--max-restarts",       "10",
+                       "--checkpoint-dir",     checkpoints,
+                       "--checkpoint-every",   "4",
+                       "--join-grace",         "1",
+                       "--rendezvous-timeout", "60",
+                       "--log-interval",       "50",
+                       "--model-options",      "step_ms=10,extra=1000000,hold_dir=" + holds}),
+                  "--batch-size", "12");
+    args = WithValue(args, "--plugin-dir", LightPluginDir());
+    return args;
+  }
+
   LauncherProcess* Start(const Args& args) {
     const std::string name = "machine" + std::to_string(launchers_.size());
     launchers_.push_back(
@@ -139,21 +159,7 @@ TEST_F(LostMachinesTest, EachOfTenKillsOfMachineTwoRestartsTheSurvivorsWithin10s
   const std::string holds = dir_ + "/holds", checkpoints = dir_ + "/checkpoints";
   ::mkdir(holds.c_str(), 0755);
   ::mkdir(checkpoints.c_str(), 0755);
-  // Steps of ~15 ms with a parameter of 4 MiB: allreduces, optimizer steps and checkpoints long
-  // enough to be caught in; a checkpoint every 4 steps.
-  Args args = WithValue(Job("gloo", "faulty", 1,
-                            {"--num-machines",       "2:3",
-                             "--master-port",        std::to_string(FreePort()),
-                             "--max-steps",          "300",
-                             "--max-restarts",       "10",
-                             "--checkpoint-dir",     checkpoints,
-                             "--checkpoint-every",   "4",
-                             "--join-grace",         "1",
-                             "--rendezvous-timeout", "60",
-                             "--log-interval",       "50",
-                             "--model-options",      "step_ms=10,extra=1000000,hold_dir=" + holds}),
-                        "--batch-size", "12");
-  args = WithValue(args, "--plugin-dir", LightPluginDir());
+  const Args args = KilledMachinesJob(holds, checkpoints);
   for (int i = 0; i < 3; ++i) Start(args);
   LauncherProcess* machine0 = MachineZero();
   ASSERT_NE(machine0, nullptr);
