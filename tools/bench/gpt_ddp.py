@@ -84,6 +84,10 @@ def train(local, args):
     model = GPT(vocab=args.vocab, block=args.block, layers=args.layers, heads=args.heads,
                 dim=args.dim).to(device)
     if args.compile:  # nanoGPT's compile=True: the model compiled, then wrapped by DDP
+        # Inductor's kernels linked against this torch, not a libtorch of the system's library
+        # folder, which would make them scalar (docs/compiled.md, "Two traps of this machine").
+        import compiled_package
+        compiled_package.use_torch_libraries_first()
         model = torch.compile(model)
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[local] if device.type == "cuda" else None,

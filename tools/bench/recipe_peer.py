@@ -67,7 +67,13 @@ def change_the_model(peer):
             sys.exit("recipe_peer.py: --compile needs a Python model, not a TorchScript file: "
                      "name its class with --module-class")
         uncompiled = build
-        build = lambda: torch.compile(uncompiled())  # noqa: E731
+
+        def build():
+            # Inductor's kernels linked against this torch, not a libtorch of the system's
+            # library folder, which would make them scalar (docs/compiled.md).
+            import compiled_package
+            compiled_package.use_torch_libraries_first()
+            return torch.compile(uncompiled())
     peer.ConvNet = build
 
 
