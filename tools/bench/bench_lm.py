@@ -9,6 +9,8 @@ Sides, on the CPU (configs <processes>x<threads>-<backend>[-bf16], as bench_vs_p
   aot    dpl's `--model compiled` on tools/gpt_model.py's GPT, its training step compiled ahead of
          time by tools/compile_model.py once per size and precision (from the tool's cache, so
          the compile is not in the start-up);
+  baseline  the gpt side run by an earlier build (--baseline LAUNCHER): gpt/baseline says whether
+         a change cost throughput;
   peer   tools/bench/gpt_ddp.py on the torch of dpl's Python environment (PyTorch 2):
          mp.spawn, gloo, DistributedSampler over the same windows, DistributedDataParallel over
          tools/gpt_model.py's GPT, torch.optim.AdamW with nanoGPT's decay groups; fp32, so a bf16
@@ -180,13 +182,20 @@ def compile_module(folder, size, precision, device):
 # dpl's sides: side -> its model flags (args, size, prepared run). Every side runs the same
 # launcher, data, optimizer and flags otherwise; a new way of running the network is one entry
 # here (the tables take every side given with --sides).
-DPL_SIDES = {"gpt": gpt_model_flags, "ts": torchscript_model_flags, "aot": compiled_model_flags}
+# "baseline" is the gpt side run by an earlier build (--baseline LAUNCHER, its own plugins next
+# to it): whether a change cost throughput, measured in the same way.
+DPL_SIDES = {"gpt": gpt_model_flags, "ts": torchscript_model_flags, "aot": compiled_model_flags,
+             "baseline": gpt_model_flags}
 
 
 def dpl_command(args, side, size, run, steps):
     processes, threads, backend, precision, flags = run["config"]
     plugin_dirs = [flag for d in args.plugin_dir for flag in ("--plugin-dir", d)]
-    return [args.launcher, *plugin_dirs, "--device", args.device, "--backend", backend,
+    if side == "baseline":
+        launcher, plugin_dirs = args.baseline, []
+    else:
+        launcher = args.launcher
+    return [launcher, *plugin_dirs, "--device", args.device, "--backend", backend,
             *DPL_SIDES[side](args, size, run),
             *flags, "--precision", precision, "--num-processes", str(processes),
             "--threads-per-worker", str(threads), "--batch-size", str(size["batch"]),
@@ -301,7 +310,8 @@ def report(args, runs, prepared):
               f"{size['block']}, vocabulary {size['vocab']}, global batch {size['batch']} "
               f"({size['batch'] * size['block']} tokens a step), steady rate from step "
               f"{args.first[name]} to {args.steps[name]}; data: {prepared[name]['source']}")
-    ratios = [(d, p) for d in dpl_sides for p in peer_sides if p != "compiled_warm"]
+    ratios = [(d, p) for d in dpl_sides for p in peer_sides
+              if p != "compiled_warm" and d != "baseline"]
     print("| size | config | " + " | ".join(f"{side} tokens/s" for side in args.sides) + " | " +
           " | ".join(f"{d}/{p}" for d, p in ratios) + " | " +
           " | ".join(f"{d} bf16/fp32" for d in dpl_sides) + " |")
@@ -315,6 +325,13 @@ def report(args, runs, prepared):
             cells += [ratio_cell(row.get(d, []), peers.get(p, [])) for d, p in ratios]
             cells += [ratio_cell(row.get(d, []), fp32.get(d, [])) for d in dpl_sides]
             print(f"| {name} | {config} | " + " | ".join(cells) + " |")
+    if args.baseline:
+        print("| size | config | gpt/baseline |\n|---|---|---|")
+        for name in args.sizes:
+            for config in args.configs:
+                row = runs[name][config]
+                print(f"| {name} | {config} | "
+                      f"{ratio_cell(row.get('gpt', []), row.get('baseline', []))} |")
     print("start-up to the first step, s (compiled: from an empty compile cache, the whole "
           "compile; compiled_warm: from the cache it filled), and peak RSS per worker, MiB:")
     print("| size | config | " + " | ".join(f"{side} start s" for side in args.sides) + " | " +
@@ -379,6 +396,9 @@ def parse_args():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--launcher", default=os.path.join(REPO, "build", "launcher", "launcher"),
                    help="dpl's launcher (it finds its plugins next to it)")
+    p.add_argument("--baseline", help="an earlier dpl launcher, run as the side baseline (the gpt "
+                                      "side's flags): dpl/baseline is whether a change cost "
+                                      "throughput")
     p.add_argument("--plugin-dir", action="append", default=[],
                    help="a folder searched first for plugins (repeatable)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
@@ -412,6 +432,8 @@ def parse_args():
         if side not in DPL_SIDES and side not in PEER_SIDES:
             p.error(f"--sides: unknown side {side!r} (sides: "
                     f"{', '.join(list(DPL_SIDES) + list(PEER_SIDES))})")
+    if ("baseline" in args.sides) != bool(args.baseline):
+        p.error("--sides baseline and --baseline LAUNCHER go together")
     if "compiled_warm" in args.sides and "compiled" not in args.sides:
         p.error("--sides: compiled_warm runs from the cache compiled fills: name compiled too")
     for config in args.configs:
