@@ -8,6 +8,9 @@
 #include "protocol/worker_command.hpp"
 
 namespace dpl::cli::table {
+
+using training::StragglerOptions;
+
 namespace {
 
 constexpr int kMaxRestarts = 1000;
@@ -79,14 +82,32 @@ void AddOutputFlags(TableRows add) {
   add(Section::kOutputs, MayDiffer("machine 0's file"),
       Text("trace", "FILE", EmptyText::kAllowed, In<&TrainingConfig::trace_file>),
       "write a timeline of every rank to FILE (Chrome / Perfetto JSON: ui.perfetto.dev)");
+  add(Section::kOutputs,
+      SameOnEveryMachine("every rank sends its step times to rank 0 when they are compared; a "
+                         "resumed run may compare otherwise"),
+      Real(
+          "straggler-factor", "X", "0 (off) or greater than 1",
+          [](double x) { return x == 0 || x > 1; }, In<&TrainingConfig::stragglers, &StragglerOptions::factor>),
+      "name a rank, with its machine, whose compute time per step is more than X times the "
+      "median rank's for --straggler-steps steps in a row, in the log, --metrics and "
+      "--tensorboard; 0 = off (default 2)");
+  add(Section::kOutputs, MayDiffer("rank 0 alone compares the ranks' step times"),
+      Integer<int>("straggler-steps", "N", 1, Constant<kIntMax>,
+                   In<&TrainingConfig::stragglers, &StragglerOptions::steps>),
+      "steps in a row a rank must be beyond --straggler-factor to be named a straggler, and "
+      "within it to be named no longer one, >= 1 (default 5)");
   add(Section::kCheckpoints,
       MayDiffer("where rank 0 writes checkpoints and a resumed run reads them"),
       Text("checkpoint-dir", "DIR", EmptyText::kAllowed, In<&TrainingConfig::checkpoint_dir>),
       "folder for checkpoints");
-  add(Section::kCheckpoints, MayDiffer("when rank 0 writes checkpoints"),
+  add(Section::kCheckpoints,
+      SameOnEveryMachine("every rank copies a checkpoint's state at the same steps (and writes "
+                         "its part with --shard-optimizer on); a resumed run may checkpoint at "
+                         "other steps"),
       Integer<int64_t>("checkpoint-every", "N", 0, Constant<kInt64Max>,
                        In<&TrainingConfig::checkpoint_every>),
-      "checkpoint every N steps, 0 = only at the end (default 0)");
+      "checkpoint every N steps, 0 = only at the end (default 0); the state is copied at the "
+      "step and written while training goes on");
   add(Section::kCheckpoints, MayDiffer("which of rank 0's checkpoints stay on disk"),
       Integer<int>("keep-checkpoints", "K", 0, Constant<kIntMax>,
                    In<&TrainingConfig::keep_checkpoints>),

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "dpl/torch_files/torch_archive.hpp"
+#include "training/checkpoint_folder.hpp"
 
 namespace dpl::training {
 
@@ -64,16 +65,18 @@ TorchValue Position(const CheckpointState& state) {
                            {"global_step", TorchValue::Int(state.global_step)}});
 }
 
-TorchValue Optimizer(const CheckpointState& state) {
+// Moves the state's optimizer tensors into the value (the rest of `state` stays).
+TorchValue TakeOptimizer(CheckpointState& state) {
   TorchDict per_parameter;
-  for (const OptimizerStateTensor& entry : state.optimizer_state) {
+  for (OptimizerStateTensor& entry : state.optimizer_state) {
     TorchValue* states = per_parameter.Find(entry.parameter);
     if (states == nullptr) {
       per_parameter.Set(entry.parameter, TorchValue::Dict());
       states = per_parameter.Find(entry.parameter);
     }
-    states->AsDict()->Set(entry.state, TorchValue::Tensor(entry.tensor));
+    states->AsDict()->Set(entry.state, TorchValue::Tensor(std::move(entry.tensor)));
   }
+  state.optimizer_state.clear();
   return TorchValue::Dict({{"name", TorchValue::String(state.optimizer_name)},
                            {"steps", TorchValue::Int(state.optimizer_steps)},
                            {"state", TorchValue::FromDict(std::move(per_parameter))}});
@@ -216,20 +219,49 @@ Status ReadTensors(const TorchValue& root, const std::string& path, CheckpointSt
   return Status::Ok();
 }
 
-// The step of a file named CheckpointFileName(step) (with `temporary`, followed by
-// ".tmp.<pid>"), or -1.
-int64_t StepOfName(const std::string& name, bool* temporary) {
+// What a name in a checkpoint folder is: CheckpointFileName(step), that followed by ".tmp.<pid>",
+// CheckpointFolderName(step) or StagingFolderName(step) (checkpoint_folder.hpp); step -1 for
+// anything else.
+struct NameKind {
+  int64_t step = -1;
+  bool temporary = false;
+  bool folder = false;
+};
+
+NameKind KindOfName(const std::string& name) {
   constexpr size_t kPrefixLength = 11;  // "checkpoint-"
-  if (name.rfind("checkpoint-", 0) != 0) return -1;
+  if (name.rfind("checkpoint-", 0) != 0) return {};
   size_t end = kPrefixLength;
   while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
-  if (end == kPrefixLength || end - kPrefixLength > 18) return -1;
+  if (end == kPrefixLength || end - kPrefixLength > 18) return {};
   const std::string rest = name.substr(end);
   const std::string temporary_mark = std::string(kSuffix) + ".tmp.";
-  *temporary = rest.rfind(temporary_mark, 0) == 0 && rest.size() > temporary_mark.size() &&
-               rest.find_first_not_of("0123456789", temporary_mark.size()) == std::string::npos;
-  if (rest != kSuffix && !*temporary) return -1;
-  return std::stoll(name.substr(kPrefixLength, end - kPrefixLength));
+  NameKind kind;
+  kind.temporary = rest.rfind(temporary_mark, 0) == 0 && rest.size() > temporary_mark.size() &&
+                   rest.find_first_not_of("0123456789", temporary_mark.size()) == std::string::npos;
+  kind.folder = rest.empty() || rest == kStagingSuffix;
+  if (rest == kStagingSuffix) kind.temporary = true;
+  if (rest != kSuffix && !kind.temporary && !kind.folder) return {};
+  kind.step = std::stoll(name.substr(kPrefixLength, end - kPrefixLength));
+  return kind;
+}
+
+bool IsFolderEntry(const std::string& path, const dirent& entry) {
+  if (entry.d_type == DT_DIR) return true;
+  if (entry.d_type != DT_UNKNOWN && entry.d_type != DT_LNK) return false;
+  return IsFolder(path);
+}
+
+// Removes a checkpoint or a temporary: a file, or a folder of parts with what is in it.
+bool RemoveEntry(const CheckpointFile& file) {
+  if (file.folder) return RemoveCheckpointFolder(file.path);
+  return ::unlink(file.path.c_str()) == 0 || errno == ENOENT;
+}
+
+int64_t ModifiedNanoseconds(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return 0;
+  return int64_t(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec;
 }
 
 }  // namespace
@@ -241,24 +273,31 @@ std::string CheckpointFileName(int64_t global_step) {
   return name;
 }
 
-Status WriteCheckpoint(const std::string& directory, const CheckpointState& state) {
+Status WriteCheckpoint(const std::string& directory, CheckpointState state) {
   if (::mkdir(directory.c_str(), 0755) != 0 && errno != EEXIST) {
     return Status::Io("creating checkpoint folder " + directory +
                       " failed: " + std::strerror(errno));
   }
+  const std::string path = directory + "/" + CheckpointFileName(state.global_step);
+  return WriteCheckpointFile(path, std::move(state));
+}
+
+Status WriteCheckpointFile(const std::string& path, CheckpointState state) {
   TorchValue::Entries model, options;
-  for (const NamedTensor& entry : state.model) {
-    model.emplace_back(entry.name, TorchValue::Tensor(entry.tensor));
+  for (NamedTensor& entry : state.model) {
+    model.emplace_back(entry.name, TorchValue::Tensor(std::move(entry.tensor)));
   }
+  state.model.clear();
   for (const auto& [key, value] : state.options) {
     options.emplace_back(key, TorchValue::String(value));
   }
+  TorchValue optimizer = TakeOptimizer(state);
   TorchValue::Entries root_entries = {
       {"format", TorchValue::String(kCheckpointFormat)},
       {"version", TorchValue::Int(kCheckpointVersion)},
       {"position", Position(state)},
       {"model", TorchValue::OrderedDict(std::move(model))},
-      {"optimizer", Optimizer(state)},
+      {"optimizer", std::move(optimizer)},
       {"rng", TorchValue::Tensor(
                   TorchTensor::Of<uint8_t>({int64_t(state.rng_state.size())}, state.rng_state))},
       {"scaler", Scaler(state)},
@@ -272,11 +311,11 @@ Status WriteCheckpoint(const std::string& directory, const CheckpointState& stat
                                          TorchValue::Int(validation.without_improvement)}}));
   }
   const TorchValue root = TorchValue::Dict(std::move(root_entries));
-  return WriteTorchArchive(directory + "/" + CheckpointFileName(state.global_step), root,
-                           "checkpoint");
+  return WriteTorchArchive(path, root, "checkpoint");
 }
 
 Result<CheckpointState> ReadCheckpoint(const std::string& path) {
+  if (IsFolder(path)) return ReadCheckpointFolder(path);
   if (HasOldMagic(path)) return OldFormat(path);
   Result<TorchValue> root = ReadTorchArchive(path);
   if (!root.ok()) return root.status().WithContext("reading checkpoint " + path);
@@ -303,26 +342,35 @@ Result<CheckpointState> ReadCheckpoint(const std::string& path) {
 }
 
 Result<std::string> NewestCheckpoint(const std::string& directory) {
-  DIR* dir = ::opendir(directory.c_str());
-  if (!dir) {
-    if (errno == ENOENT) return std::string();
-    return Status::Io("listing checkpoint folder " + directory +
-                      " failed: " + std::strerror(errno));
+  Result<std::vector<CheckpointFile>> files = ListCheckpointFiles(directory);
+  if (!files.ok()) return files.status();
+  const CheckpointFile* newest = nullptr;
+  for (const CheckpointFile& file : *files) {
+    if (file.temporary) continue;
+    if (newest == nullptr || file.step > newest->step ||
+        (file.step == newest->step &&
+         ModifiedNanoseconds(file.path) > ModifiedNanoseconds(newest->path))) {
+      newest = &file;
+    }
   }
-  std::string newest, newest_old;
+  DIR* dir = ::opendir(directory.c_str());
+  if (!dir) return std::string();
+  std::string newest_old;
   while (const dirent* entry = ::readdir(dir)) {
     const std::string name = entry->d_name;
-    if (name.rfind("checkpoint-", 0) != 0) continue;
-    // Zero-padded steps sort as text.
-    if (EndsWith(name, kSuffix) && name > newest) newest = name;
-    if (EndsWith(name, kOldSuffix) && name > newest_old) newest_old = name;
+    if (name.rfind("checkpoint-", 0) == 0 && EndsWith(name, kOldSuffix) && name > newest_old) {
+      newest_old = name;  // zero-padded steps sort as text
+    }
   }
   ::closedir(dir);
-  const auto step_of = [](const std::string& name) { return name.substr(0, 21); };
-  if (!newest_old.empty() && (newest.empty() || step_of(newest_old) > step_of(newest))) {
-    return OldFormat(directory + "/" + newest_old);
+  if (!newest_old.empty()) {
+    const size_t digits = newest_old.find_first_not_of("0123456789", 11);
+    const int64_t old_step = std::stoll("0" + newest_old.substr(11, digits - 11));
+    if (newest == nullptr || old_step > newest->step) {
+      return OldFormat(directory + "/" + newest_old);
+    }
   }
-  return newest.empty() ? std::string() : directory + "/" + newest;
+  return newest == nullptr ? std::string() : newest->path;
 }
 
 Result<std::vector<CheckpointFile>> ListCheckpointFiles(const std::string& directory) {
@@ -334,9 +382,12 @@ Result<std::vector<CheckpointFile>> ListCheckpointFiles(const std::string& direc
                       " failed: " + std::strerror(errno));
   }
   while (const dirent* entry = ::readdir(dir)) {
-    bool temporary = false;
-    const int64_t step = StepOfName(entry->d_name, &temporary);
-    if (step >= 0) files.push_back({directory + "/" + entry->d_name, step, temporary});
+    NameKind kind = KindOfName(entry->d_name);
+    const std::string path = directory + "/" + entry->d_name;
+    if (kind.step < 0 || kind.folder != IsFolderEntry(path, *entry)) continue;
+    // A folder of parts is complete once its manifest is in it.
+    if (kind.folder && !kind.temporary && !IsCompleteCheckpointFolder(path)) kind.temporary = true;
+    files.push_back({path, kind.step, kind.temporary, kind.folder});
   }
   ::closedir(dir);
   std::sort(files.begin(), files.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
@@ -358,7 +409,7 @@ Result<std::vector<std::string>> RemoveOlderCheckpoints(const std::string& direc
       ++older_kept;
       continue;
     }
-    if (::unlink(file->path.c_str()) == 0 || errno == ENOENT) {
+    if (RemoveEntry(*file)) {
       removed.push_back(file->path);
     } else if (failed.ok()) {
       failed = Status::Io("removing the old checkpoint " + file->path +

@@ -19,7 +19,9 @@
 //
 // Written atomically (a temporary file in the same folder, fsync, rename, fsync of the folder),
 // so a crash mid-write leaves the previous checkpoint untouched. Files of the old format
-// (DPLCKPT1, *.dplckpt) are refused with what to do.
+// (DPLCKPT1, *.dplckpt) are refused with what to do. A run with --shard-optimizer on writes the
+// same state as a folder of parts instead (checkpoint_folder.hpp); what reads, lists and removes
+// checkpoints here takes both forms.
 #pragma once
 
 #include <cstdint>
@@ -85,23 +87,28 @@ struct CheckpointState {
 std::string CheckpointFileName(int64_t global_step);
 
 // Writes `state` to directory/CheckpointFileName(state.global_step) atomically (creates the
-// directory). The error names the path and the failed system call.
-Status WriteCheckpoint(const std::string& directory, const CheckpointState& state);
+// directory). The error names the path and the failed system call. Takes the state by value:
+// its tensors move into the file's pickle instead of being copied once more.
+Status WriteCheckpoint(const std::string& directory, CheckpointState state);
+// The same file at `path` (its folder must exist).
+Status WriteCheckpointFile(const std::string& path, CheckpointState state);
 
-// Reads and checks one checkpoint. Errors name the path: not a checkpoint, truncated, corrupt,
-// the old format.
+// Reads and checks one checkpoint, a file or a folder of parts. Errors name the path: not a
+// checkpoint, truncated, corrupt, the old format, a part missing.
 Result<CheckpointState> ReadCheckpoint(const std::string& path);
 
-// The newest checkpoint in `directory` (by step), or "" when there is none. A newer file of the
-// old format is refused.
+// The newest complete checkpoint in `directory` (by step; of one step written in both forms, the
+// later written), or "" when there is none. A newer file of the old format is refused.
 Result<std::string> NewestCheckpoint(const std::string& directory);
 
-// A file of a checkpoint folder: a checkpoint, or the temporary of a write that did not finish
-// (CheckpointFileName + ".tmp.<pid>", left by a writer that was killed).
+// An entry of a checkpoint folder: a checkpoint (a file, or a folder of parts with its manifest),
+// or the temporary of a write that did not finish (CheckpointFileName + ".tmp.<pid>", left by a
+// writer that was killed; a folder of parts without its manifest).
 struct CheckpointFile {
   std::string path;
   int64_t step = 0;
   bool temporary = false;
+  bool folder = false;  // a folder of parts (checkpoint_folder.hpp)
 };
 
 // The checkpoints and temporaries in `directory`, by step (none when it does not exist).

@@ -1,12 +1,15 @@
 #include "training/checkpoint_policy.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "common/log.hpp"
 #include "training/buffers.hpp"
 #include "training/checkpoint.hpp"
+#include "training/checkpoint_folder.hpp"
 #include "training/number_text.hpp"
 
 namespace dpl::training {
@@ -33,6 +36,31 @@ TorchTensor FloatTensor(const float* values, size_t count, std::vector<int64_t> 
 
 std::vector<int64_t> ShapeOf(const DLTensor& tensor) {
   return std::vector<int64_t>(tensor.shape, tensor.shape + tensor.ndim);
+}
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// This rank's part of the optimizer's state, copied.
+OptimizerPart CapturePart(int64_t global_step, int rank, int world_size,
+                          const ParameterPlacement& placement, const OptimizerRunner& optimizer) {
+  OptimizerPart part;
+  part.global_step = global_step;
+  part.rank = rank;
+  part.world_size = world_size;
+  part.state_names = optimizer.StateNames();
+  for (const ShardRun& shard_run : optimizer.Shard()) {
+    const ParameterRun& run = shard_run.run;
+    OptimizerPartRun copied{placement.parameters()[run.parameter].name, int64_t(run.offset), {}};
+    for (const std::vector<float>* state : shard_run.state) {
+      copied.state.push_back(FloatTensor(state->data(), run.elements, {int64_t(run.elements)}));
+    }
+    part.runs.push_back(std::move(copied));
+  }
+  return part;
 }
 
 // An option a checkpoint does not name (written before the option existed) had its default.
@@ -140,16 +168,23 @@ Status RestoreOptimizer(const CheckpointState& state, const ParameterPlacement& 
 
 }  // namespace
 
-CheckpointPolicy::CheckpointPolicy(const TrainingConfig& config, int rank,
+CheckpointPolicy::CheckpointPolicy(const TrainingConfig& config, int rank, int world_size,
                                    ValidationState& validation)
-    : config_(config), rank_(rank), validation_(validation) {}
+    : config_(config),
+      rank_(rank),
+      world_size_(world_size),
+      validation_(validation),
+      writer_(rank == 0) {}
 
 bool CheckpointPolicy::DueAfter(int64_t global_step) const {
   return config_.checkpoint_every > 0 && global_step % config_.checkpoint_every == 0;
 }
 
 Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlacement& placement,
-                                                  OptimizerRunner& optimizer) const {
+                                                  OptimizerRunner& optimizer) {
+  if (rank_ == 0 && !config_.checkpoint_dir.empty()) {
+    DPL_RETURN_IF_ERROR(RemoveStagingFolders(config_.checkpoint_dir));
+  }
   if (!config_.resume) return TrainingPosition{};
   if (config_.checkpoint_dir.empty()) {
     return Status::InvalidArgument("--resume needs --checkpoint-dir (the folder to resume from)");
@@ -179,6 +214,7 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
                                   state.validation->without_improvement};
   }
   const TrainingPosition position{state.epoch, state.step_in_epoch, state.global_step};
+  saved_step_ = position.global_step;
   if (rank_ == 0) {
     log::Info("resumed from " + newest + " at epoch " + std::to_string(position.epoch) +
               ", batch " + std::to_string(position.step_in_epoch) + " (step " +
@@ -188,8 +224,28 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
 }
 
 Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
-                              ParameterPlacement& placement, OptimizerRunner& optimizer) const {
-  if (config_.checkpoint_dir.empty()) return Status::Ok();
+                              ParameterPlacement& placement, OptimizerRunner& optimizer) {
+  if (config_.checkpoint_dir.empty() || position.global_step == saved_step_) return Status::Ok();
+  DPL_RETURN_IF_ERROR(
+      writer_.WaitIdle(position.global_step)
+          .WithContext("writing a checkpoint to --checkpoint-dir " + config_.checkpoint_dir));
+  saved_step_ = position.global_step;
+  return WritesParts(optimizer) ? SaveParts(position, model, placement, optimizer)
+                                : SaveFile(position, model, placement, optimizer);
+}
+
+Status CheckpointPolicy::Finish() {
+  return writer_.Finish().WithContext("writing a checkpoint to --checkpoint-dir " +
+                                      config_.checkpoint_dir);
+}
+
+bool CheckpointPolicy::WritesParts(const OptimizerRunner& optimizer) const {
+  return config_.shard_optimizer == OptimizerSharding::kOn && optimizer.sharded();
+}
+
+Status CheckpointPolicy::SaveFile(const TrainingPosition& position, Model& model,
+                                  ParameterPlacement& placement, OptimizerRunner& optimizer) {
+  const Clock::time_point start = Clock::now();
   if (rank_ == 0) DPL_RETURN_IF_ERROR(placement.RefreshHostValues());
   // Every rank, for a sharded optimizer's parts; rank 0 gets the state whole.
   std::vector<size_t> sizes;
@@ -197,20 +253,62 @@ Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,
   OptimizerState whole;
   DPL_RETURN_IF_ERROR(optimizer.WholeState(sizes, rank_ == 0, &whole));
   if (rank_ != 0) return Status::Ok();
-  DPL_ASSIGN_OR_RETURN(CheckpointState state,
+  DPL_ASSIGN_OR_RETURN(CheckpointState captured,
                        Capture(position, model, placement, optimizer, whole));
-  DPL_RETURN_IF_ERROR(
-      WriteCheckpoint(config_.checkpoint_dir, state)
-          .WithContext("writing a checkpoint to --checkpoint-dir " + config_.checkpoint_dir));
+  auto state = std::make_shared<CheckpointState>(std::move(captured));
+  const double pause = SecondsSince(start);
+  const int64_t step = position.global_step;
+  const std::string& directory = config_.checkpoint_dir;
+  writer_.Start(step, [this, state, step, pause, directory](const std::atomic<bool>&) {
+    const Clock::time_point began = Clock::now();
+    DPL_RETURN_IF_ERROR(WriteCheckpoint(directory, std::move(*state)));
+    AfterWritten(step, directory + "/" + CheckpointFileName(step), pause, SecondsSince(began));
+    return Status::Ok();
+  });
+  return Status::Ok();
+}
+
+Status CheckpointPolicy::SaveParts(const TrainingPosition& position, Model& model,
+                                   ParameterPlacement& placement, OptimizerRunner& optimizer) {
+  const Clock::time_point start = Clock::now();
+  auto state = std::make_shared<CheckpointState>();
+  if (rank_ == 0) {
+    DPL_RETURN_IF_ERROR(placement.RefreshHostValues());
+    DPL_ASSIGN_OR_RETURN(*state, Capture(position, model, placement, optimizer, {}));
+  }
+  const int64_t step = position.global_step;
+  auto part =
+      std::make_shared<OptimizerPart>(CapturePart(step, rank_, world_size_, placement, optimizer));
+  const double pause = SecondsSince(start);
+  const std::string& directory = config_.checkpoint_dir;
+  const int world_size = world_size_;
+  const bool commits = rank_ == 0;
+  writer_.Start(step, [this, state, part, step, pause, directory, world_size,
+                       commits](const std::atomic<bool>& stop) {
+    const Clock::time_point began = Clock::now();
+    DPL_RETURN_IF_ERROR(WriteOptimizerPart(directory, std::move(*part)));
+    if (!commits) return Status::Ok();
+    DPL_RETURN_IF_ERROR(WriteFolderState(directory, std::move(*state)));
+    DPL_RETURN_IF_ERROR(CommitCheckpointFolder(directory, step, world_size, stop));
+    AfterWritten(step, directory + "/" + CheckpointFolderName(step), pause, SecondsSince(began));
+    return Status::Ok();
+  });
+  return Status::Ok();
+}
+
+void CheckpointPolicy::AfterWritten(int64_t step, const std::string& path, double pause_seconds,
+                                    double write_seconds) const {
+  log::Info("checkpoint of step " + std::to_string(step) + ": " + path + " (written in " +
+            log::Duration(write_seconds) + " while training went on, which paused " +
+            log::Duration(pause_seconds) + " to copy it)");
   // Note [Checkpoint retention]: only now is the new one complete on disk.
   Result<std::vector<std::string>> removed =
-      RemoveOlderCheckpoints(config_.checkpoint_dir, state.global_step, config_.keep_checkpoints);
+      RemoveOlderCheckpoints(config_.checkpoint_dir, step, config_.keep_checkpoints);
   if (!removed.ok()) {
     log::Warning(removed.status().message() + "; --keep-checkpoints " +
                  std::to_string(config_.keep_checkpoints) +
                  " cannot keep the folder's size bounded until it can");
   }
-  return Status::Ok();
 }
 
 Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& position, Model& model,

@@ -23,6 +23,10 @@ inline constexpr double kDefaultAdamBeta2 = 0.999;
 inline constexpr double kDefaultAdamEps = 1e-8;
 // Note [Checkpoint retention] in training/checkpoint_policy.hpp.
 inline constexpr int kDefaultKeepCheckpoints = 5;
+// A rank twice as slow as the median halves the job's speed; five steps in a row pass over the
+// hiccups of a shared machine (Note [Stragglers]).
+inline constexpr double kDefaultStragglerFactor = 2.0;
+inline constexpr int kDefaultStragglerSteps = 5;
 // torch.cuda.amp.GradScaler's defaults (torch 1.13).
 inline constexpr double kDefaultLossScaleInit = 65536.0;  // 2^16
 inline constexpr double kDefaultLossScaleGrowthFactor = 2.0;
@@ -143,6 +147,13 @@ struct LossScalerOptions {
   int64_t growth_interval = kDefaultLossScaleGrowthInterval;  // clean steps per growth, >= 1
 };
 
+// Note [Stragglers] (training/stragglers.hpp): rank 0 names a rank whose compute time per step
+// exceeds `factor` times the median rank's for `steps` steps in a row.
+struct StragglerOptions {
+  double factor = kDefaultStragglerFactor;  // 0: the ranks' times are not compared
+  int steps = kDefaultStragglerSteps;
+};
+
 struct TrainingConfig {
   // The model plugin and its own options.
   std::string model = "convnet";
@@ -208,9 +219,12 @@ struct TrainingConfig {
   std::string tensorboard_dir;
   std::string trace_file;
   bool progress = true;
+  // Note [Stragglers] (training/stragglers.hpp).
+  StragglerOptions stragglers;
 
-  // Checkpoints: written by rank 0 every checkpoint_every steps (0 = only at the end); the
-  // newest keep_checkpoints stay (0 = all; Note [Checkpoint retention]).
+  // Checkpoints: written every checkpoint_every steps (0 = only at the end; by rank 0, or by every
+  // rank its part: Note [Checkpoint forms]); the newest keep_checkpoints stay (0 = all; Note
+  // [Checkpoint retention]).
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int keep_checkpoints = kDefaultKeepCheckpoints;

@@ -66,6 +66,8 @@ class HostRunner final : public OptimizerRunner {
   void set_optimizer_steps(int64_t steps) override { optimizer_->set_steps(steps); }
   Status WholeState(const std::vector<size_t>& sizes, bool whole, OptimizerState* state) override;
   Status RestoreState(const OptimizerState& state) override;
+  bool sharded() const override { return share_.sharded(); }
+  std::vector<ShardRun> Shard() const override;
 
  private:
   void UseRate(double learning_rate) override { optimizer_->set_learning_rate(learning_rate); }
@@ -164,6 +166,22 @@ Status HostRunner::RestoreState(const OptimizerState& state) {
     }
   }
   return Status::Ok();
+}
+
+std::vector<ShardRun> HostRunner::Shard() const {
+  if (!share_.sharded()) return {};
+  const std::vector<std::vector<float>*> buffers = optimizer_->StateBuffers();
+  const std::vector<HostRun>& runs = share_.updated();
+  std::vector<ShardRun> shard;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    ShardRun run{runs[r].run, {}};
+    // An optimizer without state (sgd without momentum) has no buffers.
+    for (size_t k = 0; (k + 1) * runs.size() <= buffers.size(); ++k) {
+      run.state.push_back(buffers[k * runs.size() + r]);
+    }
+    shard.push_back(std::move(run));
+  }
+  return shard;
 }
 
 // Rank 0 says how much of the optimizer's state it keeps (Note [Sharded optimizer]).

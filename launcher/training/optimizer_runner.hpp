@@ -99,6 +99,13 @@ class StepRules {
   float model_loss_scale_ = 1.0f;  // what the model was last told (1 after create)
 };
 
+// One run of this rank's shard of the optimizer's state: state[k] is state k (StateNames) of the
+// run's elements, not copied.
+struct ShardRun {
+  ParameterRun run;
+  std::vector<const std::vector<float>*> state;
+};
+
 class OptimizerRunner {
  public:
   virtual ~OptimizerRunner() = default;
@@ -126,6 +133,11 @@ class OptimizerRunner {
                             OptimizerState* state) = 0;
   // Takes this rank's runs of `state` (laid out as WholeState's).
   virtual Status RestoreState(const OptimizerState& state) = 0;
+  // Whether this rank keeps the optimizer's state of its part only (--shard-optimizer), and that
+  // shard run by run (a checkpoint folder's part, Note [Checkpoint forms] in
+  // checkpoint_folder.hpp); none where the state is whole.
+  virtual bool sharded() const { return false; }
+  virtual std::vector<ShardRun> Shard() const { return {}; }
 
   // The rate of the step the current batch belongs to (set by BeforeBatch).
   double learning_rate() const { return rules_.learning_rate(); }

@@ -247,6 +247,33 @@ void Reporter::OnEvaluation(const EvaluationReport& report) {
   FlushScalars();
 }
 
+void Reporter::OnStraggler(int64_t step, const StragglerEvent& event) {
+  if (!rank0()) return;
+  const std::string line = DescribeStraggler(event, config_.stragglers.factor);
+  if (event.straggling) {
+    log::Warning(line);
+  } else {
+    log::Info(line);
+  }
+  const double slowdown = event.seconds / std::max(event.median_seconds, 1e-9);
+  WriteMetrics(JsonObject()
+                   .Add("kind", "straggler")
+                   .Add("step", step)
+                   .Add("rank", int64_t(event.rank))
+                   .Add("machine", int64_t(event.machine))
+                   .Add("host", event.host)
+                   .AddRaw("straggling", event.straggling ? "true" : "false")
+                   .Add("compute_ms", event.seconds * 1e3, 3)
+                   .Add("median_ms", event.median_seconds * 1e3, 3)
+                   .Add("slowdown", slowdown, 3)
+                   .Add("first_step", event.first_step)
+                   .Add("last_step", event.last_step)
+                   .Add("time_s", SecondsSinceStart(), 3)
+                   .str());
+  AddScalar("stragglers/rank_" + std::to_string(event.rank), step, slowdown);
+  FlushScalars();
+}
+
 void Reporter::WriteMetrics(const std::string& json_line) {
   if (!metrics_) return;
   *metrics_ << json_line << '\n' << std::flush;

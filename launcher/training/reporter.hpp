@@ -18,11 +18,16 @@
 //     per sample for class labels, count the elements); for a target per position (tokens) also
 //     "perplexity" (exp of the loss) and "tokens" (= count);
 //   {"kind": "validation", the keys of "eval", "best_loss"} after each evaluation of the
-//     validation split (--eval-every), best_loss the lowest loss so far.
+//     validation split (--eval-every), best_loss the lowest loss so far;
+//   {"kind": "straggler", "step", "rank", "machine", "host", "straggling", "compute_ms",
+//    "median_ms", "slowdown", "first_step", "last_step", "time_s"}
+//     when a rank is named a straggler (straggling true) or no longer one (Note [Stragglers] in
+//     stragglers.hpp); step is the step rank 0 is at, first_step..last_step the steps compared.
 // TensorBoard gets the same numbers as scalars against the step: train/loss, train/lr,
 // train/samples_per_s, train/phase_ms/<phase>, train/epoch_loss, train/epoch_samples_per_s,
 // eval/loss, eval/accuracy (eval/perplexity), validation/loss, validation/accuracy
-// (validation/perplexity); train/epoch_loss is the epoch's mean loss.
+// (validation/perplexity), stragglers/rank_<r> (the rank's slowdown against the median rank when
+// named a straggler or no longer one); train/epoch_loss is the epoch's mean loss.
 //
 // Note [Epoch loss]
 // An epoch's loss is the mean of every batch loss of the epoch, every rank's: the mean over ranks
@@ -45,6 +50,7 @@
 #include "training/config.hpp"
 #include "training/step_plan.hpp"
 #include "training/step_profile.hpp"
+#include "training/stragglers.hpp"
 
 namespace dpl::training {
 
@@ -90,6 +96,8 @@ class Reporter {
   void OnEpochEnd(int64_t epoch, int64_t samples, const std::vector<double>& loss_totals);
   void OnTrainingEnd(int64_t steps, int64_t samples, float loss, const StepProfile& profile);
   void OnEvaluation(const EvaluationReport& report);
+  // Rank 0, at step `step`: a rank named a straggler or no longer one.
+  void OnStraggler(int64_t step, const StragglerEvent& event);
 
  private:
   struct Snapshot {

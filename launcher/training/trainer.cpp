@@ -18,6 +18,7 @@
 #include "training/state_dict.hpp"
 #include "training/step_parts.hpp"
 #include "training/step_plan.hpp"
+#include "training/stragglers.hpp"
 
 namespace dpl::training {
 namespace {
@@ -31,7 +32,8 @@ struct RunRecords {
   std::unique_ptr<Reporter> reporter;
   std::unique_ptr<CheckpointPolicy> checkpoints;
   std::unique_ptr<ReplicaCheck> replicas;  // --check-replicas
-  ValidationState validation;              // --eval-every; carried by checkpoints
+  std::unique_ptr<StragglerCheck> stragglers;
+  ValidationState validation;  // --eval-every; carried by checkpoints
 };
 
 // Where the run is.
@@ -50,12 +52,13 @@ struct RunProgress {
 class Trainer {
  public:
   Trainer(const TrainingConfig& config, const WorkerIdentity& identity, TrainingData data,
-          Collectives& collectives, PreemptionCheck preemption)
+          Collectives& collectives, PreemptionCheck preemption, StepTimeSharing* step_times)
       : config_(config),
         identity_(identity),
         data_(std::move(data)),
         collectives_(collectives),
-        preemption_(std::move(preemption)) {}
+        preemption_(std::move(preemption)),
+        step_times_(step_times) {}
 
   Status Run(const ModelPlugin& model_plugin, const LocalGroup& local);
 
@@ -86,6 +89,7 @@ class Trainer {
   TrainingData data_;
   Collectives& collectives_;
   PreemptionCheck preemption_;
+  StepTimeSharing* step_times_;  // NULL: not compared
   std::unique_ptr<Model> model_;
   StepParts step_;  // the placement, the reducer, the optimizer runner
   std::unique_ptr<BatchFeed> feed_;
@@ -169,8 +173,10 @@ Status Trainer::Setup(const ModelPlugin& model_plugin, const LocalGroup& local) 
 
 Status Trainer::CreateRecords() {
   DPL_ASSIGN_OR_RETURN(records_.reporter, Reporter::Create(config_, identity_.rank));
-  records_.checkpoints =
-      std::make_unique<CheckpointPolicy>(config_, identity_.rank, records_.validation);
+  records_.checkpoints = std::make_unique<CheckpointPolicy>(
+      config_, identity_.rank, identity_.world_size, records_.validation);
+  records_.stragglers = std::make_unique<StragglerCheck>(step_times_, identity_.rank,
+                                                         identity_.world_size, config_.stragglers);
   return Status::Ok();
 }
 
@@ -206,6 +212,7 @@ Status Trainer::Finish() {
   DPL_RETURN_IF_ERROR(BroadcastBuffersIfAsked(*model_, *step_.placement, collectives_));
   DPL_RETURN_IF_ERROR(
       records_.checkpoints->Save(EndPosition(), *model_, *step_.placement, *step_.optimizer));
+  DPL_RETURN_IF_ERROR(records_.checkpoints->Finish());
   records_.reporter->OnTrainingEnd(progress_.position.global_step, progress_.samples_done,
                                    progress_.last_loss, progress_.profile);
   step_.optimizer->LogSummary(progress_.position.global_step);
@@ -288,6 +295,13 @@ Status Trainer::AfterStep(int64_t epoch, int64_t batch) {
   TrainingPosition& position = progress_.position;
   ++position.global_step;
   progress_.profile.CountStep();
+  // Note [Stragglers]: this rank's compute is its batches read and their forward+backward.
+  const StepProfile& profile = progress_.profile;
+  for (const StragglerEvent& event : records_.stragglers->AfterStep(
+           position.global_step,
+           profile.seconds(StepPhase::kData) + profile.seconds(StepPhase::kCompute))) {
+    records_.reporter->OnStraggler(position.global_step, event);
+  }
   if (records_.replicas->DueAfter(position.global_step)) {
     DPL_RETURN_IF_ERROR(step_.placement->RefreshHostValues());
     DPL_RETURN_IF_ERROR(
@@ -316,6 +330,7 @@ Status Trainer::StopIfPreempted(int64_t epoch) {
     DPL_RETURN_IF_ERROR(
         records_.checkpoints->Save(here, *model_, *step_.placement, *step_.optimizer));
   }
+  DPL_RETURN_IF_ERROR(records_.checkpoints->Finish());
   DPL_RETURN_IF_ERROR(collectives_.Barrier("the preemption's checkpoint"));
   log::Info(identity_.rank == 0 ? "preempted: every rank stops after step " + std::to_string(step) +
                                       "; its checkpoint is " + config_.checkpoint_dir + "/" +
@@ -445,8 +460,10 @@ Status Trainer::DumpBuffers() const {
 
 Status RunTraining(const TrainingConfig& config, const WorkerIdentity& identity,
                    const ModelPlugin& model_plugin, TrainingData data, Collectives& collectives,
-                   const LocalGroup& local, PreemptionCheck preemption) {
-  Trainer trainer(config, identity, std::move(data), collectives, std::move(preemption));
+                   const LocalGroup& local, PreemptionCheck preemption,
+                   StepTimeSharing* step_times) {
+  Trainer trainer(config, identity, std::move(data), collectives, std::move(preemption),
+                  step_times);
   return trainer.Run(model_plugin, local);
 }
 

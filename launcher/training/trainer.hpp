@@ -14,6 +14,7 @@
 #include "training/data.hpp"
 #include "training/model.hpp"
 #include "training/preemption.hpp"
+#include "training/stragglers.hpp"
 #include "training/worker_identity.hpp"
 
 namespace dpl::training {
@@ -28,8 +29,11 @@ inline Result<bool> NeverPreempted(int64_t /*global_step*/) {
 // loaded but no instance exists yet; `local` names the machine's workers (one by default).
 // Returns when training is done or failed, or (Ok) once `preemption` said to stop at a step
 // boundary and that step's checkpoint is written (Note [Preemption] in preemption.cpp).
+// `step_times` (none: not compared) takes every step's compute time of this rank and brings rank
+// 0 every rank's (Note [Stragglers] in stragglers.hpp).
 Status RunTraining(const TrainingConfig& config, const WorkerIdentity& identity,
                    const ModelPlugin& model_plugin, TrainingData data, Collectives& collectives,
-                   const LocalGroup& local = {}, PreemptionCheck preemption = NeverPreempted);
+                   const LocalGroup& local = {}, PreemptionCheck preemption = NeverPreempted,
+                   StepTimeSharing* step_times = nullptr);
 
 }  // namespace dpl::training

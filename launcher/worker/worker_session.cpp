@@ -15,6 +15,7 @@
 #include "worker/local_memory.hpp"
 #include "worker/preemption_signals.hpp"
 #include "worker/selftest.hpp"
+#include "worker/step_time_exchange.hpp"
 #include "worker/store_client_options.hpp"
 #include "worker/worker.hpp"
 #include "worker/worker_observability.hpp"
@@ -125,9 +126,15 @@ int Train(const cli::Options& options, const training::WorkerIdentity& identity,
   training::PreemptionCheck preemption = training::NeverPreempted;
   if (Preemptible(options)) preemption = MakePreemptionCheck(**collectives, &preempted);
   const training::LocalGroup local = LocalGroupOf(options, identity, backend.across_machines.get());
-  Status trained =
-      training::RunTraining(options.training, identity, ModelPluginOf(model_plugin),
-                            std::move(data), **collectives, local, std::move(preemption));
+  std::unique_ptr<StepTimeExchange> step_times;
+  if (StepTimeExchange::Wanted(options, identity)) {
+    auto started = StepTimeExchange::Start(options, identity, prefix);
+    if (!started.ok()) return Fail(started.status());
+    step_times = std::move(*started);
+  }
+  Status trained = training::RunTraining(options.training, identity, ModelPluginOf(model_plugin),
+                                         std::move(data), **collectives, local,
+                                         std::move(preemption), step_times.get());
   if (trained.ok()) {
     observed.Finish();
     return preempted ? protocol::kPreemptedExitCode : 0;

@@ -45,11 +45,33 @@ const std::vector<std::string> kChangeTheMath = {
 // And these change the job's collectives, shape or data: every machine gives the same, a resumed
 // run may change them.
 const std::vector<std::string> kSameOnEveryMachine = {
-    "backend",         "num-machines",  "num-processes", "epochs",          "data",
-    "data-dir",        "data-options",  "max-steps",     "device",          "grad-compression",
-    "loss-scale-init", "bucket-cap-mb", "selftest",      "no-eval",         "mirror-parameters",
-    "store",           "preflight",     "eval-every",    "eval-batches",    "early-stop-patience",
-    "check-replicas",  "program",       "local-reduce",  "shard-optimizer", "offload-optimizer",
+    "backend",
+    "num-machines",
+    "num-processes",
+    "epochs",
+    "data",
+    "data-dir",
+    "data-options",
+    "max-steps",
+    "device",
+    "grad-compression",
+    "loss-scale-init",
+    "bucket-cap-mb",
+    "selftest",
+    "no-eval",
+    "mirror-parameters",
+    "store",
+    "preflight",
+    "eval-every",
+    "eval-batches",
+    "early-stop-patience",
+    "check-replicas",
+    "program",
+    "local-reduce",
+    "shard-optimizer",
+    "offload-optimizer",
+    "checkpoint-every",
+    "straggler-factor",
 };
 
 bool Contains(const std::vector<std::string>& names, const std::string& name) {

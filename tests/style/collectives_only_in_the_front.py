@@ -24,6 +24,11 @@ FRONT = "launcher/training/collectives/"
 EXCEPTED = {
     "launcher/worker/link_test.cpp": "the link test's per-link backends measure links",
 }
+# Not collectives, so neither found nor excepted: the step times' exchange
+# (launcher/worker/step_time_exchange.cpp, Note [Stragglers] in training/stragglers.hpp) sets each
+# rank's own key of the store and rank 0 reads them, from a thread and a store connection of its
+# own; nothing is summed, no rank waits for another, and a step never waits for it, so it has no
+# place on the front's thread. A sharded checkpoint's parts meet on disk (checkpoint_folder.hpp).
 EXCEPTED_FOLDERS = {
     "launcher/rendezvous/": "the store's own sums",
     "launcher/plugin_host/": "the adapters build an older table's entries",

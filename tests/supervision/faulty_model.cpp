@@ -5,6 +5,8 @@
 //   fail_rank=R  the rank whose train_step fails (-1, the default: none)
 //   fail_step=S  its S-th train_step fails (from 1; default 1)
 //   step_ms=M    every train_step sleeps M ms first, so a test can act while the job runs
+//   slow_rank=R  a straggler: from its slow_step-th train_step on (from 1; default 1), rank R's
+//                train_steps sleep slow_ms ms (default 100) more
 //   abort_in_create=1  create aborts the process (SIGABRT), as a plugin with a bug may
 //   extra=N      a second parameter of N floats whose gradient stays 0: bigger allreduces,
 //                optimizer steps and checkpoints, so that a test can act while one is under way
@@ -57,6 +59,9 @@ struct FaultyModel {
   int64_t fail_rank = -1;
   int64_t fail_step = 1;
   int64_t step_ms = 0;
+  int64_t slow_rank = -1;
+  int64_t slow_step = 1;
+  int64_t slow_ms = 100;
   int64_t steps = 0;
   std::vector<float> extra, extra_gradient;
   int64_t extra_shape[1] = {0};
@@ -113,6 +118,9 @@ dpl_status Create(const dpl_model_config_v1* config, dpl_model** out) {
     model->fail_rank = options.GetInt("fail_rank", -1);
     model->fail_step = options.GetInt("fail_step", 1);
     model->step_ms = options.GetInt("step_ms", 0);
+    model->slow_rank = options.GetInt("slow_rank", -1);
+    model->slow_step = options.GetInt("slow_step", 1);
+    model->slow_ms = options.GetInt("slow_ms", 100);
     const int64_t extra = options.GetInt("extra", 0);
     model->extra.assign(size_t(std::max<int64_t>(extra, 0)), 0.0f);
     model->extra_gradient.assign(model->extra.size(), 0.0f);
@@ -185,6 +193,9 @@ dpl_status TrainStep(dpl_model* model, const DLTensor*, const DLTensor* labels, 
     m.stepped = true;
     MaybeHold(m, "forward");
     if (m.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(m.step_ms));
+    if (m.rank == m.slow_rank && m.steps >= m.slow_step) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(m.slow_ms));
+    }
     if (m.rank == m.fail_rank && m.steps == m.fail_step) {
       throw PluginError(DPL_ERR_INTERNAL, "train_step fails on purpose on rank " +
                                               std::to_string(m.rank) + " at step " +

@@ -92,16 +92,17 @@ TEST(CheckpointPolicy, ResumeRestoresWhatSaveWrote) {
   RankParts first = StartRun(fake, config);
   Steps(first, 2);
   ValidationState validation;
-  const CheckpointPolicy writer(config, 0, validation);
+  CheckpointPolicy writer(config, 0, 1, validation);
   ASSERT_TRUE(
       writer.Save({0, 2, 2}, *first.model, *first.parts.placement, *first.parts.optimizer).ok());
+  ASSERT_TRUE(writer.Finish().ok());  // written on the writer's thread
   EXPECT_TRUE(fs::exists(folder / CheckpointFileName(2)));
 
   config.resume = true;
   RankParts resumed = StartRun(fake, config);
   EXPECT_NE(Values(resumed), Values(first));
   Result<TrainingPosition> position =
-      CheckpointPolicy(config, 0, validation)
+      CheckpointPolicy(config, 0, 1, validation)
           .Resume(*resumed.model, *resumed.parts.placement, *resumed.parts.optimizer);
   ASSERT_TRUE(position.ok()) << position.status().message();
   EXPECT_EQ(*position, (TrainingPosition{0, 2, 2}));
@@ -119,14 +120,15 @@ TEST(CheckpointPolicy, AResumeWithOtherOptionsIsRefusedNamingBoth) {
   TrainingConfig config = AdamInto(folder);
   RankParts first = StartRun(fake, config);
   ValidationState validation;
-  ASSERT_TRUE(CheckpointPolicy(config, 0, validation)
-                  .Save({1, 0, 5}, *first.model, *first.parts.placement, *first.parts.optimizer)
-                  .ok());
+  CheckpointPolicy writer(config, 0, 1, validation);
+  ASSERT_TRUE(
+      writer.Save({1, 0, 5}, *first.model, *first.parts.placement, *first.parts.optimizer).ok());
+  ASSERT_TRUE(writer.Finish().ok());
   config.resume = true;
   config.resume_settings = {{"--lr", "0.1", "0.5"}};
   RankParts resumed = StartRun(fake, config);
   Result<TrainingPosition> position =
-      CheckpointPolicy(config, 0, validation)
+      CheckpointPolicy(config, 0, 1, validation)
           .Resume(*resumed.model, *resumed.parts.placement, *resumed.parts.optimizer);
   ASSERT_FALSE(position.ok());
   EXPECT_EQ(position.status().message(),
@@ -142,11 +144,12 @@ TEST(CheckpointPolicy, OnlyRankZeroWritesAndOnlyWhenDue) {
   config.checkpoint_every = 3;
   RankParts run = StartRun(fake, config);
   ValidationState validation;
-  const CheckpointPolicy other_rank(config, 1, validation);
+  CheckpointPolicy other_rank(config, 1, 2, validation);
   EXPECT_FALSE(other_rank.DueAfter(2));
   EXPECT_TRUE(other_rank.DueAfter(6));
   ASSERT_TRUE(
       other_rank.Save({0, 3, 3}, *run.model, *run.parts.placement, *run.parts.optimizer).ok());
+  ASSERT_TRUE(other_rank.Finish().ok());
   EXPECT_TRUE(fs::is_empty(folder.str()));
 }
 
