@@ -65,6 +65,25 @@ int64_t LastLocalRank(const Options& o) {
   return o.num_processes - 1;
 }
 
+// Note [Stragglers] (training/stragglers.hpp).
+void AddStragglerFlags(TableRows add) {
+  add(Section::kOutputs,
+      SameOnEveryMachine("every rank sends its step times to rank 0 when they are compared; a "
+                         "resumed run may compare otherwise"),
+      Real(
+          "straggler-factor", "X", "0 (off) or greater than 1",
+          [](double x) { return x == 0 || x > 1; },
+          In<&TrainingConfig::stragglers, &StragglerOptions::factor>),
+      "name a rank, with its machine, whose compute time per step is more than X times the "
+      "median rank's for --straggler-steps steps in a row, in the log, --metrics and "
+      "--tensorboard; 0 = off (default 2)");
+  add(Section::kOutputs, MayDiffer("rank 0 alone compares the ranks' step times"),
+      Integer<int>("straggler-steps", "N", 1, Constant<kIntMax>,
+                   In<&TrainingConfig::stragglers, &StragglerOptions::steps>),
+      "steps in a row a rank must be beyond --straggler-factor to be named a straggler, and "
+      "within it to be named no longer one, >= 1 (default 5)");
+}
+
 }  // namespace
 
 // What a run writes: logs of the loss, metrics, traces, checkpoints, parameters, exports.
@@ -82,20 +101,7 @@ void AddOutputFlags(TableRows add) {
   add(Section::kOutputs, MayDiffer("machine 0's file"),
       Text("trace", "FILE", EmptyText::kAllowed, In<&TrainingConfig::trace_file>),
       "write a timeline of every rank to FILE (Chrome / Perfetto JSON: ui.perfetto.dev)");
-  add(Section::kOutputs,
-      SameOnEveryMachine("every rank sends its step times to rank 0 when they are compared; a "
-                         "resumed run may compare otherwise"),
-      Real(
-          "straggler-factor", "X", "0 (off) or greater than 1",
-          [](double x) { return x == 0 || x > 1; }, In<&TrainingConfig::stragglers, &StragglerOptions::factor>),
-      "name a rank, with its machine, whose compute time per step is more than X times the "
-      "median rank's for --straggler-steps steps in a row, in the log, --metrics and "
-      "--tensorboard; 0 = off (default 2)");
-  add(Section::kOutputs, MayDiffer("rank 0 alone compares the ranks' step times"),
-      Integer<int>("straggler-steps", "N", 1, Constant<kIntMax>,
-                   In<&TrainingConfig::stragglers, &StragglerOptions::steps>),
-      "steps in a row a rank must be beyond --straggler-factor to be named a straggler, and "
-      "within it to be named no longer one, >= 1 (default 5)");
+  AddStragglerFlags(add);
   add(Section::kCheckpoints,
       MayDiffer("where rank 0 writes checkpoints and a resumed run reads them"),
       Text("checkpoint-dir", "DIR", EmptyText::kAllowed, In<&TrainingConfig::checkpoint_dir>),

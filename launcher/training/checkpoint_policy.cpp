@@ -243,6 +243,11 @@ bool CheckpointPolicy::WritesParts(const OptimizerRunner& optimizer) const {
   return config_.shard_optimizer == OptimizerSharding::kOn && optimizer.sharded();
 }
 
+std::string CheckpointPolicy::PathOf(int64_t step, const OptimizerRunner& optimizer) const {
+  return config_.checkpoint_dir + "/" +
+         (WritesParts(optimizer) ? CheckpointFolderName(step) : CheckpointFileName(step));
+}
+
 Status CheckpointPolicy::SaveFile(const TrainingPosition& position, Model& model,
                                   ParameterPlacement& placement, OptimizerRunner& optimizer) {
   const Clock::time_point start = Clock::now();

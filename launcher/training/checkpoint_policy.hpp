@@ -65,10 +65,12 @@ class CheckpointPolicy {
   // Waits until the checkpoint being written is complete on disk (for a folder: every part and
   // the manifest, on rank 0; this rank's part elsewhere).
   Status Finish();
+  // Whether this run writes folders of parts (Note [Checkpoint forms]), and where the checkpoint
+  // of `step` goes.
+  bool WritesParts(const OptimizerRunner& optimizer) const;
+  std::string PathOf(int64_t step, const OptimizerRunner& optimizer) const;
 
  private:
-  // Whether this run writes folders of parts (Note [Checkpoint forms]).
-  bool WritesParts(const OptimizerRunner& optimizer) const;
   // The one file: the optimizer's state gathered to rank 0, which writes.
   Status SaveFile(const TrainingPosition& position, Model& model, ParameterPlacement& placement,
                   OptimizerRunner& optimizer);

@@ -332,11 +332,12 @@ Status Trainer::StopIfPreempted(int64_t epoch) {
   }
   DPL_RETURN_IF_ERROR(records_.checkpoints->Finish());
   DPL_RETURN_IF_ERROR(collectives_.Barrier("the preemption's checkpoint"));
-  log::Info(identity_.rank == 0 ? "preempted: every rank stops after step " + std::to_string(step) +
-                                      "; its checkpoint is " + config_.checkpoint_dir + "/" +
-                                      CheckpointFileName(step)
-                                : "preempted: stopping after step " + std::to_string(step) +
-                                      ", whose checkpoint rank 0 wrote");
+  const bool parts = records_.checkpoints->WritesParts(*step_.optimizer);
+  log::Info(identity_.rank == 0
+                ? "preempted: every rank stops after step " + std::to_string(step) +
+                      "; its checkpoint is " + records_.checkpoints->PathOf(step, *step_.optimizer)
+                : "preempted: stopping after step " + std::to_string(step) + ", whose checkpoint " +
+                      (parts ? "every rank wrote its part of" : "rank 0 wrote"));
   return Status::Ok();
 }
 

@@ -13,6 +13,7 @@
 
 #include "protocol/worker_output.hpp"
 #include "training/checkpoint.hpp"
+#include "training/checkpoint_folder.hpp"
 #include "training_jobs.hpp"
 
 namespace dpl::test {
@@ -59,20 +60,25 @@ class PreemptionTest : public TrainingJobTest {
                       extra));
   }
   std::string checkpoints() const { return dir_ + "/checkpoints"; }
+  void SigtermThenResume(const Args& extra, bool folder);
   static Args Concat(Args head, const Args& tail) {
     head.insert(head.end(), tail.begin(), tail.end());
     return head;
   }
 };
 
-TEST_F(PreemptionTest, SigtermCheckpointsEveryRankAtOneStepAndResumeIsBitIdentical) {
+// SIGTERM to the launcher of a job with `extra` flags: every rank stops after one step, whose
+// checkpoint (a folder of parts when `folder`) is complete on disk, and --resume ends as the
+// straight run does, bit for bit.
+void PreemptionTest::SigtermThenResume(const Args& extra, bool folder) {
   LauncherProcess reference(Training(dir_ + "/reference", {"--master-port", "0"}),
                             OutputPath("reference"));
   ASSERT_TRUE(ExitedWith(reference.Wait(120s), 0)) << reference.Output();
 
   const Args preemptible = Training(
       dir_ + "/resumed",
-      {"--master-port", "0", "--checkpoint-dir", checkpoints(), "--log-dir", dir_ + "/logs"});
+      Concat({"--master-port", "0", "--checkpoint-dir", checkpoints(), "--log-dir", dir_ + "/logs"},
+             extra));
   LauncherProcess first(preemptible, OutputPath("first"));
   ASSERT_TRUE(WaitForSteps(first, 40)) << first.Output();
   ASSERT_EQ(kill(first.pid(), SIGTERM), 0);
@@ -86,14 +92,19 @@ TEST_F(PreemptionTest, SigtermCheckpointsEveryRankAtOneStepAndResumeIsBitIdentic
   const int64_t step = PreemptedStep(output);
   ASSERT_GE(step, 40) << output;
   ASSERT_LT(step, kSteps) << output;
-  const std::string checkpoint = checkpoints() + "/" + training::CheckpointFileName(step);
+  const std::string checkpoint =
+      checkpoints() + "/" +
+      (folder ? training::CheckpointFolderName(step) : training::CheckpointFileName(step));
   EXPECT_TRUE(Contains(output, "every rank stops after step " + std::to_string(step) +
                                    "; its checkpoint is " + checkpoint))
       << output;
+  // Complete before any worker exited: the folder with its manifest.
   EXPECT_TRUE(std::filesystem::exists(checkpoint)) << output;
+  EXPECT_EQ(training::IsCompleteCheckpointFolder(checkpoint), folder) << output;
   EXPECT_TRUE(Contains(ReadText(dir_ + "/logs/rank-1.log"),
                        "[rank 1] preempted: stopping after step " + std::to_string(step) +
-                           ", whose checkpoint rank 0 wrote"));
+                           (folder ? ", whose checkpoint every rank wrote its part of"
+                                   : ", whose checkpoint rank 0 wrote")));
   EXPECT_TRUE(Contains(output,
                        "[launcher 0] the job stopped for a preemption after writing a "
                        "checkpoint (exit code 75)"))
@@ -101,7 +112,7 @@ TEST_F(PreemptionTest, SigtermCheckpointsEveryRankAtOneStepAndResumeIsBitIdentic
 
   LauncherProcess resumed(Concat(preemptible, {"--resume"}), OutputPath("resumed"));
   ASSERT_TRUE(ExitedWith(resumed.Wait(120s), 0)) << resumed.Output();
-  EXPECT_TRUE(Contains(resumed.Output(), "[rank 0] resumed from " + checkpoint))
+  EXPECT_TRUE(Contains(resumed.Output(), "[rank 0] resumed from " + checkpoint + " "))
       << resumed.Output();
   for (int rank = 0; rank < 2; ++rank) {
     const std::string name = "/rank-" + std::to_string(rank) + ".bin";
@@ -109,6 +120,16 @@ TEST_F(PreemptionTest, SigtermCheckpointsEveryRankAtOneStepAndResumeIsBitIdentic
     ASSERT_GT(expected.size(), 1000u);
     EXPECT_TRUE(ReadText(dir_ + "/resumed" + name) == expected) << "rank " << rank << " differs";
   }
+}
+
+TEST_F(PreemptionTest, SigtermCheckpointsEveryRankAtOneStepAndResumeIsBitIdentical) {
+  SigtermThenResume({}, /*folder=*/false);
+}
+
+// Note [Checkpoint forms]: with --shard-optimizer on each rank writes its part, and the folder is
+// complete, manifest and all, before any worker exits.
+TEST_F(PreemptionTest, SigtermWithAShardedOptimizerLeavesTheWholeFolderAndResumesBitIdentical) {
+  SigtermThenResume({"--shard-optimizer", "on"}, /*folder=*/true);
 }
 
 // A scheduler may signal one worker only (Slurm's --signal reaches every task's processes, but

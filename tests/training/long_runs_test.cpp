@@ -133,6 +133,41 @@ TEST_F(LongRunTest, AKillDuringTheWriteLeavesThePreviousCheckpointsResumable) {
             (std::vector<std::string>{"checkpoint-0000000006.pt", "checkpoint-0000000008.pt"}));
 }
 
+// Note [Checkpoints that do not stop training]: with a checkpoint of 130 MB due at every step the
+// next one is due while the one before is still written: training waits for it, and rank 0 says
+// so. Every checkpoint is complete at the end, and a run resumed from the newest ends bit for bit
+// as the straight run does.
+TEST_F(LongRunTest, ACheckpointDueWhileTheOneBeforeIsWrittenWaitsForItAndSaysSo) {
+  const std::string checkpoints = dir_ + "/checkpoints";
+  const std::string job = Job(1) + "--model-options ballast=16000000 ";
+  RunResult straight = RunLauncher(job + "--max-steps 6 --dump-parameters " + Folder("straight"));
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  const std::vector<float> expected = ReadFloats(dir_ + "/straight/rank-0.bin");
+  const std::string args =
+      job + "--checkpoint-every 1 --keep-checkpoints 0 --checkpoint-dir " + checkpoints + " ";
+  RunResult first = RunLauncher(args + "--max-steps 4");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_TRUE(Contains(first.output,
+                       "the checkpoint of step 1 is still being written as step 2's "
+                       "is due: training waits for it"))
+      << first.output;
+  EXPECT_TRUE(Contains(first.output, "checkpoint of step 4: " + checkpoints +
+                                         "/checkpoint-0000000004.pt (written in "))
+      << first.output;
+  EXPECT_EQ(FilesIn(checkpoints),
+            (std::vector<std::string>{"checkpoint-0000000001.pt", "checkpoint-0000000002.pt",
+                                      "checkpoint-0000000003.pt", "checkpoint-0000000004.pt"}));
+  for (const std::string& name : FilesIn(checkpoints)) {
+    Result<training::CheckpointState> read = training::ReadCheckpoint(checkpoints + "/" + name);
+    ASSERT_TRUE(read.ok()) << read.status().message();
+  }
+  RunResult resumed =
+      RunLauncher(args + "--max-steps 6 --resume --dump-parameters " + Folder("resumed"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  ASSERT_GT(expected.size(), 1000u);
+  EXPECT_TRUE(ReadFloats(dir_ + "/resumed/rank-0.bin") == expected);
+}
+
 // Note [Replica check]: rank 1's fc.bias[0] grows by 0.001 at its 25th step; the check of
 // step 20 passes, that of step 30 fails on every rank naming rank 1 and the tensor, and the job
 // is not restarted although --max-restarts allows it. Each rank updates its whole copy
