@@ -9,6 +9,8 @@ namespace {
 // Steps waiting for some rank's time: beyond this many the oldest go (a rank that stopped posting
 // must not grow rank 0's memory).
 constexpr size_t kMaxPendingSteps = 4096;
+// Note [Stragglers]: slower by less than this is not a straggler, whatever the factor.
+constexpr double kLeastStragglerSeconds = 0.010;
 
 double LowerMedian(std::vector<double> values) {
   const size_t middle = (values.size() - 1) / 2;
@@ -67,7 +69,7 @@ std::vector<StragglerEvent> StragglerWatch::Compare() {
     for (int r = 0; r < world_size_; ++r) {
       RankState& rank = ranks_[size_t(r)];
       const double own = times[size_t(r)];
-      const bool slow = own > factor_ * median;
+      const bool slow = own > factor_ * median && own - median > kLeastStragglerSeconds;
       // A named rank counts the steps it is back within the factor; the others the slow ones.
       if (slow == rank.named) {
         rank.run = 0;

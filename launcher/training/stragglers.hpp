@@ -5,10 +5,12 @@
 // which compares them step by step: a rank slower than the median rank (the lower median, so
 // that two ranks compare too) by more than --straggler-factor for --straggler-steps steps in a
 // row is named, with its machine, in the log, the --metrics file and TensorBoard; and named
-// again once it has been within the factor for as many steps. The times travel through the
-// store off the training thread (StepTimeSharing; worker/step_time_exchange.hpp), not in a
-// collective of the step: a step never waits for them, and rank 0 compares each step once every
-// rank's time of it has come (a fraction of a second later).
+// again once it has been within the factor for as many steps. A rank slower by less than 10 ms is
+// never a straggler: steps of a few milliseconds on a shared machine are twice as long now and
+// then for longer than a few steps (a thread descheduled), which is noise, not a slow machine. The
+// times travel through the store off the training thread (StepTimeSharing;
+// worker/step_time_exchange.hpp), not in a collective of the step: a step never waits for them, and
+// rank 0 compares each step once every rank's time of it has come (a fraction of a second later).
 #pragma once
 
 #include <cstdint>
