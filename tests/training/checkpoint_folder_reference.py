@@ -47,5 +47,6 @@ assert sorted(assembled) == sorted(expected), (sorted(assembled), sorted(expecte
 for parameter, states in expected.items():
     assert sorted(states) == sorted(assembled[parameter]), parameter
     for key, tensor in states.items():
-        assert torch.equal(assembled[parameter][key].reshape(tensor.shape), tensor), (parameter, key)
+        got = assembled[parameter][key].reshape(tensor.shape)
+        assert torch.equal(got, tensor), (parameter, key)
 print("folder ok")
