@@ -147,6 +147,7 @@ int Train(const cli::Options& options, const training::WorkerIdentity& identity,
   (void)collectives->release();
   (void)backend.backend.release();
   (void)backend.across_machines.release();
+  (void)step_times.release();  // its thread may be in a store call to a machine that is gone
   return exit_code;
 }
 
