@@ -39,6 +39,9 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import dpl_python  # noqa: E402
+
+dpl_python.use_dpl_python()  # first: torch below is the environment's
 
 
 def default_cache():

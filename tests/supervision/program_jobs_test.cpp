@@ -4,8 +4,8 @@
 // with torchrun's variables; a rank that raises is named with its whole traceback and no process is
 // left; a restart sees TORCHELASTIC_RESTART_COUNT=1. With /bin/sh: torchrun's variables on two
 // machines,
-// --env, the console by --log-ranks, Ctrl-C forwarded, the program compared at the join, and
-// programs that cannot start, refused and not restarted.
+// --env, the console by --log-ranks, Ctrl-C forwarded, the program compared at the join
+// (programs that cannot start: unstartable_program_test.cpp).
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -477,40 +477,6 @@ TEST_F(ProgramJobTest, AnElasticJobRestartsTheProgramOnTheMachinesLeft) {
   EXPECT_EQ(ReadFile(out + "/seen-1-1"), "1 2\n");
   EXPECT_FALSE(std::filesystem::exists(out + "/seen-1-2"));
 }
-
-// A program that cannot start: refused before any rank runs, and never restarted.
-class UnstartableProgramTest : public ProgramJobTest, public ::testing::WithParamInterface<int> {};
-
-TEST_P(UnstartableProgramTest, IsNamedAndNotRestarted) {
-  const std::string not_executable = scratch_.path() + "/not-executable.sh";
-  const std::string no_interpreter = scratch_.path() + "/no-interpreter";
-  std::ofstream(not_executable) << "#!/bin/sh\necho hello\n";
-  std::ofstream(no_interpreter) << "echo no #! line\n";
-  chmod(no_interpreter.c_str(), 0755);
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"dpl-no-such-program", "the program 'dpl-no-such-program' (after --) is not on PATH ("},
-      {scratch_.path() + "/missing.py", "cannot start the program '" + scratch_.path() +
-                                            "/missing.py' (after --): No such file or directory"},
-      {not_executable, "cannot start the program '" + not_executable +
-                           "' (after --): it is not executable (chmod +x it, or give its "
-                           "interpreter first: -- python3 " +
-                           not_executable + ")"},
-      {no_interpreter, "cannot start the program '" + no_interpreter +
-                           "' (after --): Exec format error (a script needs a #! line, or give "
-                           "its interpreter first)"},
-  };
-  const auto& [program, message] = cases.at(static_cast<size_t>(GetParam()));
-  LauncherProcess launcher({"--num-processes", "2", "--master-port", "0", "--max-restarts", "3",
-                            "--", program, "--out", "x"},
-                           OutputPath("launcher"));
-  const auto status = launcher.Wait(30s);
-  const std::string output = launcher.Output();
-  EXPECT_TRUE(ExitedWith(status, 1)) << Describe(status) << output;
-  EXPECT_TRUE(Contains(output, "[launcher 0] error: job failed: " + message)) << output;
-  EXPECT_FALSE(Contains(output, "restarting")) << output;
-}
-
-INSTANTIATE_TEST_SUITE_P(Programs, UnstartableProgramTest, ::testing::Range(0, 4));
 
 }  // namespace
 }  // namespace dpl::test

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Compiled-step benchmark: samples/s of torchvision's ResNet-18 at CIFAR-10's shapes, dpl's
 `--model compiled` (a package of tools/compile_model.py) against the PyTorch DDP peer
 (resnet_ddp.py) eager and torch.compile'd, on the same data, model, global batch and SGD.
@@ -22,10 +22,15 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import numpy as np  # noqa: E402
+
 sys.path.insert(0, HERE)
 import bench_lm  # noqa: E402
 from bench_vs_peer import PHASES, timed_run  # noqa: E402

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The peer programs of the chaos benchmark (tools/bench/chaos.py): the recipe's ConvNet
 (tools/recipe_convnet.py) on the IDX files chaos.py writes, Adadelta (lr 0.5), a global batch
 split over the ranks, in one of two ways:
@@ -23,10 +23,15 @@ import os
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The PyTorch DDP peer of the compiled-step benchmark (bench_resnet.py): the recipe's program
 (docs/recipe.md: torch.multiprocessing spawn, init_process_group over env://, DistributedSampler,
 DistributedDataParallel) training torchvision's ResNet-18 (10 classes) on CIFAR-10's binary
@@ -16,11 +16,16 @@ import os
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dpl_python  # noqa: E402  (tools/dpl_python.py)
+
+dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)

@@ -7,7 +7,8 @@
 // backward pass; with one 25 MiB bucket a small model (ConvNet: 1.2 MB) would wait for its whole
 // backward before sending anything. A bucket is launched once all its gradients are ready,
 // but buckets are always launched in bucket-index order, so every rank issues the same sequence
-// of collectives even if its gradients become ready in a different order (training/gradient_sync.hpp).
+// of collectives even if its gradients become ready in a different order
+// (training/gradient_sync.hpp).
 #pragma once
 
 #include <cstddef>
