@@ -138,13 +138,18 @@ def write_tokens(folder, size, steps, use_text):
     return source
 
 
+def gpt_tool_arguments(size):
+    """export_model.py's and compile_model.py's arguments for tools/gpt_model.py's GPT of `size`."""
+    kwargs = {k: size[k] for k in ("vocab", "block", "layers", "heads", "dim")}
+    return ["--module", os.path.join(REPO, "tools", "gpt_model.py") + ":GPT",
+            "--kwargs", json.dumps(kwargs), "--input-shape", str(size["block"]),
+            "--token-ids", str(size["vocab"])]
+
+
 def export_module(path, size):
     """tools/gpt_model.py's GPT of `size`, scripted for --model torchscript."""
-    kwargs = {k: size[k] for k in ("vocab", "block", "layers", "heads", "dim")}
     exported = subprocess.run([sys.executable, os.path.join(REPO, "tools", "export_model.py"), path,
-                               "--module", os.path.join(REPO, "tools", "gpt_model.py") + ":GPT",
-                               "--kwargs", json.dumps(kwargs), "--input-shape", str(size["block"]),
-                               "--token-ids", str(size["vocab"])], capture_output=True, text=True)
+                               *gpt_tool_arguments(size)], capture_output=True, text=True)
     if exported.returncode != 0:
         sys.exit(f"tools/export_model.py {path} failed:\n{exported.stderr}")
 
@@ -166,11 +171,8 @@ def compiled_model_flags(args, size, run):
 def compile_module(folder, size, precision, device):
     """tools/compile_model.py's package of tools/gpt_model.py's GPT of `size` in `precision`."""
     path = os.path.join(folder, f"gpt-{precision}.pt2")
-    kwargs = {k: size[k] for k in ("vocab", "block", "layers", "heads", "dim")}
     made = subprocess.run([sys.executable, os.path.join(REPO, "tools", "compile_model.py"), path,
-                           "--module", os.path.join(REPO, "tools", "gpt_model.py") + ":GPT",
-                           "--kwargs", json.dumps(kwargs), "--input-shape", str(size["block"]),
-                           "--token-ids", str(size["vocab"]), "--precision", precision,
+                           *gpt_tool_arguments(size), "--precision", precision,
                            "--device", device],
                           capture_output=True, text=True)
     if made.returncode != 0:
