@@ -4,12 +4,16 @@
  * samples in 10 classes whose first two pixels spell the sample's index (pixel 0 the low byte,
  * pixel 1 the high byte, as values v / 255: written with mean 0 and std 1), and appends one line
  * of indices per training step to DIR/rank-R.txt (--model-options dir=DIR; R from the worker's
- * RANK). Its one parameter's gradient is always 0.
+ * RANK). Its one parameter's gradient is always 0. Options after DIR, for the elastic jobs'
+ * tests: step_ms=N makes each training step last N ms more (so that a machine can be stopped in
+ * the middle of an epoch), by_attempt=1 writes DIR/attempt-A-rank-R.txt instead (A from the
+ * worker's DPL_ATTEMPT: the ranks of each attempt apart).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dpl/model_v1.h"
 
@@ -20,11 +24,13 @@ struct dpl_model {
   float gradient[1];
   int64_t shape[1];
   char dir[kDirBytes];
+  long step_ms;
+  int by_attempt;
   dpl_gradient_ready_fn gradient_ready;
   void* gradient_ready_context;
 };
 
-static _Thread_local char g_last_error[kDirBytes + 128];
+static _Thread_local char g_last_error[kDirBytes + 256];
 
 static dpl_status Fail(dpl_status status, const char* message, const char* detail) {
   snprintf(g_last_error, sizeof g_last_error, "model \"sample_recorder\": %s%s", message, detail);
@@ -35,16 +41,45 @@ static const char* LastError(void) {
   return g_last_error;
 }
 
+// "step_ms=N" or "by_attempt=1" after "dir=DIR,"; 0 if `option` is one of them.
+static dpl_status ParseOption(dpl_model* model, const char* option, size_t length) {
+  char text[64];
+  if (length >= sizeof text) return Fail(DPL_ERR_INVALID_ARGUMENT, "option too long: ", option);
+  memcpy(text, option, length);
+  text[length] = '\0';
+  char* end = NULL;
+  if (strncmp(text, "step_ms=", 8) == 0) {
+    model->step_ms = strtol(text + 8, &end, 10);
+  } else if (strncmp(text, "by_attempt=", 11) == 0) {
+    model->by_attempt = (int)strtol(text + 11, &end, 10);
+  }
+  if (end == NULL || *end != '\0' || end == text || model->step_ms < 0) {
+    return Fail(DPL_ERR_INVALID_ARGUMENT, "takes dir=DIR[,step_ms=N][,by_attempt=1]; cannot read ",
+                text);
+  }
+  return DPL_OK;
+}
+
 static dpl_status Create(const dpl_model_config_v1* config, dpl_model** out) {
   if (config == NULL || out == NULL) return Fail(DPL_ERR_INVALID_ARGUMENT, "NULL argument", "");
-  if (config->options == NULL || strncmp(config->options, "dir=", 4) != 0 ||
-      strlen(config->options) - 4 >= kDirBytes || strchr(config->options, ',') != NULL) {
-    return Fail(DPL_ERR_INVALID_ARGUMENT, "takes one option, dir=DIR; got ",
-                config->options ? config->options : "");
+  const char* options = config->options;
+  const size_t dir_length = options ? strcspn(options, ",") : 0;
+  if (options == NULL || strncmp(options, "dir=", 4) != 0 || dir_length - 4 >= kDirBytes) {
+    return Fail(DPL_ERR_INVALID_ARGUMENT, "takes dir=DIR[,step_ms=N][,by_attempt=1]; got ",
+                options ? options : "");
   }
   dpl_model* model = calloc(1, sizeof *model);
   if (model == NULL) return Fail(DPL_ERR_INTERNAL, "cannot allocate the model", "");
-  snprintf(model->dir, sizeof model->dir, "%s", config->options + 4);
+  snprintf(model->dir, sizeof model->dir, "%.*s", (int)(dir_length - 4), options + 4);
+  for (const char* next = options + dir_length; *next == ',';) {
+    const size_t length = strcspn(next + 1, ",");
+    const dpl_status parsed = ParseOption(model, next + 1, length);
+    if (parsed != DPL_OK) {
+      free(model);
+      return parsed;
+    }
+    next += 1 + length;
+  }
   model->shape[0] = 1;
   *out = model;
   return DPL_OK;
@@ -115,8 +150,18 @@ static dpl_status TrainStep(dpl_model* model, const DLTensor* input, const DLTen
     return Fail(DPL_ERR_INVALID_ARGUMENT, "NULL argument", "");
   }
   const char* rank = getenv("RANK");
-  char path[kDirBytes + 64];
-  snprintf(path, sizeof path, "%s/rank-%s.txt", model->dir, rank ? rank : "unknown");
+  const char* attempt = getenv("DPL_ATTEMPT");
+  char path[kDirBytes + 96];
+  if (model->by_attempt) {
+    snprintf(path, sizeof path, "%s/attempt-%s-rank-%s.txt", model->dir,
+             attempt ? attempt : "unknown", rank ? rank : "unknown");
+  } else {
+    snprintf(path, sizeof path, "%s/rank-%s.txt", model->dir, rank ? rank : "unknown");
+  }
+  if (model->step_ms > 0) {
+    const struct timespec pause = {model->step_ms / 1000, (model->step_ms % 1000) * 1000000L};
+    nanosleep(&pause, NULL);
+  }
   FILE* file = fopen(path, "a");
   if (file == NULL) return Fail(DPL_ERR_IO, "cannot append to ", path);
   const float* pixels = (const float*)input->data;
