@@ -29,8 +29,10 @@ TorchTensor FloatTensor(const float* values, size_t count, std::vector<int64_t> 
   TorchTensor tensor;
   tensor.dtype = TorchDtype::kFloat32;
   tensor.shape = std::move(shape);
-  tensor.data.resize(count * sizeof(float));
-  std::memcpy(tensor.data.data(), values, tensor.data.size());
+  // assign copies once; resize + memcpy would write every byte twice (zeros first), in the
+  // pause of a checkpoint (Note [Checkpoints that do not stop training]).
+  const auto* bytes = reinterpret_cast<const uint8_t*>(values);
+  tensor.data.assign(bytes, bytes + count * sizeof(float));
   return tensor;
 }
 
