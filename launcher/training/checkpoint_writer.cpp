@@ -1,31 +1,11 @@
 #include "training/checkpoint_writer.hpp"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <chrono>
 #include <utility>
 
 #include "common/log.hpp"
 
 namespace dpl::training {
-namespace {
-
-// Note [A writer on idle cores]: the write's own CPU work (the zip records' CRC-32, the copies into
-// the page cache) taken at the priority of the training threads preempts one of them now and
-// then, and a step's parallel regions wait for their slowest thread, so the write cost several
-// times its CPU time in steps (docs/elastic.md, "Checkpoints that do not stop training"). Under
-// SCHED_IDLE the writer runs only on a core nothing else wants: in the gaps of the steps, and at
-// full speed whenever training waits for it (the next checkpoint due, the end, a preemption), so
-// a write never takes longer than it would with the training stopped. Best effort: where the
-// policy cannot be set the writer runs as before.
-void RunOnIdleCoresOnly() {
-  sched_param parameters{};
-  parameters.sched_priority = 0;
-  (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &parameters);
-}
-
-}  // namespace
 
 CheckpointWriter::CheckpointWriter(bool says_waits) : says_waits_(says_waits) {}
 
@@ -76,7 +56,6 @@ Status CheckpointWriter::Finish() {
 }
 
 void CheckpointWriter::Loop() {
-  RunOnIdleCoresOnly();
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     changed_.wait(lock, [&] { return pending_ != nullptr || closing_; });
