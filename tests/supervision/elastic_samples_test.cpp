@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "elastic_jobs.hpp"
 #include "support/shell_capture.hpp"
-#include "training_jobs.hpp"
 
 namespace dpl::test {
 namespace {
@@ -62,16 +62,30 @@ std::vector<int> ResumedSteps(const std::string& output) {
   return steps;
 }
 
-class ElasticSamplesTest : public TrainingJobTest {
- protected:
-  void TearDown() override {
-    for (auto& launcher : launchers_) {
-      if (launcher) kill(-launcher->pid(), SIGKILL);
+// The samples of the committed steps: attempt a trains steps starts[a] + 1, ...; those up to the
+// next attempt's start are committed, the rest were computed again by it. `committed_steps`
+// counts them.
+std::multiset<int> CommittedSamples(const Records& seen, const std::vector<int>& starts,
+                                    int* committed_steps) {
+  std::multiset<int> epoch;
+  size_t a = 0;
+  for (const auto& [attempt, ranks] : seen) {
+    const int last = a + 1 < starts.size() ? starts[a + 1] : kSamples / kGlobalBatch;
+    for (const auto& [rank, lines] : ranks) {
+      EXPECT_GE(int(lines.size()), last - starts[a]) << "attempt " << attempt << " rank " << rank;
+      for (int k = 0; k < last - starts[a] && k < int(lines.size()); ++k) {
+        std::istringstream indices(lines[size_t(k)]);
+        for (int index; indices >> index;) epoch.insert(index);
+      }
     }
-    launchers_.clear();
-    TrainingJobTest::TearDown();
+    *committed_steps += last - starts[a];
+    ++a;
   }
+  return epoch;
+}
 
+class ElasticSamplesTest : public ElasticJobTest {
+ protected:
   // The tcp and gloo backends, the webdataset data set and the recorder, nothing that loads
   // libtorch (most of a second of every attempt's start).
   std::string RecorderPluginDir() const {
@@ -132,35 +146,6 @@ class ElasticSamplesTest : public TrainingJobTest {
             "--rendezvous-timeout",
             "60"};
   }
-
-  LauncherProcess* Start(const Args& args) {
-    const std::string name = "machine" + std::to_string(launchers_.size());
-    launchers_.push_back(
-        std::make_unique<LauncherProcess>(args, OutputPath(name), Args{}, ProcessGroup::kOwn));
-    return launchers_.back().get();
-  }
-
-  // The launcher that holds the job's store (any of those started may win it).
-  LauncherProcess* MachineZero() {
-    const auto deadline = Clock::now() + 30s;
-    while (Clock::now() < deadline) {
-      for (auto& launcher : launchers_) {
-        if (Contains(launcher->Output(), "this is machine 0 (")) return launcher.get();
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return nullptr;
-  }
-
-  // The launcher whose worker is rank `rank` now.
-  LauncherProcess* LauncherOfRank(int rank) {
-    for (auto& launcher : launchers_) {
-      if (WorkerWithRank(launcher->pid(), rank) > 0) return launcher.get();
-    }
-    return nullptr;
-  }
-
-  std::vector<std::unique_ptr<LauncherProcess>> launchers_;
 };
 
 // Waits until `rank` of `attempt` wrote `steps` lines into `records`, at most 60 s.
@@ -188,7 +173,7 @@ TEST_F(ElasticSamplesTest, AShrinkAndAGrowInOneEpochSeeEverySampleOnce) {
   ASSERT_TRUE(WaitForSteps(records, 0, 0, 17)) << machine0->Output();
 
   // Shrink: the machine of rank 2 killed, none in its place: attempt 1 runs on two.
-  LauncherProcess* first_victim = LauncherOfRank(2);
+  LauncherProcess* first_victim = LauncherOfRank(2, 10s);
   ASSERT_NE(first_victim, nullptr);
   ASSERT_NE(first_victim, machine0);
   ASSERT_EQ(kill(-first_victim->pid(), SIGKILL), 0);
@@ -200,7 +185,7 @@ TEST_F(ElasticSamplesTest, AShrinkAndAGrowInOneEpochSeeEverySampleOnce) {
   Start(args);
   Start(args);
   std::this_thread::sleep_for(1s);  // both have joined the store and wait for an attempt
-  LauncherProcess* second_victim = LauncherOfRank(1);
+  LauncherProcess* second_victim = LauncherOfRank(1, 10s);
   ASSERT_NE(second_victim, nullptr);
   ASSERT_NE(second_victim, machine0);
   ASSERT_EQ(kill(-second_victim->pid(), SIGKILL), 0);
@@ -220,24 +205,9 @@ TEST_F(ElasticSamplesTest, AShrinkAndAGrowInOneEpochSeeEverySampleOnce) {
   for (const auto& [attempt, ranks] : seen) world_sizes.push_back(ranks.size());
   EXPECT_EQ(world_sizes, (std::vector<size_t>{3, 2, 3})) << output;
 
-  // Attempt a trains steps starts[a] + 1, ...; those up to the next attempt's start are
-  // committed, the rest were computed again by it.
-  const std::vector<int> starts = {0, resumed[0], resumed[1]};
-  std::multiset<int> epoch;
   int committed_steps = 0;
-  size_t a = 0;
-  for (const auto& [attempt, ranks] : seen) {
-    const int last = a + 1 < starts.size() ? starts[a + 1] : kSamples / kGlobalBatch;
-    for (const auto& [rank, lines] : ranks) {
-      ASSERT_GE(int(lines.size()), last - starts[a]) << "attempt " << attempt << " rank " << rank;
-      for (int k = 0; k < last - starts[a]; ++k) {
-        std::istringstream indices(lines[size_t(k)]);
-        for (int index; indices >> index;) epoch.insert(index);
-      }
-    }
-    committed_steps += last - starts[a];
-    ++a;
-  }
+  const std::multiset<int> epoch =
+      CommittedSamples(seen, {0, resumed[0], resumed[1]}, &committed_steps);
   EXPECT_EQ(committed_steps, kSamples / kGlobalBatch);
   EXPECT_EQ(epoch.size(), size_t(kSamples)) << "samples in the committed steps";
   EXPECT_EQ(std::set<int>(epoch.begin(), epoch.end()).size(), size_t(kSamples))

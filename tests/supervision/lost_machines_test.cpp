@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "training_jobs.hpp"
+#include "elastic_jobs.hpp"
 
 namespace dpl::test {
 namespace {
@@ -75,16 +75,8 @@ double SecondsUntil(const LauncherProcess& process, const std::string& part, int
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-class LostMachinesTest : public TrainingJobTest {
+class LostMachinesTest : public ElasticJobTest {
  protected:
-  void TearDown() override {
-    for (auto& launcher : launchers_) {
-      if (launcher) kill(-launcher->pid(), SIGKILL);
-    }
-    launchers_.clear();
-    TrainingJobTest::TearDown();
-  }
-
   // Steps of ~15 ms with a parameter of 4 MiB: allreduces, optimizer steps and checkpoints long
   // enough to be caught in; a checkpoint every 4 steps; up to three machines, ten restarts.
   Args KilledMachinesJob(const std::string& holds, const std::string& checkpoints) {
@@ -104,38 +96,6 @@ class LostMachinesTest : public TrainingJobTest {
     args = WithValue(args, "--plugin-dir", LightPluginDir());
     return args;
   }
-
-  LauncherProcess* Start(const Args& args) {
-    const std::string name = "machine" + std::to_string(launchers_.size());
-    launchers_.push_back(
-        std::make_unique<LauncherProcess>(args, OutputPath(name), Args{}, ProcessGroup::kOwn));
-    return launchers_.back().get();
-  }
-
-  // The launcher whose worker is rank `rank` now, waiting for it up to `timeout`.
-  LauncherProcess* LauncherOfRank(int rank, std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      for (auto& launcher : launchers_) {
-        if (WorkerWithRank(launcher->pid(), rank) > 0) return launcher.get();
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-    return nullptr;
-  }
-
-  LauncherProcess* MachineZero() {
-    const auto deadline = Clock::now() + 30s;
-    while (Clock::now() < deadline) {
-      for (auto& launcher : launchers_) {
-        if (Contains(launcher->Output(), "this is machine 0 (")) return launcher.get();
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return nullptr;
-  }
-
-  std::vector<std::unique_ptr<LauncherProcess>> launchers_;
 };
 
 // Holds rank 2 at `moment` (faulty_model.cpp), or waits for rank 0 to begin writing a checkpoint;
