@@ -41,22 +41,24 @@ static const char* LastError(void) {
   return g_last_error;
 }
 
-// "step_ms=N" or "by_attempt=1" after "dir=DIR,"; 0 if `option` is one of them.
+// One option after "dir=DIR,": "step_ms=N" or "by_attempt=N"; a refusal naming it otherwise.
 static dpl_status ParseOption(dpl_model* model, const char* option, size_t length) {
   char text[64];
   if (length >= sizeof text) return Fail(DPL_ERR_INVALID_ARGUMENT, "option too long: ", option);
   memcpy(text, option, length);
   text[length] = '\0';
+  const char* value = NULL;
   char* end = NULL;
-  if (strncmp(text, "step_ms=", 8) == 0) {
-    model->step_ms = strtol(text + 8, &end, 10);
-  } else if (strncmp(text, "by_attempt=", 11) == 0) {
-    model->by_attempt = (int)strtol(text + 11, &end, 10);
-  }
-  if (end == NULL || *end != '\0' || end == text || model->step_ms < 0) {
+  long number = 0;
+  if (strncmp(text, "step_ms=", 8) == 0) value = text + 8;
+  if (strncmp(text, "by_attempt=", 11) == 0) value = text + 11;
+  if (value != NULL) number = strtol(value, &end, 10);
+  if (value == NULL || end == value || *end != '\0' || number < 0) {
     return Fail(DPL_ERR_INVALID_ARGUMENT, "takes dir=DIR[,step_ms=N][,by_attempt=1]; cannot read ",
                 text);
   }
+  if (value == text + 8) model->step_ms = number;
+  if (value == text + 11) model->by_attempt = number != 0;
   return DPL_OK;
 }
 

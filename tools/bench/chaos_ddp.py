@@ -23,7 +23,8 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # tools/: dpl_python, recipe_convnet
 import dpl_python  # noqa: E402  (tools/dpl_python.py)
 
 dpl_python.use_dpl_python()  # first: the packages imported below are the environment's
@@ -33,8 +34,6 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
 from recipe_convnet import ConvNet  # noqa: E402
 
 MEAN, STD = 0.1302, 0.3069  # the recipe's normalisation
