@@ -161,6 +161,15 @@ TEST(SdkTest, BackendAbiV3AppendsToV2) {
   EXPECT_EQ(sizeof(dpl_backend_config_v3), sizeof(dpl_backend_config_v2));
 }
 
+// Backend version 4 appends abort to version 3's table and keeps its config.
+TEST(SdkTest, BackendAbiV4AppendsToV3) {
+  EXPECT_EQ(offsetof(dpl_backend_plugin_v4, reduce_scatter),
+            offsetof(dpl_backend_plugin_v3, reduce_scatter));
+  EXPECT_EQ(offsetof(dpl_backend_plugin_v4, abort), sizeof(dpl_backend_plugin_v3));
+  EXPECT_EQ(sizeof(dpl_backend_plugin_v4), sizeof(dpl_backend_plugin_v3) + sizeof(void*));
+  EXPECT_EQ(sizeof(dpl_backend_config_v4), sizeof(dpl_backend_config_v3));
+}
+
 TEST(SdkTest, MagicSpellsDplpInMemory) {
   const uint32_t magic = DPL_PLUGIN_MAGIC;
   char bytes[5] = {};
