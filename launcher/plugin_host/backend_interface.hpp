@@ -4,7 +4,8 @@
 // The adapter of the plugin's version (plugin_host/adapters/backend_vN.cpp) turns its table into
 // the entries of the newest table (dpl/backend.h's dpl_backend_plugin), in its order, with its
 // types and contracts. An older plugin gets the prefix of the newest config it knows; what it
-// lacks is filled in (see BackendCapability), so every entry is set.
+// lacks is filled in (see BackendCapability), so every entry is set but abort, which nothing can
+// stand in for: it is empty without BackendCapability::kAbort.
 #pragma once
 
 #include <functional>
@@ -41,6 +42,8 @@ struct BackendInterface {
   std::function<dpl_status(dpl_backend* backend, DLTensor* input, DLTensor* output,
                            dpl_reduce_op op, void* stream)>
       reduce_scatter;
+  // Only with kAbort (empty without): from any thread, while one call of the instance runs.
+  std::function<dpl_status(dpl_backend* backend)> abort;
 };
 
 }  // namespace dpl::plugin_host

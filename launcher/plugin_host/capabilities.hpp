@@ -123,6 +123,10 @@ enum class BackendCapability : uint32_t {
   // them of allreduce and allgather: the same results, with the traffic of an allreduce and a
   // scratch copy.
   kReduceScatter = 2,
+  // abort: from any thread, the instance's call under way and every later one fail at once
+  // (dpl/backend_v4.h). Without it a collective blocked on a lost peer returns only at the
+  // plugin's timeout (--backend-timeout), and the adapter leaves abort empty.
+  kAbort = 3,
 };
 
 // What a dataset plugin can do beyond dataset ABI v1 (dpl/dataset.h): nothing a host must ask

@@ -449,7 +449,7 @@ TEST(BackendErrors, UnknownOptionAndBadAllgatherSizeAreInvalidArguments) {
 }
 
 TEST(BackendPlugins, ExportExactlyTheEntrySymbol) {
-  // Every in-tree backend implements backend ABI version 3 (dpl/backend_v3.h).
+  // Every in-tree backend implements backend ABI version 4 (dpl/backend_v4.h).
   for (const std::string backend : {"tcp", "gloo", "nccl"}) {
     if (!plugin_built(backend)) continue;
     const std::string command = "nm -D --defined-only " +
@@ -460,17 +460,18 @@ TEST(BackendPlugins, ExportExactlyTheEntrySymbol) {
     std::string symbols;
     char line[512];
     while (std::fgets(line, sizeof(line), pipe.get()) != nullptr) symbols += line;
-    EXPECT_EQ(symbols, "dpl_backend_plugin_v3\n") << backend;
+    EXPECT_EQ(symbols, "dpl_backend_plugin_v4\n") << backend;
     std::string error;
     const auto* table =
         dpl::testing::load_backend(dpl::testing::plugin_path(backend, DPL_TEST_PLUGIN_DIR), &error);
     ASSERT_NE(table, nullptr) << error;
-    EXPECT_EQ(table->header.struct_size, sizeof(dpl_backend_plugin_v3));
+    EXPECT_EQ(table->header.struct_size, sizeof(dpl_backend_plugin_v4));
     EXPECT_EQ(table->header.magic, DPL_PLUGIN_MAGIC);
     EXPECT_EQ(table->header.kind, static_cast<uint32_t>(DPL_PLUGIN_KIND_BACKEND));
-    EXPECT_EQ(table->header.abi_version, 3u);
+    EXPECT_EQ(table->header.abi_version, 4u);
     EXPECT_NE(table->synchronize, nullptr);
     EXPECT_NE(table->reduce_scatter, nullptr);
+    EXPECT_NE(table->abort, nullptr);
     EXPECT_EQ(std::string(table->header.name), backend);
   }
 }

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "backend_loader.hpp"
-#include "dpl/backend_v3.h"
+#include "dpl/backend_v4.h"
 #include "dpl/support/half.hpp"
 #include "dpl/support/tensor.hpp"
 

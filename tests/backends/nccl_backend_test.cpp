@@ -308,9 +308,9 @@ TEST(NcclBackend, OnGpuSetupWithAMissingPeerTimesOut) {
     char directory_template[] = "/tmp/dpl_nccl_alone_XXXXXX";
     const std::string directory = ::mkdtemp(directory_template);
     dpl::testing::FileStore store(directory);
-    dpl_backend_config_v3 config{};
+    dpl_backend_config_v4 config{};
     config.struct_size = sizeof(config);
-    config.version = DPL_BACKEND_ABI_VERSION_3;
+    config.version = DPL_BACKEND_ABI_VERSION_4;
     config.rank = 0;
     config.world_size = 2;
     config.local_world_size = 2;

@@ -2,8 +2,9 @@
 //
 // Note [Adapting backend ABI v1]: later versions kept every v1 entry with its type; v2 appended
 // synchronize and the config's local_address, v3 reduce_scatter (Note [Collectives older backends
-// lack]). A v1 plugin gets the v1 prefix of the config. Its collectives are complete in stream
-// order when they return, so its synchronize returns at once.
+// lack]), v4 abort (left empty: nothing can end a call blocked in a plugin from outside). A v1
+// plugin gets the v1 prefix of the config. Its collectives are complete in stream order when they
+// return, so its synchronize returns at once.
 #include "plugin_host/adapters/backend_v1.hpp"
 
 #include <cstring>

@@ -1,5 +1,6 @@
 // Backend ABI v3 (dpl/backend_v3.h) as the newest backend interface: v2's entries and config,
-// and the plugin's own reduce_scatter and in-place allgather.
+// and the plugin's own reduce_scatter and in-place allgather. It has no abort (v4): the entry
+// stays empty and the capability missing.
 #include "dpl/backend_v3.h"
 #include "plugin_host/adapters/adapter_support.hpp"
 #include "plugin_host/adapters/backend_v1.hpp"

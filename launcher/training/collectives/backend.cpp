@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "common/log.hpp"
+
 namespace dpl::training {
 
 Backend::Backend(std::shared_ptr<const plugin_host::BackendInterface> table, dpl_backend* instance,
@@ -42,6 +44,17 @@ Status Backend::Barrier() {
 
 Status Backend::Synchronize(void* stream) {
   return Call("synchronize", table_->synchronize(instance_, stream));
+}
+
+bool Backend::CanAbort() const {
+  return table_->Has(plugin_host::BackendCapability::kAbort) && table_->abort != nullptr;
+}
+
+// Reads nothing that changes after construction, so it needs no lock against the call it ends.
+void Backend::Abort() {
+  if (instance_ == nullptr || !CanAbort()) return;
+  const Status aborted = Call("abort", table_->abort(instance_));
+  if (!aborted.ok()) log::Warning(aborted.message());
 }
 
 }  // namespace dpl::training

@@ -44,6 +44,13 @@ class Backend {
   // they return).
   Status Synchronize(void* stream);
 
+  // Whether Abort ends a call blocked in the plugin (BackendCapability::kAbort).
+  bool CanAbort() const;
+  // The one call from any thread, while another thread's call runs (dpl/backend_v4.h): that
+  // call and every later one fail at once with DPL_ERR_COMMUNICATION. A no-op without
+  // BackendCapability::kAbort (an older plugin's call then ends at its --backend-timeout).
+  void Abort();
+
  private:
   Status Call(const char* function, dpl_status status) const;
 

@@ -41,6 +41,7 @@ TEST(BackendV3Adapter, ReduceScatterAndAllgatherAreThePlugins) {
   EXPECT_TRUE(backend.Has(BackendCapability::kSynchronize));
   EXPECT_TRUE(backend.Has(BackendCapability::kLocalAddress));
   EXPECT_TRUE(backend.Has(BackendCapability::kReduceScatter));
+  EXPECT_FALSE(backend.Has(BackendCapability::kAbort));
   backend_v1::ExpectEntriesReachTheTable(backend);
   Calls().clear();
   // Straight to the plugin, even in the overlapping form the adapters of v1 and v2 refuse: the

@@ -135,6 +135,8 @@ inline DLTensor Floats(float* data, int64_t* count, int32_t device = kDLCPU) {
 // `backend`: an older table with FillCollectiveFakes, adapted. The instance is rank 1 of 4.
 inline void ExpectCollectivesOfV3(const BackendInterface& backend) {
   EXPECT_FALSE(backend.Has(BackendCapability::kReduceScatter));
+  EXPECT_FALSE(backend.Has(BackendCapability::kAbort));
+  EXPECT_FALSE(backend.abort);
   dpl_backend_config config = NewestConfig();
   dpl_backend* instance = nullptr;
   ASSERT_EQ(backend.create(&config, &instance), DPL_OK);
