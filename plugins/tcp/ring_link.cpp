@@ -82,6 +82,11 @@ RingLink::RingLink(const dpl_backend_config_v2& config, const std::string& addre
   AcceptPrev(listener, endpoint, deadline);
 }
 
+void RingLink::ShutDown() const {
+  ::shutdown(next_socket_.fd(), SHUT_RDWR);
+  ::shutdown(prev_socket_.fd(), SHUT_RDWR);
+}
+
 void RingLink::PublishEndpoint(const std::string& endpoint) {
   const std::string my_key = EndpointKey(config_.rank);
   CheckStore(

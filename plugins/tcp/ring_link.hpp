@@ -87,6 +87,12 @@ class RingLink {
     RunStep<void (*)(size_t, size_t)>(transfer, deadline, nullptr);
   }
 
+  // Shuts both connections down (abort, from any thread): a poll() waiting on them returns and
+  // their recv() and send() fail, so a step under way ends at once. The descriptors stay open
+  // until the link is destroyed, so no other socket of the process can take their numbers while
+  // the step still uses them.
+  void ShutDown() const;
+
   int NextRank() const { return (config_.rank + 1) % config_.world_size; }
   int PrevRank() const { return (config_.rank + config_.world_size - 1) % config_.world_size; }
 

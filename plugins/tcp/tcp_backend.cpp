@@ -1,5 +1,5 @@
 // The tcp backend: ring collectives over non-blocking POSIX sockets (the ring itself, and Note
-// [Ring without deadlock], are in ring_link.hpp).
+// [Ring without deadlock], are in ring_link.hpp); abort shuts the ring's sockets down.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -140,6 +140,14 @@ class TcpBackend : public dpl::support::BackendDefaults<TcpBackend> {
     std::vector<char> tokens(static_cast<size_t>(config_.world_size));
     RingAllgather(&token, tokens.data(), 1);
     return DPL_OK;
+  }
+
+  // From another thread (Note [Aborted instances] in dpl/support/backend_table.hpp): the ring's
+  // sockets shut down end the step under way, whose error the table then reports as the abort.
+  // link_ is set once in the constructor, so reading it here races with nothing.
+  void Abort() {
+    BackendDefaults::Abort();
+    if (link_) link_->ShutDown();
   }
 
  private:
