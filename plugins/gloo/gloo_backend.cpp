@@ -1,4 +1,5 @@
-// The gloo backend: one gloo context (full mesh over gloo's TCP transport) per instance.
+// The gloo backend: one gloo context (full mesh over gloo's TCP transport) per instance; abort
+// shuts the pairs' sockets down (Note [Aborting a gloo collective] in pair_sockets.hpp).
 #include <gloo/allgather.h>
 #include <gloo/allgather_ring.h>
 #include <gloo/allreduce_halving_doubling.h>
@@ -27,6 +28,7 @@
 #include "dpl/support/options.hpp"
 #include "dpl/support/reduce.hpp"
 #include "host_rendezvous.hpp"
+#include "pair_sockets.hpp"
 #include "pairwise_allreduce.hpp"
 
 namespace {
@@ -118,6 +120,7 @@ class GlooBackend : public dpl::support::BackendDefaults<GlooBackend> {
     context->setTimeout(timeout);
     HostStore store(config.store, timeout, "gloo/");
     ConnectFullMesh(*context, store, device_);
+    KeepSockets(*context);
     context_ = context;
     // Note [Synchronous pairs]: allreduce gets a second mesh whose pairs are synchronous.
     const bool pairwise = algorithm_ == Algorithm::kAuto || algorithm_ == Algorithm::kPairwise;
@@ -126,6 +129,7 @@ class GlooBackend : public dpl::support::BackendDefaults<GlooBackend> {
       exchange->setTimeout(timeout);
       HostStore exchange_store(config.store, timeout, "gloo-sync/");
       ConnectFullMesh(*exchange, exchange_store, device_);
+      KeepSockets(*exchange);
       const size_t budget = PairwiseAllreduce::PrepareMesh(*exchange);
       write_ahead_bytes_ = write_ahead_ ? budget : 0;
       exchange_context_ = exchange;
@@ -224,13 +228,14 @@ class GlooBackend : public dpl::support::BackendDefaults<GlooBackend> {
   // Note [Quiet teardown]: gloo's one-to-all broadcast returns on the root once its sends are
   // queued; a root that then closes its pairs can make a slower peer see "connection closed"
   // before it has read everything. destroy() therefore runs a last barrier -- unless a call
-  // already failed (a dead peer would make it wait the whole timeout).
+  // already failed (a dead peer would make it wait the whole timeout) or the instance was
+  // aborted (its sockets are shut down, and destroy must not wait on peers).
   void MarkBroken() { broken_ = true; }
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(config_.timeout_ms);
   }
   void QuietTeardown() {
-    if (broken_ || config_.world_size == 1) return;
+    if (broken_ || aborted() || config_.world_size == 1) return;
     try {
       Barrier();
     } catch (...) {  // teardown never fails
@@ -244,6 +249,13 @@ class GlooBackend : public dpl::support::BackendDefaults<GlooBackend> {
     return DPL_OK;
   }
 
+  // From another thread (Note [Aborting a gloo collective]); the table reports the call under
+  // way, whatever gloo says of the closed pair, as aborted (Note [Aborted instances]).
+  void Abort() {
+    BackendDefaults::Abort();
+    sockets_.ShutDown();
+  }
+
  private:
   template <typename T>
   static const gloo::ReductionFunction<T>* Reduction(dpl_reduce_op op) {
@@ -255,6 +267,18 @@ class GlooBackend : public dpl::support::BackendDefaults<GlooBackend> {
       default:
         return gloo::ReductionFunction<T>::sum;
     }
+  }
+
+  // Note [Aborting a gloo collective]: without a pair's socket, abort cannot end a call that
+  // waits on that pair before the timeout; said at create.
+  void KeepSockets(gloo::Context& context) {
+    const std::vector<int> missing = sockets_.Add(context);
+    if (missing.empty()) return;
+    dpl::support::Log(config_, DPL_LOG_WARNING,
+                      "gloo: the socket to rank " + std::to_string(missing.front()) + " (and " +
+                          std::to_string(missing.size() - 1) +
+                          " more) was not found; abort ends a call waiting on it only at the "
+                          "timeout (Note [Finding gloo's sockets])");
   }
 
   // The op and element type a reduction can take; refuses the others naming `what`.
@@ -372,6 +396,9 @@ class GlooBackend : public dpl::support::BackendDefaults<GlooBackend> {
     // more ranks the float rounding would differ per rank and replicas drift apart.
     return std::make_unique<gloo::AllreduceRingChunked<T>>(context_, pointers, n, Reduction<T>(op));
   }
+
+  // The first member, so destroyed after every gloo object that uses the sockets it keeps.
+  dpl::gloo_backend::PairSockets sockets_;
 
   static constexpr size_t kMaxStagingBytes = size_t{256} << 20;
   std::map<std::tuple<int64_t, int, int>, CachedAllreduce> cached_;

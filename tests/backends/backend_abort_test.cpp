@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -93,6 +94,28 @@ class BackendAbort : public ::testing::TestWithParam<std::string> {
     return status;
   }
 
+  // Runs `call` of rank 0 alone while another thread aborts rank 0's instance after 200 ms: the
+  // call must fail within 2 s (the backend timeout is 30 s), saying the instance was aborted.
+  void ExpectAbortEnds(const char* what, const std::function<dpl_status()>& call) {
+    dpl_status aborted = DPL_ERR_INTERNAL, again = DPL_ERR_INTERNAL;
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(200ms);
+      aborted = plugin_->abort(instances_[0]);
+      again = plugin_->abort(instances_[0]);  // idempotent
+    });
+    const auto start = Clock::now();
+    const dpl_status status = call();
+    const std::string error = status == DPL_OK ? "" : plugin_->last_error();
+    const auto blocked = Since(start);
+    aborter.join();
+    EXPECT_EQ(aborted, DPL_OK);
+    EXPECT_EQ(again, DPL_OK);
+    EXPECT_EQ(status, DPL_ERR_COMMUNICATION) << what << ": " << error;
+    EXPECT_NE(error.find("aborted"), std::string::npos) << what << ": " << error;
+    EXPECT_GE(blocked, 150ms) << what << " ended before the abort: " << error;
+    EXPECT_LT(blocked, 2s) << "the abort did not end the blocked " << what << " in time";
+  }
+
   std::string directory_;
   const dpl_backend_plugin_v4* plugin_ = nullptr;
   std::unique_ptr<FileStore> stores_[kRanks];
@@ -101,23 +124,8 @@ class BackendAbort : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(BackendAbort, EndsABlockedAllreduceFromAnotherThread) {
-  dpl_status aborted = DPL_ERR_INTERNAL, again = DPL_ERR_INTERNAL;
-  std::thread aborter([&] {
-    std::this_thread::sleep_for(200ms);
-    aborted = plugin_->abort(instances_[0]);
-    again = plugin_->abort(instances_[0]);  // idempotent
-  });
-  const auto start = Clock::now();
   std::string error;
-  const dpl_status status = AllreduceAlone(&error);
-  const auto blocked = Since(start);
-  aborter.join();
-  EXPECT_EQ(aborted, DPL_OK);
-  EXPECT_EQ(again, DPL_OK);
-  EXPECT_EQ(status, DPL_ERR_COMMUNICATION) << error;
-  EXPECT_NE(error.find("aborted"), std::string::npos) << error;
-  EXPECT_GE(blocked, 150ms) << "the allreduce ended before the abort: " << error;
-  EXPECT_LT(blocked, 2s) << "the abort did not end the blocked allreduce in time";
+  ExpectAbortEnds("allreduce", [&] { return AllreduceAlone(&error); });
 
   const auto later = Clock::now();
   const dpl_status then = AllreduceAlone(&error);
@@ -129,6 +137,12 @@ TEST_P(BackendAbort, EndsABlockedAllreduceFromAnotherThread) {
   plugin_->destroy(instances_[0]);
   instances_[0] = nullptr;
   EXPECT_LT(Since(destroying), 2s) << "destroy after abort must not wait on its peer";
+}
+
+// A barrier waits elsewhere than an allreduce (gloo: on its event-loop thread's pairs instead of
+// the pairwise exchange's synchronous ones); abort ends it too.
+TEST_P(BackendAbort, EndsABlockedBarrier) {
+  ExpectAbortEnds("barrier", [&] { return plugin_->barrier(instances_[0]); });
 }
 
 // With no call under way, abort makes the next call (a barrier here) fail at once.
@@ -147,7 +161,7 @@ TEST_P(BackendAbort, MakesEveryLaterCallFailAtOnce) {
   EXPECT_LT(Since(destroying), 2s);
 }
 
-INSTANTIATE_TEST_SUITE_P(HostBackends, BackendAbort, ::testing::Values("tcp"),
+INSTANTIATE_TEST_SUITE_P(HostBackends, BackendAbort, ::testing::Values("tcp", "gloo"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
