@@ -70,9 +70,15 @@ void CollectiveEngine::CheckUsable() const {
                         "(--max-restarts)");
 }
 
+void CollectiveEngine::HonourAbortRequest(const std::string& during) {
+  if (!abort_requested_.load(std::memory_order_acquire) || aborted_) return;
+  AbortWith(DPL_ERR_COMMUNICATION, "the host aborted this instance (abort) during " + during);
+}
+
 void CollectiveEngine::Issue(const std::string& kind, const std::string& detail,
                              std::optional<void*> caller_stream,
                              const std::function<Progress(void* stream)>& launch) {
+  HonourAbortRequest(kind);
   CheckUsable();
   ReapFinished();
   const std::string name = kind + " #" + std::to_string(issued_ + 1) +
@@ -96,12 +102,14 @@ void CollectiveEngine::Issue(const std::string& kind, const std::string& detail,
 }
 
 void CollectiveEngine::Synchronize(void* caller_stream) {
+  HonourAbortRequest("synchronize");
   CheckUsable();
   AwaitAll("synchronize");
   queue_->OrderCallerAfter(caller_stream);
 }
 
 void CollectiveEngine::AwaitAll(const std::string& during) {
+  HonourAbortRequest(during);
   CheckUsable();
   AwaitInFlightBelow(1, during);
 }
@@ -123,6 +131,9 @@ void CollectiveEngine::ReapFinished() {
 void CollectiveEngine::AwaitCommunicator(const std::string& what) {
   const auto deadline = waiter_->Now() + identity_.timeout;
   for (int round = 0;; ++round) {
+    if (abort_requested_.load(std::memory_order_acquire)) {
+      HonourAbortRequest("the enqueuing of " + what);
+    }
     const Progress state = communicator_->State();
     if (state.done()) return;
     if (state.failed())
@@ -138,6 +149,10 @@ void CollectiveEngine::AwaitCommunicator(const std::string& what) {
 void CollectiveEngine::AwaitInFlightBelow(size_t limit, const std::string& during) {
   const auto deadline = waiter_->Now() + identity_.timeout;
   for (int round = 0;; ++round) {
+    if (abort_requested_.load(std::memory_order_acquire)) {
+      HonourAbortRequest(in_flight_.empty() ? during
+                                            : during + ", waiting for " + in_flight_.front().what);
+    }
     const Progress state = communicator_->State();
     if (state.failed()) {
       const std::string what =
@@ -181,6 +196,13 @@ void CollectiveEngine::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (aborted_) return;  // ncclCommAbort freed the communicator already
+  if (abort_requested_.load(std::memory_order_acquire)) {
+    try {
+      AbortQuietly();  // Note [Abort from another thread]: no finalize, it waits for the peers
+    } catch (...) {    // Shutdown never throws (destroy "never fails")
+    }
+    return;
+  }
   try {
     const Progress finalizing = communicator_->Finalize();
     std::string problem;

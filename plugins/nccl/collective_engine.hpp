@@ -21,9 +21,19 @@
 // non-blocking (ncclCommInitRankConfig with blocking = 0), so setup and every call that answers
 // "in progress" are polled too, under the same bound. Once aborted, the instance refuses every
 // later call at once: the ranks no longer agree on the sequence of collectives.
+//
+// Note [Abort from another thread]: backend ABI v4's abort comes from another thread while the
+// host's thread polls here (in synchronize, barrier, or an enqueue answered "in progress"). NCCL
+// allows no concurrent calls on one communicator, and ncclCommAbort frees it, so that thread
+// cannot call ncclCommAbort while this one still polls ncclCommGetAsyncError. RequestAbort only
+// sets a flag; the polling thread sees it within one pause (SteadyWaiter: at most a millisecond),
+// aborts the communicator itself (ncclCommAbort stops the kernels that wait for a lost peer) and
+// fails the call. With no call under way the next call does that, or destroy, which then aborts
+// instead of finalizing (finalizing waits for the peers).
 #ifndef DPL_PLUGINS_NCCL_COLLECTIVE_ENGINE_HPP
 #define DPL_PLUGINS_NCCL_COLLECTIVE_ENGINE_HPP
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -145,6 +155,9 @@ class CollectiveEngine {
   // Refuses at once when the communicator was aborted.
   void CheckUsable() const;
 
+  // Note [Abort from another thread]: from any thread, never blocks.
+  void RequestAbort() { abort_requested_.store(true, std::memory_order_release); }
+
   // Finalizes and destroys the communicator, or aborts it when it failed, when finalizing fails,
   // or when it does not finish within the timeout. Never throws; logs what went wrong.
   void Shutdown();
@@ -168,6 +181,8 @@ class CollectiveEngine {
   void AwaitInFlightBelow(size_t limit, const std::string& during);
   // Aborts the communicator, remembers `what` went wrong and throws PluginError(status, ...).
   [[noreturn]] void AbortWith(dpl_status status, const std::string& what);
+  // Aborts as AbortWith does once RequestAbort was called; `during` names the wait.
+  void HonourAbortRequest(const std::string& during);
   void AbortQuietly();
   void ReleaseAll();
   void Log(dpl_log_level level, const std::string& message) const;
@@ -182,6 +197,7 @@ class CollectiveEngine {
   bool aborted_ = false;
   bool shut_down_ = false;
   std::string abort_reason_;
+  std::atomic<bool> abort_requested_{false};  // the one member another thread writes
 };
 
 }  // namespace dpl::nccl

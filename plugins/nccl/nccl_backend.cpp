@@ -1,7 +1,8 @@
-// The nccl backend (backend ABI v3): one NCCL communicator per instance, its unique id exchanged
+// The nccl backend (backend ABI v4): one NCCL communicator per instance, its unique id exchanged
 // through the store, collectives on a stream of the backend's own ordered after the caller's
 // (Note [Collectives on a stream of their own]), every wait bounded by the backend timeout
-// (Note [Watchdog without a thread], both in collective_engine.hpp).
+// (Note [Watchdog without a thread]) and ended by abort from another thread (Note [Abort from
+// another thread], all in collective_engine.hpp).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -226,6 +227,14 @@ class NcclBackend : public dpl::support::BackendDefaults<NcclBackend> {
     engine_->CheckUsable();
     UseDevice();
     engine_->Synchronize(stream);
+  }
+
+  // From another thread, while this instance's call polls (Note [Abort from another thread]):
+  // the polling thread aborts the communicator, never this one, since NCCL allows no concurrent
+  // calls on a communicator and ncclCommAbort frees it.
+  void Abort() {
+    BackendDefaults::Abort();
+    engine_->RequestAbort();
   }
 
  private:
