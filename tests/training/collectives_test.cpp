@@ -8,13 +8,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "fakes/thread_world.hpp"
 #include "rendezvous/store.hpp"
 #include "training/collectives/backend_collectives.hpp"
 #include "training/collectives/communication_thread.hpp"
+#include "training/collectives/shared_memory_collectives.hpp"
 
 namespace dpl::training {
 namespace {
@@ -221,6 +224,88 @@ TEST(Abort, EndsAWaitInSharedMemoryAtOnce) {
   ASSERT_FALSE(reducer.ok());
   EXPECT_EQ(reducer.status().message(), "the attempt ended");
   EXPECT_LT(waited, 5s);
+}
+
+// A rank of a backend with abort (BackendCapability::kAbort) whose barrier waits for a peer that
+// never comes: until the instance is aborted, or 30 s.
+struct AbortableRank {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int aborts = 0;
+};
+
+std::unique_ptr<Backend> AbortableBackend(AbortableRank* rank) {
+  auto table = std::make_shared<plugin_host::BackendInterface>();
+  table->capabilities = {plugin_host::BackendCapability::kAbort};
+  table->destroy = [](dpl_backend*) {};
+  table->barrier = [](dpl_backend* instance) {
+    auto& self = *reinterpret_cast<AbortableRank*>(instance);
+    std::unique_lock<std::mutex> lock(self.mutex);
+    return self.changed.wait_for(lock, 30s, [&] { return self.aborts > 0; }) ? DPL_ERR_COMMUNICATION
+                                                                             : DPL_ERR_TIMEOUT;
+  };
+  table->abort = [](dpl_backend* instance) {
+    auto& self = *reinterpret_cast<AbortableRank*>(instance);
+    std::lock_guard<std::mutex> lock(self.mutex);
+    ++self.aborts;
+    self.changed.notify_all();
+    return DPL_OK;
+  };
+  table->last_error = [] { return "this instance was aborted"; };
+  return std::make_unique<Backend>(table, reinterpret_cast<dpl_backend*>(rank),
+                                   PluginLabel{"backend", "abortable", ""}, kDLCPU);
+}
+
+// A call blocked inside the backend plugin returns once the front is aborted, where the plugin
+// has abort (backend ABI v4): the front aborts its backend instance, not only its thread.
+TEST(Abort, EndsACallBlockedInsideTheBackendPlugin) {
+  rendezvous::StoreServerOptions server_options;
+  server_options.bind_addr = "127.0.0.1";
+  auto server = rendezvous::StoreServer::Start(server_options);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  rendezvous::StoreClientOptions client_options;
+  client_options.host = "127.0.0.1";
+  client_options.port = (*server)->port();
+  auto client = rendezvous::StoreClient::Connect(client_options);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  AbortableRank rank;
+  std::unique_ptr<Backend> backend = AbortableBackend(&rank);
+  Membership membership;
+  membership.world_size = 2;  // rank 1 never comes
+  membership.backend = backend.get();
+  membership.store = client->get();
+  membership.store_prefix = "attempt/0/";
+  Result<std::unique_ptr<Collectives>> front = OpenCollectives(membership);
+  ASSERT_TRUE(front.ok()) << front.status().message();
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(200ms);
+    (*front)->Abort(Status::Communication("machine 1 left the job"));
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const Status blocked = (*front)->Barrier("end of epoch");
+  const auto waited = std::chrono::steady_clock::now() - start;
+  aborter.join();
+  EXPECT_EQ(blocked.code(), DPL_ERR_COMMUNICATION) << blocked.message();
+  EXPECT_NE(blocked.message().find("this instance was aborted"), std::string::npos)
+      << blocked.message();
+  EXPECT_LT(waited, 5s) << "the barrier waited for its timeout, not for the abort";
+  EXPECT_GE(rank.aborts, 1);
+  EXPECT_EQ((*front)->Barrier("again").message(), "machine 1 left the job");
+}
+
+// The shared-memory path aborts the instance of this local rank's workers across machines.
+TEST(Abort, TheSharedMemoryPathAbortsTheInstanceAcrossMachines) {
+  AbortableRank across;
+  std::unique_ptr<Backend> backend = AbortableBackend(&across);
+  LocalGroup group;
+  group.local_world_size = 2;
+  group.machines = 2;
+  group.across_machines = backend.get();
+  CommunicationThread thread;
+  SharedMemoryCollectives path(group, thread);
+  path.Abort(Status::Communication("machine 1 left the job"));
+  EXPECT_EQ(across.aborts, 1);
+  EXPECT_EQ(thread.Run([] { return Status::Ok(); }).message(), "machine 1 left the job");
 }
 
 }  // namespace

@@ -63,8 +63,11 @@ Result<std::unique_ptr<GradientReduction>> BackendCollectives::ReduceGradients(R
   return AllreduceBuckets(backend_, thread_, std::move(plan));
 }
 
+// The signal first, so that nothing queued starts, then the instance, so that a call blocked in
+// the plugin returns (Backend::Abort: a no-op for a plugin without abort).
 void BackendCollectives::Abort(const Status& why) {
   thread_.Abort(why);
+  backend_.Abort();
 }
 
 Status AllreduceIn16Bits(Backend& backend, WireFormat wire, float* data, size_t count, float scale,

@@ -37,7 +37,7 @@ class BackendCollectives final : public Collectives {
                           const observability::CollectiveActivity& activity) override;
   // The buckets allreduced (backend_reductions.cpp), or reduce-scattered for plan.sharded.
   Result<std::unique_ptr<GradientReduction>> ReduceGradients(ReductionPlan plan) override;
-  // The thread's: its owner (the front) raises the signal.
+  // Raises the thread's signal and aborts the backend instance (Note [Aborting collectives]).
   void Abort(const Status& why) override;
 
  private:

@@ -86,7 +86,12 @@ class AttemptCollectives final : public Collectives {
     return world_->BroadcastTensors(tensors, root, stream, activity);
   }
   Result<std::unique_ptr<GradientReduction>> ReduceGradients(ReductionPlan plan) override;
-  void Abort(const Status& why) override { thread_->Abort(why); }
+  // The thread's signal, then the backend instances of the paths (Note [Aborting collectives]).
+  void Abort(const Status& why) override {
+    thread_->Abort(why);
+    world_->Abort(why);
+    if (machine_) machine_->Abort(why);
+  }
 
  private:
   std::unique_ptr<Collectives> OpenWorld() {

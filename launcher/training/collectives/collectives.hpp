@@ -29,9 +29,13 @@
 // new front (OpenCollectives) over its own backend instances, and the parts of a step that hold a
 // gradient reduction are rebuilt over it. Abort, from any thread, ends the front's collectives
 // with its reason: what is queued on the thread ends without running, a wait in shared memory
-// ends within a fraction of a second, and every later call fails at once. A call blocked inside a
-// backend plugin returns when the plugin does (its --backend-timeout; the backend ABI has no
-// abort entry yet), so the caller's wait for it ends then.
+// ends within a fraction of a second, and every later call fails at once. It also aborts the
+// front's backend instances, the job's and, with several machines, the one of this local rank's
+// workers across machines (Backend::Abort, backend ABI v4's abort, from this thread while the
+// front's thread is blocked in the plugin): the call blocked there returns within a second,
+// failing, and the instances are done for, as the front is. A plugin of an older ABI has no abort
+// (BackendCapability::kAbort): a call blocked in it returns when the plugin gives up (its
+// --backend-timeout), and the caller's wait for it ends then.
 #pragma once
 
 #include <dlpack/dlpack.h>

@@ -35,7 +35,12 @@ class SharedMemoryCollectives final : public Collectives {
                           const observability::CollectiveActivity& activity) override;
   // Host float32 gradients, one part of every bucket per worker of the machine.
   Result<std::unique_ptr<GradientReduction>> ReduceGradients(ReductionPlan plan) override;
-  void Abort(const Status& why) override { thread_.Abort(why); }
+  // Raises the thread's signal and aborts the instance across machines, where there is one (Note
+  // [Aborting collectives]).
+  void Abort(const Status& why) override {
+    thread_.Abort(why);
+    if (group_.across_machines != nullptr) group_.across_machines->Abort();
+  }
 
  private:
   Status Refuse(const char* call) const;
