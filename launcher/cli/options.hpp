@@ -64,6 +64,9 @@ struct Options {
   int threads_per_worker = 0;  // --threads-per-worker; 0 = cores / local workers, at least 1
   std::string log_dir;         // --log-dir: one log file per rank
   int max_restarts = 0;        // --max-restarts N
+  // --restart-workers: an elastic job's change of machines restarts the workers instead of
+  // regrouping them in place (Note [Shrink in place] in training/live_state.hpp).
+  bool restart_workers = false;
   // An elastic job starts once min_machines joined and none came for this long.
   std::chrono::milliseconds join_grace = kDefaultJoinGrace;
   log::TimeFormat log_time = log::TimeFormat::kIso;  // --log-time iso|elapsed|none

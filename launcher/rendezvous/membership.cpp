@@ -264,6 +264,11 @@ Result<Attempt> JoinAttempt(StoreClient& client, int attempt, const Member& self
   return JoinAttempt(client, AttemptJoin{attempt, self, previous, {}}, options);
 }
 
+Result<bool> MachinesWaiting(StoreClient& client, int attempt) {
+  DPL_ASSIGN_OR_RETURN(const int64_t count, client.Add(MembersPrefix(attempt) + "count", 0));
+  return count > 0;
+}
+
 Status EndElasticJob(StoreClient& client, const std::string& failure) {
   DPL_ASSIGN_OR_RETURN(auto order, client.Add(kJobEndCount, 1));
   if (order == 1) return client.Set(kJobEndMessage, ToBytes(failure));

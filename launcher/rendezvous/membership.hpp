@@ -67,6 +67,10 @@ Result<Attempt> JoinAttempt(StoreClient& client, const AttemptJoin& join,
 Result<Attempt> JoinAttempt(StoreClient& client, int attempt, const Member& self,
                             const std::vector<Member>& previous, const ElasticOptions& options);
 
+// Whether a launcher waits to join attempt `attempt` (took a slot of it): machine 0 calls a
+// regroup for it (Note [Shrink in place] in training/live_state.hpp).
+Result<bool> MachinesWaiting(StoreClient& client, int attempt);
+
 // The coordinator ends the job for every launcher that waits for an attempt: `failure` "" is
 // success.
 Status EndElasticJob(StoreClient& client, const std::string& failure);

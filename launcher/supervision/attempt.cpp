@@ -1,5 +1,6 @@
 #include "supervision/attempt.hpp"
 
+#include <memory>
 #include <thread>
 
 #include "common/log.hpp"
@@ -62,18 +63,35 @@ cli::Options AttemptOptions(const cli::Options& options, const Joined& joined, i
   return attempt;
 }
 
-AttemptEnd RunAttempt(const cli::Options& attempt_options, Joined& joined, int attempt) {
+Regrouping::Regrouping() = default;
+Regrouping::~Regrouping() = default;
+
+AttemptEnd RunAttempt(const cli::Options& attempt_options, Joined& joined, int attempt,
+                      Regrouping* regrouping) {
   const rendezvous::JobShape shape{attempt_options.num_machines, attempt_options.num_processes,
                                    attempt_options.machine_id};
   const std::string prefix = rendezvous::AttemptPrefix(attempt);
   AttemptEnd end;
   {
-    Supervisor supervisor(attempt_options, *joined.client, shape, attempt);
-    end.status = supervisor.Spawn(joined.store_addr);
-    if (end.status.ok()) end.status = supervisor.Supervise();
-    end.worth_restarting = supervisor.WorthRestarting();
-    end.preempted = supervisor.preempted();
-    end.lost_machines = supervisor.lost_machines();
+    std::unique_ptr<Supervisor> supervisor;
+    if (regrouping != nullptr && regrouping->kept) {
+      supervisor = std::move(regrouping->kept);
+      end.status = supervisor->Continue(attempt_options, shape, attempt);
+    } else {
+      supervisor = std::make_unique<Supervisor>(attempt_options, *joined.client, shape, attempt);
+      if (regrouping != nullptr) supervisor->AllowRegroup(regrouping->max_machines);
+      end.status = supervisor->Spawn(joined.store_addr);
+    }
+    if (end.status.ok()) end.status = supervisor->Supervise();
+    end.worth_restarting = supervisor->WorthRestarting();
+    end.preempted = supervisor->preempted();
+    end.lost_machines = supervisor->lost_machines();
+    if (end.status.ok() && supervisor->regrouping()) {
+      end.regrouped = true;
+      end.regroup_why = supervisor->regroup_why();
+      regrouping->kept = std::move(supervisor);
+      return end;
+    }
   }
   if (!end.status.ok()) return end;
   Status reported = joined.client->Add(prefix + "machines_done", 1).status();

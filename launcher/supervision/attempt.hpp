@@ -34,9 +34,23 @@ inline constexpr std::chrono::seconds kFailureDeliveryTimeout{3};
 cli::Options AttemptOptions(const cli::Options& options, const Joined& joined, int machines,
                             int place);
 
+class Supervisor;
+
+// An elastic job's attempts whose workers regroup in place (Note [Shrink in place] in
+// training/live_state.hpp).
+struct Regrouping {
+  int max_machines = 0;  // the job's most machines; 0: its attempts never regroup
+  // The supervisor of the attempt before, when it regrouped: its workers run on in the next.
+  std::unique_ptr<Supervisor> kept;
+  Regrouping();
+  ~Regrouping();  // stops the workers of `kept`, if any
+};
+
 // How one attempt ended on this machine.
 struct AttemptEnd {
   Status status;
+  bool regrouped = false;  // Ok, and its workers wait for the next attempt (regrouping.kept)
+  std::string regroup_why;
   bool worth_restarting = true;    // false when a restart would fail the same way
   bool preempted = false;          // Ok, and its workers stopped for a preemption
   std::vector<int> lost_machines;  // places of the machines it found vanished
@@ -44,7 +58,10 @@ struct AttemptEnd {
 
 // Runs one attempt on this machine; Ok when its workers all succeeded (or all stopped for a
 // preemption) and, on the machine at place 0, every other machine reported the same.
-AttemptEnd RunAttempt(const cli::Options& attempt_options, Joined& joined, int attempt);
+// With `regrouping`, its kept workers go on in this attempt, and this attempt's workers are kept
+// there when it regroups.
+AttemptEnd RunAttempt(const cli::Options& attempt_options, Joined& joined, int attempt,
+                      Regrouping* regrouping = nullptr);
 
 // Whether a failed attempt may be tried again: restarts left, worth it, and no stop or
 // preemption asked.

@@ -9,6 +9,7 @@
 #include "rendezvous/membership.hpp"
 #include "supervision/heartbeat.hpp"
 #include "supervision/stop_signals.hpp"
+#include "supervision/supervisor.hpp"
 
 namespace dpl::supervision {
 namespace {
@@ -25,7 +26,7 @@ std::string ListMembers(const std::vector<rendezvous::Member>& members) {
 // Note [Elastic membership]: every change says who left or came and what it does to the batch.
 void LogMembership(const cli::Options& options, int attempt,
                    const std::vector<rendezvous::Member>& before,
-                   const std::vector<rendezvous::Member>& now) {
+                   const std::vector<rendezvous::Member>& now, bool in_place) {
   const int machines = static_cast<int>(now.size());
   const int batch = options.training.batch_size;
   const int per_rank = batch / (machines * options.num_processes);
@@ -38,10 +39,13 @@ void LogMembership(const cli::Options& options, int attempt,
   const std::string change = rendezvous::DescribeMembershipChange(before, now);
   if (change.empty()) return;
   const int was = static_cast<int>(before.size());
-  log::Info("the job continues on " + std::to_string(machines) + " machines (was " +
-            std::to_string(was) + ") from the newest checkpoint: " + change +
-            "; the global batch stays " + std::to_string(batch) + ", " + std::to_string(per_rank) +
-            " per rank (was " + std::to_string(batch / (was * options.num_processes)) + ")");
+  log::Info(
+      "the job continues on " + std::to_string(machines) + " machines (was " + std::to_string(was) +
+      ") " +
+      (in_place ? "in place, from the newest step a worker holds" : "from the newest checkpoint") +
+      ": " + change + "; the global batch stays " + std::to_string(batch) + ", " +
+      std::to_string(per_rank) + " per rank (was " +
+      std::to_string(batch / (was * options.num_processes)) + ")");
 }
 
 // The coordinator of the job's last attempt ends the elastic job for every launcher still waiting
@@ -85,10 +89,21 @@ int RunElasticJob(const cli::Options& options, Joined& joined) {
   rendezvous::AttemptJoin join;
   join.self = {joined.machine_id, joined.machine_name};
   int restarts = 0;
+  // Note [Shrink in place] (training/live_state.hpp): the built-in loop's workers regroup.
+  Regrouping regrouping;
+  if (!options.restart_workers && options.command == cli::Command::kTrain &&
+      !options.runs_program()) {
+    regrouping.max_machines = options.num_machines;
+  }
   for (int attempt = 0;; ++attempt) {
     join.attempt = attempt;
     bool coordinating = false;
-    auto joined_attempt = rendezvous::JoinAttempt(*joined.client, join, elastic, &coordinating);
+    // Note [Shrink in place]: running workers wait for the attempt, so it closes once the
+    // machines left are in; a machine that comes later joins by a regroup of its own.
+    rendezvous::ElasticOptions attempt_elastic = elastic;
+    if (regrouping.kept) attempt_elastic.join_grace = std::chrono::milliseconds(0);
+    auto joined_attempt =
+        rendezvous::JoinAttempt(*joined.client, join, attempt_elastic, &coordinating);
     if (!joined_attempt.ok()) return EndElastic(joined, joined_attempt.status(), coordinating);
     using Outcome = rendezvous::Attempt::Outcome;
     if (joined_attempt->outcome == Outcome::kJobEnded) {
@@ -102,17 +117,25 @@ int RunElasticJob(const cli::Options& options, Joined& joined) {
       continue;
     }
     if (joined_attempt->outcome == Outcome::kLeftOut) {
+      regrouping.kept.reset();  // its workers stop: the attempt runs without this machine
       log::Info("attempt " + std::to_string(attempt) + " runs on " +
                 std::to_string(joined_attempt->members.size()) +
                 " machines without this one; it joins at the next restart");
       join.previous = joined_attempt->members;
       continue;
     }
-    LogMembership(options, attempt, join.previous, joined_attempt->members);
+    LogMembership(options, attempt, join.previous, joined_attempt->members,
+                  regrouping.kept != nullptr);
     join.previous = joined_attempt->members;
     const cli::Options attempt_options = AttemptOptions(
         options, joined, static_cast<int>(join.previous.size()), joined_attempt->index);
-    const AttemptEnd end = RunAttempt(attempt_options, joined, attempt);
+    const AttemptEnd end = RunAttempt(attempt_options, joined, attempt, &regrouping);
+    if (end.regrouped) {
+      ForgetLostMembers(*joined.client, attempt, join.previous, end.lost_machines, &join.gone);
+      log::Warning("attempt " + std::to_string(attempt) +
+                   " regroups, its workers running: " + end.regroup_why);
+      continue;
+    }
     const Status& result = end.status;
     const bool coordinator = joined_attempt->index == 0;
     if (end.preempted) {

@@ -57,6 +57,11 @@ std::string DescribeVanished(const std::vector<int>& machines, const std::string
          (machines.size() == 1 ? "it, " : "them, ") + after;
 }
 
+std::string DescribeLostInPlace(const std::vector<int>& machines,
+                                std::chrono::milliseconds silence) {
+  return Vanished(machines, silence);
+}
+
 std::string DescribeLost(const std::vector<int>& machines) {
   return Vanished(machines, kMachineLostSilence) +
          "; the attempt ends on every machine, its workers' collectives abandoned";

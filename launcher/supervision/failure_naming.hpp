@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <string>
@@ -60,5 +61,8 @@ std::string DescribeVanished(const std::vector<int>& machines, const std::string
 // "machine 2 vanished: its launcher stopped answering (...); the attempt ends on every machine,
 // ...": a machine lost while every worker here still ran (Note [Lost machines] in heartbeat.hpp).
 std::string DescribeLost(const std::vector<int>& machines);
+// The same for an attempt that regroups in place: which machines, and how they were found lost.
+std::string DescribeLostInPlace(const std::vector<int>& machines,
+                                std::chrono::milliseconds silence);
 
 }  // namespace dpl::supervision

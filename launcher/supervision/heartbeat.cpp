@@ -68,7 +68,7 @@ MachineWatch::MachineWatch(rendezvous::StoreClient& client, std::string attempt_
   for (int machine = 1; machine < shape.num_machines; ++machine) watched_.push_back(machine);
 }
 
-Result<std::vector<int>> MachineWatch::Lost() {
+Result<std::vector<int>> MachineWatch::Lost(std::chrono::milliseconds silence) {
   std::vector<int> lost;
   const auto now = Clock::now();
   for (int machine : watched_) {
@@ -80,7 +80,7 @@ Result<std::vector<int>> MachineWatch::Lost() {
     }
     // A machine that never beat has not started this attempt: late, not lost.
     const bool beating = beats > 0 && beats < kFinishedMark;
-    if (beating && now - seen->second.changed >= kMachineLostSilence) lost.push_back(machine);
+    if (beating && now - seen->second.changed >= silence) lost.push_back(machine);
   }
   return lost;
 }

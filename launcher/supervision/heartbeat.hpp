@@ -25,6 +25,10 @@ inline constexpr std::chrono::milliseconds kHeartbeatSilence{1500};
 // A machine silent for this long while no worker failed is lost (Note [Lost machines]): twelve
 // beats missed, so that a launcher starved of the CPU for a moment does not end the attempt.
 inline constexpr std::chrono::milliseconds kMachineLostSilence{3000};
+// The same where the attempt regroups in place (Note [Shrink in place] in
+// training/live_state.hpp): a machine taken for lost by mistake costs a regroup and joins again,
+// so eight beats missed are enough.
+inline constexpr std::chrono::milliseconds kMachineLostSilenceInPlace{2000};
 
 // This machine's heartbeat for one attempt; beats from construction until Finish() or
 // destruction. A store call that fails ends the beating (the supervisor's own calls then fail).
@@ -64,9 +68,9 @@ class MachineWatch {
  public:
   MachineWatch(rendezvous::StoreClient& client, std::string attempt_prefix,
                const rendezvous::JobShape& shape);
-  // The watched machines that beat and then did not for kMachineLostSilence, nor finished; an
-  // error when the store cannot be read.
-  Result<std::vector<int>> Lost();
+  // The watched machines that beat and then did not for `silence`, nor finished; an error when
+  // the store cannot be read.
+  Result<std::vector<int>> Lost(std::chrono::milliseconds silence = kMachineLostSilence);
 
  private:
   using Clock = std::chrono::steady_clock;

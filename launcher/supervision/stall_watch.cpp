@@ -20,6 +20,14 @@ int64_t UnixMilliseconds() {
 StallWatch::StallWatch(rendezvous::StoreClient& client, std::string attempt_prefix, int world_size)
     : client_(client), prefix_(std::move(attempt_prefix)), world_size_(world_size) {}
 
+void StallWatch::Restart(std::string attempt_prefix, int world_size) {
+  prefix_ = std::move(attempt_prefix);
+  world_size_ = world_size;
+  version_ = 0;
+  gone_.clear();
+  picture_.clear();
+}
+
 void StallWatch::Poll() {
   auto version = rendezvous::StallBoardVersion(client_, prefix_);
   if (!version.ok() || *version == version_) return;

@@ -21,6 +21,8 @@ class StallWatch {
   void Poll();
   // The stall picture for the job's error: "" or a line to append.
   std::string Addendum();
+  // Watches the posts of another attempt (its workers regrouped in place) from now on.
+  void Restart(std::string attempt_prefix, int world_size);
   // From now on the ranks of `machine` are named as gone with it.
   void MarkGone(int machine, std::vector<int> ranks);
 

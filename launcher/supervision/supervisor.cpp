@@ -17,6 +17,8 @@
 
 #include "common/log.hpp"
 #include "protocol/worker_output.hpp"
+#include "rendezvous/membership.hpp"
+#include "rendezvous/regroup.hpp"
 #include "supervision/heartbeat.hpp"
 #include "supervision/output_check.hpp"
 #include "supervision/program_spawn.hpp"
@@ -113,6 +115,9 @@ Result<SpawnedWorkers> Supervisor::StartWorkerLoader(const std::string& store_ad
   LoaderLaunch launch;
   launch.job_flags = cli::LauncherArguments(worker_options);
   launch.environment = WorkerEnvironment(options_, worker_options.threads_per_worker, attempt_);
+  if (regroup_max_machines_ > 0) {
+    launch.environment.push_back(std::string(rendezvous::kRegroupEnvironmentVariable) + "=1");
+  }
   launch.store_addr = store_addr;
   launch.workers = shape_.num_processes;
   return SpawnWorkers(launch);
@@ -192,8 +197,69 @@ Status Supervisor::Supervise() {
     next_poll = std::chrono::steady_clock::now() + kFailurePollInterval;
     if (std::optional<Status> elsewhere = FailureElsewhere()) return *elsewhere;
     if (std::optional<Status> lost = LostMachine()) return *lost;
+    Result<bool> regroup = RegroupCalled();
+    if (!regroup.ok()) return StoreLost(regroup.status());
+    if (*regroup) return Status::Ok();
     if (!program_) stalls_.Poll();  // a program's ranks post no stalls
   }
+}
+
+void Supervisor::AllowRegroup(int max_machines) {
+  regroup_max_machines_ = max_machines;
+}
+
+Status Supervisor::Regroup(const std::string& why) {
+  regroup_why_ = why;
+  (void)client_.Set(rendezvous::RegroupCallKey(prefix_), rendezvous::ToBytes(why));
+  return Status::Ok();
+}
+
+Result<bool> Supervisor::RegroupCalled() {
+  if (regroup_max_machines_ == 0) return false;
+  auto called = client_.Get(rendezvous::RegroupCallKey(prefix_), std::chrono::milliseconds(0));
+  if (called.ok()) {
+    regroup_why_ = rendezvous::FromBytes(*called);
+    return true;
+  }
+  if (called.status().code() != DPL_ERR_TIMEOUT && called.status().code() != DPL_ERR_NOT_FOUND) {
+    return called.status();
+  }
+  if (shape_.machine_id != 0 || shape_.num_machines >= regroup_max_machines_) return false;
+  DPL_ASSIGN_OR_RETURN(const bool waiting, rendezvous::MachinesWaiting(client_, attempt_ + 1));
+  if (waiting) (void)Regroup("a machine joins");
+  return waiting;
+}
+
+Status Supervisor::Continue(const cli::Options& options, const rendezvous::JobShape& shape,
+                            int attempt) {
+  for (const Worker& worker : workers_) {
+    if (worker.exited) continue;
+    rendezvous::RegroupOrder order;
+    order.why = regroup_why_;
+    order.attempt = attempt;
+    order.place = shape.machine_id;
+    order.machines = shape.num_machines;
+    DPL_RETURN_IF_ERROR(rendezvous::SendRegroupOrder(client_, prefix_, worker.rank, order));
+  }
+  if (heartbeat_) heartbeat_->Finish();
+  options_ = options;
+  shape_ = shape;
+  attempt_ = attempt;
+  prefix_ = rendezvous::AttemptPrefix(attempt);
+  regroup_why_.clear();
+  lost_machines_.clear();
+  for (Worker& worker : workers_) {
+    worker.rank = shape_.RankOf(worker.local_rank);
+    worker.on_console = cli::LogsRank(options_, worker.rank);
+  }
+  stalls_.Restart(prefix_, shape.world_size());
+  machines_.reset();
+  heartbeat_.reset();
+  if (shape.num_machines > 1) {
+    machines_ = std::make_unique<MachineWatch>(client_, prefix_, shape);
+    heartbeat_ = std::make_unique<Heartbeat>(client_, prefix_, shape_.machine_id);
+  }
+  return Status::Ok();
 }
 
 Status Supervisor::FailedAfterPeer(const Worker& first) {
@@ -255,10 +321,19 @@ std::optional<Status> Supervisor::Preempting() {
 
 std::optional<Status> Supervisor::LostMachine() {
   if (!machines_) return std::nullopt;
-  auto lost = machines_->Lost();
+  // Note [Shrink in place]: a wrong verdict costs a regroup, not a restart, so the wait is
+  // shorter; shorter still once a worker saw a peer's connection fail.
+  std::chrono::milliseconds silence = kMachineLostSilence;
+  if (regroup_max_machines_ > 0) {
+    auto witnessed = client_.Add(rendezvous::PeerFailureKey(prefix_), 0);
+    if (!witnessed.ok()) return StoreLost(witnessed.status());
+    silence = *witnessed > 0 ? kHeartbeatSilence : kMachineLostSilenceInPlace;
+  }
+  auto lost = machines_->Lost(silence);
   if (!lost.ok()) return StoreLost(lost.status());
   if (lost->empty()) return std::nullopt;
   RecordLost(*lost);
+  if (regroup_max_machines_ > 0) return Regroup(DescribeLostInPlace(*lost, silence));
   return Failed(DescribeLost(*lost));
 }
 

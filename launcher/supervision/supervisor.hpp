@@ -53,6 +53,17 @@ class Supervisor {
   // The places of the machines this attempt lost (their launchers vanished), as far as this
   // launcher found them (Note [Lost machines] in heartbeat.hpp).
   const std::vector<int>& lost_machines() const { return lost_machines_; }
+  // Note [Shrink in place] (training/live_state.hpp): in an elastic job whose workers regroup in
+  // place (up to `max_machines` machines; call before Spawn), an attempt that lost a machine, or
+  // (on the machine at place 0) that a machine waits to join, ends with its workers running:
+  // Supervise returns Ok and regrouping() says why. The caller agrees on the next attempt's
+  // machines with the other launchers, then calls Continue, or destroys this (which stops them).
+  void AllowRegroup(int max_machines);
+  bool regrouping() const { return !regroup_why_.empty(); }
+  const std::string& regroup_why() const { return regroup_why_; }
+  // The running workers go on in `attempt` (`options` and `shape` are its), each told so in the
+  // store, and are supervised as that attempt's.
+  Status Continue(const cli::Options& options, const rendezvous::JobShape& shape, int attempt);
   // SIGTERM to every running worker, SIGKILL to those still alive after the grace period (at
   // once to a stopped one, which could not act on SIGTERM).
   void StopAll();
@@ -108,6 +119,12 @@ class Supervisor {
   std::optional<Status> Preempting();
   // Ends the attempt when a watched machine stopped beating; nullopt while none did.
   std::optional<Status> LostMachine();
+  // Ends the attempt with its workers running, for `why`, and tells the other launchers (Note
+  // [Shrink in place]).
+  Status Regroup(const std::string& why);
+  // Whether another launcher called the attempt's regroup (then regrouping()), or, on the machine
+  // at place 0, a machine waits to join and the job has room for it (then it calls it).
+  Result<bool> RegroupCalled();
   // Records `machines` as lost: in the store for the next attempt, and for the stall picture.
   void RecordLost(const std::vector<int>& machines);
   std::string StoppedBySignal() const;
@@ -125,7 +142,7 @@ class Supervisor {
   void OnLine(Worker& worker, std::string line);
   std::string Describe(const Worker& worker, FailureRole role) const;
 
-  const cli::Options& options_;
+  cli::Options options_;  // the attempt's (Continue takes the next one's)
   // A program's workers, not the built-in loop's (Note [A program's workers] in
   // protocol/program_environment.hpp): none of dpl's worker protocol, a process group each.
   const bool program_;
@@ -143,6 +160,8 @@ class Supervisor {
   StallWatch stalls_;
   std::unique_ptr<MachineWatch> machines_;  // on a job of several machines
   std::vector<int> lost_machines_;
+  int regroup_max_machines_ = 0;  // 0: the attempt never regroups
+  std::string regroup_why_;
   std::optional<std::chrono::steady_clock::time_point> preemption_deadline_;
   bool preempted_ = false;
   // Declared last: destroyed after ~Supervisor stopped the workers, so it beats until then.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "protocol/program_environment.hpp"
+#include "rendezvous/regroup.hpp"
 
 extern char** environ;
 
@@ -83,6 +84,7 @@ std::vector<std::string> WorkerEnvironment(const cli::Options& options, int thre
     const std::string text = *entry;
     const std::string name = text.substr(0, text.find('='));
     const bool ours = name == kAttemptEnvironmentVariable || name == kJobTokenEnv ||
+                      name == rendezvous::kRegroupEnvironmentVariable ||
                       protocol::IsTorchrunWorkerVariable(name) ||
                       std::find(std::begin(thread_counts), std::end(thread_counts), name) !=
                           std::end(thread_counts);

@@ -200,16 +200,30 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
   }
   DPL_ASSIGN_OR_RETURN(CheckpointState state, ReadCheckpoint(newest));
   DPL_RETURN_IF_ERROR(CheckOptions(state, config_, newest));
+  DPL_ASSIGN_OR_RETURN(const TrainingPosition position,
+                       Apply(state, newest, model, placement, optimizer));
+  if (rank_ == 0) {
+    log::Info("resumed from " + newest + " at epoch " + std::to_string(position.epoch) +
+              ", batch " + std::to_string(position.step_in_epoch) + " (step " +
+              std::to_string(position.global_step) + ")");
+  }
+  return position;
+}
+
+Result<TrainingPosition> CheckpointPolicy::Apply(const CheckpointState& state,
+                                                 const std::string& source, Model& model,
+                                                 ParameterPlacement& placement,
+                                                 OptimizerRunner& optimizer) {
   std::map<std::string, const TorchTensor*> tensors;
   for (const NamedTensor& entry : state.model) tensors[entry.name] = &entry.tensor;
   for (const HostParameter& p : placement.parameters()) {
     DPL_RETURN_IF_ERROR(Restore(tensors, p.name, TorchDtype::kFloat32, ShapeOf(p.model_value),
-                                p.value, p.elements * sizeof(float), newest));
+                                p.value, p.elements * sizeof(float), source));
   }
   DPL_RETURN_IF_ERROR(placement.ValuesChanged());
-  DPL_RETURN_IF_ERROR(RestoreBuffers(tensors, model, newest));
-  DPL_RETURN_IF_ERROR(RestoreOptimizer(state, placement, optimizer, newest));
-  DPL_RETURN_IF_ERROR(RestoreLossScaling(state, optimizer, newest));
+  DPL_RETURN_IF_ERROR(RestoreBuffers(tensors, model, source));
+  DPL_RETURN_IF_ERROR(RestoreOptimizer(state, placement, optimizer, source));
+  DPL_RETURN_IF_ERROR(RestoreLossScaling(state, optimizer, source));
   if (!state.rng_state.empty()) DPL_RETURN_IF_ERROR(model.SetRngState(state.rng_state));
   if (state.validation) {
     validation_ = ValidationState{state.validation->best_loss, state.validation->evaluations,
@@ -217,12 +231,22 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
   }
   const TrainingPosition position{state.epoch, state.step_in_epoch, state.global_step};
   saved_step_ = position.global_step;
-  if (rank_ == 0) {
-    log::Info("resumed from " + newest + " at epoch " + std::to_string(position.epoch) +
-              ", batch " + std::to_string(position.step_in_epoch) + " (step " +
-              std::to_string(position.global_step) + ")");
-  }
   return position;
+}
+
+Result<CheckpointState> CheckpointPolicy::CaptureLive(const TrainingPosition& position,
+                                                      Model& model, ParameterPlacement& placement,
+                                                      OptimizerRunner& optimizer) const {
+  if (optimizer.sharded()) {
+    return Status::Error(DPL_ERR_UNSUPPORTED,
+                         "the optimizer's state is sharded: no rank holds it whole");
+  }
+  DPL_RETURN_IF_ERROR(placement.RefreshHostValues());
+  std::vector<size_t> sizes;
+  for (const HostParameter& p : placement.parameters()) sizes.push_back(p.elements);
+  OptimizerState whole;
+  DPL_RETURN_IF_ERROR(optimizer.WholeState(sizes, /*whole=*/true, &whole));
+  return Capture(position, model, placement, optimizer, whole);
 }
 
 Status CheckpointPolicy::Save(const TrainingPosition& position, Model& model,

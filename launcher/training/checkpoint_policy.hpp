@@ -53,6 +53,16 @@ class CheckpointPolicy {
   // unfinished folders of parts earlier runs left (RemoveStagingFolders).
   Result<TrainingPosition> Resume(Model& model, ParameterPlacement& placement,
                                   OptimizerRunner& optimizer);
+  // Note [Shrink in place] (live_state.hpp): this rank's state at `position` copied into memory,
+  // as a checkpoint would hold it, without a collective (refused for a sharded optimizer, whose
+  // state no rank holds whole); and such a state, from `source` (for messages), restored as Resume
+  // restores a file's, returning its position.
+  Result<CheckpointState> CaptureLive(const TrainingPosition& position, Model& model,
+                                      ParameterPlacement& placement,
+                                      OptimizerRunner& optimizer) const;
+  Result<TrainingPosition> Apply(const CheckpointState& state, const std::string& source,
+                                 Model& model, ParameterPlacement& placement,
+                                 OptimizerRunner& optimizer);
   // Whether a checkpoint is due after the optimizer step that made `global_step` steps.
   bool DueAfter(int64_t global_step) const;
   // When --checkpoint-dir is set, on every rank at the same step: copies the state of

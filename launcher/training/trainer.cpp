@@ -1,5 +1,6 @@
 #include "training/trainer.hpp"
 
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -10,6 +11,7 @@
 #include "training/checkpoint.hpp"
 #include "training/checkpoint_policy.hpp"
 #include "training/evaluation.hpp"
+#include "training/live_state.hpp"
 #include "training/model_export.hpp"
 #include "training/model_setup.hpp"
 #include "training/precision.hpp"
@@ -44,6 +46,9 @@ struct RunProgress {
   int64_t samples_done = 0;   // global samples, this run
   float last_loss = 0.0f;
   StepProfile profile;
+  // Where the last optimizer step left the run: what a live state holds (Note [Shrink in place]).
+  TrainingPosition committed;
+  bool started = false;  // Start is done: the model holds the run's state
   // Where --early-stop-patience ended the run, once it has.
   std::optional<TrainingPosition> stopped_at;
   bool preempted = false;  // the run stops at this step boundary
@@ -51,14 +56,15 @@ struct RunProgress {
 
 class Trainer {
  public:
-  Trainer(const TrainingConfig& config, const WorkerIdentity& identity, TrainingData data,
-          Collectives& collectives, PreemptionCheck preemption, StepTimeSharing* step_times)
+  Trainer(const TrainingConfig& config, const WorkerIdentity& identity, TrainingData& data,
+          Collectives& collectives, TrainingHooks hooks)
       : config_(config),
         identity_(identity),
-        data_(std::move(data)),
+        data_(data),
         collectives_(collectives),
-        preemption_(std::move(preemption)),
-        step_times_(step_times) {}
+        preemption_(std::move(hooks.preemption)),
+        step_times_(hooks.step_times),
+        live_(hooks.live_state) {}
 
   Status Run(const ModelPlugin& model_plugin, const LocalGroup& local);
 
@@ -69,6 +75,13 @@ class Trainer {
   Status Setup(const ModelPlugin& model_plugin, const LocalGroup& local);
   Status CreateRecords();
   Status Start();
+  // The position to start from: a live state's (Note [Shrink in place]), else --resume's.
+  Result<TrainingPosition> StartPosition();
+  Result<TrainingPosition> TakeLiveState(int source);
+  // After a failure: this rank's state of its last committed step into *live_, where the state
+  // is whole here and the run had started.
+  void KeepLiveState();
+  Status TrainEpochs();
   Status TrainEpoch(int64_t epoch);
   Status TrainBatch(int64_t epoch, int64_t batch);
   Status Publish();
@@ -86,10 +99,11 @@ class Trainer {
 
   const TrainingConfig& config_;
   WorkerIdentity identity_;
-  TrainingData data_;
+  TrainingData& data_;
   Collectives& collectives_;
   PreemptionCheck preemption_;
-  StepTimeSharing* step_times_;  // NULL: not compared
+  StepTimeSharing* step_times_;           // NULL: not compared
+  std::optional<CheckpointState>* live_;  // NULL: no live state is kept or taken
   std::unique_ptr<Model> model_;
   StepParts step_;  // the placement, the reducer, the optimizer runner
   std::unique_ptr<BatchFeed> feed_;
@@ -100,12 +114,35 @@ class Trainer {
 Status Trainer::Run(const ModelPlugin& model_plugin, const LocalGroup& local) {
   DPL_RETURN_IF_ERROR(Setup(model_plugin, local));
   DPL_RETURN_IF_ERROR(Start());
+  Status trained = TrainEpochs();
+  if (trained.ok() && !progress_.preempted) trained = Finish();
+  if (!trained.ok()) KeepLiveState();
+  return trained;
+}
+
+Status Trainer::TrainEpochs() {
   for (int64_t epoch = progress_.plan.start().epoch;
        epoch < progress_.plan.EndEpoch() && !progress_.stopped_at; ++epoch) {
     DPL_RETURN_IF_ERROR(TrainEpoch(epoch));
     if (progress_.preempted) return Status::Ok();
   }
-  return Finish();
+  return Status::Ok();
+}
+
+void Trainer::KeepLiveState() {
+  if (live_ == nullptr || !progress_.started) return;
+  // The collectives still queued must not run into what is torn down next.
+  collectives_.Abort(Status::Communication("the run failed"));
+  if (step_.reducer->SharesValues()) return;  // one copy of the values for the machine's workers
+  Result<CheckpointState> captured = records_.checkpoints->CaptureLive(
+      progress_.committed, *model_, *step_.placement, *step_.optimizer);
+  if (captured.ok()) {
+    *live_ = std::move(*captured);
+  } else if (captured.status().code() != DPL_ERR_UNSUPPORTED) {
+    log::Warning("cannot keep the state of step " +
+                 std::to_string(progress_.committed.global_step) +
+                 " in memory: " + captured.status().message());
+  }
 }
 
 PlacementSettings Trainer::ChoosePlacement(const LocalGroup& local) const {
@@ -180,15 +217,14 @@ Status Trainer::CreateRecords() {
   return Status::Ok();
 }
 
-// Every rank from rank 0's parameters and buffers (or a checkpoint's), at the plan's start.
+// Every rank from rank 0's parameters and buffers (or a checkpoint's, or a live rank's), at the
+// plan's start.
 Status Trainer::Start() {
-  DPL_RETURN_IF_ERROR(InitFrom());
-  DPL_RETURN_IF_ERROR(step_.placement->BroadcastValues(collectives_));
-  DPL_RETURN_IF_ERROR(step_.placement->BroadcastBuffers(collectives_));
-  DPL_ASSIGN_OR_RETURN(const TrainingPosition start,
-                       records_.checkpoints->Resume(*model_, *step_.placement, *step_.optimizer));
+  DPL_ASSIGN_OR_RETURN(const TrainingPosition start, StartPosition());
   DPL_RETURN_IF_ERROR(step_.reducer->SettleSharedValues());
   progress_.position = start;
+  progress_.committed = start;
+  progress_.started = true;
   progress_.plan = StepPlan(config_, progress_.plan.batches_per_epoch(), start);
   // A run resumed after its patience ran out ends where the straight run did.
   if (PatienceRunOut(records_.validation, config_.early_stop_patience)) {
@@ -196,6 +232,51 @@ Status Trainer::Start() {
   }
   records_.reporter->OnRunStart(progress_.plan);
   return Status::Ok();
+}
+
+Result<TrainingPosition> Trainer::StartPosition() {
+  int source = -1;
+  if (live_ != nullptr) {
+    DPL_ASSIGN_OR_RETURN(source, ChooseLiveSource(collectives_, *live_));
+  }
+  if (source >= 0) return TakeLiveState(source);
+  DPL_RETURN_IF_ERROR(InitFrom());
+  DPL_RETURN_IF_ERROR(step_.placement->BroadcastValues(collectives_));
+  DPL_RETURN_IF_ERROR(step_.placement->BroadcastBuffers(collectives_));
+  return records_.checkpoints->Resume(*model_, *step_.placement, *step_.optimizer);
+}
+
+// Note [Shrink in place] in live_state.hpp: rank `source`'s state from its memory.
+Result<TrainingPosition> Trainer::TakeLiveState(int source) {
+  const auto began = std::chrono::steady_clock::now();
+  CheckpointState state;
+  if (identity_.rank == source) {
+    state = std::move(**live_);
+  } else {
+    DPL_ASSIGN_OR_RETURN(
+        state, records_.checkpoints->CaptureLive(TrainingPosition{}, *model_, *step_.placement,
+                                                 *step_.optimizer));
+  }
+  const Status handed = HandOverState(collectives_, source, &state);
+  if (!handed.ok()) {
+    if (identity_.rank == source) **live_ = std::move(state);  // kept for the next attempt
+    return handed;
+  }
+  live_->reset();
+  DPL_ASSIGN_OR_RETURN(
+      const TrainingPosition position,
+      records_.checkpoints->Apply(state, "the live state of rank " + std::to_string(source),
+                                  *model_, *step_.placement, *step_.optimizer));
+  if (identity_.rank == 0) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    log::Info("continuing from step " + std::to_string(position.global_step) + " (epoch " +
+              std::to_string(position.epoch) + ", batch " + std::to_string(position.step_in_epoch) +
+              ") with the state rank " + std::to_string(source) + " held in memory (" +
+              log::Bytes(StateBytes(state)) + " to every rank in " + log::Duration(seconds) +
+              "; nothing read from disk)");
+  }
+  return position;
 }
 
 // Before each forward pass of training, and once after the last: rank 0's buffers to every rank,
@@ -294,6 +375,9 @@ Status Trainer::Publish() {
 Status Trainer::AfterStep(int64_t epoch, int64_t batch) {
   TrainingPosition& position = progress_.position;
   ++position.global_step;
+  progress_.committed = {epoch, batch + 1, position.global_step};
+  if (batch + 1 == progress_.plan.batches_per_epoch())
+    progress_.committed = {epoch + 1, 0, position.global_step};
   progress_.profile.CountStep();
   // Note [Stragglers]: this rank's compute is its batches read and their forward+backward.
   const StepProfile& profile = progress_.profile;
@@ -460,11 +544,9 @@ Status Trainer::DumpBuffers() const {
 }  // namespace
 
 Status RunTraining(const TrainingConfig& config, const WorkerIdentity& identity,
-                   const ModelPlugin& model_plugin, TrainingData data, Collectives& collectives,
-                   const LocalGroup& local, PreemptionCheck preemption,
-                   StepTimeSharing* step_times) {
-  Trainer trainer(config, identity, std::move(data), collectives, std::move(preemption),
-                  step_times);
+                   const ModelPlugin& model_plugin, TrainingData& data, Collectives& collectives,
+                   const LocalGroup& local, TrainingHooks hooks) {
+  Trainer trainer(config, identity, data, collectives, std::move(hooks));
   return trainer.Run(model_plugin, local);
 }
 

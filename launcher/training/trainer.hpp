@@ -8,7 +8,10 @@
 // (collectives/collectives.hpp).
 #pragma once
 
+#include <optional>
+
 #include "common/status.hpp"
+#include "training/checkpoint.hpp"
 #include "training/collectives/collectives.hpp"
 #include "training/config.hpp"
 #include "training/data.hpp"
@@ -24,16 +27,26 @@ inline Result<bool> NeverPreempted(int64_t /*global_step*/) {
   return false;
 }
 
+// What a run is given besides its data and front: when to stop for a preemption (Note
+// [Preemption] in preemption.cpp); `step_times` (none: not compared), which takes every step's
+// compute time of this rank and brings rank 0 every rank's (Note [Stragglers] in stragglers.hpp);
+// and `live_state` (none: a run that neither keeps nor takes one), Note [Shrink in place] in
+// live_state.hpp: on entry, this rank's state from a run before it in this process, if any (the
+// run starts from the newest live state of any rank, else as --resume says); after a failure,
+// this rank's state of its last committed step, where the run has one whole.
+struct TrainingHooks {
+  PreemptionCheck preemption = NeverPreempted;
+  StepTimeSharing* step_times = nullptr;
+  std::optional<CheckpointState>* live_state = nullptr;
+};
+
 // Runs the whole training job for this rank on `data` (OpenTrainingData), every collective
 // through `collectives` (the attempt's front, which outlives the call); the model plugin is
 // loaded but no instance exists yet; `local` names the machine's workers (one by default).
-// Returns when training is done or failed, or (Ok) once `preemption` said to stop at a step
-// boundary and that step's checkpoint is written (Note [Preemption] in preemption.cpp).
-// `step_times` (none: not compared) takes every step's compute time of this rank and brings rank
-// 0 every rank's (Note [Stragglers] in stragglers.hpp).
+// Returns when training is done or failed, or (Ok) once the preemption check said to stop at a
+// step boundary and that step's checkpoint is written.
 Status RunTraining(const TrainingConfig& config, const WorkerIdentity& identity,
-                   const ModelPlugin& model_plugin, TrainingData data, Collectives& collectives,
-                   const LocalGroup& local = {}, PreemptionCheck preemption = NeverPreempted,
-                   StepTimeSharing* step_times = nullptr);
+                   const ModelPlugin& model_plugin, TrainingData& data, Collectives& collectives,
+                   const LocalGroup& local = {}, TrainingHooks hooks = {});
 
 }  // namespace dpl::training

@@ -3,10 +3,13 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "common/log.hpp"
 #include "rendezvous/join.hpp"
+#include "rendezvous/regroup.hpp"
 #include "rendezvous/store.hpp"
 #include "training/replica_check.hpp"
 #include "training/trainer.hpp"
@@ -14,6 +17,7 @@
 #include "worker/device_policy.hpp"
 #include "worker/local_memory.hpp"
 #include "worker/preemption_signals.hpp"
+#include "worker/regroup_watch.hpp"
 #include "worker/selftest.hpp"
 #include "worker/step_time_exchange.hpp"
 #include "worker/store_client_options.hpp"
@@ -114,41 +118,131 @@ Result<std::unique_ptr<training::Collectives>> OpenFront(const cli::Options& opt
   return training::OpenCollectives(membership);
 }
 
-// The training of one worker once its backend, model plugin, data and observability are ready;
-// its exit code.
-int Train(const cli::Options& options, const training::WorkerIdentity& identity,
-          ConnectedBackend& backend, const plugin_host::LoadedPlugin& model_plugin,
-          training::TrainingData data, rendezvous::StoreClient& client, const std::string& prefix,
-          WorkerObservability& observed) {
-  auto collectives = OpenFront(options, identity, backend, client, prefix);
-  if (!collectives.ok()) return Fail(collectives.status());
-  bool preempted = false;
-  training::PreemptionCheck preemption = training::NeverPreempted;
-  if (Preemptible(options)) preemption = MakePreemptionCheck(**collectives, &preempted);
-  const training::LocalGroup local = LocalGroupOf(options, identity, backend.across_machines.get());
-  std::unique_ptr<StepTimeExchange> step_times;
-  if (StepTimeExchange::Wanted(options, identity)) {
-    auto started = StepTimeExchange::Start(options, identity, prefix);
-    if (!started.ok()) return Fail(started.status());
-    step_times = std::move(*started);
-  }
-  Status trained = training::RunTraining(options.training, identity, ModelPluginOf(model_plugin),
-                                         std::move(data), **collectives, local,
-                                         std::move(preemption), step_times.get());
-  if (trained.ok()) {
-    observed.Finish();
-    return preempted ? protocol::kPreemptedExitCode : 0;
-  }
-  // Note [Failing fast]: the error goes out first, and the backend is left to the process's end
-  // instead of torn down: a backend's teardown may wait on its peers (gloo's does), which would
-  // keep this failure from the launcher for as long as --backend-timeout. The closed sockets
-  // tell the peers at once. The front's thread may be in such a backend call too.
-  const int exit_code = Fail(trained);
-  (void)collectives->release();
+// Whether this worker's training keeps its state over a change of the job's machines (Note
+// [Shrink in place] in training/live_state.hpp): its launcher regroups in place, and the backend
+// can end a blocked collective from another thread, and it moves host memory, where the state is
+// handed over. The workers of a machine that sum through shared memory share state that an
+// abort may leave half written: they are restarted instead.
+bool ShrinksInPlace(const ConnectedBackend& backend) {
+  const char* regroup = std::getenv(rendezvous::kRegroupEnvironmentVariable);
+  return regroup != nullptr && std::string(regroup) == "1" && backend.backend->CanAbort() &&
+         backend.backend->device_type() == kDLCPU && !backend.across_machines;
+}
+
+// Note [Failing fast]: the error goes out first, and the backend is left to the process's end
+// instead of torn down: a backend's teardown may wait on its peers (gloo's does), which would
+// keep this failure from the launcher for as long as --backend-timeout. The closed sockets tell
+// the peers at once. The front's thread may be in such a backend call too.
+int FailFast(const Status& failure, std::unique_ptr<training::Collectives> collectives,
+             ConnectedBackend& backend, std::unique_ptr<StepTimeExchange> step_times) {
+  const int exit_code = Fail(failure);
+  (void)collectives.release();
   (void)backend.backend.release();
   (void)backend.across_machines.release();
   (void)step_times.release();  // its thread may be in a store call to a machine that is gone
   return exit_code;
+}
+
+// One worker's place in the job and what it reaches the others through, for one attempt.
+struct AttemptSeat {
+  cli::Options options;  // the attempt's: its machines, this machine's place
+  training::WorkerIdentity identity;
+  std::string prefix;
+  ConnectedBackend backend;
+};
+
+// Takes the seat `order` names: the identity in the next attempt, the store's join of its ranks
+// and a new backend; the old backend is gone first (aborted, its teardown waits on no peer).
+Status TakeNewSeat(const rendezvous::RegroupOrder& order, const plugin_host::Discovery& discovery,
+                   int cuda_devices, rendezvous::StoreClient& client, AttemptSeat* seat) {
+  seat->backend = ConnectedBackend{};
+  seat->options.machine_id = order.place;
+  seat->options.num_machines = order.machines;
+  seat->options.min_machines = order.machines;
+  seat->options.training.resume = true;  // with no live state anywhere, the newest checkpoint
+  seat->identity = PlaceWorker(seat->options, seat->options.local_rank, cuda_devices);
+  seat->prefix = rendezvous::AttemptPrefix(order.attempt);
+  log::SetPrefix("[rank " + std::to_string(seat->identity.rank) + "]");
+  const std::string process_name = "dpl-rank-" + std::to_string(seat->identity.rank);
+  prctl(PR_SET_NAME, process_name.c_str());
+  // The threads that read the environment (the model's) are not running now.
+  setenv(rendezvous::kAttemptEnvironmentVariable, std::to_string(order.attempt).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(seat->identity.world_size).c_str(), 1);
+  ExportRankVariables(seat->options, seat->options.local_rank);
+  DPL_RETURN_IF_ERROR(rendezvous::Barrier(client, seat->prefix, "join", seat->identity.world_size,
+                                          seat->options.rendezvous_timeout)
+                          .WithContext("waiting for all ranks of attempt " +
+                                       std::to_string(order.attempt) + " to join"));
+  DPL_ASSIGN_OR_RETURN(seat->backend, ConnectBackend(seat->options, discovery, seat->identity,
+                                                     cuda_devices, client, seat->prefix));
+  return Status::Ok();
+}
+
+// The training of one worker once its backend, model plugin, data and observability are ready,
+// attempt after attempt while its launcher regroups in place; its exit code.
+int Train(AttemptSeat seat, const plugin_host::Discovery& discovery, int cuda_devices,
+          const plugin_host::LoadedPlugin& model_plugin, training::TrainingData& data,
+          rendezvous::StoreClient& client, WorkerObservability& observed) {
+  std::optional<training::CheckpointState> live;
+  for (;;) {
+    const cli::Options& options = seat.options;
+    auto collectives = OpenFront(options, seat.identity, seat.backend, client, seat.prefix);
+    if (!collectives.ok()) return Fail(collectives.status());
+    const bool in_place = ShrinksInPlace(seat.backend);
+    bool preempted = false;
+    training::TrainingHooks hooks;
+    if (Preemptible(options)) hooks.preemption = MakePreemptionCheck(**collectives, &preempted);
+    const training::LocalGroup local =
+        LocalGroupOf(options, seat.identity, seat.backend.across_machines.get());
+    std::unique_ptr<StepTimeExchange> step_times;
+    if (StepTimeExchange::Wanted(options, seat.identity)) {
+      auto started = StepTimeExchange::Start(options, seat.identity, seat.prefix);
+      if (!started.ok()) return Fail(started.status());
+      step_times = std::move(*started);
+    }
+    hooks.step_times = step_times.get();
+    if (in_place) hooks.live_state = &live;
+    training::Collectives* front = collectives->get();
+    auto watch = RegroupWatch::Start(
+        options, seat.prefix, seat.identity.rank,
+        [front, in_place](const rendezvous::RegroupOrder& order) {
+          if (in_place)
+            return front->Abort(Status::Communication("the job regroups: " + order.why));
+          // Without an abort this worker cannot leave a blocked collective: it ends, and its
+          // launcher restarts the job's workers.
+          log::Warning("the job regroups (" + order.why +
+                       "), and this worker's backend cannot abort a collective: it stops");
+          std::fflush(nullptr);
+          std::_Exit(kPeerFailureExitCode);
+        });
+    if (!watch.ok()) return Fail(watch.status());
+    Status trained =
+        training::RunTraining(options.training, seat.identity, ModelPluginOf(model_plugin), data,
+                              **collectives, local, std::move(hooks));
+    watch->reset();
+    if (trained.ok()) {
+      observed.Finish();
+      return preempted ? protocol::kPreemptedExitCode : 0;
+    }
+    const bool peer_failure =
+        trained.code() == DPL_ERR_COMMUNICATION || trained.code() == DPL_ERR_TIMEOUT;
+    if (!in_place || !peer_failure) {
+      return FailFast(trained, std::move(*collectives), seat.backend, std::move(step_times));
+    }
+    (void)client.Add(rendezvous::PeerFailureKey(seat.prefix), 1);  // a witness for the launcher
+    auto order = rendezvous::AwaitRegroupOrder(client, seat.prefix, seat.identity.rank,
+                                               options.rendezvous_timeout);
+    if (!order.ok() || order->stop) {
+      return FailFast(trained, std::move(*collectives), seat.backend, std::move(step_times));
+    }
+    log::Info("the job regroups (" + order->why + "): this worker goes on in attempt " +
+              std::to_string(order->attempt) + " on " + std::to_string(order->machines) +
+              " machines, after: " + trained.message());
+    step_times.reset();
+    collectives->reset();
+    const Status seated = TakeNewSeat(*order, discovery, cuda_devices, client, &seat);
+    if (!seated.ok()) return Fail(seated);
+  }
 }
 
 int RunWorkerSession(const cli::Options& options, Result<training::TrainingData> data,
@@ -190,8 +284,8 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
     const Status checked = RunPreflight(links);
     if (!checked.ok()) return Fail(checked);
   }
-  return Train(options, identity, *backend, *model_plugin, std::move(*data), client, prefix,
-               **observed);
+  AttemptSeat seat{options, identity, prefix, std::move(*backend)};
+  return Train(std::move(seat), *discovery, cuda_devices, *model_plugin, *data, client, **observed);
 }
 
 }  // namespace dpl::worker

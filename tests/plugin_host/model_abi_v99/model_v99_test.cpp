@@ -96,7 +96,7 @@ class ModelAbiV99Test : public ::testing::Test {
     auto one_rank = training::OpenCollectives(training::Membership{});
     if (!one_rank.ok()) return one_rank.status();
     return training::RunTraining(config, training::WorkerIdentity{}, worker::ModelPluginOf(*model),
-                                 std::move(*data), **one_rank);
+                                 *data, **one_rank);
   }
 
   static std::string refusal_;

@@ -1,0 +1,162 @@
+#include "training/live_state.hpp"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace dpl::training {
+namespace {
+
+int64_t Bits(double value) {
+  int64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+double FromBits(int64_t bits) {
+  double value = 0.0;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+// Every buffer of `state` that holds bytes, in one order on every rank.
+std::vector<std::vector<uint8_t>*> Payload(CheckpointState* state) {
+  std::vector<std::vector<uint8_t>*> payload;
+  for (NamedTensor& entry : state->model) payload.push_back(&entry.tensor.data);
+  for (OptimizerStateTensor& entry : state->optimizer_state) payload.push_back(&entry.tensor.data);
+  payload.push_back(&state->rng_state);
+  return payload;
+}
+
+// What a state holds besides its tensors, and the sizes that must match, as words.
+enum Word : size_t {
+  kEpoch,
+  kStepInEpoch,
+  kGlobalStep,
+  kOptimizerSteps,
+  kRngBytes,
+  kTensors,
+  kBytes,
+  kHasScaler,
+  kScale,
+  kGrowthTracker,
+  kSkippedSteps,
+  kHasValidation,
+  kBestLoss,
+  kEvaluations,
+  kWithoutImprovement,
+  kWords
+};
+
+std::vector<int64_t> Header(CheckpointState* state) {
+  std::vector<int64_t> words(kWords, 0);
+  words[kEpoch] = state->epoch;
+  words[kStepInEpoch] = state->step_in_epoch;
+  words[kGlobalStep] = state->global_step;
+  words[kOptimizerSteps] = state->optimizer_steps;
+  words[kRngBytes] = int64_t(state->rng_state.size());
+  const std::vector<std::vector<uint8_t>*> payload = Payload(state);
+  words[kTensors] = int64_t(payload.size());
+  words[kBytes] = int64_t(StateBytes(*state));
+  if (state->scaler) {
+    words[kHasScaler] = 1;
+    words[kScale] = Bits(state->scaler->scale);
+    words[kGrowthTracker] = state->scaler->growth_tracker;
+    words[kSkippedSteps] = state->scaler->skipped_steps;
+  }
+  if (state->validation) {
+    words[kHasValidation] = 1;
+    words[kBestLoss] = Bits(state->validation->best_loss);
+    words[kEvaluations] = state->validation->evaluations;
+    words[kWithoutImprovement] = state->validation->without_improvement;
+  }
+  return words;
+}
+
+// The source's header into this rank's state, whose layout must be the source's.
+Status TakeHeader(const std::vector<int64_t>& words, int source, CheckpointState* state) {
+  state->rng_state.resize(size_t(words[kRngBytes]));
+  const std::vector<int64_t> mine = Header(state);
+  if (mine[kTensors] != words[kTensors] || mine[kBytes] != words[kBytes]) {
+    return Status::InvalidArgument(
+        "the live state of rank " + std::to_string(source) + " holds " +
+        std::to_string(words[kTensors]) + " tensors of " + std::to_string(words[kBytes]) +
+        " bytes, but this rank's model has " + std::to_string(mine[kTensors]) + " of " +
+        std::to_string(mine[kBytes]) + ": the ranks do not run the same model and options");
+  }
+  state->epoch = words[kEpoch];
+  state->step_in_epoch = words[kStepInEpoch];
+  state->global_step = words[kGlobalStep];
+  state->optimizer_steps = words[kOptimizerSteps];
+  state->scaler.reset();
+  if (words[kHasScaler] != 0) {
+    ScalerCheckpoint scaler = state->scaler.value_or(ScalerCheckpoint{});
+    scaler.scale = FromBits(words[kScale]);
+    scaler.growth_tracker = words[kGrowthTracker];
+    scaler.skipped_steps = words[kSkippedSteps];
+    state->scaler = scaler;
+  }
+  state->validation.reset();
+  if (words[kHasValidation] != 0) {
+    state->validation = ValidationCheckpoint{FromBits(words[kBestLoss]), words[kEvaluations],
+                                             words[kWithoutImprovement]};
+  }
+  return Status::Ok();
+}
+
+DLTensor BytesTensor(void* data, int64_t* count) {
+  DLTensor tensor{};
+  tensor.data = data;
+  tensor.device = DLDevice{kDLCPU, 0};
+  tensor.ndim = 1;
+  tensor.dtype = DLDataType{kDLUInt, 8, 1};
+  tensor.shape = count;
+  return tensor;
+}
+
+}  // namespace
+
+uint64_t StateBytes(const CheckpointState& state) {
+  uint64_t bytes = state.rng_state.size();
+  for (const NamedTensor& entry : state.model) bytes += entry.tensor.data.size();
+  for (const OptimizerStateTensor& entry : state.optimizer_state) {
+    bytes += entry.tensor.data.size();
+  }
+  return bytes;
+}
+
+Result<int> ChooseLiveSource(Collectives& collectives, const std::optional<CheckpointState>& live) {
+  const std::vector<uint64_t> mine = {live ? 1u : 0u, live ? uint64_t(live->global_step) : 0u};
+  DPL_ASSIGN_OR_RETURN(std::vector<uint64_t> all, collectives.GatherWords(mine, "live-state"));
+  int source = -1;
+  for (size_t rank = 0; rank * 2 + 1 < all.size(); ++rank) {
+    if (all[rank * 2] == 0) continue;
+    if (source < 0 || all[rank * 2 + 1] > all[size_t(source) * 2 + 1]) source = int(rank);
+  }
+  return source;
+}
+
+Status HandOverState(Collectives& collectives, int source, CheckpointState* state) {
+  const bool sends = collectives.rank() == source;
+  std::vector<int64_t> header = Header(state);
+  int64_t header_bytes = int64_t(header.size() * sizeof(int64_t));
+  observability::CollectiveActivity activity;
+  activity.collective = "broadcast";
+  activity.bytes = uint64_t(header_bytes);
+  DPL_RETURN_IF_ERROR(collectives.BroadcastTensors({BytesTensor(header.data(), &header_bytes)},
+                                                   source, nullptr, activity));
+  if (!sends) DPL_RETURN_IF_ERROR(TakeHeader(header, source, state));
+  const std::vector<std::vector<uint8_t>*> payload = Payload(state);
+  std::vector<int64_t> counts;
+  counts.reserve(payload.size());
+  std::vector<DLTensor> tensors;
+  for (std::vector<uint8_t>* bytes : payload) {
+    if (bytes->empty()) continue;
+    counts.push_back(int64_t(bytes->size()));
+    tensors.push_back(BytesTensor(bytes->data(), &counts.back()));
+  }
+  activity.bytes = StateBytes(*state);
+  return collectives.BroadcastTensors(tensors, source, nullptr, activity);
+}
+
+}  // namespace dpl::training

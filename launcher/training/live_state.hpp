@@ -1,0 +1,40 @@
+// Note [Shrink in place]: when a machine of an elastic job is lost (or one joins), the survivors'
+// workers are not restarted and nothing is read from disk. Each worker's front is aborted (the
+// collective under way returns), its training ends with the failure, and the worker copies its
+// state of the last committed step into memory (CheckpointPolicy::CaptureLive): a step is
+// committed on a rank once its update is applied, and with the whole optimizer state on every
+// rank the update runs no collective, so an abort never leaves a rank's state half updated. The
+// worker then waits for its launcher to name the next attempt (the launchers agree on its
+// machines as for a restart), connects a new backend for it and starts training again in the same
+// process: the model instance is made anew, and the state comes from the live rank that holds the
+// newest step (the lowest such rank), broadcast over the new backend (ChooseLiveSource,
+// HandOverState). Ranks can differ by one step (one finished its allreduce, another did not);
+// taking the newest loses no step any rank committed, and the broadcast makes every replica the
+// same bits. A new machine's workers have no live state and receive it the same way (a join from
+// a live peer). With no live state anywhere (the first attempt, or a restart) a run starts from
+// --resume's checkpoint as before. Where the state is not whole on every rank (--shard-optimizer,
+// the workers of a machine sharing one copy of the parameters) the launcher restarts the workers
+// instead (docs/elastic.md).
+#pragma once
+
+#include <optional>
+
+#include "common/status.hpp"
+#include "training/checkpoint.hpp"
+#include "training/collectives/collectives.hpp"
+
+namespace dpl::training {
+
+// Every rank says whether it holds a live state and of which step: the lowest rank of those
+// with the newest step, or -1 when none holds one.
+Result<int> ChooseLiveSource(Collectives& collectives, const std::optional<CheckpointState>& live);
+
+// `source`'s state to every rank: on `source`, `state` is its live state; on every other rank a
+// capture of its own model (the same layout, its values overwritten). The sizes are checked
+// first.
+Status HandOverState(Collectives& collectives, int source, CheckpointState* state);
+
+// The bytes of the tensors a state holds (for messages).
+uint64_t StateBytes(const CheckpointState& state);
+
+}  // namespace dpl::training
