@@ -53,7 +53,9 @@ Records ReadRecords(const std::string& folder) {
 // indented ones that quote a failed worker's last lines).
 std::vector<int> ResumedSteps(const std::string& output) {
   std::vector<int> steps;
-  const std::regex resumed("^\\S+ \\[rank 0\\] resumed from .* \\(step ([0-9]+)\\)$");
+  // A restart resumes from a checkpoint; a regroup in place continues from a live rank's state.
+  const std::regex resumed(
+      "^\\S+ \\[rank 0\\] (?:resumed from .* \\(step |continuing from step )([0-9]+).*$");
   std::istringstream lines(output);
   for (std::string line; std::getline(lines, line);) {
     std::smatch match;
@@ -199,15 +201,20 @@ TEST_F(ElasticSamplesTest, AShrinkAndAGrowInOneEpochSeeEverySampleOnce) {
   const std::string output = machine0->Output();
   const Records seen = ReadRecords(records);
   const std::vector<int> resumed = ResumedSteps(output);
-  ASSERT_EQ(seen.size(), 3u) << "attempts recorded\n" << output;
-  ASSERT_EQ(resumed.size(), 2u) << output;
+  // Three attempts when the machines change by restarts (3, 2, 3 machines); in place the new
+  // machines also join the running job by a regroup of their own (3, 2, 3, 3).
+  ASSERT_GE(seen.size(), 3u) << "attempts recorded\n" << output;
+  ASSERT_EQ(resumed.size(), seen.size() - 1) << output;
   std::vector<size_t> world_sizes;
   for (const auto& [attempt, ranks] : seen) world_sizes.push_back(ranks.size());
-  EXPECT_EQ(world_sizes, (std::vector<size_t>{3, 2, 3})) << output;
+  EXPECT_EQ(world_sizes[0], 3u) << output;
+  EXPECT_EQ(world_sizes[1], 2u) << output;
+  EXPECT_EQ(world_sizes.back(), 3u) << output;
 
+  std::vector<int> starts = {0};
+  starts.insert(starts.end(), resumed.begin(), resumed.end());
   int committed_steps = 0;
-  const std::multiset<int> epoch =
-      CommittedSamples(seen, {0, resumed[0], resumed[1]}, &committed_steps);
+  const std::multiset<int> epoch = CommittedSamples(seen, starts, &committed_steps);
   EXPECT_EQ(committed_steps, kSamples / kGlobalBatch);
   EXPECT_EQ(epoch.size(), size_t(kSamples)) << "samples in the committed steps";
   EXPECT_EQ(std::set<int>(epoch.begin(), epoch.end()).size(), size_t(kSamples))

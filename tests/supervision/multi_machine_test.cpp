@@ -181,7 +181,8 @@ TEST_F(MultiMachineTest, AnElasticJobThatLosesAMachineFinishesOnTheOthersFromThe
       Concat(job.Training(300),
              {"--num-machines", "2:3", "--master-port", std::to_string(FreePort()),
               "--checkpoint-dir", checkpoints, "--checkpoint-every", "20", "--max-restarts", "2",
-              "--join-grace", "1", "--rendezvous-timeout", "30"});
+              "--join-grace", "1", "--rendezvous-timeout", "30",
+              "--restart-workers"});  // the restart path; shrink_in_place_test.cpp the other
   LauncherProcess a(args, OutputPath("a")), b(args, OutputPath("b")), c(args, OutputPath("c"));
   LauncherProcess* machine0 = MachineNumbered({&a, &b, &c}, 0);
   LauncherProcess* machine2 = MachineNumbered({&a, &b, &c}, 2);

@@ -89,8 +89,8 @@ TEST_F(StoreJobsTest, TwoMachinesTrainWithTheirKeysInEtcd) {
 
 // Note [Attempt coordinator] in launcher/rendezvous/liveness.cpp: an elastic job of three machines
 // on a three-member etcd cluster, one member per machine; machine 0 (its launcher, loader and
-// worker, one process group) and its etcd member are killed mid-run. Machines 1 and 2 restart on
-// their own, machine 1 coordinating and running rank 0, and finish from the newest checkpoint.
+// worker, one process group) and its etcd member are killed mid-run. Machines 1 and 2 go on on
+// their own, in place, machine 1 coordinating and its worker now rank 0, and finish the run.
 TEST_F(StoreJobsTest, AnElasticJobInEtcdFinishesOnMachinesOneAndTwoWhenMachineZeroDies) {
   if (!EtcdCluster::Installed()) GTEST_SKIP() << rendezvous::testing::kNoEtcd;
   EtcdCluster cluster(3);
@@ -138,12 +138,12 @@ TEST_F(StoreJobsTest, AnElasticJobInEtcdFinishesOnMachinesOneAndTwoWhenMachineZe
   const std::string output1 = machine1.Output();
   EXPECT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << output1;
   EXPECT_TRUE(ExitedWith(status2, 0)) << Describe(status2) << machine2.Output();
+  // Machine 1's worker goes on in place as rank 0 (Note [Shrink in place]).
   EXPECT_TRUE(Contains(output1,
-                       "[launcher 1] the job continues on 2 machines (was 3) from the "
-                       "newest checkpoint: machine 0 ("))
+                       "[launcher 1] the job continues on 2 machines (was 3) in place, from the "
+                       "newest step a worker holds: machine 0 ("))
       << output1;
-  EXPECT_TRUE(Contains(output1, "[rank 0] resumed from " + checkpoints + "/checkpoint-"))
-      << output1;
+  EXPECT_TRUE(Contains(output1, "[rank 0] continuing from step ")) << output1;
   EXPECT_TRUE(Contains(output1, "[rank 0] training done: 120 steps")) << output1;
   EXPECT_TRUE(std::filesystem::exists(checkpoints + "/checkpoint-0000000120.pt")) << output1;
 }

@@ -1,0 +1,199 @@
+// Shrink in place (Note [Shrink in place] in launcher/training/live_state.hpp): three launchers of
+// an elastic job on loopback, the process group of the machine at place 2 killed at a moment of
+// a step (the test model holds that rank there: faulty_model.cpp's hold_dir) or while rank 0
+// writes a checkpoint, and a new machine started after each kill. The survivors' workers must
+// keep their processes and go on from the newest step any of them committed (rank 0 records
+// every step it commits in --metrics: none twice), the new machine's workers must get the state
+// from them, and every rank's parameters must be the same bits at the end.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "elastic_jobs.hpp"
+
+namespace dpl::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kSteps = 120;
+constexpr auto kRegroupBound = 10s;
+
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// How often each step occurs in the step records of a --metrics file.
+std::map<int64_t, int> StepCounts(const std::string& path) {
+  std::map<int64_t, int> counts;
+  std::ifstream in(path);
+  const std::string key = "\"step\": ";
+  for (std::string line; std::getline(in, line);) {
+    if (!Contains(line, "\"kind\": \"step\"")) continue;
+    const size_t at = line.find(key);
+    if (at != std::string::npos) ++counts[std::stoll(line.substr(at + key.size()))];
+  }
+  return counts;
+}
+
+class ShrinkInPlaceTest : public ElasticJobTest {
+ protected:
+  // Steps of ~15 ms with a parameter of 4 MiB, a checkpoint every 4 steps, every step recorded.
+  Args KilledMachinesJob() {
+    ::mkdir((dir_ + "/holds").c_str(), 0755);
+    ::mkdir((dir_ + "/checkpoints").c_str(), 0755);
+    ::mkdir((dir_ + "/dumps").c_str(), 0755);
+    Args args = WithValue(Job("gloo", "faulty", 1,
+                              {"--num-machines",
+                               "2:3",
+                               "--master-port",
+                               std::to_string(FreePort()),
+                               "--max-steps",
+                               std::to_string(kSteps),
+                               "--checkpoint-dir",
+                               dir_ + "/checkpoints",
+                               "--checkpoint-every",
+                               "4",
+                               "--join-grace",
+                               "1",
+                               "--rendezvous-timeout",
+                               "60",
+                               "--log-interval",
+                               "1",
+                               "--metrics",
+                               dir_ + "/metrics.jsonl",
+                               "--dump-parameters",
+                               dir_ + "/dumps",
+                               "--model-options",
+                               "step_ms=10,extra=1000000,hold_dir=" + dir_ + "/holds"}),
+                          "--batch-size", "12");
+    return WithValue(args, "--plugin-dir", LightPluginDir());
+  }
+
+  // What every run of this test ends with: the state came from memory, every step rank 0
+  // committed is recorded once (no committed step computed again), and the three ranks' final
+  // parameters are the same bits.
+  void CheckTheRun(const std::string& output, int64_t last_step = kSteps) {
+    EXPECT_TRUE(Contains(output, "nothing read from disk")) << output;
+    EXPECT_FALSE(Contains(output, "resumed from")) << output;
+    const std::map<int64_t, int> steps = StepCounts(dir_ + "/metrics.jsonl");
+    ASSERT_FALSE(steps.empty());
+    EXPECT_EQ(steps.rbegin()->first, last_step);
+    for (const auto& [step, count] : steps) EXPECT_EQ(count, 1) << "step " << step;
+    const std::string rank0 = ReadWhole(dir_ + "/dumps/rank-0.bin");
+    ASSERT_FALSE(rank0.empty());
+    for (int rank = 1; rank < 3; ++rank) {
+      EXPECT_EQ(ReadWhole(dir_ + "/dumps/rank-" + std::to_string(rank) + ".bin"), rank0)
+          << "rank " << rank;
+    }
+  }
+
+  // The worker of `launcher` with rank `rank`, waiting for it up to 60 s; -1 when none came.
+  static pid_t WorkerOf(const LauncherProcess& launcher, int rank) {
+    const auto deadline = Clock::now() + 60s;
+    pid_t pid = WorkerWithRank(launcher.pid(), rank);
+    while (pid <= 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+      pid = WorkerWithRank(launcher.pid(), rank);
+    }
+    return pid;
+  }
+
+  // The kill of the machine at place 2 at `moment`, and a new machine; checks that the
+  // survivors' workers went on in their processes within kRegroupBound.
+  void KillAndCheck(const Args& args, const std::string& moment, int kills_before) {
+    LauncherProcess* machine0 = MachineZero();
+    LauncherProcess* victim = LauncherOfRank(2, 60s);
+    LauncherProcess* survivor = LauncherOfRank(1, 60s);
+    ASSERT_TRUE(victim != nullptr && survivor != nullptr) << machine0->Output();
+    ASSERT_NE(victim, machine0);
+    const pid_t rank0 = WorkerOf(*machine0, 0);
+    const pid_t rank1 = WorkerOf(*survivor, 1);
+    ASSERT_TRUE(rank0 > 0 && rank1 > 0) << machine0->Output();
+    const std::string missed = ReachMoment(moment, dir_ + "/holds", dir_ + "/checkpoints");
+    ASSERT_EQ(missed, "") << moment << "\n" << machine0->Output();
+    ASSERT_EQ(kill(-victim->pid(), SIGKILL), 0);
+    const auto killed = Clock::now();
+    victim->Wait(5s);
+    Start(args);
+    const double running =
+        SecondsUntil(*machine0, "[rank 0] continuing from step", kills_before + 1, killed);
+    std::cout << "kill at " << moment << ": training again after " << running << " s\n";
+    RecordProperty("kill_" + std::to_string(kills_before) + "_" + moment, std::to_string(running));
+    EXPECT_LT(running, std::chrono::duration<double>(kRegroupBound).count()) << moment << "\n"
+                                                                             << machine0->Output();
+    EXPECT_EQ(WorkerWithRank(machine0->pid(), 0), rank0) << "rank 0's process changed";
+    const std::vector<pid_t> kept = WorkersOf(survivor->pid());
+    EXPECT_NE(std::find(kept.begin(), kept.end(), rank1), kept.end())
+        << "the survivor's worker (pid " << rank1 << ") is gone\n"
+        << survivor->Output();
+  }
+};
+
+TEST_F(ShrinkInPlaceTest, KilledMachinesLeaveTheSurvivorsRunningAndLoseNoCommittedStep) {
+  const Args args = KilledMachinesJob();
+  for (int i = 0; i < 3; ++i) Start(args);
+  LauncherProcess* machine0 = MachineZero();
+  ASSERT_NE(machine0, nullptr);
+  const std::vector<std::string> moments = {"forward", "backward", "reported", "optimizer",
+                                            "checkpoint"};
+  for (size_t k = 0; k < moments.size(); ++k) {
+    KillAndCheck(args, moments[k], int(k));
+    if (HasFatalFailure()) return;
+  }
+  for (auto& launcher : launchers_) {
+    if (launcher->Wait(0s)) continue;  // a victim
+    const auto status = launcher->Wait(120s);
+    EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << launcher->Output();
+  }
+  const std::string output = machine0->Output();
+  EXPECT_GE(Occurrences(output, "in place, from the newest step a worker holds"),
+            int(moments.size()))
+      << output;
+  CheckTheRun(output);
+}
+
+// A machine that comes while two train is trained in at a step boundary with the state of the
+// running workers, which keep their processes.
+TEST_F(ShrinkInPlaceTest, AMachineThatComesIsTrainedInFromTheRunningWorkers) {
+  const Args args = WithValue(KilledMachinesJob(), "--max-steps", "400");
+  for (int i = 0; i < 2; ++i) Start(args);
+  LauncherProcess* machine0 = MachineZero();
+  ASSERT_NE(machine0, nullptr);
+  ASSERT_NE(LauncherOfRank(1, 60s), nullptr) << machine0->Output();
+  while (StepCounts(dir_ + "/metrics.jsonl").size() < 20 && !machine0->Wait(0s)) {
+    std::this_thread::sleep_for(10ms);
+  }
+  const pid_t rank0 = WorkerOf(*machine0, 0);
+  LauncherProcess* second = LauncherOfRank(1, 1s);
+  ASSERT_NE(second, nullptr);
+  const pid_t rank1 = WorkerOf(*second, 1);
+  const auto came = Clock::now();
+  Start(args);
+  const double running = SecondsUntil(*machine0, "[rank 0] continuing from step", 1, came);
+  std::cout << "a machine came: training on three after " << running << " s\n";
+  RecordProperty("join_seconds", std::to_string(running));
+  EXPECT_EQ(WorkerWithRank(machine0->pid(), 0), rank0) << "rank 0's process changed";
+  const std::vector<pid_t> kept = WorkersOf(second->pid());
+  EXPECT_NE(std::find(kept.begin(), kept.end(), rank1), kept.end()) << second->Output();
+  for (auto& launcher : launchers_) {
+    const auto status = launcher->Wait(120s);
+    EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << launcher->Output();
+  }
+  const std::string output = machine0->Output();
+  EXPECT_TRUE(Contains(output, "a machine joins")) << output;
+  EXPECT_TRUE(Contains(output, "the job continues on 3 machines (was 2) in place")) << output;
+  CheckTheRun(output, 400);
+}
+
+}  // namespace
+}  // namespace dpl::test
