@@ -80,6 +80,32 @@ rendezvous::ElasticOptions ElasticOptionsOf(const cli::Options& options) {
   return elastic;
 }
 
+// Attempt `attempt` runs on `members` without this machine: its workers, if it kept any, stop.
+void LeftOut(int attempt, const std::vector<rendezvous::Member>& members, Regrouping* regrouping,
+             rendezvous::AttemptJoin* join) {
+  regrouping->kept.reset();
+  log::Info("attempt " + std::to_string(attempt) + " runs on " + std::to_string(members.size()) +
+            " machines without this one; it joins at the next change of machines");
+  join->previous = members;
+}
+
+// Note [Shrink in place] (training/live_state.hpp): the built-in loop's workers regroup, up to
+// the job's most machines; 0: they are restarted.
+int RegroupsUpTo(const cli::Options& options) {
+  const bool in_place = !options.restart_workers && options.command == cli::Command::kTrain &&
+                        !options.runs_program();
+  return in_place ? options.num_machines : 0;
+}
+
+// Running workers wait for the next attempt, so it closes once the machines left are in; a
+// machine that comes later joins by a regroup of its own.
+rendezvous::ElasticOptions AttemptElasticOptions(const rendezvous::ElasticOptions& elastic,
+                                                 const Regrouping& regrouping) {
+  rendezvous::ElasticOptions options = elastic;
+  if (regrouping.kept) options.join_grace = std::chrono::milliseconds(0);
+  return options;
+}
+
 }  // namespace
 
 int RunElasticJob(const cli::Options& options, Joined& joined) {
@@ -89,21 +115,13 @@ int RunElasticJob(const cli::Options& options, Joined& joined) {
   rendezvous::AttemptJoin join;
   join.self = {joined.machine_id, joined.machine_name};
   int restarts = 0;
-  // Note [Shrink in place] (training/live_state.hpp): the built-in loop's workers regroup.
   Regrouping regrouping;
-  if (!options.restart_workers && options.command == cli::Command::kTrain &&
-      !options.runs_program()) {
-    regrouping.max_machines = options.num_machines;
-  }
+  regrouping.max_machines = RegroupsUpTo(options);
   for (int attempt = 0;; ++attempt) {
     join.attempt = attempt;
     bool coordinating = false;
-    // Note [Shrink in place]: running workers wait for the attempt, so it closes once the
-    // machines left are in; a machine that comes later joins by a regroup of its own.
-    rendezvous::ElasticOptions attempt_elastic = elastic;
-    if (regrouping.kept) attempt_elastic.join_grace = std::chrono::milliseconds(0);
-    auto joined_attempt =
-        rendezvous::JoinAttempt(*joined.client, join, attempt_elastic, &coordinating);
+    auto joined_attempt = rendezvous::JoinAttempt(
+        *joined.client, join, AttemptElasticOptions(elastic, regrouping), &coordinating);
     if (!joined_attempt.ok()) return EndElastic(joined, joined_attempt.status(), coordinating);
     using Outcome = rendezvous::Attempt::Outcome;
     if (joined_attempt->outcome == Outcome::kJobEnded) {
@@ -117,11 +135,7 @@ int RunElasticJob(const cli::Options& options, Joined& joined) {
       continue;
     }
     if (joined_attempt->outcome == Outcome::kLeftOut) {
-      regrouping.kept.reset();  // its workers stop: the attempt runs without this machine
-      log::Info("attempt " + std::to_string(attempt) + " runs on " +
-                std::to_string(joined_attempt->members.size()) +
-                " machines without this one; it joins at the next restart");
-      join.previous = joined_attempt->members;
+      LeftOut(attempt, joined_attempt->members, &regrouping, &join);
       continue;
     }
     LogMembership(options, attempt, join.previous, joined_attempt->members,

@@ -1,5 +1,7 @@
 #include "training/buffers.hpp"
 
+#include <fstream>
+
 #include "training/host_tensor.hpp"
 
 namespace dpl::training {
@@ -37,6 +39,20 @@ Result<TorchDtype> TorchDtypeOfDl(const DLDataType& dtype, const std::string& wh
   return Status::Error(DPL_ERR_UNSUPPORTED,
                        what + " has a DLPack dtype (code " + std::to_string(dtype.code) + ", " +
                            std::to_string(dtype.bits) + " bits) no torch file can hold");
+}
+
+Status WriteBufferBytes(Model& model, const std::string& path) {
+  DPL_ASSIGN_OR_RETURN(std::vector<BufferInfo> buffers, ListBuffers(model));
+  size_t total = 0;
+  for (const BufferInfo& buffer : buffers) total += buffer.bytes;
+  if (total == 0) return Status::Ok();
+  std::vector<uint8_t> bytes(total);
+  DPL_RETURN_IF_ERROR(model.ReadBuffers(bytes.data(), bytes.size()));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  out.close();
+  if (!out) return Status::Io("cannot write " + path);
+  return Status::Ok();
 }
 
 }  // namespace dpl::training

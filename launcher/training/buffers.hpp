@@ -24,6 +24,10 @@ struct BufferInfo {
 // Every buffer of `model`, in index order; none for a model without kBuffers.
 Result<std::vector<BufferInfo>> ListBuffers(const Model& model);
 
+// Writes the buffers' bytes back to back, in buffer order, to `path` (nothing for a model without
+// buffers).
+Status WriteBufferBytes(Model& model, const std::string& path);
+
 // The torch dtype of a DLPack dtype, or an error naming it.
 Result<torch_files::TorchDtype> TorchDtypeOfDl(const DLDataType& dtype, const std::string& what);
 

@@ -1,8 +1,11 @@
 #include "training/live_state.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "common/log.hpp"
 
 namespace dpl::training {
 namespace {
@@ -157,6 +160,53 @@ Status HandOverState(Collectives& collectives, int source, CheckpointState* stat
   }
   activity.bytes = StateBytes(*state);
   return collectives.BroadcastTensors(tensors, source, nullptr, activity);
+}
+
+void KeepLiveStateOf(const LiveRun& run, const TrainingPosition& committed,
+                     std::optional<CheckpointState>* live) {
+  run.collectives.Abort(Status::Communication("the run failed"));
+  if (run.step.reducer->SharesValues()) return;
+  Result<CheckpointState> captured =
+      run.checkpoints.CaptureLive(committed, run.model, *run.step.placement, *run.step.optimizer);
+  if (captured.ok()) {
+    *live = std::move(*captured);
+  } else if (captured.status().code() != DPL_ERR_UNSUPPORTED) {
+    log::Warning("cannot keep the state of step " + std::to_string(committed.global_step) +
+                 " in memory: " + captured.status().message());
+  }
+}
+
+Result<TrainingPosition> TakeLiveState(const LiveRun& run, int rank, int source,
+                                       std::optional<CheckpointState>* live) {
+  const auto began = std::chrono::steady_clock::now();
+  CheckpointState state;
+  if (rank == source) {
+    state = std::move(**live);
+  } else {  // the source's layout, to receive into
+    DPL_ASSIGN_OR_RETURN(
+        state, run.checkpoints.CaptureLive(TrainingPosition{}, run.model, *run.step.placement,
+                                           *run.step.optimizer));
+  }
+  const Status handed = HandOverState(run.collectives, source, &state);
+  if (!handed.ok()) {
+    if (rank == source) **live = std::move(state);
+    return handed;
+  }
+  live->reset();
+  DPL_ASSIGN_OR_RETURN(
+      const TrainingPosition position,
+      run.checkpoints.Apply(state, "the live state of rank " + std::to_string(source), run.model,
+                            *run.step.placement, *run.step.optimizer));
+  if (rank == 0) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    log::Info("continuing from step " + std::to_string(position.global_step) + " (epoch " +
+              std::to_string(position.epoch) + ", batch " + std::to_string(position.step_in_epoch) +
+              ") with the state rank " + std::to_string(source) + " held in memory (" +
+              log::Bytes(StateBytes(state)) + " to every rank in " + log::Duration(seconds) +
+              "; nothing read from disk)");
+  }
+  return position;
 }
 
 }  // namespace dpl::training

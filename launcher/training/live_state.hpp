@@ -21,7 +21,11 @@
 
 #include "common/status.hpp"
 #include "training/checkpoint.hpp"
+#include "training/checkpoint_policy.hpp"
 #include "training/collectives/collectives.hpp"
+#include "training/model.hpp"
+#include "training/step_parts.hpp"
+#include "training/step_plan.hpp"
 
 namespace dpl::training {
 
@@ -33,6 +37,26 @@ Result<int> ChooseLiveSource(Collectives& collectives, const std::optional<Check
 // capture of its own model (the same layout, its values overwritten). The sizes are checked
 // first.
 Status HandOverState(Collectives& collectives, int source, CheckpointState* state);
+
+// The parts of a run a live state is taken from and put into.
+struct LiveRun {
+  Collectives& collectives;
+  CheckpointPolicy& checkpoints;
+  Model& model;
+  StepParts& step;
+};
+
+// After the run failed: this rank's state of `committed` into *live, unless the state is not whole
+// here (the sharded optimizer's, or one copy of the values for a machine's workers). The front is
+// aborted first, so no collective still queued runs into what is torn down next.
+void KeepLiveStateOf(const LiveRun& run, const TrainingPosition& committed,
+                     std::optional<CheckpointState>* live);
+
+// Rank `source`'s live state to every rank of the run and into its model, placement and
+// optimizer; its position. On failure, the source keeps its live state for the next attempt.
+// Rank 0 says where the run continues.
+Result<TrainingPosition> TakeLiveState(const LiveRun& run, int rank, int source,
+                                       std::optional<CheckpointState>* live);
 
 // The bytes of the tensors a state holds (for messages).
 uint64_t StateBytes(const CheckpointState& state);

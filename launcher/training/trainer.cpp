@@ -1,6 +1,5 @@
 #include "training/trainer.hpp"
 
-#include <chrono>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -77,7 +76,6 @@ class Trainer {
   Status Start();
   // The position to start from: a live state's (Note [Shrink in place]), else --resume's.
   Result<TrainingPosition> StartPosition();
-  Result<TrainingPosition> TakeLiveState(int source);
   // After a failure: this rank's state of its last committed step into *live_, where the state
   // is whole here and the run had started.
   void KeepLiveState();
@@ -95,7 +93,6 @@ class Trainer {
   Status InitFrom();
   Status Export() const;
   Status DumpParameters() const;
-  Status DumpBuffers() const;
 
   const TrainingConfig& config_;
   WorkerIdentity identity_;
@@ -131,18 +128,8 @@ Status Trainer::TrainEpochs() {
 
 void Trainer::KeepLiveState() {
   if (live_ == nullptr || !progress_.started) return;
-  // The collectives still queued must not run into what is torn down next.
-  collectives_.Abort(Status::Communication("the run failed"));
-  if (step_.reducer->SharesValues()) return;  // one copy of the values for the machine's workers
-  Result<CheckpointState> captured = records_.checkpoints->CaptureLive(
-      progress_.committed, *model_, *step_.placement, *step_.optimizer);
-  if (captured.ok()) {
-    *live_ = std::move(*captured);
-  } else if (captured.status().code() != DPL_ERR_UNSUPPORTED) {
-    log::Warning("cannot keep the state of step " +
-                 std::to_string(progress_.committed.global_step) +
-                 " in memory: " + captured.status().message());
-  }
+  KeepLiveStateOf(LiveRun{collectives_, *records_.checkpoints, *model_, step_}, progress_.committed,
+                  live_);
 }
 
 PlacementSettings Trainer::ChoosePlacement(const LocalGroup& local) const {
@@ -239,44 +226,14 @@ Result<TrainingPosition> Trainer::StartPosition() {
   if (live_ != nullptr) {
     DPL_ASSIGN_OR_RETURN(source, ChooseLiveSource(collectives_, *live_));
   }
-  if (source >= 0) return TakeLiveState(source);
+  if (source >= 0) {
+    return TakeLiveState(LiveRun{collectives_, *records_.checkpoints, *model_, step_},
+                         identity_.rank, source, live_);
+  }
   DPL_RETURN_IF_ERROR(InitFrom());
   DPL_RETURN_IF_ERROR(step_.placement->BroadcastValues(collectives_));
   DPL_RETURN_IF_ERROR(step_.placement->BroadcastBuffers(collectives_));
   return records_.checkpoints->Resume(*model_, *step_.placement, *step_.optimizer);
-}
-
-// Note [Shrink in place] in live_state.hpp: rank `source`'s state from its memory.
-Result<TrainingPosition> Trainer::TakeLiveState(int source) {
-  const auto began = std::chrono::steady_clock::now();
-  CheckpointState state;
-  if (identity_.rank == source) {
-    state = std::move(**live_);
-  } else {
-    DPL_ASSIGN_OR_RETURN(
-        state, records_.checkpoints->CaptureLive(TrainingPosition{}, *model_, *step_.placement,
-                                                 *step_.optimizer));
-  }
-  const Status handed = HandOverState(collectives_, source, &state);
-  if (!handed.ok()) {
-    if (identity_.rank == source) **live_ = std::move(state);  // kept for the next attempt
-    return handed;
-  }
-  live_->reset();
-  DPL_ASSIGN_OR_RETURN(
-      const TrainingPosition position,
-      records_.checkpoints->Apply(state, "the live state of rank " + std::to_string(source),
-                                  *model_, *step_.placement, *step_.optimizer));
-  if (identity_.rank == 0) {
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-    log::Info("continuing from step " + std::to_string(position.global_step) + " (epoch " +
-              std::to_string(position.epoch) + ", batch " + std::to_string(position.step_in_epoch) +
-              ") with the state rank " + std::to_string(source) + " held in memory (" +
-              log::Bytes(StateBytes(state)) + " to every rank in " + log::Duration(seconds) +
-              "; nothing read from disk)");
-  }
-  return position;
 }
 
 // Before each forward pass of training, and once after the last: rank 0's buffers to every rank,
@@ -521,24 +478,9 @@ Status Trainer::DumpParameters() const {
     return Status::Io("--dump-parameters: cannot write " + path +
                       "; create the folder first and check its permissions");
   }
-  return DumpBuffers();
-}
-
-// The buffers' bytes back to back, in buffer order, next to the parameters.
-Status Trainer::DumpBuffers() const {
-  DPL_ASSIGN_OR_RETURN(std::vector<BufferInfo> buffers, ListBuffers(*model_));
-  size_t total = 0;
-  for (const BufferInfo& buffer : buffers) total += buffer.bytes;
-  if (total == 0) return Status::Ok();
-  std::vector<uint8_t> bytes(total);
-  DPL_RETURN_IF_ERROR(model_->ReadBuffers(bytes.data(), bytes.size()));
-  const std::string path =
-      config_.dump_parameters_dir + "/rank-" + std::to_string(identity_.rank) + ".buffers.bin";
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  out.close();
-  if (!out) return Status::Io("--dump-parameters: cannot write " + path);
-  return Status::Ok();
+  return WriteBufferBytes(*model_, config_.dump_parameters_dir + "/rank-" +
+                                       std::to_string(identity_.rank) + ".buffers.bin")
+      .WithContext("--dump-parameters");
 }
 
 }  // namespace

@@ -178,6 +178,25 @@ Status TakeNewSeat(const rendezvous::RegroupOrder& order, const plugin_host::Dis
   return Status::Ok();
 }
 
+// The watch for this worker's regroup order: it aborts `front` when the worker goes on in place,
+// and ends the worker otherwise: without an abort it cannot leave a blocked collective, and its
+// launcher then restarts the job's workers.
+Result<std::unique_ptr<RegroupWatch>> WatchForRegroup(const AttemptSeat& seat,
+                                                      training::Collectives* front, bool in_place) {
+  return RegroupWatch::Start(
+      seat.options, seat.prefix, seat.identity.rank,
+      [front, in_place](const rendezvous::RegroupOrder& order) {
+        if (in_place) {
+          front->Abort(Status::Communication("the job regroups: " + order.why));
+          return;
+        }
+        log::Warning("the job regroups (" + order.why +
+                     "), and this worker's backend cannot abort a collective: it stops");
+        std::fflush(nullptr);
+        std::_Exit(kPeerFailureExitCode);
+      });
+}
+
 // The training of one worker once its backend, model plugin, data and observability are ready,
 // attempt after attempt while its launcher regroups in place; its exit code.
 int Train(AttemptSeat seat, const plugin_host::Discovery& discovery, int cuda_devices,
@@ -202,19 +221,7 @@ int Train(AttemptSeat seat, const plugin_host::Discovery& discovery, int cuda_de
     }
     hooks.step_times = step_times.get();
     if (in_place) hooks.live_state = &live;
-    training::Collectives* front = collectives->get();
-    auto watch = RegroupWatch::Start(
-        options, seat.prefix, seat.identity.rank,
-        [front, in_place](const rendezvous::RegroupOrder& order) {
-          if (in_place)
-            return front->Abort(Status::Communication("the job regroups: " + order.why));
-          // Without an abort this worker cannot leave a blocked collective: it ends, and its
-          // launcher restarts the job's workers.
-          log::Warning("the job regroups (" + order.why +
-                       "), and this worker's backend cannot abort a collective: it stops");
-          std::fflush(nullptr);
-          std::_Exit(kPeerFailureExitCode);
-        });
+    auto watch = WatchForRegroup(seat, collectives->get(), in_place);
     if (!watch.ok()) return Fail(watch.status());
     Status trained =
         training::RunTraining(options.training, seat.identity, ModelPluginOf(model_plugin), data,

@@ -69,6 +69,7 @@ const std::vector<std::string> kSameOnEveryMachine = {
     "program",
     "local-reduce",
     "shard-optimizer",
+    "restart-workers",
     "offload-optimizer",
     "checkpoint-every",
     "straggler-factor",

@@ -1,0 +1,71 @@
+// Note [Shrink in place] (training/live_state.hpp), the supervisor's part: an attempt of an
+// elastic job ends with its workers running when a machine is lost or one waits to join, and the
+// same supervisor goes on with them in the next attempt.
+#include <chrono>
+
+#include "rendezvous/membership.hpp"
+#include "rendezvous/regroup.hpp"
+#include "supervision/heartbeat.hpp"
+#include "supervision/supervisor.hpp"
+
+namespace dpl::supervision {
+
+void Supervisor::AllowRegroup(int max_machines) {
+  regroup_max_machines_ = max_machines;
+}
+
+Status Supervisor::Regroup(const std::string& why) {
+  regroup_why_ = why;
+  (void)client_.Set(rendezvous::RegroupCallKey(prefix_), rendezvous::ToBytes(why));
+  return Status::Ok();
+}
+
+Result<bool> Supervisor::RegroupCalled() {
+  if (regroup_max_machines_ == 0) return false;
+  auto called = client_.Get(rendezvous::RegroupCallKey(prefix_), std::chrono::milliseconds(0));
+  if (called.ok()) {
+    regroup_why_ = rendezvous::FromBytes(*called);
+    return true;
+  }
+  if (called.status().code() != DPL_ERR_TIMEOUT && called.status().code() != DPL_ERR_NOT_FOUND) {
+    return called.status();
+  }
+  if (shape_.machine_id != 0 || shape_.num_machines >= regroup_max_machines_) return false;
+  DPL_ASSIGN_OR_RETURN(const bool waiting, rendezvous::MachinesWaiting(client_, attempt_ + 1));
+  if (waiting) (void)Regroup("a machine joins");
+  return waiting;
+}
+
+Status Supervisor::Continue(const cli::Options& options, const rendezvous::JobShape& shape,
+                            int attempt) {
+  for (const Worker& worker : workers_) {
+    if (worker.exited) continue;
+    rendezvous::RegroupOrder order;
+    order.why = regroup_why_;
+    order.attempt = attempt;
+    order.place = shape.machine_id;
+    order.machines = shape.num_machines;
+    DPL_RETURN_IF_ERROR(rendezvous::SendRegroupOrder(client_, prefix_, worker.rank, order));
+  }
+  if (heartbeat_) heartbeat_->Finish();
+  options_ = options;
+  shape_ = shape;
+  attempt_ = attempt;
+  prefix_ = rendezvous::AttemptPrefix(attempt);
+  regroup_why_.clear();
+  lost_machines_.clear();
+  for (Worker& worker : workers_) {
+    worker.rank = shape_.RankOf(worker.local_rank);
+    worker.on_console = cli::LogsRank(options_, worker.rank);
+  }
+  stalls_.Restart(prefix_, shape.world_size());
+  machines_.reset();
+  heartbeat_.reset();
+  if (shape.num_machines > 1) {
+    machines_ = std::make_unique<MachineWatch>(client_, prefix_, shape);
+    heartbeat_ = std::make_unique<Heartbeat>(client_, prefix_, shape_.machine_id);
+  }
+  return Status::Ok();
+}
+
+}  // namespace dpl::supervision
