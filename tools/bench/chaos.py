@@ -24,8 +24,9 @@ any machine goes. Cases (--cases):
 
 Every figure comes from the programs' own lines, timestamped by them (dpl's launcher stamps every
 line it relays, --log-time iso; the peers print unix times): dpl's rank 0 logs every step
-(--log-interval 1); an attempt's first step follows its "resumed from ... (step N)" line, or
-step 0. So a shrink in place, which resumes nothing, is measured the same way.
+(--log-interval 1); an attempt's first step follows its "resumed from ... (step N)" line (a
+restart), its "continuing from step N" line (a shrink in place: the state of a live worker), or
+step 0.
   committed        the newest step done when the --duration window closes
   goodput          committed / committed of the same program's baseline over the same window
   kill to step     from a kill to the first step after the job's pause (a gap between two step
@@ -66,6 +67,7 @@ ALL_CASES = ("baseline", "no-checkpoint", "kill", "sigstop", "etcd", "torchrun-b
 DPL_LINE = re.compile(r"^(\S+) \[rank 0\] (.*)$")
 PEER_STEP = re.compile(r"(\d+\.\d+) \[rank 0\] step (\d+)( not committed)?")
 RESUMED = re.compile(r"^resumed from .* \(step (\d+)\)$")
+CONTINUING = re.compile(r"^continuing from step (\d+) ")
 
 
 def free_port():
@@ -323,7 +325,7 @@ def step_timeline(system, log_paths):
     for moment, text in lines:
         if text.startswith("--backend "):  # an attempt's rank 0 starts
             step = 0
-        resumed = RESUMED.match(text)
+        resumed = RESUMED.match(text) or CONTINUING.match(text)
         if resumed:
             step = int(resumed.group(1))
         if text.startswith("epoch: ") and "training loss" in text:
