@@ -10,6 +10,8 @@
 // checkpoint of that step is complete on disk.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -54,6 +56,10 @@ class CheckpointWriter {
   Status failed_;           // guarded by mutex_: the first failed write's status, until returned
   bool closing_ = false;    // guarded by mutex_
   std::atomic<bool> stop_{false};
+  // Note [A writer at low priority] in checkpoint_writer.cpp: the writer's thread id (guarded by
+  // mutex_; 0 before it started) and the nice level of the training that made this writer.
+  pid_t writer_thread_ = 0;
+  int training_nice_ = 0;
   std::thread thread_;  // started by the first Start
 };
 
