@@ -4,6 +4,9 @@
 #include <cstring>
 #include <thread>
 
+#include "rendezvous/liveness.hpp"
+#include "rendezvous/membership.hpp"
+
 // Note [Settings at the join]
 // Every flag that changes the job's math or its collectives (the model and its options, the
 // optimizer and its numbers, the batch, seed, gradient accumulation and compression, the data,
@@ -92,10 +95,36 @@ std::string FirstClaimer(StoreClient& client, int id) {
   return name.ok() ? FromBytes(*name) : std::string("another launcher");
 }
 
+// Note [A vanished launcher's id]: in an elastic job a machine may come back, or be replaced,
+// under the --machine-id of a launcher that left (killed, its machine down). The id is taken over
+// once that launcher's beat ("job/alive/<id>") stood still for kMemberLease; while it moves the
+// claim is refused as before, after twice the lease. Of two launchers that take over the same
+// vanished claimer's id, the first to count itself in wins.
+Result<bool> TakeOverVanished(StoreClient& client, int id, const std::string& machine_name) {
+  LivenessWatch watch(kMemberLease, {});
+  const auto deadline = std::chrono::steady_clock::now() + 2 * kMemberLease;
+  while (std::chrono::steady_clock::now() < deadline) {
+    DPL_ASSIGN_OR_RETURN(const bool alive, watch.Alive(client, id));
+    if (!alive) {
+      const std::string vanished = FirstClaimer(client, id);
+      DPL_ASSIGN_OR_RETURN(auto takers, client.Add(MachineKey(id) + "/taken-over/" + vanished, 1));
+      if (takers > 1) return false;
+      DPL_RETURN_IF_ERROR(client.Set(MachineKey(id) + "/name", ToBytes(machine_name)));
+      return true;
+    }
+    std::this_thread::sleep_for(kHeartbeatInterval);
+  }
+  return false;
+}
+
 Result<int> ClaimGivenId(StoreClient& client, const LauncherJoin& join) {
   const int id = *join.machine_id;
   DPL_ASSIGN_OR_RETURN(auto claimed, Claim(client, id, join.machine_name));
   if (claimed) return id;
+  if (join.elastic) {
+    DPL_ASSIGN_OR_RETURN(const bool taken_over, TakeOverVanished(client, id, join.machine_name));
+    if (taken_over) return id;
+  }
   return Status::InvalidArgument(
       "--machine-id " + std::to_string(id) +
       " is claimed by two machines: " + FirstClaimer(client, id) + " and " + join.machine_name +

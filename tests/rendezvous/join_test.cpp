@@ -111,6 +111,33 @@ TEST_F(LauncherJoinTest, ElasticIdsHaveNoBound) {
   EXPECT_EQ(*JoinAsLauncher(*c, join, 1s), 2);  // a machine may come after another left
 }
 
+// Note [A vanished launcher's id]: in an elastic job an id whose launcher stopped beating is
+// taken over; one whose launcher beats is refused, naming both.
+TEST_F(LauncherJoinTest, AnElasticJobGivesAVanishedLaunchersIdToTheOneThatComesInItsPlace) {
+  auto machine0 = Connect(), lost = Connect(), back = Connect(), twin = Connect();
+  LauncherJoin join = Join(0, 3, "a");
+  join.elastic = true;
+  ASSERT_EQ(*JoinAsLauncher(*machine0, join, 1s), 0);
+  join.machine_id = 1;
+  join.machine_name = "hostb pid 11";
+  ASSERT_EQ(*JoinAsLauncher(*lost, join, 1s), 1);
+  {
+    auto beat = Heartbeat::Start(ClientOptions(), 1);  // hostb's launcher beats, then vanishes
+    ASSERT_TRUE(beat.ok());
+    std::this_thread::sleep_for(500ms);
+    join.machine_name = "hostc pid 12";
+    EXPECT_EQ(ErrorOf(JoinAsLauncher(*twin, join, 1s)),
+              "--machine-id 1 is claimed by two machines: hostb pid 11 and hostc pid 12 (this "
+              "one); give every machine a distinct id in [0, 3), or leave --machine-id out to "
+              "number the machines in the order they join");
+  }
+  const auto started = std::chrono::steady_clock::now();
+  join.machine_name = "hostb pid 13";
+  EXPECT_EQ(*JoinAsLauncher(*back, join, 1s), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2 * kMemberLease);
+  EXPECT_EQ(MachineName(*machine0, 1), "hostb pid 13");
+}
+
 TEST(FieldsTest, AnyTextSurvivesEncoding) {
   const std::vector<std::string> fields = {"", "a:b", "12:x", std::string("\0\n", 2), "--lr"};
   auto decoded = DecodeFields(EncodeFields(fields));
