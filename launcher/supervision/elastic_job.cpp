@@ -26,7 +26,7 @@ std::string ListMembers(const std::vector<rendezvous::Member>& members) {
 // Note [Elastic membership]: every change says who left or came and what it does to the batch.
 void LogMembership(const cli::Options& options, int attempt,
                    const std::vector<rendezvous::Member>& before,
-                   const std::vector<rendezvous::Member>& now, bool in_place) {
+                   const std::vector<rendezvous::Member>& now, const Regrouping& regrouping) {
   const int machines = static_cast<int>(now.size());
   const int batch = options.training.batch_size;
   const int per_rank = batch / (machines * options.num_processes);
@@ -39,13 +39,15 @@ void LogMembership(const cli::Options& options, int attempt,
   const std::string change = rendezvous::DescribeMembershipChange(before, now);
   if (change.empty()) return;
   const int was = static_cast<int>(before.size());
-  log::Info(
-      "the job continues on " + std::to_string(machines) + " machines (was " + std::to_string(was) +
-      ") " +
-      (in_place ? "in place, from the newest step a worker holds" : "from the newest checkpoint") +
-      ": " + change + "; the global batch stays " + std::to_string(batch) + ", " +
-      std::to_string(per_rank) + " per rank (was " +
-      std::to_string(batch / (was * options.num_processes)) + ")");
+  log::Info("the job continues on " + std::to_string(machines) + " machines (was " +
+            std::to_string(was) + ") " +
+            (regrouping.kept ? "in place, from the newest step a worker holds"
+             : regrouping.max_machines > 0
+                 ? "from the newest step its running workers hold (else the newest checkpoint)"
+                 : "from the newest checkpoint") +
+            ": " + change + "; the global batch stays " + std::to_string(batch) + ", " +
+            std::to_string(per_rank) + " per rank (was " +
+            std::to_string(batch / (was * options.num_processes)) + ")");
 }
 
 // The coordinator of the job's last attempt ends the elastic job for every launcher still waiting
@@ -138,8 +140,7 @@ int RunElasticJob(const cli::Options& options, Joined& joined) {
       LeftOut(attempt, joined_attempt->members, &regrouping, &join);
       continue;
     }
-    LogMembership(options, attempt, join.previous, joined_attempt->members,
-                  regrouping.kept != nullptr);
+    LogMembership(options, attempt, join.previous, joined_attempt->members, regrouping);
     join.previous = joined_attempt->members;
     const cli::Options attempt_options = AttemptOptions(
         options, joined, static_cast<int>(join.previous.size()), joined_attempt->index);

@@ -1,11 +1,12 @@
 // Every sample once per epoch across changes of the world size (Note [Global sample position] in
 // launcher/training/sampler.hpp): an elastic job of three launchers on loopback, each in a process
-// group of its own, shrinks to two machines when one is killed and grows back to three at the
-// restart after that, all inside one epoch. The test model (tests/datasets/sample_recorder.c)
-// writes down each step's samples per attempt and rank; the data are WebDataset shards whose
-// images spell their index. A step counts as committed when no later attempt computed it again
-// (each attempt resumes from the newest checkpoint: the steps after it are computed again), and
-// the committed steps of the epoch must hold every sample exactly once.
+// group of its own, shrinks to two machines when one is killed and grows back to three, all
+// inside one epoch, its workers regrouping in place (Note [Shrink in place]). The test model
+// (tests/datasets/sample_recorder.c) writes down each step's samples per attempt and rank; the
+// data are WebDataset shards whose images spell their index. A step counts as committed when no
+// later attempt computed it again (each attempt continues from the newest step a worker
+// committed: the step in flight is computed again), and the committed steps of the epoch must
+// hold every sample exactly once.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -91,15 +92,12 @@ class ElasticSamplesTest : public ElasticJobTest {
   // The tcp and gloo backends, the webdataset data set and the recorder, nothing that loads
   // libtorch (most of a second of every attempt's start).
   std::string RecorderPluginDir() const {
-    const std::string folder = dir_ + "/recorder-plugins";
-    fs::create_directories(folder);
-    for (const std::string name :
-         {"libdpl_backend_tcp.so", "libdpl_backend_gloo.so", "libdpl_dataset_webdataset.so"}) {
-      fs::create_symlink(std::string(DPL_TEST_PLUGIN_DIR) + "/" + name, folder + "/" + name);
-    }
-    fs::create_symlink(std::string(DPL_TEST_RECORDER_DIR) + "/libdpl_test_model_sample_recorder.so",
-                       folder + "/libdpl_test_model_sample_recorder.so");
-    return folder;
+    const std::string built = DPL_TEST_PLUGIN_DIR;
+    return PluginFolder(
+        "recorder-plugins",
+        {built + "/libdpl_backend_tcp.so", built + "/libdpl_backend_gloo.so",
+         built + "/libdpl_dataset_webdataset.so",
+         std::string(DPL_TEST_RECORDER_DIR) + "/libdpl_test_model_sample_recorder.so"});
   }
 
   // One epoch of kSamples samples, steps of at least 40 ms, a checkpoint every 5 steps.

@@ -78,21 +78,27 @@ class TrainingJobTest : public ::testing::Test {
     return args;
   }
 
+  // A folder `name` of the test's own that holds only `plugins` (paths of plugin files), for
+  // `--plugin-dir`.
+  std::string PluginFolder(const std::string& name, const std::vector<std::string>& plugins) const {
+    const std::string folder = dir_ + "/" + name;
+    std::filesystem::create_directories(folder);
+    for (const std::string& path : plugins) {
+      std::filesystem::create_symlink(
+          path, folder + "/" + std::filesystem::path(path).filename().string());
+    }
+    return folder;
+  }
+
   // A plugin folder with the tcp and gloo backends, the idx data set and the test model only, for
   // `--plugin-dir`: the worker loader then loads no libtorch, most of a second of every start of
   // an attempt (a test that restarts a job ten times).
   std::string LightPluginDir() const {
-    const std::string folder = dir_ + "/plugins";
-    std::filesystem::create_directories(folder);
-    for (const std::string name :
-         {"libdpl_backend_tcp.so", "libdpl_backend_gloo.so", "libdpl_dataset_idx.so"}) {
-      std::filesystem::create_symlink(std::string(DPL_TEST_PLUGIN_DIR) + "/" + name,
-                                      folder + "/" + name);
-    }
-    std::filesystem::create_symlink(
-        std::string(DPL_TEST_FAULTY_MODEL_DIR) + "/libdpl_test_model_faulty.so",
-        folder + "/libdpl_test_model_faulty.so");
-    return folder;
+    const std::string built = DPL_TEST_PLUGIN_DIR;
+    return PluginFolder("plugins",
+                        {built + "/libdpl_backend_tcp.so", built + "/libdpl_backend_gloo.so",
+                         built + "/libdpl_dataset_idx.so",
+                         std::string(DPL_TEST_FAULTY_MODEL_DIR) + "/libdpl_test_model_faulty.so"});
   }
 
   // A file for the output of launcher `name` of this test.
