@@ -95,43 +95,6 @@ std::string FirstClaimer(StoreClient& client, int id) {
   return name.ok() ? FromBytes(*name) : std::string("another launcher");
 }
 
-// Note [A vanished launcher's id]: in an elastic job a machine may come back, or be replaced,
-// under the --machine-id of a launcher that left (killed, its machine down). The id is taken over
-// once that launcher's beat ("job/alive/<id>") stood still for kMemberLease; while it moves the
-// claim is refused as before, after twice the lease. Of two launchers that take over the same
-// vanished claimer's id, the first to count itself in wins.
-Result<bool> TakeOverVanished(StoreClient& client, int id, const std::string& machine_name) {
-  LivenessWatch watch(kMemberLease, {});
-  const auto deadline = std::chrono::steady_clock::now() + 2 * kMemberLease;
-  while (std::chrono::steady_clock::now() < deadline) {
-    DPL_ASSIGN_OR_RETURN(const bool alive, watch.Alive(client, id));
-    if (!alive) {
-      const std::string vanished = FirstClaimer(client, id);
-      DPL_ASSIGN_OR_RETURN(auto takers, client.Add(MachineKey(id) + "/taken-over/" + vanished, 1));
-      if (takers > 1) return false;
-      DPL_RETURN_IF_ERROR(client.Set(MachineKey(id) + "/name", ToBytes(machine_name)));
-      return true;
-    }
-    std::this_thread::sleep_for(kHeartbeatInterval);
-  }
-  return false;
-}
-
-Result<int> ClaimGivenId(StoreClient& client, const LauncherJoin& join) {
-  const int id = *join.machine_id;
-  DPL_ASSIGN_OR_RETURN(auto claimed, Claim(client, id, join.machine_name));
-  if (claimed) return id;
-  if (join.elastic) {
-    DPL_ASSIGN_OR_RETURN(const bool taken_over, TakeOverVanished(client, id, join.machine_name));
-    if (taken_over) return id;
-  }
-  return Status::InvalidArgument(
-      "--machine-id " + std::to_string(id) +
-      " is claimed by two machines: " + FirstClaimer(client, id) + " and " + join.machine_name +
-      " (this one); give every machine a distinct id in [0, " + std::to_string(join.num_machines) +
-      "), or leave --machine-id out to number the machines in the order they join");
-}
-
 // The next id no launcher claimed, in join order (machine 0 holds 0).
 Result<int> ClaimNextId(StoreClient& client, const LauncherJoin& join) {
   for (;;) {
@@ -151,6 +114,43 @@ Result<int> ClaimNextId(StoreClient& client, const LauncherJoin& join) {
     DPL_ASSIGN_OR_RETURN(auto claimed, Claim(client, id, join.machine_name));
     if (claimed) return id;  // else a launcher given this id took it: try the next
   }
+}
+
+// Note [A vanished launcher's id]: in an elastic job a machine may come back, or be replaced,
+// under the --machine-id of a launcher that left (killed, its machine down). Once that launcher's
+// beat ("job/alive/<id>") stood still for kMemberLease, the newcomer joins under the next free id
+// instead (an elastic job's ids name launchers and have no bound): the other launchers remember
+// the old id as gone for good, and would never wait for a launcher that reused it. While the beat
+// moves the claim is refused as before, after twice the lease. Of two newcomers that find the
+// same claimer vanished, the first to count itself in goes on; the other is refused.
+Result<bool> ClaimerVanished(StoreClient& client, int id) {
+  LivenessWatch watch(kMemberLease, {});
+  const auto deadline = std::chrono::steady_clock::now() + 2 * kMemberLease;
+  while (std::chrono::steady_clock::now() < deadline) {
+    DPL_ASSIGN_OR_RETURN(const bool alive, watch.Alive(client, id));
+    if (!alive) {
+      const std::string vanished = FirstClaimer(client, id);
+      DPL_ASSIGN_OR_RETURN(auto takers, client.Add(MachineKey(id) + "/replaced/" + vanished, 1));
+      return takers == 1;
+    }
+    std::this_thread::sleep_for(kHeartbeatInterval);
+  }
+  return false;
+}
+
+Result<int> ClaimGivenId(StoreClient& client, const LauncherJoin& join) {
+  const int id = *join.machine_id;
+  DPL_ASSIGN_OR_RETURN(auto claimed, Claim(client, id, join.machine_name));
+  if (claimed) return id;
+  if (join.elastic) {
+    DPL_ASSIGN_OR_RETURN(const bool vanished, ClaimerVanished(client, id));
+    if (vanished) return ClaimNextId(client, join);
+  }
+  return Status::InvalidArgument(
+      "--machine-id " + std::to_string(id) +
+      " is claimed by two machines: " + FirstClaimer(client, id) + " and " + join.machine_name +
+      " (this one); give every machine a distinct id in [0, " + std::to_string(join.num_machines) +
+      "), or leave --machine-id out to number the machines in the order they join");
 }
 
 }  // namespace

@@ -111,9 +111,10 @@ TEST_F(LauncherJoinTest, ElasticIdsHaveNoBound) {
   EXPECT_EQ(*JoinAsLauncher(*c, join, 1s), 2);  // a machine may come after another left
 }
 
-// Note [A vanished launcher's id]: in an elastic job an id whose launcher stopped beating is
-// taken over; one whose launcher beats is refused, naming both.
-TEST_F(LauncherJoinTest, AnElasticJobGivesAVanishedLaunchersIdToTheOneThatComesInItsPlace) {
+// Note [A vanished launcher's id]: in an elastic job a launcher given the id of one that stopped
+// beating joins under the next free id; one given the id of a launcher that beats is refused,
+// naming both.
+TEST_F(LauncherJoinTest, AnElasticJobTakesInTheMachineThatComesInAVanishedLaunchersPlace) {
   auto machine0 = Connect(), lost = Connect(), back = Connect(), twin = Connect();
   LauncherJoin join = Join(0, 3, "a");
   join.elastic = true;
@@ -133,9 +134,9 @@ TEST_F(LauncherJoinTest, AnElasticJobGivesAVanishedLaunchersIdToTheOneThatComesI
   }
   const auto started = std::chrono::steady_clock::now();
   join.machine_name = "hostb pid 13";
-  EXPECT_EQ(*JoinAsLauncher(*back, join, 1s), 1);
+  EXPECT_EQ(*JoinAsLauncher(*back, join, 1s), 2);
   EXPECT_LT(std::chrono::steady_clock::now() - started, 2 * kMemberLease);
-  EXPECT_EQ(MachineName(*machine0, 1), "hostb pid 13");
+  EXPECT_EQ(MachineName(*machine0, 2), "hostb pid 13");
 }
 
 TEST(FieldsTest, AnyTextSurvivesEncoding) {
