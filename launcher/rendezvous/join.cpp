@@ -121,18 +121,14 @@ Result<int> ClaimNextId(StoreClient& client, const LauncherJoin& join) {
 // beat ("job/alive/<id>") stood still for kMemberLease, the newcomer joins under the next free id
 // instead (an elastic job's ids name launchers and have no bound): the other launchers remember
 // the old id as gone for good, and would never wait for a launcher that reused it. While the beat
-// moves the claim is refused as before, after twice the lease. Of two newcomers that find the
-// same claimer vanished, the first to count itself in goes on; the other is refused.
+// moves the claim is refused as before, after twice the lease. Newcomers that find the same
+// claimer vanished each take a free id of their own.
 Result<bool> ClaimerVanished(StoreClient& client, int id) {
   LivenessWatch watch(kMemberLease, {});
   const auto deadline = std::chrono::steady_clock::now() + 2 * kMemberLease;
   while (std::chrono::steady_clock::now() < deadline) {
     DPL_ASSIGN_OR_RETURN(const bool alive, watch.Alive(client, id));
-    if (!alive) {
-      const std::string vanished = FirstClaimer(client, id);
-      DPL_ASSIGN_OR_RETURN(auto takers, client.Add(MachineKey(id) + "/replaced/" + vanished, 1));
-      return takers == 1;
-    }
+    if (!alive) return true;
     std::this_thread::sleep_for(kHeartbeatInterval);
   }
   return false;

@@ -137,6 +137,9 @@ TEST_F(LauncherJoinTest, AnElasticJobTakesInTheMachineThatComesInAVanishedLaunch
   EXPECT_EQ(*JoinAsLauncher(*back, join, 1s), 2);
   EXPECT_LT(std::chrono::steady_clock::now() - started, 2 * kMemberLease);
   EXPECT_EQ(MachineName(*machine0, 2), "hostb pid 13");
+  // Another that comes later in the same place (the first newcomer left too) gets an id as well.
+  join.machine_name = "hostb pid 14";
+  EXPECT_EQ(*JoinAsLauncher(*twin, join, 1s), 3);
 }
 
 TEST(FieldsTest, AnyTextSurvivesEncoding) {
