@@ -91,13 +91,15 @@ Status TakeHeader(const std::vector<int64_t>& words, int source, CheckpointState
   state->step_in_epoch = words[kStepInEpoch];
   state->global_step = words[kGlobalStep];
   state->optimizer_steps = words[kOptimizerSteps];
-  state->scaler.reset();
   if (words[kHasScaler] != 0) {
+    // The scaler's settings are this run's own (every rank has the same); its state the source's.
     ScalerCheckpoint scaler = state->scaler.value_or(ScalerCheckpoint{});
     scaler.scale = FromBits(words[kScale]);
     scaler.growth_tracker = words[kGrowthTracker];
     scaler.skipped_steps = words[kSkippedSteps];
     state->scaler = scaler;
+  } else {
+    state->scaler.reset();
   }
   state->validation.reset();
   if (words[kHasValidation] != 0) {

@@ -90,6 +90,9 @@ class Trainer {
   Status ValidateIfDue(int64_t epoch, int64_t batch);
   Status ExportBest();
   TrainingPosition EndPosition() const;
+  // Where a run continues after batch `batch` of `epoch`, which made `global_step` steps: the
+  // next batch, or the next epoch's first after the last.
+  TrainingPosition PositionAfter(int64_t epoch, int64_t batch, int64_t global_step) const;
   Status InitFrom();
   Status Export() const;
   Status DumpParameters() const;
@@ -332,9 +335,7 @@ Status Trainer::Publish() {
 Status Trainer::AfterStep(int64_t epoch, int64_t batch) {
   TrainingPosition& position = progress_.position;
   ++position.global_step;
-  progress_.committed = {epoch, batch + 1, position.global_step};
-  if (batch + 1 == progress_.plan.batches_per_epoch())
-    progress_.committed = {epoch + 1, 0, position.global_step};
+  progress_.committed = PositionAfter(epoch, batch, position.global_step);
   progress_.profile.CountStep();
   // Note [Stragglers]: this rank's compute is its batches read and their forward+backward.
   const StepProfile& profile = progress_.profile;
@@ -420,10 +421,7 @@ Status Trainer::ValidateIfDue(int64_t epoch, int64_t batch) {
                                    totals.elements, totals.correct, state.best_loss, step});
   if (improved) DPL_RETURN_IF_ERROR(ExportBest());
   if (!PatienceRunOut(state, config_.early_stop_patience)) return Status::Ok();
-  progress_.stopped_at = TrainingPosition{epoch, batch + 1, step};
-  if (batch + 1 == progress_.plan.batches_per_epoch()) {
-    progress_.stopped_at = TrainingPosition{epoch + 1, 0, step};
-  }
+  progress_.stopped_at = PositionAfter(epoch, batch, step);
   if (identity_.rank == 0) {
     log::Info("early stop after step " + std::to_string(step) +
               ": the validation loss has not improved for " +
@@ -437,6 +435,11 @@ Status Trainer::ExportBest() {
   if (config_.export_best_file.empty() || identity_.rank != 0) return Status::Ok();
   return ExportModel(*model_, *step_.placement, config_.export_best_file)
       .WithContext("--export-best");
+}
+
+TrainingPosition Trainer::PositionAfter(int64_t epoch, int64_t batch, int64_t global_step) const {
+  if (batch + 1 == progress_.plan.batches_per_epoch()) return {epoch + 1, 0, global_step};
+  return {epoch, batch + 1, global_step};
 }
 
 // Where the run ends: where --early-stop-patience stopped it, else the plan's end.

@@ -1,6 +1,5 @@
 #include "worker/regroup_watch.hpp"
 
-#include <algorithm>
 #include <chrono>
 
 #include "worker/store_client_options.hpp"
@@ -10,18 +9,13 @@ namespace {
 
 // One look at the store lasts this long, so that the watch ends soon after the training.
 constexpr std::chrono::milliseconds kLookSlice{200};
-constexpr std::chrono::milliseconds kStoreCallBound{2000};
 
 }  // namespace
 
 Result<std::unique_ptr<RegroupWatch>> RegroupWatch::Start(const cli::Options& options,
                                                           const std::string& attempt_prefix,
                                                           int rank, OnOrder on_order) {
-  DPL_ASSIGN_OR_RETURN(rendezvous::StoreClientOptions client_options,
-                       WorkerStoreClientOptions(options));
-  client_options.call_timeout = std::min(client_options.call_timeout, kStoreCallBound);
-  client_options.keepalive_timeout = std::min(client_options.keepalive_timeout, kStoreCallBound);
-  auto client = rendezvous::StoreClient::Connect(client_options);
+  auto client = ConnectWorkerStore(options, kStoreCallBound);
   if (!client.ok()) return client.status().WithContext("connecting the regroup watch");
   std::unique_ptr<RegroupWatch> watch(
       new RegroupWatch(std::move(*client), attempt_prefix, rank, std::move(on_order)));

@@ -30,13 +30,7 @@ bool StepTimeExchange::Wanted(const cli::Options& options,
 Result<std::unique_ptr<StepTimeExchange>> StepTimeExchange::Start(
     const cli::Options& options, const training::WorkerIdentity& identity,
     const std::string& attempt_prefix) {
-  auto client_options = WorkerStoreClientOptions(options);
-  if (!client_options.ok()) return client_options.status();
-  // A post or read the store does not answer soon is given up, so that the thread never holds a
-  // worker's end for long (the store's failure is the launcher's to report).
-  client_options->call_timeout = std::min(client_options->call_timeout, kStoreCallBound);
-  client_options->keepalive_timeout = std::min(client_options->keepalive_timeout, kStoreCallBound);
-  auto client = rendezvous::StoreClient::Connect(*client_options);
+  auto client = ConnectWorkerStore(options, kStoreCallBound);
   if (!client.ok()) return client.status().WithContext("connecting the step times' exchange");
   std::unique_ptr<StepTimeExchange> exchange(
       new StepTimeExchange(std::move(*client), identity, options.machine_id, attempt_prefix));

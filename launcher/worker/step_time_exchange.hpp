@@ -26,7 +26,6 @@ namespace dpl::worker {
 
 inline constexpr std::chrono::milliseconds kExchangePeriod{200};
 inline constexpr size_t kPostedSteps = 64;
-inline constexpr std::chrono::milliseconds kStoreCallBound{2000};
 
 class StepTimeExchange final : public training::StepTimeSharing {
  public:

@@ -1,5 +1,6 @@
 #include "worker/store_client_options.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -20,6 +21,15 @@ Result<rendezvous::StoreClientOptions> WorkerStoreClientOptions(const cli::Optio
   client_options.etcd_endpoints = store.etcd_endpoints;
   client_options.connect_timeout = options.rendezvous_timeout;
   return client_options;
+}
+
+Result<std::unique_ptr<rendezvous::StoreClient>> ConnectWorkerStore(
+    const cli::Options& options, std::chrono::milliseconds bound) {
+  DPL_ASSIGN_OR_RETURN(rendezvous::StoreClientOptions client_options,
+                       WorkerStoreClientOptions(options));
+  client_options.call_timeout = std::min(client_options.call_timeout, bound);
+  client_options.keepalive_timeout = std::min(client_options.keepalive_timeout, bound);
+  return rendezvous::StoreClient::Connect(client_options);
 }
 
 }  // namespace dpl::worker

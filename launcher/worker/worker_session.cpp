@@ -27,21 +27,30 @@
 namespace dpl::worker {
 namespace {
 
+// Waits until every rank of the attempt whose keys are under `prefix` has joined.
+Status MeetTheRanks(rendezvous::StoreClient& client, const cli::Options& options,
+                    const training::WorkerIdentity& identity, const std::string& prefix) {
+  return rendezvous::Barrier(client, prefix, "join", identity.world_size,
+                             options.rendezvous_timeout)
+      .WithContext("waiting for all ranks to join");
+}
+
 // This worker's connection to the job's store, joined with every other rank of this attempt.
 Result<std::unique_ptr<rendezvous::StoreClient>> JoinJob(const cli::Options& options,
                                                          const training::WorkerIdentity& identity,
                                                          const std::string& prefix) {
-  DPL_ASSIGN_OR_RETURN(auto store_options, WorkerStoreClientOptions(options));
-  rendezvous::StoreClientOptions client_options = store_options;
   // A worker cut off from machine 0 must fail within --backend-timeout, as a silent peer does.
-  client_options.call_timeout = std::min(client_options.call_timeout, options.backend_timeout);
-  client_options.keepalive_timeout =
-      std::min(client_options.keepalive_timeout, options.backend_timeout);
-  DPL_ASSIGN_OR_RETURN(auto client, rendezvous::StoreClient::Connect(client_options));
-  Status joined =
-      rendezvous::Barrier(*client, prefix, "join", identity.world_size, options.rendezvous_timeout);
-  if (!joined.ok()) return joined.WithContext("waiting for all ranks to join");
+  DPL_ASSIGN_OR_RETURN(auto client, ConnectWorkerStore(options, options.backend_timeout));
+  DPL_RETURN_IF_ERROR(MeetTheRanks(*client, options, identity, prefix));
   return client;
+}
+
+// `ps` and `top` show which rank a process is, and its log lines say it; the tests find workers
+// by this name too.
+void NameThisWorker(const training::WorkerIdentity& identity) {
+  log::SetPrefix("[rank " + std::to_string(identity.rank) + "]");
+  const std::string process_name = "dpl-rank-" + std::to_string(identity.rank);
+  prctl(PR_SET_NAME, process_name.c_str());
 }
 
 // Chooses the backend for --backend and the device, checks it fits the devices, and connects it.
@@ -162,17 +171,12 @@ Status TakeNewSeat(const rendezvous::RegroupOrder& order, const plugin_host::Dis
   seat->options.training.resume = true;  // with no live state anywhere, the newest checkpoint
   seat->identity = PlaceWorker(seat->options, seat->options.local_rank, cuda_devices);
   seat->prefix = rendezvous::AttemptPrefix(order.attempt);
-  log::SetPrefix("[rank " + std::to_string(seat->identity.rank) + "]");
-  const std::string process_name = "dpl-rank-" + std::to_string(seat->identity.rank);
-  prctl(PR_SET_NAME, process_name.c_str());
+  NameThisWorker(seat->identity);
   // The threads that read the environment (the model's) are not running now.
   setenv(rendezvous::kAttemptEnvironmentVariable, std::to_string(order.attempt).c_str(), 1);
   setenv("WORLD_SIZE", std::to_string(seat->identity.world_size).c_str(), 1);
   ExportRankVariables(seat->options, seat->options.local_rank);
-  DPL_RETURN_IF_ERROR(rendezvous::Barrier(client, seat->prefix, "join", seat->identity.world_size,
-                                          seat->options.rendezvous_timeout)
-                          .WithContext("waiting for all ranks of attempt " +
-                                       std::to_string(order.attempt) + " to join"));
+  DPL_RETURN_IF_ERROR(MeetTheRanks(client, seat->options, seat->identity, seat->prefix));
   DPL_ASSIGN_OR_RETURN(seat->backend, ConnectBackend(seat->options, discovery, seat->identity,
                                                      cuda_devices, client, seat->prefix));
   return Status::Ok();
@@ -263,10 +267,7 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
   const bool cuda = options.training.device == training::Device::kCuda;
   const int cuda_devices = cuda ? VisibleCudaDevices() : 0;
   const training::WorkerIdentity identity = PlaceWorker(options, options.local_rank, cuda_devices);
-  log::SetPrefix("[rank " + std::to_string(identity.rank) + "]");
-  // `ps` and `top` show which rank a process is; the tests find workers by this name too.
-  const std::string process_name = "dpl-rank-" + std::to_string(identity.rank);
-  prctl(PR_SET_NAME, process_name.c_str());
+  NameThisWorker(identity);
   const char* attempt_text = std::getenv(rendezvous::kAttemptEnvironmentVariable);
   const std::string prefix = rendezvous::AttemptPrefix(attempt_text ? std::atoi(attempt_text) : 0);
   auto store = JoinJob(options, identity, prefix);
