@@ -320,6 +320,13 @@ void AddBucketAndPlacementFlags(TableRows add) {
       "a CPU model on one machine whose workers sum in shared memory, where it is faster and "
       "lighter; off elsewhere. The flag alone means on (default auto)");
   add(Section::kTraining,
+      SameOnEveryMachine("every rank gathers the gradients of the parts' copies, or none does"),
+      Choice("shard-copy", "WHEN", training::ShardCopyNames, In<&TrainingConfig::shard_copy>),
+      "with the optimizer state sharded among machines, each rank also keeps a copy of the part "
+      "of the rank one machine on, updated every step (one more gather of the gradients), so an "
+      "elastic job that loses a machine goes on in place with the whole state; auto: on where "
+      "the workers go on in place after a change of machines, off elsewhere (default auto)");
+  add(Section::kTraining,
       SameOnEveryMachine("every rank updates its parameters in the same place, so the replicas "
                          "stay identical; a checkpoint is the same either way"),
       Switch("offload-optimizer", SwitchSets::kTrue, In<&TrainingConfig::offload_optimizer>),

@@ -47,6 +47,9 @@ enum class LocalReduce { kSharedMemory, kBackend };
 // Whether each rank keeps the optimizer state of its part only (update_share.hpp); kAuto: where it
 // was measured faster (ShardsOptimizer in placement.hpp).
 enum class OptimizerSharding { kAuto, kOn, kOff };
+// Whether a sharded optimizer keeps a copy of each part on a second machine (Note [A copy of each
+// part] in part_copy.hpp).
+enum class ShardCopy { kAuto, kOn, kOff };
 
 // A choice's spelling on the command line, in checkpoints and in messages: the one table per enum.
 template <typename Enum>
@@ -88,6 +91,12 @@ inline const Spellings<LocalReduce>& LocalReduceNames() {
                                                {"backend", LocalReduce::kBackend}};
   return names;
 }
+inline const Spellings<ShardCopy>& ShardCopyNames() {
+  static const Spellings<ShardCopy> names = {
+      {"auto", ShardCopy::kAuto}, {"on", ShardCopy::kOn}, {"off", ShardCopy::kOff}};
+  return names;
+}
+
 inline const Spellings<OptimizerSharding>& OptimizerShardingNames() {
   static const Spellings<OptimizerSharding> names = {{"auto", OptimizerSharding::kAuto},
                                                      {"on", OptimizerSharding::kOn},
@@ -207,6 +216,7 @@ struct TrainingConfig {
   // may be split among the ranks (ZeRO stage 1, update_share.hpp).
   LocalReduce local_reduce = LocalReduce::kSharedMemory;
   OptimizerSharding shard_optimizer = OptimizerSharding::kAuto;
+  ShardCopy shard_copy = ShardCopy::kAuto;
   // A device model's optimizer runs on a host copy of its parameters even where the model could
   // run it on its device (Note [Device optimizer placement]).
   bool offload_optimizer = false;

@@ -48,12 +48,13 @@ void SumPieces(const UpdateShare& share, ThreadPool* pool, std::vector<double>* 
 class HostRunner final : public OptimizerRunner {
  public:
   HostRunner(const TrainingConfig& config, StepRules rules, std::unique_ptr<Optimizer> optimizer,
-             UpdateShare& share, ThreadPool* pool)
+             UpdateShare& share, ThreadPool* pool, std::unique_ptr<PartCopy> copy)
       : OptimizerRunner(config, std::move(rules)),
         optimizer_(std::move(optimizer)),
         share_(share),
-        pool_(pool) {
-    optimizer_->set_learning_rate(rules_.learning_rate());
+        pool_(pool),
+        copy_(std::move(copy)) {
+    UseRate(rules_.learning_rate());
     optimizer_->set_threads(pool);
     for (const HostRun& run : share_.updated()) {
       values_.push_back(run.value);
@@ -63,14 +64,23 @@ class HostRunner final : public OptimizerRunner {
 
   Result<StepDecision> Step(int64_t global_step, float factor) override;
   int64_t optimizer_steps() const override { return optimizer_->steps(); }
-  void set_optimizer_steps(int64_t steps) override { optimizer_->set_steps(steps); }
+  void set_optimizer_steps(int64_t steps) override {
+    optimizer_->set_steps(steps);
+    if (copy_) copy_->optimizer().set_steps(steps);
+  }
   Status WholeState(const std::vector<size_t>& sizes, bool whole, OptimizerState* state) override;
   Status RestoreState(const OptimizerState& state) override;
   bool sharded() const override { return share_.sharded(); }
   std::vector<ShardRun> Shard() const override;
+  std::optional<KeptParts> KeepParts(int64_t committed_step) override;
 
  private:
-  void UseRate(double learning_rate) override { optimizer_->set_learning_rate(learning_rate); }
+  void UseRate(double learning_rate) override {
+    optimizer_->set_learning_rate(learning_rate);
+    if (copy_) copy_->optimizer().set_learning_rate(learning_rate);
+  }
+  // The update of this rank's part and of its copy of another's (Note [A copy of each part]).
+  Status Update(int64_t global_step);
   // Unscales the scaled runs' gradients (fp16) and shares the step's global quantities with the
   // ranks that share the parts; true when a gradient of any rank is inf or NaN. Fills
   // `piece_sums` when clipping.
@@ -82,6 +92,7 @@ class HostRunner final : public OptimizerRunner {
   ThreadPool* pool_;
   std::vector<float*> values_;  // of the updated runs, as Optimizer::Step takes them
   std::vector<const float*> gradients_;
+  std::unique_ptr<PartCopy> copy_;  // NULL: no copy of another rank's part
 };
 
 Result<bool> HostRunner::CheckGradients(std::vector<double>* piece_sums) {
@@ -118,16 +129,35 @@ Status HostRunner::Clip(const std::vector<double>& piece_sums) {
 
 // The placement applied the gradients' factor already (its TakeGradients).
 Result<StepDecision> HostRunner::Step(int64_t global_step, float /*factor*/) {
+  if (copy_) copy_->BeganStep(global_step, optimizer_->steps(), rules_.loss_scaling());
   DPL_RETURN_IF_ERROR(FollowSchedule(global_step));
   std::vector<double> piece_sums;
   DPL_ASSIGN_OR_RETURN(const bool non_finite, CheckGradients(&piece_sums));
   const StepDecision decision = rules_.Decide(non_finite, global_step);
   if (decision == StepDecision::kApply) {
     if (clip_grad_norm_ > 0.0) DPL_RETURN_IF_ERROR(Clip(piece_sums));
-    optimizer_->Step(values_, gradients_);
+    DPL_RETURN_IF_ERROR(Update(global_step));
   }
   rules_.Advance();
   return decision;
+}
+
+Status HostRunner::Update(int64_t global_step) {
+  if (!copy_) {
+    optimizer_->Step(values_, gradients_);
+    return Status::Ok();
+  }
+  DPL_RETURN_IF_ERROR(copy_->GatherGradients(share_));
+  copy_->Snapshot(global_step, share_.updated(), *optimizer_);
+  optimizer_->Step(values_, gradients_);
+  copy_->Step();
+  return Status::Ok();
+}
+
+std::optional<KeptParts> HostRunner::KeepParts(int64_t committed_step) {
+  if (!copy_) return std::nullopt;
+  return copy_->Keep(committed_step, share_.updated(), *optimizer_, share_.part(),
+                     optimizer_->steps(), rules_.loss_scaling());
 }
 
 Status HostRunner::WholeState(const std::vector<size_t>& sizes, bool whole, OptimizerState* state) {
@@ -165,6 +195,7 @@ Status HostRunner::RestoreState(const OptimizerState& state) {
       std::copy(from, from + runs[r].run.elements, buffers[k * runs.size() + r]->begin());
     }
   }
+  if (copy_) copy_->Restore(state);
   return Status::Ok();
 }
 
@@ -195,11 +226,33 @@ void LogStateShare(const UpdateShare& share, Optimizer& optimizer) {
             log::Bytes(uint64_t(bytes)) + " (its part)");
 }
 
+// Note [A copy of each part]: the copy of part `part` (-1: none), where the state is sharded.
+Result<std::unique_ptr<PartCopy>> CopyOfPart(const TrainingConfig& config,
+                                             const std::vector<HostParameter>& parameters,
+                                             const UpdateShare& share, int part,
+                                             const std::vector<OptimizedTensor>& tensors,
+                                             int rank) {
+  const ShardLayout* layout = share.own_part_layout();
+  if (part < 0 || layout == nullptr) return std::unique_ptr<PartCopy>();
+  std::vector<OptimizedTensor> runs;
+  for (const ParameterRun& run : layout->PartOfEveryBucket(part)) {
+    runs.push_back({run.elements, tensors[run.parameter].decayed});
+  }
+  DPL_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
+                       CreateOptimizer(config.optimizer, std::move(runs)));
+  if (rank == 0) {
+    log::Info(
+        "each rank also keeps a copy of the optimizer's state of the part of the rank one "
+        "machine on, so a lost machine loses none of it (--shard-copy off: none)");
+  }
+  return std::make_unique<PartCopy>(parameters, *layout, part, std::move(optimizer));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<OptimizerRunner>> HostOptimizerRunner(
     const TrainingConfig& config, const std::vector<HostParameter>& parameters, UpdateShare& share,
-    const StepPlan& plan, int rank, ThreadPool* pool) {
+    const StepPlan& plan, int rank, ThreadPool* pool, int copied_part) {
   const std::vector<OptimizedTensor> tensors = OptimizedTensors(config, parameters, rank);
   std::vector<OptimizedTensor> runs;
   for (const HostRun& run : share.updated()) {
@@ -208,9 +261,12 @@ Result<std::unique_ptr<OptimizerRunner>> HostOptimizerRunner(
   DPL_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                        CreateOptimizer(config.optimizer, std::move(runs)));
   if (share.sharded() && rank == 0) LogStateShare(share, *optimizer);
+  DPL_ASSIGN_OR_RETURN(std::unique_ptr<PartCopy> copy,
+                       CopyOfPart(config, parameters, share, copied_part, tensors, rank));
+  if (copy) copy->optimizer().set_threads(pool);
   DPL_ASSIGN_OR_RETURN(StepRules rules, StepRules::Create(config, plan, rank));
   return std::unique_ptr<OptimizerRunner>(
-      new HostRunner(config, std::move(rules), std::move(optimizer), share, pool));
+      new HostRunner(config, std::move(rules), std::move(optimizer), share, pool, std::move(copy)));
 }
 
 }  // namespace dpl::training

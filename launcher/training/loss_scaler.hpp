@@ -28,6 +28,12 @@ struct LossScalerState {
   int32_t growth_tracker = 0;  // clean steps since the last growth or skip
 };
 
+// The loss scaler's state in a checkpoint, with the number of steps it skipped.
+struct LossScalingState {
+  LossScalerState scaler;
+  int64_t skipped_steps = 0;
+};
+
 enum class StepDecision {
   kApply,  // the gradients are finite everywhere: take the optimizer step
   kSkip,   // some rank found inf or NaN: leave the parameters and optimizer state as they are

@@ -46,18 +46,13 @@
 #include "training/lr_schedule.hpp"
 #include "training/model.hpp"
 #include "training/optimizer.hpp"
+#include "training/part_copy.hpp"
 #include "training/placement.hpp"
 #include "training/step_plan.hpp"
 #include "training/thread_pool.hpp"
 #include "training/update_share.hpp"
 
 namespace dpl::training {
-
-// The loss scaler's state in a checkpoint, with the number of steps it skipped.
-struct LossScalingState {
-  LossScalerState scaler;
-  int64_t skipped_steps = 0;
-};
 
 // What every optimizer step decides, wherever the optimizer runs: the scheduled rate, fp16's loss
 // scale and whether the step is skipped, and the count of skipped steps.
@@ -138,6 +133,10 @@ class OptimizerRunner {
   // checkpoint_folder.hpp); none where the state is whole.
   virtual bool sharded() const { return false; }
   virtual std::vector<ShardRun> Shard() const { return {}; }
+  // After a failure, where this rank also keeps a copy of another rank's part (Note [A copy of
+  // each part] in part_copy.hpp): both parts at the committed step `committed_step`, and one
+  // step on where they were updated; none otherwise.
+  virtual std::optional<KeptParts> KeepParts(int64_t /*committed_step*/) { return std::nullopt; }
 
   // The rate of the step the current batch belongs to (set by BeforeBatch).
   double learning_rate() const { return rules_.learning_rate(); }
@@ -176,11 +175,12 @@ std::vector<OptimizedTensor> OptimizedTensors(const TrainingConfig& config,
 
 // The host's optimizer (optimizer.hpp) on the runs of `share` (every parameter whole, or this
 // rank's part with --shard-optimizer) of `parameters` (their values are not read), on `pool`'s
-// threads (NULL: none), with `config`'s options and the steps of `plan`. Rank 0 logs which tensors
-// are decayed and, sharded, the state it keeps.
+// threads (NULL: none), with `config`'s options and the steps of `plan`; sharded, with a copy of
+// part `copied_part` (-1: none; Note [A copy of each part]). Rank 0 logs which tensors are
+// decayed and, sharded, the state it keeps.
 Result<std::unique_ptr<OptimizerRunner>> HostOptimizerRunner(
     const TrainingConfig& config, const std::vector<HostParameter>& parameters, UpdateShare& share,
-    const StepPlan& plan, int rank, ThreadPool* pool);
+    const StepPlan& plan, int rank, ThreadPool* pool, int copied_part = -1);
 // The model's own optimizer, where its parameters are (Note [Device optimizer placement]).
 Result<std::unique_ptr<OptimizerRunner>> DeviceOptimizerRunner(
     const TrainingConfig& config, const std::vector<HostParameter>& parameters, Model& model,

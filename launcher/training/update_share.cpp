@@ -1,5 +1,8 @@
 #include "training/update_share.hpp"
 
+#include <map>
+#include <utility>
+
 namespace dpl::training {
 namespace {
 
@@ -73,6 +76,19 @@ class OwnPart : public SharedParts {
     scaled_ = updated_;
   }
   bool sharded() const override { return true; }
+  const ShardLayout* own_part_layout() const override { return &reduction_.layout(); }
+  Status GatherGradients(const std::function<float*(const ParameterRun&)>& destination) override {
+    std::map<std::pair<uint32_t, size_t>, const float*> gradient;
+    for (const HostRun& run : updated_)
+      gradient[{run.run.parameter, run.run.offset}] = run.gradient;
+    return reduction_
+        .GatherParts(
+            [&](const ParameterRun& run) {
+              return gradient.at({run.parameter, run.offset});
+            },
+            destination, /*again=*/false)
+        .WithContext("gathering the gradients of the parts' copies");
+  }
   Status GatherState(
       size_t states, const std::function<const float*(size_t, const ParameterRun&)>& source,
       const std::function<float*(size_t, const ParameterRun&)>& destination) override;

@@ -69,6 +69,7 @@ const std::vector<std::string> kSameOnEveryMachine = {
     "program",
     "local-reduce",
     "shard-optimizer",
+    "shard-copy",
     "restart-workers",
     "offload-optimizer",
     "checkpoint-every",
