@@ -237,15 +237,14 @@ Result<TrainingPosition> CheckpointPolicy::Apply(const CheckpointState& state,
 Result<CheckpointState> CheckpointPolicy::CaptureLive(const TrainingPosition& position,
                                                       Model& model, ParameterPlacement& placement,
                                                       OptimizerRunner& optimizer) const {
-  if (optimizer.sharded()) {
-    return Status::Error(DPL_ERR_UNSUPPORTED,
-                         "the optimizer's state is sharded: no rank holds it whole");
-  }
   DPL_RETURN_IF_ERROR(placement.RefreshHostValues());
   std::vector<size_t> sizes;
   for (const HostParameter& p : placement.parameters()) sizes.push_back(p.elements);
   OptimizerState whole;
-  DPL_RETURN_IF_ERROR(optimizer.WholeState(sizes, /*whole=*/true, &whole));
+  // Sharded, gathering the parts would take a collective: the parts travel apart (live_parts.hpp).
+  if (!optimizer.sharded()) {
+    DPL_RETURN_IF_ERROR(optimizer.WholeState(sizes, /*whole=*/true, &whole));
+  }
   return Capture(position, model, placement, optimizer, whole);
 }
 

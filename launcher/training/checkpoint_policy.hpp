@@ -54,9 +54,9 @@ class CheckpointPolicy {
   Result<TrainingPosition> Resume(Model& model, ParameterPlacement& placement,
                                   OptimizerRunner& optimizer);
   // Note [Shrink in place] (live_state.hpp): this rank's state at `position` copied into memory,
-  // as a checkpoint would hold it, without a collective (refused for a sharded optimizer, whose
-  // state no rank holds whole); and such a state, from `source` (for messages), restored as Resume
-  // restores a file's, returning its position.
+  // as a checkpoint would hold it, without a collective (for a sharded optimizer, whose state no
+  // rank holds whole, without the optimizer's state); and such a state, from `source` (for
+  // messages), restored as Resume restores a file's, returning its position.
   Result<CheckpointState> CaptureLive(const TrainingPosition& position, Model& model,
                                       ParameterPlacement& placement,
                                       OptimizerRunner& optimizer) const;

@@ -130,15 +130,19 @@ uint64_t StateBytes(const CheckpointState& state) {
   return bytes;
 }
 
-Result<int> ChooseLiveSource(Collectives& collectives, const std::optional<CheckpointState>& live) {
-  const std::vector<uint64_t> mine = {live ? 1u : 0u, live ? uint64_t(live->global_step) : 0u};
+Result<LivePlan> ChooseLiveSource(Collectives& collectives, const std::optional<LiveState>& live) {
+  const std::vector<uint64_t> mine = LiveWords(live.has_value(), live ? live->state.global_step : 0,
+                                               live && live->parts ? &*live->parts : nullptr);
   DPL_ASSIGN_OR_RETURN(std::vector<uint64_t> all, collectives.GatherWords(mine, "live-state"));
-  int source = -1;
-  for (size_t rank = 0; rank * 2 + 1 < all.size(); ++rank) {
-    if (all[rank * 2] == 0) continue;
-    if (source < 0 || all[rank * 2 + 1] > all[size_t(source) * 2 + 1]) source = int(rank);
+  DPL_ASSIGN_OR_RETURN(LivePlan plan, PlanLiveState(all));
+  if (!plan.missing.empty()) {
+    if (collectives.rank() == 0) {
+      log::Warning("the machines lost took part of the optimizer's state with them: " +
+                   plan.missing + "; the run continues from the newest checkpoint");
+    }
+    plan.source = -1;
   }
-  return source;
+  return plan;
 }
 
 Status HandOverState(Collectives& collectives, int source, CheckpointState* state) {
@@ -165,33 +169,89 @@ Status HandOverState(Collectives& collectives, int source, CheckpointState* stat
 }
 
 void KeepLiveStateOf(const LiveRun& run, const TrainingPosition& committed,
-                     std::optional<CheckpointState>* live) {
+                     std::optional<LiveState>* live) {
   run.collectives.Abort(Status::Communication("the run failed"));
   if (run.step.reducer->SharesValues()) return;
+  OptimizerRunner& optimizer = *run.step.optimizer;
+  std::optional<KeptParts> parts;
+  if (optimizer.sharded()) {
+    parts = optimizer.KeepParts(committed.global_step);
+    if (!parts) return;  // no rank holds the state whole: the newest checkpoint
+  }
   Result<CheckpointState> captured =
-      run.checkpoints.CaptureLive(committed, run.model, *run.step.placement, *run.step.optimizer);
-  if (captured.ok()) {
-    *live = std::move(*captured);
-  } else if (captured.status().code() != DPL_ERR_UNSUPPORTED) {
+      run.checkpoints.CaptureLive(committed, run.model, *run.step.placement, optimizer);
+  if (!captured.ok()) {
     log::Warning("cannot keep the state of step " + std::to_string(committed.global_step) +
                  " in memory: " + captured.status().message());
+    return;
   }
+  if (parts) {  // as they were at the committed step (an update may have begun since)
+    captured->optimizer_steps = parts->optimizer_steps;
+    if (captured->scaler && parts->loss_scaling) {
+      captured->scaler->scale = double(parts->loss_scaling->scaler.scale);
+      captured->scaler->growth_tracker = parts->loss_scaling->scaler.growth_tracker;
+      captured->scaler->skipped_steps = parts->loss_scaling->skipped_steps;
+    }
+  }
+  *live = LiveState{std::move(*captured), std::move(parts)};
 }
 
-Result<TrainingPosition> TakeLiveState(const LiveRun& run, int rank, int source,
-                                       std::optional<CheckpointState>* live) {
+namespace {
+
+// The parts of the sharded optimizer's state from their holders into `state` (which holds the
+// source's values and no optimizer state), as a checkpoint holds them.
+Status TakeParts(const LiveRun& run, const LivePlan& plan, const KeptParts* mine,
+                 CheckpointState* state) {
+  const std::vector<HostParameter>& parameters = run.step.placement->parameters();
+  const std::vector<std::string> names = run.step.optimizer->StateNames();
+  std::vector<size_t> sizes;
+  for (const HostParameter& p : parameters) sizes.push_back(p.elements);
+  std::vector<std::vector<float>> values;
+  OptimizerState whole;
+  DPL_RETURN_IF_ERROR(HandOverParts(run.collectives, plan, mine, sizes, run.bucket_cap_bytes,
+                                    names.size(), &values, &whole));
+  for (NamedTensor& entry : state->model) {
+    for (size_t p = 0; p < parameters.size(); ++p) {
+      if (entry.name != parameters[p].name) continue;
+      const auto* bytes = reinterpret_cast<const uint8_t*>(values[p].data());
+      entry.tensor.data.assign(bytes, bytes + values[p].size() * sizeof(float));
+    }
+  }
+  state->optimizer_state.clear();
+  for (size_t k = 0; k < whole.size(); ++k) {
+    for (size_t p = 0; p < parameters.size(); ++p) {
+      torch_files::TorchTensor tensor;
+      tensor.dtype = torch_files::TorchDtype::kFloat32;
+      const DLTensor& shape = parameters[p].model_value;
+      tensor.shape.assign(shape.shape, shape.shape + shape.ndim);
+      const auto* bytes = reinterpret_cast<const uint8_t*>(whole[k][p].data());
+      tensor.data.assign(bytes, bytes + whole[k][p].size() * sizeof(float));
+      state->optimizer_state.push_back({parameters[p].name, names[k], std::move(tensor)});
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<TrainingPosition> TakeLiveState(const LiveRun& run, int rank, const LivePlan& plan,
+                                       std::optional<LiveState>* live) {
   const auto began = std::chrono::steady_clock::now();
+  const int source = plan.source;
   CheckpointState state;
   if (rank == source) {
-    state = std::move(**live);
+    state = std::move((*live)->state);
   } else {  // the source's layout, to receive into
     DPL_ASSIGN_OR_RETURN(
         state, run.checkpoints.CaptureLive(TrainingPosition{}, run.model, *run.step.placement,
                                            *run.step.optimizer));
   }
-  const Status handed = HandOverState(run.collectives, source, &state);
+  Status handed = HandOverState(run.collectives, source, &state);
+  if (handed.ok() && plan.parts > 0) {
+    handed = TakeParts(run, plan, *live && (*live)->parts ? &*(*live)->parts : nullptr, &state);
+  }
   if (!handed.ok()) {
-    if (rank == source) **live = std::move(state);
+    if (rank == source) (*live)->state = std::move(state);
     return handed;
   }
   live->reset();
@@ -202,9 +262,12 @@ Result<TrainingPosition> TakeLiveState(const LiveRun& run, int rank, int source,
   if (rank == 0) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    const std::string parts = plan.parts > 0 ? ", the optimizer's " + std::to_string(plan.parts) +
+                                                   " parts from the ranks that held them"
+                                             : "";
     log::Info("continuing from step " + std::to_string(position.global_step) + " (epoch " +
               std::to_string(position.epoch) + ", batch " + std::to_string(position.step_in_epoch) +
-              ") with the state rank " + std::to_string(source) + " held in memory (" +
+              ") with the state rank " + std::to_string(source) + " held in memory" + parts + " (" +
               log::Bytes(StateBytes(state)) + " to every rank in " + log::Duration(seconds) +
               "; nothing read from disk)");
   }

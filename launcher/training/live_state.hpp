@@ -12,8 +12,10 @@
 // taking the newest loses no step any rank committed, and the broadcast makes every replica the
 // same bits. A new machine's workers have no live state and receive it the same way (a join from
 // a live peer). With no live state anywhere (the first attempt, or a restart) a run starts from
-// --resume's checkpoint as before. Where the state is not whole on every rank (--shard-optimizer,
-// the workers of a machine sharing one copy of the parameters) the launcher restarts the workers
+// --resume's checkpoint as before. With --shard-optimizer each rank keeps its part and a copy of
+// another machine's (Note [A copy of each part] in part_copy.hpp), and every part comes from a
+// rank that holds it (live_parts.hpp); without the copies, the run continues from the newest
+// checkpoint. The workers of a machine that share one copy of the parameters are restarted
 // instead (docs/elastic.md).
 #pragma once
 
@@ -23,15 +25,25 @@
 #include "training/checkpoint.hpp"
 #include "training/checkpoint_policy.hpp"
 #include "training/collectives/collectives.hpp"
+#include "training/live_parts.hpp"
 #include "training/model.hpp"
 #include "training/step_parts.hpp"
 #include "training/step_plan.hpp"
 
 namespace dpl::training {
 
-// Every rank says whether it holds a live state and of which step: the lowest rank of those
-// with the newest step, or -1 when none holds one.
-Result<int> ChooseLiveSource(Collectives& collectives, const std::optional<CheckpointState>& live);
+// What a rank keeps of its run after a failure: its state of the committed step, whole, or (the
+// sharded optimizer's, with copies) all but the optimizer's state, which is in `parts`.
+struct LiveState {
+  CheckpointState state;
+  std::optional<KeptParts> parts;
+};
+
+// Every rank says whether it holds a live state, of which step and which parts: what every rank
+// takes from whom (the source is the lowest rank of those with the newest step; -1 when none
+// holds one, or when a part of the sharded optimizer's state is held by no rank left, said by
+// rank 0, when the run continues from the newest checkpoint).
+Result<LivePlan> ChooseLiveSource(Collectives& collectives, const std::optional<LiveState>& live);
 
 // `source`'s state to every rank: on `source`, `state` is its live state; on every other rank a
 // capture of its own model (the same layout, its values overwritten). The sizes are checked
@@ -44,19 +56,21 @@ struct LiveRun {
   CheckpointPolicy& checkpoints;
   Model& model;
   StepParts& step;
+  int64_t bucket_cap_bytes;  // how the sharded optimizer's parts were cut
 };
 
 // After the run failed: this rank's state of `committed` into *live, unless the state is not whole
-// here (the sharded optimizer's, or one copy of the values for a machine's workers). The front is
-// aborted first, so no collective still queued runs into what is torn down next.
+// here and no copy of the parts is kept (the sharded optimizer's without --shard-copy, or one
+// copy of the values for a machine's workers). The front is aborted first, so no collective still
+// queued runs into what is torn down next.
 void KeepLiveStateOf(const LiveRun& run, const TrainingPosition& committed,
-                     std::optional<CheckpointState>* live);
+                     std::optional<LiveState>* live);
 
-// Rank `source`'s live state to every rank of the run and into its model, placement and
+// The live state `plan` names to every rank of the run and into its model, placement and
 // optimizer; its position. On failure, the source keeps its live state for the next attempt.
 // Rank 0 says where the run continues.
-Result<TrainingPosition> TakeLiveState(const LiveRun& run, int rank, int source,
-                                       std::optional<CheckpointState>* live);
+Result<TrainingPosition> TakeLiveState(const LiveRun& run, int rank, const LivePlan& plan,
+                                       std::optional<LiveState>* live);
 
 // The bytes of the tensors a state holds (for messages).
 uint64_t StateBytes(const CheckpointState& state);

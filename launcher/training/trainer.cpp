@@ -79,6 +79,9 @@ class Trainer {
   // After a failure: this rank's state of its last committed step into *live_, where the state
   // is whole here and the run had started.
   void KeepLiveState();
+  LiveRun Live() {
+    return {collectives_, *records_.checkpoints, *model_, step_, config_.bucket_cap_bytes};
+  }
   Status TrainEpochs();
   Status TrainEpoch(int64_t epoch);
   Status TrainBatch(int64_t epoch, int64_t batch);
@@ -102,8 +105,8 @@ class Trainer {
   TrainingData& data_;
   Collectives& collectives_;
   PreemptionCheck preemption_;
-  StepTimeSharing* step_times_;           // NULL: not compared
-  std::optional<CheckpointState>* live_;  // NULL: no live state is kept or taken
+  StepTimeSharing* step_times_;     // NULL: not compared
+  std::optional<LiveState>* live_;  // NULL: no live state is kept or taken
   std::unique_ptr<Model> model_;
   StepParts step_;  // the placement, the reducer, the optimizer runner
   std::unique_ptr<BatchFeed> feed_;
@@ -131,8 +134,7 @@ Status Trainer::TrainEpochs() {
 
 void Trainer::KeepLiveState() {
   if (live_ == nullptr || !progress_.started) return;
-  KeepLiveStateOf(LiveRun{collectives_, *records_.checkpoints, *model_, step_}, progress_.committed,
-                  live_);
+  KeepLiveStateOf(Live(), progress_.committed, live_);
 }
 
 PlacementSettings Trainer::ChoosePlacement(const LocalGroup& local) const {
@@ -184,7 +186,8 @@ Status Trainer::Setup(const ModelPlugin& model_plugin, const LocalGroup& local) 
   progress_.plan =
       StepPlan(config_, StepPlan::BatchesPerEpoch(feed_->samples_per_rank(), local_batch));
   DPL_RETURN_IF_ERROR(
-      AddOptimizer(config_, progress_.plan, *model_, identity_.rank, identity_.threads, &step_));
+      AddOptimizer(config_, progress_.plan, *model_, identity_.rank, identity_.threads, &step_,
+                   CopiedPart(config_, step_, local.local_world_size, live_ != nullptr)));
   records_.replicas = std::make_unique<ReplicaCheck>(
       config_.check_replicas, identity_.world_size,
       [this](const std::vector<uint64_t>& mine, const std::string& name) {
@@ -225,14 +228,11 @@ Status Trainer::Start() {
 }
 
 Result<TrainingPosition> Trainer::StartPosition() {
-  int source = -1;
+  LivePlan plan;
   if (live_ != nullptr) {
-    DPL_ASSIGN_OR_RETURN(source, ChooseLiveSource(collectives_, *live_));
+    DPL_ASSIGN_OR_RETURN(plan, ChooseLiveSource(collectives_, *live_));
   }
-  if (source >= 0) {
-    return TakeLiveState(LiveRun{collectives_, *records_.checkpoints, *model_, step_},
-                         identity_.rank, source, live_);
-  }
+  if (plan.source >= 0) return TakeLiveState(Live(), identity_.rank, plan, live_);
   DPL_RETURN_IF_ERROR(InitFrom());
   DPL_RETURN_IF_ERROR(step_.placement->BroadcastValues(collectives_));
   DPL_RETURN_IF_ERROR(step_.placement->BroadcastBuffers(collectives_));

@@ -22,6 +22,8 @@
 
 namespace dpl::training {
 
+struct LiveState;  // live_state.hpp
+
 // Never stops for a preemption (a run that writes no checkpoints: Note [Preemption]).
 inline Result<bool> NeverPreempted(int64_t /*global_step*/) {
   return false;
@@ -37,7 +39,7 @@ inline Result<bool> NeverPreempted(int64_t /*global_step*/) {
 struct TrainingHooks {
   PreemptionCheck preemption = NeverPreempted;
   StepTimeSharing* step_times = nullptr;
-  std::optional<CheckpointState>* live_state = nullptr;
+  std::optional<LiveState>* live_state = nullptr;
 };
 
 // Runs the whole training job for this rank on `data` (OpenTrainingData), every collective

@@ -11,6 +11,7 @@
 #include "rendezvous/join.hpp"
 #include "rendezvous/regroup.hpp"
 #include "rendezvous/store.hpp"
+#include "training/live_state.hpp"
 #include "training/replica_check.hpp"
 #include "training/trainer.hpp"
 #include "worker/backend_bootstrap.hpp"
@@ -206,7 +207,7 @@ Result<std::unique_ptr<RegroupWatch>> WatchForRegroup(const AttemptSeat& seat,
 int Train(AttemptSeat seat, const plugin_host::Discovery& discovery, int cuda_devices,
           const plugin_host::LoadedPlugin& model_plugin, training::TrainingData& data,
           rendezvous::StoreClient& client, WorkerObservability& observed) {
-  std::optional<training::CheckpointState> live;
+  std::optional<training::LiveState> live;
   for (;;) {
     const cli::Options& options = seat.options;
     auto collectives = OpenFront(options, seat.identity, seat.backend, client, seat.prefix);
