@@ -33,8 +33,8 @@ inline bool WaitForPath(const std::string& path, std::chrono::milliseconds timeo
   return true;
 }
 
-// Blocks until a file whose name holds ".tmp." (a checkpoint being written) appears in `folder`,
-// at most `timeout`; its path, or "" if none came.
+// Blocks until a file or folder whose name holds ".tmp" (a checkpoint being written) appears in
+// `folder`, at most `timeout`; its path, or "" if none came.
 inline std::string WaitForCheckpointBeingWritten(const std::string& folder,
                                                  std::chrono::milliseconds timeout) {
   const int watch = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
@@ -51,7 +51,7 @@ inline std::string WaitForCheckpointBeingWritten(const std::string& folder,
     for (ssize_t at = 0; at < count;) {
       const auto* event = reinterpret_cast<const inotify_event*>(buffer + at);
       const std::string name = event->len > 0 ? event->name : "";
-      if (Contains(name, ".tmp.")) found = folder + "/" + name;
+      if (Contains(name, ".tmp")) found = folder + "/" + name;  // a file, or a folder of parts
       at += ssize_t(sizeof(inotify_event) + event->len);
     }
   }

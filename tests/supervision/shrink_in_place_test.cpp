@@ -47,8 +47,9 @@ std::map<int64_t, int> StepCounts(const std::string& path) {
 
 class ShrinkInPlaceTest : public ElasticJobTest {
  protected:
-  // Steps of ~15 ms with a parameter of 4 MiB, a checkpoint every 4 steps, every step recorded.
-  Args KilledMachinesJob() {
+  // Steps of ~15 ms with a parameter of 4 MiB, a checkpoint every 4 steps, every step recorded;
+  // `more` flags after.
+  Args KilledMachinesJob(const Args& more = {}) {
     ::mkdir((dir_ + "/holds").c_str(), 0755);
     ::mkdir((dir_ + "/checkpoints").c_str(), 0755);
     ::mkdir((dir_ + "/dumps").c_str(), 0755);
@@ -76,7 +77,9 @@ class ShrinkInPlaceTest : public ElasticJobTest {
                                "--model-options",
                                "step_ms=10,extra=1000000,hold_dir=" + dir_ + "/holds"}),
                           "--batch-size", "12");
-    return WithValue(args, "--plugin-dir", LightPluginDir());
+    args = WithValue(args, "--plugin-dir", LightPluginDir());
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
   }
 
   // What every run of this test ends with: the state came from memory, every step rank 0
@@ -137,29 +140,95 @@ class ShrinkInPlaceTest : public ElasticJobTest {
         << "the survivor's worker (pid " << rank1 << ") is gone\n"
         << survivor->Output();
   }
+
+  // The final parameters of rank 0 of the job of `args` run again on three machines, none killed.
+  std::string StraightRun(Args args) {
+    const std::string straight = dir_ + "/straight";
+    ::mkdir(straight.c_str(), 0755);
+    for (const char* flag : {"--dump-parameters", "--checkpoint-dir"}) {
+      args = WithValue(args, flag, straight);
+    }
+    args = WithValue(args, "--metrics", straight + "/metrics.jsonl");
+    args = WithValue(args, "--master-port", std::to_string(FreePort()));
+    std::vector<LauncherProcess*> machines;
+    for (int i = 0; i < 3; ++i) machines.push_back(Start(args));
+    for (LauncherProcess* machine : machines) {
+      const auto status = machine->Wait(120s);
+      EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << machine->Output();
+    }
+    return ReadWhole(straight + "/rank-0.bin");
+  }
+
+  // Kills a machine at each moment of a step in a job of `args`, a new machine after each.
+  void KillAtEveryMoment(const Args& args) {
+    for (int i = 0; i < 3; ++i) Start(args);
+    LauncherProcess* machine0 = MachineZero();
+    ASSERT_NE(machine0, nullptr);
+    const std::vector<std::string> moments = {"forward", "backward", "reported", "optimizer",
+                                              "checkpoint"};
+    for (size_t k = 0; k < moments.size(); ++k) {
+      KillAndCheck(args, moments[k], int(k));
+      if (HasFatalFailure()) return;
+    }
+    for (auto& launcher : launchers_) {
+      if (launcher->Wait(0s)) continue;  // a victim
+      const auto status = launcher->Wait(120s);
+      EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << launcher->Output();
+    }
+    const std::string output = machine0->Output();
+    EXPECT_GE(Occurrences(output, "in place, from the newest step a worker holds"),
+              int(moments.size()))
+        << output;
+    CheckTheRun(output);
+  }
 };
 
 TEST_F(ShrinkInPlaceTest, KilledMachinesLeaveTheSurvivorsRunningAndLoseNoCommittedStep) {
   const Args args = KilledMachinesJob();
+  KillAtEveryMoment(args);
+  EXPECT_EQ(ReadWhole(dir_ + "/dumps/rank-0.bin"), StraightRun(args))
+      << "the parameters differ from those of the same job with no machine lost";
+}
+
+// Note [A copy of each part] (part_copy.hpp): each rank holds its part of AdamW's state and a copy
+// of the next machine's, so the killed machine's part comes from the rank that kept its copy.
+TEST_F(ShrinkInPlaceTest, TheShardedOptimizerLosesNoPartWithAMachine) {
+  const Args args = KilledMachinesJob(
+      {"--shard-optimizer", "on", "--local-reduce", "backend", "--optimizer", "adamw"});
+  KillAtEveryMoment(args);
+  const std::string output = MachineZero()->Output();
+  EXPECT_TRUE(Contains(output, "also keeps a copy of the optimizer's state")) << output;
+  EXPECT_TRUE(Contains(output, "the optimizer's 3 parts from the ranks that held them")) << output;
+  // The new machine takes the lost one's rank and data, so the run's every step is the straight
+  // run's: the state handed over is the bits the lost ranks held, AdamW's moments and count too.
+  EXPECT_EQ(ReadWhole(dir_ + "/dumps/rank-0.bin"), StraightRun(args))
+      << "the parameters differ from those of the same job with no machine lost";
+}
+
+// Two machines lost at once took both holders of a part with them: the survivor says so and goes
+// on from the newest checkpoint.
+TEST_F(ShrinkInPlaceTest, TwoMachinesLostAtOnceFallBackToTheNewestCheckpoint) {
+  const Args args =
+      WithValue(WithValue(KilledMachinesJob({"--shard-optimizer", "on", "--local-reduce", "backend",
+                                             "--optimizer", "adamw"}),
+                          "--max-steps", "400"),
+                "--num-machines", "1:3");
   for (int i = 0; i < 3; ++i) Start(args);
   LauncherProcess* machine0 = MachineZero();
   ASSERT_NE(machine0, nullptr);
-  const std::vector<std::string> moments = {"forward", "backward", "reported", "optimizer",
-                                            "checkpoint"};
-  for (size_t k = 0; k < moments.size(); ++k) {
-    KillAndCheck(args, moments[k], int(k));
-    if (HasFatalFailure()) return;
+  LauncherProcess* first = LauncherOfRank(1, 60s);
+  LauncherProcess* second = LauncherOfRank(2, 60s);
+  ASSERT_TRUE(first != nullptr && second != nullptr) << machine0->Output();
+  while (StepCounts(dir_ + "/metrics.jsonl").size() < 10 && !machine0->Wait(0s)) {
+    std::this_thread::sleep_for(5ms);
   }
-  for (auto& launcher : launchers_) {
-    if (launcher->Wait(0s)) continue;  // a victim
-    const auto status = launcher->Wait(120s);
-    EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << launcher->Output();
-  }
+  ASSERT_EQ(kill(-first->pid(), SIGKILL), 0);
+  ASSERT_EQ(kill(-second->pid(), SIGKILL), 0);
+  const auto status = machine0->Wait(120s);
+  EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << machine0->Output();
   const std::string output = machine0->Output();
-  EXPECT_GE(Occurrences(output, "in place, from the newest step a worker holds"),
-            int(moments.size()))
-      << output;
-  CheckTheRun(output);
+  EXPECT_TRUE(Contains(output, "took part of the optimizer's state with them")) << output;
+  EXPECT_TRUE(Contains(output, "resumed from")) << output;
 }
 
 // A machine that comes while two train is trained in at a step boundary with the state of the
