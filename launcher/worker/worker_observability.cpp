@@ -33,36 +33,55 @@ Result<std::unique_ptr<WorkerObservability>> WorkerObservability::Start(
     rendezvous::StoreClient& store, const std::string& attempt_prefix) {
   std::unique_ptr<WorkerObservability> self(
       new WorkerObservability(options, identity, store, attempt_prefix));
-  if (options.stall_warning.count() > 0 && identity.world_size > 1) {
-    auto client = ConnectAgain(options);
-    if (!client.ok()) return client.status().WithContext("connecting the stall watchdog");
-    self->stall_store_ = std::move(*client);
-    rendezvous::StoreClient* stall_store = self->stall_store_.get();
-    const std::string prefix = attempt_prefix;
-    const int rank = identity.rank;
-    observability::StallMonitor::Global().Start(
-        options.stall_warning, [stall_store, prefix, rank](const std::string& text) {
-          return rendezvous::PostStall(*stall_store, prefix, rank, text);
-        });
-  }
-  if (!options.training.trace_file.empty()) {
-    const int machine = identity.rank / std::max(1, identity.local_world_size);
-    auto clock = rendezvous::AlignClocks(store, attempt_prefix, identity.world_size, machine,
-                                         identity.local_rank, options.rendezvous_timeout);
-    if (!clock.ok()) return clock.status().WithContext("--trace");
-    self->clock_ = *clock;
-    self->tracing_ = true;
-    if (identity.rank == 0) {
-      log::Info("--trace: every rank records its timeline; the launcher writes " +
-                options.training.trace_file + " at the end");
-    }
-    if (machine != 0 && identity.local_rank == 0) {
-      log::Info("--trace: this machine's clock is " +
-                std::to_string(double(clock->offset_ns) / 1e6) + " ms ahead of machine 0's");
-    }
-    observability::Tracer::Global().Enable();
+  DPL_RETURN_IF_ERROR(self->WatchForStalls());
+  DPL_RETURN_IF_ERROR(self->AlignTraceClock());
+  if (self->tracing_ && identity.rank == 0) {
+    log::Info("--trace: every rank records its timeline; the launcher writes " +
+              options.training.trace_file + " at the end");
   }
   return self;
+}
+
+Status WorkerObservability::Regroup(const training::WorkerIdentity& identity,
+                                    const std::string& attempt_prefix) {
+  observability::StallMonitor::Global().Stop();
+  identity_ = identity;
+  prefix_ = attempt_prefix;
+  DPL_RETURN_IF_ERROR(WatchForStalls());
+  return AlignTraceClock();
+}
+
+Status WorkerObservability::WatchForStalls() {
+  if (options_.stall_warning.count() <= 0 || identity_.world_size <= 1) return Status::Ok();
+  if (!stall_store_) {
+    auto client = ConnectAgain(options_);
+    if (!client.ok()) return client.status().WithContext("connecting the stall watchdog");
+    stall_store_ = std::move(*client);
+  }
+  rendezvous::StoreClient* stall_store = stall_store_.get();
+  const std::string prefix = prefix_;
+  const int rank = identity_.rank;
+  observability::StallMonitor::Global().Start(
+      options_.stall_warning, [stall_store, prefix, rank](const std::string& text) {
+        return rendezvous::PostStall(*stall_store, prefix, rank, text);
+      });
+  return Status::Ok();
+}
+
+Status WorkerObservability::AlignTraceClock() {
+  if (options_.training.trace_file.empty()) return Status::Ok();
+  const int machine = identity_.rank / std::max(1, identity_.local_world_size);
+  auto clock = rendezvous::AlignClocks(store_, prefix_, identity_.world_size, machine,
+                                       identity_.local_rank, options_.rendezvous_timeout);
+  if (!clock.ok()) return clock.status().WithContext("--trace");
+  clock_ = *clock;
+  tracing_ = true;
+  if (machine != 0 && identity_.local_rank == 0) {
+    log::Info("--trace: this machine's clock is " + std::to_string(double(clock->offset_ns) / 1e6) +
+              " ms ahead of machine 0's");
+  }
+  observability::Tracer::Global().Enable();
+  return Status::Ok();
 }
 
 void WorkerObservability::Finish() {

@@ -26,6 +26,12 @@ class WorkerObservability {
   WorkerObservability(const WorkerObservability&) = delete;
   WorkerObservability& operator=(const WorkerObservability&) = delete;
 
+  // After a regroup in place (Note [Shrink in place] in training/live_state.hpp): the stall
+  // watchdog posts as the next attempt's rank, and with --trace the clock is aligned again among
+  // that attempt's ranks (the timeline recorded so far is kept). Every kept worker calls it where
+  // a new machine's workers call Start.
+  Status Regroup(const training::WorkerIdentity& identity, const std::string& attempt_prefix);
+
   // After training succeeded: sends the trace. A failure is logged, not returned: the training
   // is done, and the launcher says which rank's trace is missing.
   void Finish();
@@ -33,6 +39,9 @@ class WorkerObservability {
  private:
   WorkerObservability(const cli::Options& options, const training::WorkerIdentity& identity,
                       rendezvous::StoreClient& store, std::string attempt_prefix);
+
+  Status WatchForStalls();
+  Status AlignTraceClock();
 
   const cli::Options& options_;
   training::WorkerIdentity identity_;

@@ -252,7 +252,8 @@ int Train(AttemptSeat seat, const plugin_host::Discovery& discovery, int cuda_de
               " machines, after: " + trained.message());
     step_times.reset();
     collectives->reset();
-    const Status seated = TakeNewSeat(*order, discovery, cuda_devices, client, &seat);
+    Status seated = TakeNewSeat(*order, discovery, cuda_devices, client, &seat);
+    if (seated.ok()) seated = observed.Regroup(seat.identity, seat.prefix);
     if (!seated.ok()) return Fail(seated);
   }
 }

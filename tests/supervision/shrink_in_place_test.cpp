@@ -234,7 +234,9 @@ TEST_F(ShrinkInPlaceTest, TwoMachinesLostAtOnceFallBackToTheNewestCheckpoint) {
 // A machine that comes while two train is trained in at a step boundary with the state of the
 // running workers, which keep their processes.
 TEST_F(ShrinkInPlaceTest, AMachineThatComesIsTrainedInFromTheRunningWorkers) {
-  const Args args = WithValue(KilledMachinesJob(), "--max-steps", "400");
+  // With --trace: the running workers align their clocks again with the new machine's.
+  const Args args =
+      WithValue(KilledMachinesJob({"--trace", dir_ + "/trace.json"}), "--max-steps", "400");
   for (int i = 0; i < 2; ++i) Start(args);
   LauncherProcess* machine0 = MachineZero();
   ASSERT_NE(machine0, nullptr);
@@ -262,6 +264,10 @@ TEST_F(ShrinkInPlaceTest, AMachineThatComesIsTrainedInFromTheRunningWorkers) {
   EXPECT_TRUE(Contains(output, "a machine joins")) << output;
   EXPECT_TRUE(Contains(output, "the job continues on 3 machines (was 2) in place")) << output;
   CheckTheRun(output, 400);
+  const std::string trace = ReadWhole(dir_ + "/trace.json");
+  for (const char* rank : {"\"rank 0 (machine 0", "\"rank 1 (machine 1", "\"rank 2 (machine 2"}) {
+    EXPECT_TRUE(Contains(trace, rank)) << rank << " is not in the trace\n" << output;
+  }
 }
 
 }  // namespace
