@@ -2,7 +2,7 @@
 """NCCL allreduce bandwidth through dpl's nccl backend plugin at world size 1, in one process with
 the pip torch whose libnccl.so.2 the plugin must share.
 
-The plugin is loaded with ctypes after `import torch` and driven through its ABI v2 table as the
+The plugin is loaded with ctypes after `import torch` and driven through its ABI v4 table as the
 host drives it: rank 0 of 1 with an in-process store, float32 sum allreduces on torch's current
 stream, then one synchronize. For each size (8 B to --max-bytes, doubling) CUDA events on that
 stream time --iters calls after --warmup. The same allreduce through torch.distributed (NCCL,
@@ -68,7 +68,7 @@ class Config(ctypes.Structure):
                 ("world_size", c_int32), ("local_rank", c_int32), ("local_world_size", c_int32),
                 ("device_type", c_int32), ("device_id", c_int32), ("timeout_ms", c_int64),
                 ("store", POINTER(Store)), ("log", LOG), ("log_context", c_void_p),
-                ("options", c_char_p), ("local_address", c_char_p)]  # backend ABI v2
+                ("options", c_char_p), ("local_address", c_char_p)]  # backend ABI v2 to v4
 
 
 class Header(ctypes.Structure):
@@ -77,7 +77,7 @@ class Header(ctypes.Structure):
                 ("description", c_char_p)]
 
 
-class PluginV2(ctypes.Structure):
+class PluginV4(ctypes.Structure):
     _fields_ = [("header", Header),
                 ("create", CFUNCTYPE(c_int, POINTER(Config), POINTER(c_void_p))),
                 ("destroy", CFUNCTYPE(None, c_void_p)),
@@ -87,7 +87,10 @@ class PluginV2(ctypes.Structure):
                                         c_void_p)),
                 ("barrier", CFUNCTYPE(c_int, c_void_p)),
                 ("last_error", CFUNCTYPE(c_char_p)),
-                ("synchronize", CFUNCTYPE(c_int, c_void_p, c_void_p))]
+                ("synchronize", CFUNCTYPE(c_int, c_void_p, c_void_p)),
+                ("reduce_scatter", CFUNCTYPE(c_int, c_void_p, POINTER(DLTensor), POINTER(DLTensor),
+                                             c_int, c_void_p)),
+                ("abort", CFUNCTYPE(c_int, c_void_p))]
 
 
 class MemoryStore:
@@ -169,10 +172,10 @@ def main():
           f"{'.'.join(map(str, torch.cuda.nccl.version()))}, {torch.cuda.get_device_name(0)}")
 
     library = ctypes.CDLL(args.plugin, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-    table = PluginV2.in_dll(library, "dpl_backend_plugin_v2")
+    table = PluginV4.in_dll(library, "dpl_backend_plugin_v4")
     if (table.header.magic, table.header.abi_version, table.header.struct_size) != (
-            DPL_PLUGIN_MAGIC, 2, ctypes.sizeof(PluginV2)):
-        sys.exit(f"nccl_bus_bandwidth: {args.plugin} has no backend ABI v2 table of this layout")
+            DPL_PLUGIN_MAGIC, 4, ctypes.sizeof(PluginV4)):
+        sys.exit(f"nccl_bus_bandwidth: {args.plugin} has no backend ABI v4 table of this layout")
     nccls = mapped_libraries("libnccl.so")
     print(f"libnccl mapped in this process: {', '.join(nccls) or 'none'}")
     if len(nccls) != 1:
@@ -181,7 +184,7 @@ def main():
     store = MemoryStore()
     messages = []
     log = LOG(lambda _, level, text: messages.append(text.decode(errors="replace")))
-    config = Config(ctypes.sizeof(Config), 2, 0, WORLD_SIZE, 0, WORLD_SIZE, KDL_CUDA, 0, 60000,
+    config = Config(ctypes.sizeof(Config), 4, 0, WORLD_SIZE, 0, WORLD_SIZE, KDL_CUDA, 0, 60000,
                     ctypes.pointer(store.view), log, None, b"", b"127.0.0.1")
     backend = c_void_p()
     if table.create(ctypes.byref(config), ctypes.byref(backend)) != DPL_OK:
