@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""What the copy of each part of the sharded optimizer costs a step (Note [A copy of each part] in
+launcher/training/part_copy.hpp): dpl's GPT (`--model gpt`, AdamW) trained by three launchers on
+this machine's loopback (three machines of one worker each, gloo), `--shard-optimizer on
+--local-reduce backend`, with `--shard-copy on` against `--shard-copy off`.
+
+With the copy, each step also gathers every part's averaged gradients (one allgather as large as
+the parameters' gather that ends the step), runs AdamW on a second part, and copies both parts'
+values and state aside before the update (the snapshot a failure falls back on).
+
+Method: each run trains --first + --window steps; rank 0 logs every step (stamped, --log-time
+iso), and the rate is the steps of the window over the time between the line of step --first and
+the last. Each repeat runs both sides back to back, alternating which goes first; the ratio is
+the median of the repeats' own ratios (steps/s with the copy over without).
+
+Smoke:     tools/bench/shard_copy_cost.py --sizes tiny --first 3 --window 5 --repeats 1
+Final run: tools/bench/shard_copy_cost.py --sizes gpt-10m,gpt-50m --repeats 3
+"""
+import argparse
+import datetime
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from checkpoint_cost import STEP_LINE, write_tokens
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SIZES = {
+    "tiny": dict(layers=2, heads=4, dim=64, block=32, vocab=256, batch=6),
+    # The Shakespeare-size GPT of docs/performance.md (10.8M parameters).
+    "gpt-10m": dict(layers=6, heads=6, dim=384, block=256, vocab=256, batch=6),
+    "gpt-50m": dict(layers=10, heads=10, dim=640, block=256, vocab=256, batch=3),
+}
+MACHINES = 3
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def command(args, size, data, steps, copy, machine, port):
+    model = ",".join(f"{k}={size[k]}" for k in ("layers", "heads", "dim", "block"))
+    return [args.launcher, "--plugin-dir", args.plugin_dir, "--model", "gpt", "--model-options",
+            model, "--data", "tokens", "--data-dir", data, "--data-options",
+            f"block={size['block']},vocab={size['vocab']}", "--data-cache", "none",
+            "--backend", "gloo", "--num-machines", str(MACHINES), "--machine-id", str(machine),
+            "--master-addr", "127.0.0.1", "--master-port", str(port), "--num-processes", "1",
+            "--threads-per-worker", str(args.threads), "--batch-size", str(size["batch"]),
+            "--max-steps", str(steps), "--optimizer", "adamw", "--lr", "1e-3",
+            "--weight-decay", "0.1", "--seed", "0", "--shard-optimizer", "on", "--local-reduce",
+            "backend", "--shard-copy", "on" if copy else "off", "--no-progress", "--no-eval",
+            "--log-interval", "1", "--log-time", "iso"]
+
+
+def run_once(args, size, data, steps, copy):
+    port = free_port()
+    launchers = [subprocess.Popen(command(args, size, data, steps, copy, machine, port),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for machine in range(MACHINES)]
+    outputs = [launcher.communicate(timeout=3600)[0] for launcher in launchers]
+    for launcher, output in zip(launchers, outputs):
+        if launcher.returncode != 0:
+            sys.exit(f"a launcher failed ({launcher.returncode}):\n{output[-4000:]}")
+    times = [datetime.datetime.fromisoformat(m.group(1)).timestamp()
+             for output in outputs for m in map(STEP_LINE.match, output.splitlines()) if m]
+    if len(times) < steps:
+        sys.exit(f"{len(times)} step lines, {steps} steps trained:\n{outputs[0][-4000:]}")
+    return (steps - args.first) / (times[-1] - times[args.first - 1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="gpt-10m,gpt-50m")
+    parser.add_argument("--first", type=int, default=5, help="steps before the window")
+    parser.add_argument("--window", type=int, default=15, help="steps measured")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="--threads-per-worker")
+    parser.add_argument("--launcher", default=os.path.join(REPO, "build", "launcher", "launcher"))
+    parser.add_argument("--plugin-dir", default=os.path.join(REPO, "build", "plugins_out"))
+    args = parser.parse_args()
+    sizes = [s for s in args.sizes.split(",") if s]
+    unknown = [s for s in sizes if s not in SIZES]
+    if unknown:
+        sys.exit(f"unknown size(s) {unknown}: choose from {', '.join(SIZES)}")
+    if args.first < 1 or args.window < 1:
+        sys.exit("--first and --window must be at least 1")
+    root = tempfile.mkdtemp(prefix="dpl-shard-copy-cost-")
+    steps = args.first + args.window
+    print("| size | steps/s without the copy | steps/s with | with / without (median, range) |\n"
+          "| --- | --- | --- | --- |")
+    try:
+        for name in sizes:
+            size = SIZES[name]
+            data = os.path.join(root, name)
+            write_tokens(data, size, steps)
+            pairs = []
+            for repeat in range(args.repeats):
+                sides = [False, True] if repeat % 2 == 0 else [True, False]
+                rates = {copy: run_once(args, size, data, steps, copy) for copy in sides}
+                pairs.append((rates[False], rates[True]))
+                print(f"{name} repeat {repeat + 1}: {rates[True]:.3f} with, "
+                      f"{rates[False]:.3f} without", file=sys.stderr, flush=True)
+            ratios = [b / a for a, b in pairs]
+            print(f"| {name} | {statistics.median(a for a, _ in pairs):.3f} | "
+                  f"{statistics.median(b for _, b in pairs):.3f} | "
+                  f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}) |",
+                  flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
