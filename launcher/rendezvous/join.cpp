@@ -134,6 +134,28 @@ Result<bool> ClaimerVanished(StoreClient& client, int id) {
   return false;
 }
 
+}  // namespace
+
+Result<bool> JobRunsWithoutMachineZero(StoreClient& client, int num_machines) {
+  // Ids given on the command line are below num_machines; ids taken in join order, below the count.
+  DPL_ASSIGN_OR_RETURN(const int64_t handed_out, client.Add(kNextMachineIdKey, 0));
+  const int last = std::max(num_machines - 1, int(handed_out));
+  LivenessWatch watch(kMemberLease, {});
+  // A beat that stood still for the lease is gone; one that moves within it is not.
+  const auto deadline = std::chrono::steady_clock::now() + kMemberLease + kHeartbeatInterval;
+  for (;;) {
+    const bool decided = std::chrono::steady_clock::now() >= deadline;
+    bool any = false;
+    for (int id = 1; id <= last && !any; ++id) {
+      DPL_ASSIGN_OR_RETURN(any, watch.Alive(client, id));
+    }
+    if (!any || decided) return any;
+    std::this_thread::sleep_for(kHeartbeatInterval);
+  }
+}
+
+namespace {
+
 Result<int> ClaimGivenId(StoreClient& client, const LauncherJoin& join) {
   const int id = *join.machine_id;
   DPL_ASSIGN_OR_RETURN(auto claimed, Claim(client, id, join.machine_name));

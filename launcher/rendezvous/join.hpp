@@ -56,6 +56,12 @@ struct LauncherJoin {
 Result<int> JoinAsLauncher(StoreClient& client, const LauncherJoin& join,
                            std::chrono::milliseconds timeout);
 
+// Whether a launcher of the job in the store other than machine 0 (ids up to the job's
+// `num_machines` and those taken in join order) still beats, watched for a
+// member lease: an elastic job that lost machine 0 and runs on (with the store in etcd, a launcher
+// given id 0 then joins it as a new machine), not the keys of a job that ended.
+Result<bool> JobRunsWithoutMachineZero(StoreClient& client, int num_machines);
+
 // The name machine `id` joined with (LauncherJoin::machine_name), or "" when unknown.
 std::string MachineName(StoreClient& client, int id);
 

@@ -150,7 +150,20 @@ Result<Joined> StartAndJoin(const cli::Options& options) {
       std::min(joined.client_options.keepalive_timeout, options.backend_timeout);
   DPL_ASSIGN_OR_RETURN(auto client, rendezvous::StoreClient::Connect(joined.client_options));
   joined.client = std::move(client);
-  if (serving) DPL_RETURN_IF_ERROR(rendezvous::RefuseEarlierJob(*joined.client, store));
+  bool replaces_machine_zero = false;
+  if (serving) {
+    const Status fresh = rendezvous::RefuseEarlierJob(*joined.client, store);
+    if (!fresh.ok()) {
+      // Note [A vanished launcher's id] in rendezvous/join.cpp, for machine 0 of an etcd job.
+      if (!options.elastic()) return fresh;
+      DPL_ASSIGN_OR_RETURN(replaces_machine_zero, rendezvous::JobRunsWithoutMachineZero(
+                                                      *joined.client, options.num_machines));
+      if (!replaces_machine_zero) return fresh;
+      log::Info("the job in " + store.Describe() +
+                " runs on without its machine 0: this launcher joins it as a new machine");
+      serving = false;
+    }
+  }
   // Workers of machine 0 reach the store through loopback; the others through --master-addr.
   joined.store_addr = store_host + ":" + std::to_string(joined.port);
   joined.machine_name = cluster::ThisMachineName(options.master_addr);
@@ -158,7 +171,7 @@ Result<Joined> StartAndJoin(const cli::Options& options) {
   rendezvous::LauncherJoin join;
   if (serving) {
     join.machine_id = 0;
-  } else if (options.machine_id != cli::kAutoMachineId) {
+  } else if (options.machine_id != cli::kAutoMachineId && !replaces_machine_zero) {
     join.machine_id = options.machine_id;
   }
   join.num_machines = options.num_machines;

@@ -90,7 +90,8 @@ TEST_F(StoreJobsTest, TwoMachinesTrainWithTheirKeysInEtcd) {
 // Note [Attempt coordinator] in launcher/rendezvous/liveness.cpp: an elastic job of three machines
 // on a three-member etcd cluster, one member per machine; machine 0 (its launcher, loader and
 // worker, one process group) and its etcd member are killed mid-run. Machines 1 and 2 go on on
-// their own, in place, machine 1 coordinating and its worker now rank 0, and finish the run.
+// their own, in place, machine 1 coordinating and its worker now rank 0; a replacement started
+// as machine 0 joins the running job as a new machine, and the run finishes on three.
 TEST_F(StoreJobsTest, AnElasticJobInEtcdFinishesOnMachinesOneAndTwoWhenMachineZeroDies) {
   if (!EtcdCluster::Installed()) GTEST_SKIP() << rendezvous::testing::kNoEtcd;
   EtcdCluster cluster(3);
@@ -107,7 +108,7 @@ TEST_F(StoreJobsTest, AnElasticJobInEtcdFinishesOnMachinesOneAndTwoWhenMachineZe
                           "--job-token",
                           "etcd-loses-machine-0",
                           "--max-steps",
-                          "120",
+                          "400",
                           "--checkpoint-dir",
                           checkpoints,
                           "--checkpoint-every",
@@ -133,8 +134,15 @@ TEST_F(StoreJobsTest, AnElasticJobInEtcdFinishesOnMachinesOneAndTwoWhenMachineZe
   ASSERT_EQ(kill(-machine0.pid(), SIGKILL), 0);
   cluster.Kill(0);
   machine0.Wait(5s);
+  LauncherProcess replacement(machine(0), OutputPath("m0-again"), {}, ProcessGroup::kOwn);
   const auto status1 = machine1.Wait(120s);
   const auto status2 = machine2.Wait(30s);
+  const auto replaced = replacement.Wait(30s);
+  EXPECT_TRUE(ExitedWith(replaced, 0)) << Describe(replaced) << replacement.Output();
+  EXPECT_TRUE(Contains(replacement.Output(),
+                       "runs on without its machine 0: this launcher joins "
+                       "it as a new machine"))
+      << replacement.Output();
   const std::string output1 = machine1.Output();
   EXPECT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << output1;
   EXPECT_TRUE(ExitedWith(status2, 0)) << Describe(status2) << machine2.Output();
@@ -144,8 +152,9 @@ TEST_F(StoreJobsTest, AnElasticJobInEtcdFinishesOnMachinesOneAndTwoWhenMachineZe
                        "newest step a worker holds: machine 0 ("))
       << output1;
   EXPECT_TRUE(Contains(output1, "[rank 0] continuing from step ")) << output1;
-  EXPECT_TRUE(Contains(output1, "[rank 0] training done: 120 steps")) << output1;
-  EXPECT_TRUE(std::filesystem::exists(checkpoints + "/checkpoint-0000000120.pt")) << output1;
+  EXPECT_TRUE(Contains(output1, "the job continues on 3 machines (was 2) in place")) << output1;
+  EXPECT_TRUE(Contains(output1, "[rank 0] training done: 400 steps")) << output1;
+  EXPECT_TRUE(std::filesystem::exists(checkpoints + "/checkpoint-0000000400.pt")) << output1;
 }
 
 TEST_F(StoreJobsTest, ALauncherRefusesAStoreItCannotUseNamingIt) {
