@@ -132,6 +132,23 @@ Result<bool> ServeIfMachineZero(const cli::Options& options, const rendezvous::S
   return true;
 }
 
+// Machine 0 publishes the job's settings (with the store in etcd, its keys): refused where the
+// store holds another job's keys, unless an elastic job runs on there without its machine 0, which
+// this launcher then joins as a new machine (false; Note [A vanished launcher's id] in
+// rendezvous/join.cpp).
+Result<bool> PublishesSettings(const cli::Options& options, const rendezvous::StoreLocation& store,
+                               rendezvous::StoreClient& client) {
+  const Status fresh = rendezvous::RefuseEarlierJob(client, store);
+  if (fresh.ok()) return true;
+  if (!options.elastic()) return fresh;
+  DPL_ASSIGN_OR_RETURN(const bool runs_on,
+                       rendezvous::JobRunsWithoutMachineZero(client, options.num_machines));
+  if (!runs_on) return fresh;
+  log::Info("the job in " + store.Describe() +
+            " runs on without its machine 0: this launcher joins it as a new machine");
+  return false;
+}
+
 Result<Joined> StartAndJoin(const cli::Options& options) {
   Joined joined;
   joined.port = options.master_port;
@@ -152,17 +169,8 @@ Result<Joined> StartAndJoin(const cli::Options& options) {
   joined.client = std::move(client);
   bool replaces_machine_zero = false;
   if (serving) {
-    const Status fresh = rendezvous::RefuseEarlierJob(*joined.client, store);
-    if (!fresh.ok()) {
-      // Note [A vanished launcher's id] in rendezvous/join.cpp, for machine 0 of an etcd job.
-      if (!options.elastic()) return fresh;
-      DPL_ASSIGN_OR_RETURN(replaces_machine_zero, rendezvous::JobRunsWithoutMachineZero(
-                                                      *joined.client, options.num_machines));
-      if (!replaces_machine_zero) return fresh;
-      log::Info("the job in " + store.Describe() +
-                " runs on without its machine 0: this launcher joins it as a new machine");
-      serving = false;
-    }
+    DPL_ASSIGN_OR_RETURN(serving, PublishesSettings(options, store, *joined.client));
+    replaces_machine_zero = !serving;
   }
   // Workers of machine 0 reach the store through loopback; the others through --master-addr.
   joined.store_addr = store_host + ":" + std::to_string(joined.port);

@@ -67,6 +67,38 @@ class StoreJobsTest : public TrainingJobTest {
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
+
+  // Machine `id` of an elastic job of 2 to 3 machines of the test model in `cluster`, checkpoints
+  // in `checkpoints`.
+  Args ElasticEtcdMachine(int id, const EtcdCluster& cluster,
+                          const std::string& checkpoints) const {
+    return WithValue(Job("tcp", "faulty", 1,
+                         {"--num-machines",
+                          "2:3",
+                          "--machine-id",
+                          std::to_string(id),
+                          "--store",
+                          cluster.Url(),
+                          "--job-token",
+                          "etcd-loses-machine-0",
+                          "--max-steps",
+                          "400",
+                          "--checkpoint-dir",
+                          checkpoints,
+                          "--checkpoint-every",
+                          "10",
+                          "--max-restarts",
+                          "2",
+                          "--join-grace",
+                          "1",
+                          "--rendezvous-timeout",
+                          "60",
+                          "--log-interval",
+                          "10",
+                          "--model-options",
+                          "step_ms=20"}),
+                     "--batch-size", "12");
+  }
 };
 
 TEST_F(StoreJobsTest, TwoMachinesTrainWithTheirKeysInEtcd) {
@@ -97,34 +129,7 @@ TEST_F(StoreJobsTest, AnElasticJobInEtcdFinishesOnMachinesOneAndTwoWhenMachineZe
   EtcdCluster cluster(3);
   ASSERT_TRUE(cluster.started()) << cluster.error();
   const std::string checkpoints = dir_ + "/checkpoints";
-  auto machine = [&](int id) {
-    return WithValue(Job("tcp", "faulty", 1,
-                         {"--num-machines",
-                          "2:3",
-                          "--machine-id",
-                          std::to_string(id),
-                          "--store",
-                          cluster.Url(),
-                          "--job-token",
-                          "etcd-loses-machine-0",
-                          "--max-steps",
-                          "400",
-                          "--checkpoint-dir",
-                          checkpoints,
-                          "--checkpoint-every",
-                          "10",
-                          "--max-restarts",
-                          "2",
-                          "--join-grace",
-                          "1",
-                          "--rendezvous-timeout",
-                          "60",
-                          "--log-interval",
-                          "10",
-                          "--model-options",
-                          "step_ms=20"}),
-                     "--batch-size", "12");
-  };
+  auto machine = [&](int id) { return ElasticEtcdMachine(id, cluster, checkpoints); };
   LauncherProcess machine0(machine(0), OutputPath("m0"), {}, ProcessGroup::kOwn);
   LauncherProcess machine1(machine(1), OutputPath("m1"), {}, ProcessGroup::kOwn);
   LauncherProcess machine2(machine(2), OutputPath("m2"), {}, ProcessGroup::kOwn);
