@@ -95,21 +95,32 @@ def run_once(args, size, data, steps, checkpoints):
             "pauses_s": [p for _, p in written]}
 
 
+def add_run_arguments(parser, sizes, first, threads):
+    """The flags every GPT throughput benchmark of this folder takes."""
+    parser.add_argument("--sizes", default=sizes)
+    parser.add_argument("--first", type=int, default=first, help="steps before the window")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=threads, help="--threads-per-worker")
+    parser.add_argument("--launcher", default=os.path.join(REPO, "build", "launcher", "launcher"))
+    parser.add_argument("--plugin-dir", default=os.path.join(REPO, "build", "plugins_out"))
+
+
+def chosen_sizes(text, known):
+    """The sizes of a --sizes list, each one of `known`."""
+    sizes = [s for s in text.split(",") if s]
+    unknown = [s for s in sizes if s not in known]
+    if unknown:
+        sys.exit(f"unknown size(s) {unknown}: choose from {', '.join(known)}")
+    return sizes
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="gpt-50m,gpt2-124m")
+    add_run_arguments(parser, "gpt-50m,gpt2-124m", first=10, threads=2)
     parser.add_argument("--every", type=int, default=20, help="steps between checkpoints")
-    parser.add_argument("--first", type=int, default=10, help="steps before the window")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2, help="--threads-per-worker")
-    parser.add_argument("--launcher", default=os.path.join(REPO, "build", "launcher", "launcher"))
-    parser.add_argument("--plugin-dir", default=os.path.join(REPO, "build", "plugins_out"))
     args = parser.parse_args()
-    sizes = [s for s in args.sizes.split(",") if s]
-    unknown = [s for s in sizes if s not in SIZES]
-    if unknown:
-        sys.exit(f"unknown size(s) {unknown}: choose from {', '.join(SIZES)}")
+    sizes = chosen_sizes(args.sizes, SIZES)
     if args.first < 1 or args.every < 1:
         sys.exit("--first and --every must be at least 1")
     root = tempfile.mkdtemp(prefix="dpl-checkpoint-cost-")

@@ -26,10 +26,8 @@ import subprocess
 import sys
 import tempfile
 
-from checkpoint_cost import STEP_LINE, write_tokens
+from checkpoint_cost import STEP_LINE, add_run_arguments, chosen_sizes, write_tokens
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 SIZES = {
     "tiny": dict(layers=2, heads=4, dim=64, block=32, vocab=256, batch=6),
     # The Shakespeare-size GPT of docs/performance.md (10.8M parameters).
@@ -78,18 +76,10 @@ def run_once(args, size, data, steps, copy):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="gpt-10m,gpt-50m")
-    parser.add_argument("--first", type=int, default=5, help="steps before the window")
+    add_run_arguments(parser, "gpt-10m,gpt-50m", first=5, threads=1)
     parser.add_argument("--window", type=int, default=15, help="steps measured")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1, help="--threads-per-worker")
-    parser.add_argument("--launcher", default=os.path.join(REPO, "build", "launcher", "launcher"))
-    parser.add_argument("--plugin-dir", default=os.path.join(REPO, "build", "plugins_out"))
     args = parser.parse_args()
-    sizes = [s for s in args.sizes.split(",") if s]
-    unknown = [s for s in sizes if s not in SIZES]
-    if unknown:
-        sys.exit(f"unknown size(s) {unknown}: choose from {', '.join(SIZES)}")
+    sizes = chosen_sizes(args.sizes, SIZES)
     if args.first < 1 or args.window < 1:
         sys.exit("--first and --window must be at least 1")
     root = tempfile.mkdtemp(prefix="dpl-shard-copy-cost-")
