@@ -33,6 +33,18 @@ std::string AliveKey(int machine_id) {
   return "job/alive/" + std::to_string(machine_id);
 }
 
+namespace {
+
+std::string GoneKey(int machine_id) {
+  return "job/gone/" + std::to_string(machine_id);
+}
+
+}  // namespace
+
+Status RecordGone(StoreClient& client, int machine_id) {
+  return client.Set(GoneKey(machine_id), ToBytes("1"));
+}
+
 LivenessWatch::LivenessWatch(std::chrono::milliseconds lease, std::set<int> gone)
     : lease_(lease), gone_(std::move(gone)) {}
 
@@ -41,6 +53,14 @@ Result<bool> LivenessWatch::Alive(StoreClient& client, int machine_id) {
   DPL_ASSIGN_OR_RETURN(auto beats, client.Add(AliveKey(machine_id), 0));
   const auto now = Clock::now();
   auto seen = seen_.find(machine_id);
+  if (seen == seen_.end()) {
+    auto recorded = client.Get(GoneKey(machine_id), std::chrono::milliseconds(0));
+    if (recorded.ok()) {
+      gone_.insert(machine_id);
+      return false;
+    }
+    if (!recorded.status().IsTimeout()) return recorded.status();
+  }
   if (seen == seen_.end() || seen->second.beats != beats) {
     seen_[machine_id] = {beats, now};
     return true;

@@ -16,9 +16,16 @@ namespace dpl::rendezvous {
 // The key a launcher beats in.
 std::string AliveKey(int machine_id);
 
+// Marks launcher `machine_id` gone for every launcher of the job, those that join later too: an
+// attempt found its beat stopped, and a vanished id is never taken again (Note [A vanished
+// launcher's id] in join.cpp).
+Status RecordGone(StoreClient& client, int machine_id);
+
 // A launcher is alive while its beat moves: one whose counter did not change for `lease` since
 // this watch first read it has left (killed, its machine down). Launchers in `gone` are known to
-// have left (a failed attempt found their beat stopped) and are not read again.
+// have left (a failed attempt found their beat stopped) and are not read again, nor are those
+// recorded gone in the store (RecordGone): a launcher that joined after they left does not wait a
+// lease on each of them.
 class LivenessWatch {
  public:
   LivenessWatch(std::chrono::milliseconds lease, std::set<int> gone);

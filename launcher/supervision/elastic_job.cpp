@@ -6,6 +6,7 @@
 
 #include "common/log.hpp"
 #include "rendezvous/join.hpp"
+#include "rendezvous/liveness.hpp"
 #include "rendezvous/membership.hpp"
 #include "supervision/heartbeat.hpp"
 #include "supervision/stop_signals.hpp"
@@ -58,7 +59,8 @@ int EndElastic(Joined& joined, const Status& failure, bool coordinator) {
 }
 
 // The launchers of `members` whose machines the attempt found vanished (its own lost places and
-// those any other launcher recorded), added to `gone`: the next attempts wait for none of them.
+// those any other launcher recorded), added to `gone` and recorded in the store: the next
+// attempts wait for none of them, nor do launchers that join later.
 void ForgetLostMembers(rendezvous::StoreClient& client, int attempt,
                        const std::vector<rendezvous::Member>& members,
                        const std::vector<int>& lost_here, std::set<int>* gone) {
@@ -67,7 +69,9 @@ void ForgetLostMembers(rendezvous::StoreClient& client, int attempt,
   lost.insert(lost.end(), lost_here.begin(), lost_here.end());
   for (int place : lost) {
     if (place >= 0 && place < static_cast<int>(members.size())) {
-      gone->insert(members[static_cast<size_t>(place)].machine_id);
+      const int id = members[static_cast<size_t>(place)].machine_id;
+      gone->insert(id);
+      (void)rendezvous::RecordGone(client, id);  // without it, a later joiner waits a lease
     }
   }
 }
