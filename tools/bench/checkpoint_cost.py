@@ -114,6 +114,19 @@ def chosen_sizes(text, known):
     return sizes
 
 
+def paired_runs(repeats, name, run, rate):
+    """Each repeat runs run(False) and run(True) back to back, alternating which goes first;
+    [(without, with)] of every repeat. `rate` reads steps/s from a run's result, for the log."""
+    pairs = []
+    for repeat in range(repeats):
+        sides = [False, True] if repeat % 2 == 0 else [True, False]
+        runs = {side: run(side) for side in sides}
+        pairs.append((runs[False], runs[True]))
+        print(f"{name} repeat {repeat + 1}: {rate(runs[True]):.3f} with, "
+              f"{rate(runs[False]):.3f} without", file=sys.stderr, flush=True)
+    return pairs
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -132,15 +145,11 @@ def main():
             size = SIZES[name]
             data = os.path.join(root, name)
             write_tokens(data, size, steps)
-            pairs = []
-            for repeat in range(args.repeats):
-                sides = [False, True] if repeat % 2 == 0 else [True, False]
-                runs = {with_: run_once(args, size, data, steps,
-                                        os.path.join(root, "checkpoints") if with_ else "")
-                        for with_ in sides}
-                pairs.append((runs[False], runs[True]))
-                print(f"{name} repeat {repeat + 1}: {runs[True]['steps_per_s']:.3f} with, "
-                      f"{runs[False]['steps_per_s']:.3f} without", file=sys.stderr, flush=True)
+            pairs = paired_runs(
+                args.repeats, name,
+                lambda with_: run_once(args, size, data, steps,
+                                       os.path.join(root, "checkpoints") if with_ else ""),
+                lambda run: run["steps_per_s"])
             without = statistics.median(a["steps_per_s"] for a, _ in pairs)
             with_ = statistics.median(b["steps_per_s"] for _, b in pairs)
             ratio = statistics.median(b["steps_per_s"] / a["steps_per_s"] for a, b in pairs)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-from checkpoint_cost import STEP_LINE, add_run_arguments, chosen_sizes, write_tokens
+from checkpoint_cost import STEP_LINE, add_run_arguments, chosen_sizes, paired_runs, write_tokens
 
 SIZES = {
     "tiny": dict(layers=2, heads=4, dim=64, block=32, vocab=256, batch=6),
@@ -91,13 +91,9 @@ def main():
             size = SIZES[name]
             data = os.path.join(root, name)
             write_tokens(data, size, steps)
-            pairs = []
-            for repeat in range(args.repeats):
-                sides = [False, True] if repeat % 2 == 0 else [True, False]
-                rates = {copy: run_once(args, size, data, steps, copy) for copy in sides}
-                pairs.append((rates[False], rates[True]))
-                print(f"{name} repeat {repeat + 1}: {rates[True]:.3f} with, "
-                      f"{rates[False]:.3f} without", file=sys.stderr, flush=True)
+            pairs = paired_runs(args.repeats, name,
+                                lambda copy: run_once(args, size, data, steps, copy),
+                                lambda rate: rate)
             ratios = [b / a for a, b in pairs]
             print(f"| {name} | {statistics.median(a for a, _ in pairs):.3f} | "
                   f"{statistics.median(b for _, b in pairs):.3f} | "
