@@ -15,6 +15,7 @@ any machine goes. Cases (--cases):
   sigstop        dpl, SIGSTOP instead (a hung machine, not closed sockets); once the job runs
                  on without it, it is SIGKILLed and replaced
   etcd           dpl with --store etcd:// (one etcd member this script runs), any machine killed
+  etcd-baseline  the same without failures: the etcd case's goodput is against it
   torchrun-baseline, torchrun-kill
                  tools/bench/chaos_ddp.py's DDP program of the same model under the pinned
                  torch's `torch.distributed.run --nnodes 2:3 --max-restarts` (c10d rendezvous),
@@ -61,8 +62,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 MACHINES = 3
 GLOBAL_BATCH = 96
 SAMPLES = 20000
-ALL_CASES = ("baseline", "no-checkpoint", "kill", "sigstop", "etcd", "torchrun-baseline",
-             "torchrun-kill", "torchft-baseline", "torchft-kill")
+ALL_CASES = ("baseline", "no-checkpoint", "kill", "sigstop", "etcd-baseline", "etcd",
+             "torchrun-baseline", "torchrun-kill", "torchft-baseline", "torchft-kill")
 
 DPL_LINE = re.compile(r"^(\S+) \[rank 0\] (.*)$")
 PEER_STEP = re.compile(r"(\d+\.\d+) \[rank 0\] step (\d+)( not committed)?")
@@ -185,7 +186,7 @@ class Chaos:
         every = 0 if self.case == "no-checkpoint" else args.checkpoint_every
         command += ["--checkpoint-dir", os.path.join(folder, "checkpoints"),
                     "--checkpoint-every", str(every)]
-        if self.case == "etcd":
+        if self.case.startswith("etcd"):
             # No machine's address names machine 0 here: each says its id, a replacement the id
             # of the machine it replaces.
             return command + ["--store", f"etcd://127.0.0.1:{self.store}", "--machine-id",
@@ -205,7 +206,7 @@ class Chaos:
 
     def start_helpers(self):
         """etcd for the etcd case, torchft's lighthouse for torchft."""
-        if self.case == "etcd":
+        if self.case.startswith("etcd"):
             self.store, peer = free_port(), free_port()
             self.extras.append(Machine(
                 ["etcd", "--data-dir", os.path.join(self.folder, "etcd"),
@@ -223,7 +224,8 @@ class Chaos:
 
     def spared(self):
         """The machine a kill spares: the built-in store's, or torchrun's rendezvous host."""
-        return None if self.case == "etcd" or self.system == "torchft" else self.machines[0]
+        any_goes = self.case.startswith("etcd") or self.system == "torchft"
+        return None if any_goes else self.machines[0]
 
     def run(self):
         try:
@@ -379,9 +381,12 @@ def measure(args, case, root):
 
 def summarise(results, timelines):
     """Goodput against each system's baseline; the kills' figures."""
-    baselines = {r["system"]: r for r in results if r["case"].endswith("baseline")}
+    def against(r):  # the etcd cases have a baseline of their own where it ran
+        return (r["system"], r["case"].startswith("etcd"))
+
+    baselines = {against(r): r for r in results if r["case"].endswith("baseline")}
     for r in results:
-        base = baselines.get(r["system"])
+        base = baselines.get(against(r)) or baselines.get((r["system"], False))
         r["goodput"] = r["committed"] / base["committed"] if base and base["committed"] else None
         median = (base or r)["median_step_s"]
         pause = max(1.0, 5 * median)
@@ -436,7 +441,7 @@ def main():
         sys.exit(f"unknown case(s) {unknown}: choose from {', '.join(ALL_CASES)}")
     if not os.access(args.launcher, os.X_OK):
         sys.exit(f"no launcher at {args.launcher}: build with tools/build.sh or pass --launcher")
-    if "etcd" in cases and shutil.which("etcd") is None:
+    if any(c.startswith("etcd") for c in cases) and shutil.which("etcd") is None:
         sys.exit("the etcd case needs the etcd binary on PATH (apt-get install etcd-server)")
     if any(c.startswith("torch") for c in cases):
         args.python = resolve_python(args.python)
