@@ -341,6 +341,20 @@ void CheckpointPolicy::AfterWritten(int64_t step, const std::string& path, doubl
   }
 }
 
+std::vector<OptimizerStateTensor> OptimizerStateTensors(
+    const std::vector<HostParameter>& parameters, const std::vector<std::string>& names,
+    const OptimizerState& whole) {
+  std::vector<OptimizerStateTensor> tensors;
+  for (size_t k = 0; k < whole.size(); ++k) {
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const HostParameter& p = parameters[i];
+      tensors.push_back(
+          {p.name, names[k], FloatTensor(whole[k][i].data(), p.elements, ShapeOf(p.model_value))});
+    }
+  }
+  return tensors;
+}
+
 Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& position, Model& model,
                                                   const ParameterPlacement& placement,
                                                   OptimizerRunner& optimizer,
@@ -372,15 +386,8 @@ Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& positi
   }
   state.optimizer_name = NameOf(OptimizerNames(), config_.optimizer.kind);
   state.optimizer_steps = optimizer.optimizer_steps();
-  const std::vector<HostParameter>& parameters = placement.parameters();
-  const std::vector<std::string> names = optimizer.StateNames();
-  for (size_t k = 0; k < whole.size(); ++k) {
-    for (size_t i = 0; i < parameters.size(); ++i) {
-      const HostParameter& p = parameters[i];
-      state.optimizer_state.push_back(
-          {p.name, names[k], FloatTensor(whole[k][i].data(), p.elements, ShapeOf(p.model_value))});
-    }
-  }
+  state.optimizer_state =
+      OptimizerStateTensors(placement.parameters(), optimizer.StateNames(), whole);
   if (model.Has(ModelCapability::kRngState)) DPL_RETURN_IF_ERROR(model.RngState(&state.rng_state));
   if (const std::optional<LossScalingState> scaling = optimizer.loss_scaling()) {
     state.scaler =

@@ -105,4 +105,10 @@ class CheckpointPolicy {
   CheckpointWriter writer_;  // last: its thread ends before the rest goes
 };
 
+// The optimizer's state whole (OptimizerRunner::WholeState's layout) as a checkpoint's entries:
+// state `names[k]` of each of `parameters`, float32 in the parameter's shape.
+std::vector<OptimizerStateTensor> OptimizerStateTensors(
+    const std::vector<HostParameter>& parameters, const std::vector<std::string>& names,
+    const OptimizerState& whole);
+
 }  // namespace dpl::training

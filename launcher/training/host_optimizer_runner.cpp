@@ -187,14 +187,7 @@ Status HostRunner::WholeState(const std::vector<size_t>& sizes, bool whole, Opti
 }
 
 Status HostRunner::RestoreState(const OptimizerState& state) {
-  std::vector<std::vector<float>*> buffers = optimizer_->StateBuffers();
-  const std::vector<HostRun>& runs = share_.updated();
-  for (size_t k = 0; k < state.size(); ++k) {
-    for (size_t r = 0; r < runs.size(); ++r) {
-      const float* from = state[k][runs[r].run.parameter].data() + runs[r].run.offset;
-      std::copy(from, from + runs[r].run.elements, buffers[k * runs.size() + r]->begin());
-    }
-  }
+  TakeRuns(state, share_.updated(), *optimizer_);
   if (copy_) copy_->Restore(state);
   return Status::Ok();
 }

@@ -217,18 +217,7 @@ Status TakeParts(const LiveRun& run, const LivePlan& plan, const KeptParts* mine
       entry.tensor.data.assign(bytes, bytes + values[p].size() * sizeof(float));
     }
   }
-  state->optimizer_state.clear();
-  for (size_t k = 0; k < whole.size(); ++k) {
-    for (size_t p = 0; p < parameters.size(); ++p) {
-      torch_files::TorchTensor tensor;
-      tensor.dtype = torch_files::TorchDtype::kFloat32;
-      const DLTensor& shape = parameters[p].model_value;
-      tensor.shape.assign(shape.shape, shape.shape + shape.ndim);
-      const auto* bytes = reinterpret_cast<const uint8_t*>(whole[k][p].data());
-      tensor.data.assign(bytes, bytes + whole[k][p].size() * sizeof(float));
-      state->optimizer_state.push_back({parameters[p].name, names[k], std::move(tensor)});
-    }
-  }
+  state->optimizer_state = OptimizerStateTensors(parameters, names, whole);
   return Status::Ok();
 }
 

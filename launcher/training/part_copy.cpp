@@ -38,6 +38,17 @@ KeptPart KeepPart(int part, bool updated, const std::vector<float>& snapshot,
 
 }  // namespace
 
+void TakeRuns(const OptimizerState& whole, const std::vector<HostRun>& runs, Optimizer& optimizer) {
+  const std::vector<std::vector<float>*> buffers = optimizer.StateBuffers();
+  for (size_t k = 0; k < whole.size(); ++k) {
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const ParameterRun& run = runs[r].run;
+      const float* from = whole[k][run.parameter].data() + run.offset;
+      std::copy(from, from + run.elements, buffers[k * runs.size() + r]->begin());
+    }
+  }
+}
+
 size_t FlatPartElements(const ShardLayout& layout, int part, size_t states) {
   size_t elements = 0;
   for (const ParameterRun& run : layout.PartOfEveryBucket(part)) elements += run.elements;
@@ -57,15 +68,14 @@ PartCopy::PartCopy(const std::vector<HostParameter>& parameters, const ShardLayo
     runs_.push_back({run, parameters[run.parameter].value + run.offset, gradients_.back().data()});
     values_.push_back(runs_.back().value);
     gradient_pointers_.push_back(runs_.back().gradient);
+    gradient_at_[{run.parameter, run.offset}] = runs_.back().gradient;
   }
 }
 
 Status PartCopy::GatherGradients(UpdateShare& share) {
-  std::map<std::pair<uint32_t, size_t>, float*> into;
-  for (const HostRun& run : runs_) into[{run.run.parameter, run.run.offset}] = run.gradient;
-  return share.GatherGradients([&](const ParameterRun& run) -> float* {
-    auto found = into.find({run.parameter, run.offset});
-    return found == into.end() ? nullptr : found->second;
+  return share.GatherGradients([this](const ParameterRun& run) -> float* {
+    auto found = gradient_at_.find({run.parameter, run.offset});
+    return found == gradient_at_.end() ? nullptr : found->second;
   });
 }
 
@@ -84,14 +94,7 @@ void PartCopy::Step() {
 }
 
 void PartCopy::Restore(const OptimizerState& whole) {
-  const std::vector<std::vector<float>*> buffers = optimizer_->StateBuffers();
-  for (size_t k = 0; k < whole.size(); ++k) {
-    for (size_t r = 0; r < runs_.size(); ++r) {
-      const ParameterRun& run = runs_[r].run;
-      const float* from = whole[k][run.parameter].data() + run.offset;
-      std::copy(from, from + run.elements, buffers[k * runs_.size() + r]->begin());
-    }
-  }
+  TakeRuns(whole, runs_, *optimizer_);
 }
 
 void PartCopy::BeganStep(int64_t global_step, int64_t optimizer_steps,

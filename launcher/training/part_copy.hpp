@@ -20,8 +20,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "common/status.hpp"
@@ -51,6 +53,10 @@ struct KeptParts {
   std::optional<LossScalingState> loss_scaling;
 };
 
+// Takes the elements of `runs` from `whole` (OptimizerRunner::WholeState's layout) into
+// `optimizer`'s state, made over those runs (buffer k * runs + r is state k of run r).
+void TakeRuns(const OptimizerState& whole, const std::vector<HostRun>& runs, Optimizer& optimizer);
+
 // The floats of part `part` of `layout` flat (KeptPart) with `states` optimizer states.
 size_t FlatPartElements(const ShardLayout& layout, int part, size_t states);
 
@@ -65,7 +71,6 @@ class PartCopy {
   PartCopy(const std::vector<HostParameter>& parameters, const ShardLayout& layout, int part,
            std::unique_ptr<Optimizer> optimizer);
 
-  int part() const { return part_; }
   Optimizer& optimizer() { return *optimizer_; }
   // Every rank: the averaged gradients of the copied part from the rank that holds them.
   Status GatherGradients(UpdateShare& share);
@@ -92,6 +97,8 @@ class PartCopy {
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<float*> values_;
   std::vector<const float*> gradient_pointers_;
+  // Where each run's gradients go, by (parameter, offset): GatherGradients' destination.
+  std::map<std::pair<uint32_t, size_t>, float*> gradient_at_;
   // The snapshot: both parts of step snapshot_step_, taken before its update.
   int64_t snapshot_step_ = -1;
   std::vector<float> own_snapshot_, copy_snapshot_;

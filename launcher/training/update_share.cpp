@@ -74,17 +74,16 @@ class OwnPart : public SharedParts {
       : SharedParts(parameters, reduction), parameters_(parameters) {
     updated_ = PartOf(parameters, reduction);
     scaled_ = updated_;
+    for (const HostRun& run : updated_)
+      gradient_at_[{run.run.parameter, run.run.offset}] = run.gradient;
   }
   bool sharded() const override { return true; }
   const ShardLayout* own_part_layout() const override { return &reduction_.layout(); }
   Status GatherGradients(const std::function<float*(const ParameterRun&)>& destination) override {
-    std::map<std::pair<uint32_t, size_t>, const float*> gradient;
-    for (const HostRun& run : updated_)
-      gradient[{run.run.parameter, run.run.offset}] = run.gradient;
     return reduction_
         .GatherParts(
-            [&](const ParameterRun& run) {
-              return gradient.at({run.parameter, run.offset});
+            [this](const ParameterRun& run) {
+              return gradient_at_.at({run.parameter, run.offset});
             },
             destination, /*again=*/false)
         .WithContext("gathering the gradients of the parts' copies");
@@ -103,6 +102,8 @@ class OwnPart : public SharedParts {
 
  private:
   const std::vector<HostParameter>& parameters_;
+  // This rank's averaged gradients of each run of its part, by (parameter, offset).
+  std::map<std::pair<uint32_t, size_t>, const float*> gradient_at_;
 };
 
 Status OwnPart::GatherState(size_t states,
