@@ -129,7 +129,10 @@ Status HostRunner::Clip(const std::vector<double>& piece_sums) {
 
 // The placement applied the gradients' factor already (its TakeGradients).
 Result<StepDecision> HostRunner::Step(int64_t global_step, float /*factor*/) {
-  if (copy_) copy_->BeganStep(global_step, optimizer_->steps(), rules_.loss_scaling());
+  if (copy_) {
+    copy_->CatchUp();
+    copy_->BeganStep(global_step, optimizer_->steps(), rules_.loss_scaling());
+  }
   DPL_RETURN_IF_ERROR(FollowSchedule(global_step));
   std::vector<double> piece_sums;
   DPL_ASSIGN_OR_RETURN(const bool non_finite, CheckGradients(&piece_sums));
@@ -147,10 +150,9 @@ Status HostRunner::Update(int64_t global_step) {
     optimizer_->Step(values_, gradients_);
     return Status::Ok();
   }
-  DPL_RETURN_IF_ERROR(copy_->GatherGradients(share_));
+  DPL_RETURN_IF_ERROR(copy_->GatherGradients(share_, global_step));
   copy_->Snapshot(global_step, share_.updated(), *optimizer_);
   optimizer_->Step(values_, gradients_);
-  copy_->Step();
   return Status::Ok();
 }
 

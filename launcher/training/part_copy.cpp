@@ -1,5 +1,6 @@
 #include "training/part_copy.hpp"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -64,19 +65,46 @@ PartCopy::PartCopy(const std::vector<HostParameter>& parameters, const ShardLayo
                    int part, std::unique_ptr<Optimizer> optimizer)
     : layout_(layout), part_(part), optimizer_(std::move(optimizer)) {
   for (const ParameterRun& run : layout.PartOfEveryBucket(part)) {
+    const float* in_model = parameters[run.parameter].value + run.offset;
+    values_.emplace_back(in_model, in_model + run.elements);
     gradients_.emplace_back(run.elements, 0.0f);
-    runs_.push_back({run, parameters[run.parameter].value + run.offset, gradients_.back().data()});
-    values_.push_back(runs_.back().value);
+    model_values_.push_back(in_model);
+    runs_.push_back({run, values_.back().data(), gradients_.back().data()});
+    value_pointers_.push_back(runs_.back().value);
     gradient_pointers_.push_back(runs_.back().gradient);
     gradient_at_[{run.parameter, run.offset}] = runs_.back().gradient;
   }
 }
 
-Status PartCopy::GatherGradients(UpdateShare& share) {
-  return share.GatherGradients([this](const ParameterRun& run) -> float* {
+void PartCopy::ApplyGradients() {
+  optimizer_->set_learning_rate(pending_rate_);
+  optimizer_->Step(value_pointers_, gradient_pointers_);
+  pending_step_ = -1;
+}
+
+void PartCopy::TakeModelValues() {
+  for (size_t r = 0; r < runs_.size(); ++r) {
+    std::copy(model_values_[r], model_values_[r] + runs_[r].run.elements, values_[r].begin());
+  }
+}
+
+void PartCopy::CatchUp() {
+  // The rate of the step to come is set after this, so the late update sets its own.
+  if (pending_step_ >= 0) {
+    ApplyGradients();
+  } else {
+    TakeModelValues();  // after a restore, or a step the loss scaler skipped
+  }
+}
+
+Status PartCopy::GatherGradients(UpdateShare& share, int64_t global_step) {
+  DPL_RETURN_IF_ERROR(share.GatherGradients([this](const ParameterRun& run) -> float* {
     auto found = gradient_at_.find({run.parameter, run.offset});
     return found == gradient_at_.end() ? nullptr : found->second;
-  });
+  }));
+  pending_step_ = global_step + 1;
+  pending_rate_ = optimizer_->learning_rate();
+  return Status::Ok();
 }
 
 void PartCopy::Snapshot(int64_t global_step, const std::vector<HostRun>& own,
@@ -84,17 +112,12 @@ void PartCopy::Snapshot(int64_t global_step, const std::vector<HostRun>& own,
   // clear keeps the capacity of the step before: no allocation, one copy.
   own_snapshot_.clear();
   AppendFlat(own, own_optimizer, &own_snapshot_);
-  copy_snapshot_.clear();
-  AppendFlat(runs_, *optimizer_, &copy_snapshot_);
   snapshot_step_ = global_step;
-}
-
-void PartCopy::Step() {
-  optimizer_->Step(values_, gradient_pointers_);
 }
 
 void PartCopy::Restore(const OptimizerState& whole) {
   TakeRuns(whole, runs_, *optimizer_);
+  pending_step_ = -1;  // the values follow from the model's at the next CatchUp
 }
 
 void PartCopy::BeganStep(int64_t global_step, int64_t optimizer_steps,
@@ -106,14 +129,26 @@ void PartCopy::BeganStep(int64_t global_step, int64_t optimizer_steps,
 
 KeptParts PartCopy::Keep(int64_t committed_step, const std::vector<HostRun>& own,
                          Optimizer& own_optimizer, int own_part, int64_t optimizer_steps,
-                         const std::optional<LossScalingState>& loss_scaling) const {
+                         const std::optional<LossScalingState>& loss_scaling) {
   KeptParts kept;
   kept.parts = layout_.parts();
   kept.layout_fingerprint = layout_.Fingerprint();
   kept.committed_step = committed_step;
   const bool updated = snapshot_step_ == committed_step;
   kept.held.push_back(KeepPart(own_part, updated, own_snapshot_, own, own_optimizer));
-  kept.held.push_back(KeepPart(part_, updated, copy_snapshot_, runs_, *optimizer_));
+  // The copy at the committed step: that step's late update still to run, or with none pending
+  // no update began since the commit, and the model's values are the committed step's.
+  if (pending_step_ == committed_step) {
+    ApplyGradients();
+  } else if (pending_step_ < 0) {
+    TakeModelValues();
+  }
+  KeptPart copy{part_, Flat(runs_, *optimizer_), {}};
+  if (pending_step_ == committed_step + 1) {
+    ApplyGradients();
+    copy.next = Flat(runs_, *optimizer_);
+  }
+  kept.held.push_back(std::move(copy));
   const bool began = began_step_ == committed_step;
   kept.optimizer_steps = began ? began_optimizer_steps_ : optimizer_steps;
   kept.loss_scaling = began ? began_loss_scaling_ : loss_scaling;

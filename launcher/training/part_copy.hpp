@@ -5,17 +5,20 @@
 // unscaled and clipped, the ranks gather the averaged gradients of every part (one allgather, as
 // large as the gather of the updated values that follows), and each runs the optimizer on its
 // copy as the owner runs it on the part: the same element-wise arithmetic on the same bits, so the
-// copy stays the owner's bits. It also writes the copied part's updated values into its model,
-// which the step's gather of the updated parts then writes again with the same bits.
+// copy stays the owner's bits. The copy has values of its own (the model's are the owner's once
+// the step's gather is done), and it is updated late: at the start of the next step, with the
+// learning rate of the step its gradients are of, so until then it is still at the committed step.
 //
 // How a sharded step is committed: on a rank, once the gather of the updated parts is done (its
 // values are then the step's, whole). Between its update and that, an abort can leave a rank with
-// its parts one step on and the rest of its values half gathered. So before it updates, a rank
-// copies its part's and its copy's values and state aside (the snapshot, labelled with the step
-// they are of); after a failure it holds both parts at its committed step, and one step on where
-// it updated them (KeptParts). If any rank committed step s+1, every rank had updated its parts to
-// s+1 (the gather needs each part), so the newest committed step is always there, in every part
-// with one holder left; live_parts.hpp puts the parts together on the next attempt's ranks.
+// its part one step on and the rest of its values half gathered. So before it updates, a rank
+// copies its part's values and state aside (the snapshot, labelled with the step they are of);
+// its copy needs none, being still at the committed step with the next step's gradients beside
+// it. After a failure a rank holds both parts at its committed step, and one step on where it
+// updated its part or holds the copy's next gradients (KeptParts). If any rank committed step s+1,
+// every rank had updated its part to s+1 (the gather needs each part), so the newest committed
+// step is always there, in every part with one holder left; live_parts.hpp puts the parts
+// together on the next attempt's ranks.
 #pragma once
 
 #include <cstdint>
@@ -72,36 +75,48 @@ class PartCopy {
            std::unique_ptr<Optimizer> optimizer);
 
   Optimizer& optimizer() { return *optimizer_; }
-  // Every rank: the averaged gradients of the copied part from the rank that holds them.
-  Status GatherGradients(UpdateShare& share);
+  // At the start of step `global_step` + 1, the model's values those of step `global_step`: the
+  // update of the step before, late, or where there was none the values of the model.
+  void CatchUp();
+  // Every rank: the averaged gradients of the copied part of step `global_step` + 1 from the
+  // rank that holds them; the copy is updated with them at the next CatchUp.
+  Status GatherGradients(UpdateShare& share, int64_t global_step);
   // Before the update of step `global_step` + 1: this rank's part (`own`, with `own_optimizer`'s
-  // state) and the copy as they are.
+  // state) as it is.
   void Snapshot(int64_t global_step, const std::vector<HostRun>& own, Optimizer& own_optimizer);
-  // The copy's update (after the part's own, at its rate).
-  void Step();
   // Takes the copied part's state from `whole` (laid out as OptimizerRunner::WholeState's).
   void Restore(const OptimizerState& whole);
-  // After a failure, with `committed_step` the rank's committed step: both parts.
+  // After a failure, with `committed_step` the rank's committed step: both parts. Updates the
+  // copy (it is not used again).
   KeptParts Keep(int64_t committed_step, const std::vector<HostRun>& own, Optimizer& own_optimizer,
                  int own_part, int64_t optimizer_steps,
-                 const std::optional<LossScalingState>& loss_scaling) const;
+                 const std::optional<LossScalingState>& loss_scaling);
   // The loss scaling as the step under way began (Keep's, when it began after the committed one).
   void BeganStep(int64_t global_step, int64_t optimizer_steps,
                  std::optional<LossScalingState> loss_scaling);
 
  private:
+  // The copy's update with the gathered gradients, at the rate of their step.
+  void ApplyGradients();
+  // The copy's values from the model's (which hold them when no update is pending).
+  void TakeModelValues();
+
   const ShardLayout& layout_;
   int part_;
-  std::vector<HostRun> runs_;  // values in the model, gradients in gradients_
-  std::vector<std::vector<float>> gradients_;
+  std::vector<HostRun> runs_;  // values in values_, gradients in gradients_
+  std::vector<std::vector<float>> values_, gradients_;
+  std::vector<const float*> model_values_;  // each run's values in the model
   std::unique_ptr<Optimizer> optimizer_;
-  std::vector<float*> values_;
+  std::vector<float*> value_pointers_;
   std::vector<const float*> gradient_pointers_;
   // Where each run's gradients go, by (parameter, offset): GatherGradients' destination.
   std::map<std::pair<uint32_t, size_t>, float*> gradient_at_;
-  // The snapshot: both parts of step snapshot_step_, taken before its update.
+  // The step whose gradients gradients_ hold, not yet applied (-1: none), and its rate.
+  int64_t pending_step_ = -1;
+  double pending_rate_ = 0.0;
+  // The snapshot: this rank's part of step snapshot_step_, taken before its update.
   int64_t snapshot_step_ = -1;
-  std::vector<float> own_snapshot_, copy_snapshot_;
+  std::vector<float> own_snapshot_;
   // As the step under way began.
   int64_t began_step_ = -1;
   int64_t began_optimizer_steps_ = 0;

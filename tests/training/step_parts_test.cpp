@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "fakes/fake_model.hpp"
+#include "fakes/summed_part.hpp"
 #include "fakes/thread_world.hpp"
 #include "training/collectives/backend_collectives.hpp"
 
@@ -225,30 +226,17 @@ TEST(Step, TheModelsOwnOptimizerGetsTheAveragesFactor) {
 
 // An exchange of two ranks' parts whose other rank is played by the test: this rank holds part 1
 // of one bucket, the other rank's overflow flag and piece sums are added to this one's.
-class FakeExchange final : public GradientReduction {
+class FakeExchange final : public fakes::SummedPart {
  public:
   FakeExchange(const std::vector<size_t>& sizes, std::vector<float>* gradients)
-      : layout_(sizes, AssignBuckets(sizes, 1 << 30), 2), gradients_(gradients) {}
+      : SummedPart(ShardLayout(sizes, AssignBuckets(sizes, 1 << 30), 2), 1, gradients) {}
   std::string Describe() const override { return "a fake exchange"; }
-  std::future<Status> Launch(size_t, float) override {
-    std::promise<Status> done;
-    done.set_value(Status::Ok());
-    return done.get_future();
-  }
-  Status Finish() override { return Status::Ok(); }
-  SumsLeft sums_left() const override { return SumsLeft::kOwnPartOnly; }
-  const ShardLayout& layout() const override { return layout_; }
-  int part() const override { return 1; }
-  float* GradientOf(size_t bucket, const ParameterRun& run) override {
-    return gradients_->data() + (run.flat - layout_.bucket(bucket).bounds[1]);
-  }
   Status ShareEntries(std::vector<double>* values) override {
     (*values)[0] += other_overflowed ? 1.0 : 0.0;
     (*values)[2] += other_piece_sum;  // the other part's one piece
     ++shared;
     return Status::Ok();
   }
-  Status Barrier(const char*) override { return Status::Ok(); }
   Status GatherParts(const std::function<const float*(const ParameterRun&)>&,
                      const std::function<float*(const ParameterRun&)>&, bool) override {
     ++gathered;
@@ -258,10 +246,6 @@ class FakeExchange final : public GradientReduction {
   bool other_overflowed = false;
   double other_piece_sum = 0.0;
   int shared = 0, gathered = 0;
-
- private:
-  ShardLayout layout_;
-  std::vector<float>* gradients_;
 };
 
 // Two parameters of one piece each: part 0 is parameter 0, part 1 (this rank's) parameter 1.
