@@ -5,16 +5,23 @@ this machine's loopback (three machines of one worker each, gloo), `--shard-opti
 --local-reduce backend`, with `--shard-copy on` against `--shard-copy off`.
 
 With the copy, each step also gathers every part's averaged gradients (one allgather as large as
-the parameters' gather that ends the step), runs AdamW on a second part, and copies both parts'
-values and state aside before the update (the snapshot a failure falls back on).
+the parameters' gather that ends the step), runs AdamW on a second part (late: at the start of
+the next step), and copies the rank's own part's values and state aside before its update (the
+snapshot a failure falls back on).
 
 Method: each run trains --first + --window steps; rank 0 logs every step (stamped, --log-time
 iso), and the rate is the steps of the window over the time between the line of step --first and
 the last. Each repeat runs both sides back to back, alternating which goes first; the ratio is
 the median of the repeats' own ratios (steps/s with the copy over without).
 
+--baseline LAUNCHER (with --baseline-plugin-dir, its build's plugins_out) compares instead the
+runs with the copy of that launcher (another build) and of --launcher, paired the same way: what a
+change to the copy gained.
+
 Smoke:     tools/bench/shard_copy_cost.py --sizes tiny --first 3 --window 5 --repeats 1
 Final run: tools/bench/shard_copy_cost.py --sizes gpt-10m,gpt-50m --repeats 3
+Two builds: tools/bench/shard_copy_cost.py --sizes gpt-50m --baseline OLD/launcher/launcher \
+               --baseline-plugin-dir OLD/plugins_out
 """
 import argparse
 import datetime
@@ -43,9 +50,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def command(args, size, data, steps, copy, machine, port):
+def command(args, size, data, steps, copy, machine, port, launcher):
+    """`launcher`: (the launcher, its plugin folder)."""
     model = ",".join(f"{k}={size[k]}" for k in ("layers", "heads", "dim", "block"))
-    return [args.launcher, "--plugin-dir", args.plugin_dir, "--model", "gpt", "--model-options",
+    return [launcher[0], "--plugin-dir", launcher[1], "--model", "gpt", "--model-options",
             model, "--data", "tokens", "--data-dir", data, "--data-options",
             f"block={size['block']},vocab={size['vocab']}", "--data-cache", "none",
             "--backend", "gloo", "--num-machines", str(MACHINES), "--machine-id", str(machine),
@@ -57,9 +65,9 @@ def command(args, size, data, steps, copy, machine, port):
             "--log-interval", "1", "--log-time", "iso"]
 
 
-def run_once(args, size, data, steps, copy):
+def run_once(args, size, data, steps, copy, launcher):
     port = free_port()
-    launchers = [subprocess.Popen(command(args, size, data, steps, copy, machine, port),
+    launchers = [subprocess.Popen(command(args, size, data, steps, copy, machine, port, launcher),
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                  for machine in range(MACHINES)]
     outputs = [launcher.communicate(timeout=3600)[0] for launcher in launchers]
@@ -78,21 +86,36 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser, "gpt-10m,gpt-50m", first=5, threads=1)
     parser.add_argument("--window", type=int, default=15, help="steps measured")
+    parser.add_argument("--baseline", help="another build's launcher: the copy's runs of both")
+    parser.add_argument("--baseline-plugin-dir", help="the baseline build's plugins_out")
     args = parser.parse_args()
+    if bool(args.baseline) != bool(args.baseline_plugin_dir):
+        sys.exit("--baseline and --baseline-plugin-dir go together")
     sizes = chosen_sizes(args.sizes, SIZES)
     if args.first < 1 or args.window < 1:
         sys.exit("--first and --window must be at least 1")
     root = tempfile.mkdtemp(prefix="dpl-shard-copy-cost-")
     steps = args.first + args.window
-    print("| size | steps/s without the copy | steps/s with | with / without (median, range) |\n"
-          "| --- | --- | --- | --- |")
+    this = (args.launcher, args.plugin_dir)
+    if args.baseline:
+        # Both sides with the copy: the baseline build's (False) and this one's (True).
+        header = "steps/s, baseline | steps/s, this launcher | this / baseline"
+
+        def side(this_one):
+            return True, this if this_one else (args.baseline, args.baseline_plugin_dir)
+    else:
+        header = "steps/s without the copy | steps/s with | with / without"
+
+        def side(copy):
+            return copy, this
+    print(f"| size | {header} (median, range) |\n| --- | --- | --- | --- |")
     try:
         for name in sizes:
             size = SIZES[name]
             data = os.path.join(root, name)
             write_tokens(data, size, steps)
             pairs = paired_runs(args.repeats, name,
-                                lambda copy: run_once(args, size, data, steps, copy),
+                                lambda flag: run_once(args, size, data, steps, *side(flag)),
                                 lambda rate: rate)
             ratios = [b / a for a, b in pairs]
             print(f"| {name} | {statistics.median(a for a, _ in pairs):.3f} | "
