@@ -114,16 +114,17 @@ def chosen_sizes(text, known):
     return sizes
 
 
-def paired_runs(repeats, name, run, rate):
+def paired_runs(repeats, name, run, rate, labels=("with", "without")):
     """Each repeat runs run(False) and run(True) back to back, alternating which goes first;
-    [(without, with)] of every repeat. `rate` reads steps/s from a run's result, for the log."""
+    [(without, with)] of every repeat. `rate` reads steps/s from a run's result, and `labels`
+    name the True and the False side, for the log."""
     pairs = []
     for repeat in range(repeats):
         sides = [False, True] if repeat % 2 == 0 else [True, False]
         runs = {side: run(side) for side in sides}
         pairs.append((runs[False], runs[True]))
-        print(f"{name} repeat {repeat + 1}: {rate(runs[True]):.3f} with, "
-              f"{rate(runs[False]):.3f} without", file=sys.stderr, flush=True)
+        print(f"{name} repeat {repeat + 1}: {rate(runs[True]):.3f} {labels[0]}, "
+              f"{rate(runs[False]):.3f} {labels[1]}", file=sys.stderr, flush=True)
     return pairs
 
 

@@ -100,11 +100,13 @@ def main():
     if args.baseline:
         # Both sides with the copy: the baseline build's (False) and this one's (True).
         header = "steps/s, baseline | steps/s, this launcher | this / baseline"
+        labels = ("this launcher", "baseline")
 
         def side(this_one):
             return True, this if this_one else (args.baseline, args.baseline_plugin_dir)
     else:
         header = "steps/s without the copy | steps/s with | with / without"
+        labels = ("with", "without")
 
         def side(copy):
             return copy, this
@@ -116,7 +118,7 @@ def main():
             write_tokens(data, size, steps)
             pairs = paired_runs(args.repeats, name,
                                 lambda flag: run_once(args, size, data, steps, *side(flag)),
-                                lambda rate: rate)
+                                lambda rate: rate, labels)
             ratios = [b / a for a, b in pairs]
             print(f"| {name} | {statistics.median(a for a, _ in pairs):.3f} | "
                   f"{statistics.median(b for _, b in pairs):.3f} | "
