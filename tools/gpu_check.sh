@@ -27,7 +27,9 @@
 #  9. (after 3, once the gpt plugin is built) runs the optimizer on the GPU against the same
 #     optimizer on the CPU through the gpt plugin: 20 AdamW steps of the same gradients within
 #     1e-6 relative, and a backward after zero_gradients replacing the gradients on the GPU
-#     (tests/models/device_optimizer_cuda_test.cpp).
+#     (tests/models/device_optimizer_cuda_test.cpp);
+# 10. (after 6) starts an elastic job on nccl, whose host path carries a regroup's state; with two
+#     GPUs, kills one of its two machines and checks the other's worker goes on from memory.
 # Without a GPU (a dry run) it builds and runs what it can and says what it skipped. It writes at
 # most 8 files to $OUT (gpu_check.log holds everything it prints). It plans for
 # DPL_GPU_CHECK_BUDGET seconds (default 540): a step that would not fit in what is left is skipped
@@ -646,6 +648,55 @@ elif fits 40 "the GPU optimizer in training"; then
     record PASS "the GPU optimizer in training: 20 AdamW steps' losses as --offload-optimizer's"
   else
     record FAIL "the GPU optimizer in training: losses differ from --offload-optimizer's"
+  fi
+fi
+
+step "an elastic job on nccl: its host path (one GPU); a lost machine keeps the survivor's worker (two)"
+# Note [A host path beside a device backend] (launcher/training/collectives/collectives.cpp): an
+# elastic job on nccl connects a backend of host memory beside it, which carries the state a
+# regroup in place hands over. One GPU: a lone machine of --num-machines 1:2 starts it and trains.
+# Two GPUs: two machines on loopback, one GPU each; machine 1 is killed at about step 60 and
+# machine 0's worker must go on in its own process from the state in memory.
+elastic_port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
+elastic=(--model convnet --no-progress --backend-timeout 60 --data-dir "$deps/fashion-mnist"
+         --data-cache "$work/data-cache" --plugin-dir "$plugins" --device cuda --backend nccl
+         --num-processes 1 --num-machines 1:2 --master-port "$elastic_port" --join-grace 1
+         --checkpoint-dir "$work/elastic-checkpoints" --checkpoint-every 100 --log-interval 10)
+if ((!train_ok)); then
+  record SKIP "the elastic job on nccl: needs a GPU, the launcher and the CUDA convnet plugin; it would run launcher ${elastic[*]} --max-steps 30 (and with two GPUs two machines, one killed)"
+elif ((gpus == 1)) && fits 60 "the elastic job on nccl"; then
+  timeout "$(limit 60)" "$launcher" "${elastic[@]}" --max-steps 30 >"$work/elastic.log" 2>&1
+  rc=$?
+  grep "carries the state\|training done" "$work/elastic.log"
+  if ((rc == 0)) && grep -q "carries the state a regroup in place hands over" "$work/elastic.log"; then
+    record PASS "the elastic job on nccl: its host path started and it trained (the two-machine part needs two GPUs)"
+  else
+    tail -n 15 "$work/elastic.log"
+    record FAIL "the elastic job on nccl: exit $rc, or no host path said ($work/elastic.log)"
+  fi
+elif ((gpus >= 2)) && fits 150 "the elastic job on nccl, two machines"; then
+  for machine in 0 1; do
+    CUDA_VISIBLE_DEVICES=$machine setsid "$launcher" "${elastic[@]}" --max-steps 400 \
+      >"$work/elastic_$machine.log" 2>&1 &
+    elastic_pids[machine]=$!
+  done
+  for _ in $(seq 600); do grep -q "\[60/" "$work"/elastic_*.log && break; sleep 0.2; done
+  first=$(grep -l "this is machine 0 (" "$work"/elastic_*.log | head -n 1)
+  victim=1; [[ $first == "$work/elastic_1.log" ]] && victim=0
+  worker_before=$(pgrep -x dpl-rank-0)
+  kill -9 -- "-${elastic_pids[victim]}"
+  for _ in $(seq 300); do grep -q "continuing from" "$first" && break; sleep 0.2; done
+  worker_after=$(pgrep -x dpl-rank-0)
+  wait "${elastic_pids[1 - victim]}"
+  rc=$?
+  grep "regroups\|continuing from\|training done" "$first"
+  if ((rc == 0)) && [[ -n $worker_before && $worker_before == "$worker_after" ]] &&
+    grep -q "nothing read from disk" "$first" && ! grep -q "resumed from" "$first"; then
+    record PASS "the elastic job on nccl: machine $victim killed, machine 0's worker (pid $worker_before) went on from memory"
+  else
+    tail -n 20 "$first"
+    record FAIL "the elastic job on nccl, two machines: exit $rc, worker $worker_before then $worker_after, or the state not from memory ($first)"
   fi
 fi
 

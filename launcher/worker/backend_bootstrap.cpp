@@ -32,16 +32,18 @@ dpl_backend_config BackendConfig(const cli::Options& options,
   return config;
 }
 
-// Creates `plugin` for `identity` with the store keys under `view_prefix`.
+// Creates `plugin` for `identity` with the store keys under `view_prefix`, and `plugin_options`
+// (--backend-options for the job's backend).
 Status Start(const plugin_host::LoadedPlugin& plugin, const cli::Options& options,
              const training::WorkerIdentity& identity, rendezvous::StoreClient& store,
-             const std::string& view_prefix,
+             const std::string& view_prefix, const std::string& plugin_options,
              std::unique_ptr<rendezvous::PluginStoreView>* store_view,
              std::unique_ptr<training::Backend>* backend) {
   // The address of the interface that routes to machine 0, which the peers can reach.
   const std::string local_address = cluster::SourceAddressTowards(options.master_addr);
   *store_view = std::make_unique<rendezvous::PluginStoreView>(store, view_prefix);
   dpl_backend_config config = BackendConfig(options, identity, **store_view, local_address);
+  config.options = plugin_options.c_str();
   dpl_backend* instance = nullptr;
   dpl_status created = plugin.backend->create(&config, &instance);
   if (config.device_type == kDLCUDA && created == DPL_ERR_UNSUPPORTED) {
@@ -72,8 +74,8 @@ Result<ConnectedBackend> StartBackend(const plugin_host::LoadedPlugin& plugin,
   ConnectedBackend connected;
   connected.plugin = plugin;
   DPL_RETURN_IF_ERROR(Start(plugin, options, identity, store,
-                            prefix + "backend/" + plugin.name + "/", &connected.store_view,
-                            &connected.backend));
+                            prefix + "backend/" + plugin.name + "/", options.backend_options,
+                            &connected.store_view, &connected.backend));
   return connected;
 }
 
@@ -89,10 +91,33 @@ Status StartBackendAcrossMachines(const plugin_host::LoadedPlugin& plugin,
   across.local_world_size = 1;
   const std::string view_prefix = prefix + "backend-across-machines/local-rank-" +
                                   std::to_string(identity.local_rank) + "/" + plugin.name + "/";
-  return Start(plugin, options, across, store, view_prefix, &connected->across_machines_store_view,
-               &connected->across_machines)
+  return Start(plugin, options, across, store, view_prefix, options.backend_options,
+               &connected->across_machines_store_view, &connected->across_machines)
       .WithContext("the sums of local rank " + std::to_string(identity.local_rank) +
                    " across machines");
+}
+
+bool NeedsHostPath(const training::Backend& backend) {
+  return backend.device_type() != kDLCPU && backend.CanAbort();
+}
+
+Status StartHostPath(const plugin_host::LoadedPlugin& plugin, const cli::Options& options,
+                     const training::WorkerIdentity& identity, rendezvous::StoreClient& store,
+                     const std::string& prefix, ConnectedBackend* connected) {
+  training::WorkerIdentity host = identity;
+  host.device_type = kDLCPU;
+  host.device_id = 0;
+  DPL_RETURN_IF_ERROR(
+      Start(plugin, options, host, store, prefix + "backend-host-path/" + plugin.name + "/",
+            /*plugin_options=*/"", &connected->host_path_store_view, &connected->host_path)
+          .WithContext("the host path beside backend " + connected->plugin.name));
+  if (connected->host_path->device_type() != kDLCPU || !connected->host_path->CanAbort()) {
+    connected->host_path.reset();
+    return Status::InvalidArgument("backend " + plugin.name +
+                                   " cannot be the host path: it does not move host memory or "
+                                   "cannot abort a collective (backend ABI v4)");
+  }
+  return Status::Ok();
 }
 
 }  // namespace dpl::worker

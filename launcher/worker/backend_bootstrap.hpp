@@ -22,6 +22,11 @@ struct ConnectedBackend {
   std::unique_ptr<training::Backend> backend;
   std::unique_ptr<rendezvous::PluginStoreView> across_machines_store_view;
   std::unique_ptr<training::Backend> across_machines;
+  // Beside a backend of device memory only, in a job that may regroup in place: an instance of a
+  // backend of host memory among the same ranks (Note [A host path beside a device backend] in
+  // training/collectives/collectives.cpp).
+  std::unique_ptr<rendezvous::PluginStoreView> host_path_store_view;
+  std::unique_ptr<training::Backend> host_path;
 };
 
 // Creates and connects `plugin` for this worker, blocking up to --backend-timeout. A backend that
@@ -40,5 +45,16 @@ Status StartBackendAcrossMachines(const plugin_host::LoadedPlugin& plugin,
                                   const training::WorkerIdentity& identity,
                                   rendezvous::StoreClient& store, const std::string& prefix,
                                   ConnectedBackend* connected);
+
+// Whether `backend` needs a host path for a job that may regroup in place: it moves device memory
+// only and can abort (without abort the worker cannot go on in place anyway).
+bool NeedsHostPath(const training::Backend& backend);
+
+// Adds to `connected` the instance of `plugin` (a backend of host memory: gloo, tcp) for host
+// memory among the ranks of `identity`, keys under its own prefix of the store, with none of the
+// job's --backend-options (they are the device backend's).
+Status StartHostPath(const plugin_host::LoadedPlugin& plugin, const cli::Options& options,
+                     const training::WorkerIdentity& identity, rendezvous::StoreClient& store,
+                     const std::string& prefix, ConnectedBackend* connected);
 
 }  // namespace dpl::worker

@@ -54,6 +54,27 @@ void NameThisWorker(const training::WorkerIdentity& identity) {
   prctl(PR_SET_NAME, process_name.c_str());
 }
 
+// Whether this worker's launcher regroups in place when a machine is lost or joins.
+bool RegroupsInPlace() {
+  const char* regroup = std::getenv(rendezvous::kRegroupEnvironmentVariable);
+  return regroup != nullptr && std::string(regroup) == "1";
+}
+
+// Note [A host path beside a device backend] (training/collectives/collectives.cpp): the backend
+// of host memory --backend auto would take on the CPU (gloo, else tcp).
+Status StartHostPathFor(const cli::Options& options, const plugin_host::Discovery& discovery,
+                        const training::WorkerIdentity& identity, rendezvous::StoreClient& store,
+                        const std::string& prefix, ConnectedBackend* connected) {
+  std::string reason;
+  DPL_ASSIGN_OR_RETURN(auto plugin, plugin_host::ChooseBackend(discovery, "auto", "cpu", &reason));
+  DPL_RETURN_IF_ERROR(StartHostPath(plugin, options, identity, store, prefix, connected));
+  if (identity.rank == 0) {
+    log::Info("backend " + connected->plugin.name + " moves device memory only: " + plugin.name +
+              " carries the state a regroup in place hands over, in host memory");
+  }
+  return Status::Ok();
+}
+
 // Chooses the backend for --backend and the device, checks it fits the devices, and connects it.
 Result<ConnectedBackend> ConnectBackend(const cli::Options& options,
                                         const plugin_host::Discovery& discovery,
@@ -75,7 +96,11 @@ Result<ConnectedBackend> ConnectBackend(const cli::Options& options,
               std::to_string(cuda_devices));
   }
   Result<ConnectedBackend> connected = StartBackend(plugin, options, identity, store, prefix);
-  if (!connected.ok() || options.selftest_job || !SumsAcrossMachines(options)) return connected;
+  if (!connected.ok() || options.selftest_job) return connected;
+  if (RegroupsInPlace() && NeedsHostPath(*connected->backend)) {
+    DPL_RETURN_IF_ERROR(StartHostPathFor(options, discovery, identity, store, prefix, &*connected));
+  }
+  if (!SumsAcrossMachines(options)) return connected;
   DPL_RETURN_IF_ERROR(
       StartBackendAcrossMachines(plugin, options, identity, store, prefix, &*connected));
   return connected;
@@ -120,6 +145,7 @@ Result<std::unique_ptr<training::Collectives>> OpenFront(const cli::Options& opt
   membership.rank = identity.rank;
   membership.world_size = identity.world_size;
   membership.backend = backend.backend.get();
+  membership.host_path = backend.host_path.get();
   membership.local = LocalGroupOf(options, identity, backend.across_machines.get());
   membership.local_reduce = options.training.local_reduce;
   membership.store = &client;
@@ -131,12 +157,13 @@ Result<std::unique_ptr<training::Collectives>> OpenFront(const cli::Options& opt
 // Whether this worker's training keeps its state over a change of the job's machines (Note
 // [Shrink in place] in training/live_state.hpp): its launcher regroups in place, and the backend
 // can end a blocked collective from another thread, and it moves host memory, where the state is
-// handed over. The workers of a machine that sum through shared memory share state that an
-// abort may leave half written: they are restarted instead.
+// handed over, or has a host path beside it that does (Note [A host path beside a device
+// backend]). The workers of a machine that sum through shared memory share state that an abort
+// may leave half written: they are restarted instead.
 bool ShrinksInPlace(const ConnectedBackend& backend) {
-  const char* regroup = std::getenv(rendezvous::kRegroupEnvironmentVariable);
-  return regroup != nullptr && std::string(regroup) == "1" && backend.backend->CanAbort() &&
-         backend.backend->device_type() == kDLCPU && !backend.across_machines;
+  const bool moves_host_memory = backend.backend->device_type() == kDLCPU || backend.host_path;
+  return RegroupsInPlace() && backend.backend->CanAbort() && moves_host_memory &&
+         !backend.across_machines;
 }
 
 // Note [Failing fast]: the error goes out first, and the backend is left to the process's end
@@ -149,6 +176,7 @@ int FailFast(const Status& failure, std::unique_ptr<training::Collectives> colle
   (void)collectives.release();
   (void)backend.backend.release();
   (void)backend.across_machines.release();
+  (void)backend.host_path.release();
   (void)step_times.release();  // its thread may be in a store call to a machine that is gone
   return exit_code;
 }

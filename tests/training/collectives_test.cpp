@@ -137,30 +137,50 @@ TEST(BackendPath, ReduceScatterLeavesEachRankItsPartAndGathersTheOthers) {
   });
 }
 
+// A store of this process for the fronts of a test's ranks.
+struct TestStore {
+  TestStore() {
+    rendezvous::StoreServerOptions server_options;
+    server_options.bind_addr = "127.0.0.1";
+    auto started = rendezvous::StoreServer::Start(server_options);
+    EXPECT_TRUE(started.ok()) << started.status().message();
+    if (started.ok()) server = std::move(*started);
+  }
+  std::unique_ptr<rendezvous::StoreClient> Connect() const {
+    rendezvous::StoreClientOptions client_options;
+    client_options.host = "127.0.0.1";
+    client_options.port = server ? server->port() : 0;
+    auto client = rendezvous::StoreClient::Connect(client_options);
+    EXPECT_TRUE(client.ok()) << client.status().message();
+    return client.ok() ? std::move(*client) : nullptr;
+  }
+  std::unique_ptr<rendezvous::StoreServer> server;
+};
+
+// Rank `rank`'s membership of a world of two over `backend`, the store and a host path (or NULL).
+Membership TwoRanks(int rank, Backend* backend, Backend* host_path,
+                    rendezvous::StoreClient* store) {
+  Membership membership;
+  membership.rank = rank;
+  membership.world_size = 2;
+  membership.backend = backend;
+  membership.host_path = host_path;
+  membership.store = store;
+  membership.store_prefix = "attempt/0/";
+  membership.timeout = 10s;
+  return membership;
+}
+
 // Note [One front for collectives]: the epoch loss goes through the store, the hashes and the
 // vote through a backend of host memory; the front makes no backend call for the sums.
 TEST(Front, RoutesTheSumsThroughTheStoreAndTheRestThroughTheBackend) {
-  rendezvous::StoreServerOptions server_options;
-  server_options.bind_addr = "127.0.0.1";
-  Result<std::unique_ptr<rendezvous::StoreServer>> server =
-      rendezvous::StoreServer::Start(server_options);
-  ASSERT_TRUE(server.ok()) << server.status().message();
+  TestStore store;
   fakes::ThreadWorld world(2);
   world.RunRanks([&](int rank) {
-    rendezvous::StoreClientOptions client_options;
-    client_options.host = "127.0.0.1";
-    client_options.port = (*server)->port();
-    auto client = rendezvous::StoreClient::Connect(client_options);
-    ASSERT_TRUE(client.ok()) << client.status().message();
+    std::unique_ptr<rendezvous::StoreClient> client = store.Connect();
+    ASSERT_NE(client, nullptr);
     std::unique_ptr<Backend> backend = world.BackendOf(rank);
-    Membership membership;
-    membership.rank = rank;
-    membership.world_size = 2;
-    membership.backend = backend.get();
-    membership.store = client->get();
-    membership.store_prefix = "attempt/0/";
-    membership.timeout = 10s;
-    Result<std::unique_ptr<Collectives>> front = OpenCollectives(membership);
+    auto front = OpenCollectives(TwoRanks(rank, backend.get(), nullptr, client.get()));
     ASSERT_TRUE(front.ok()) << front.status().message();
     std::vector<double> losses = {double(rank) + 0.25, 1.0};
     ASSERT_TRUE((*front)->SumScalars("epoch-loss-0", &losses).ok());
@@ -172,6 +192,64 @@ TEST(Front, RoutesTheSumsThroughTheStoreAndTheRestThroughTheBackend) {
     EXPECT_TRUE((*front)->Barrier("end").ok());
   });
   EXPECT_EQ(world.calls(), (std::vector<std::string>{"allgather", "allreduce", "barrier"}));
+}
+
+// Broadcasts rank 1's {rank, 2 x rank} in memory of `device_type` (host memory, whatever the
+// device says: the fake backends move host memory) and checks every rank has it.
+void BroadcastRankOne(Collectives& front, int rank, int32_t device_type) {
+  std::vector<float> data = {float(rank), float(rank) * 2};
+  int64_t shape = 2;
+  DLTensor tensor = HostTensor(data.data(), DLDataType{kDLFloat, 32, 1}, 1, &shape);
+  tensor.device = DLDevice{static_cast<DLDeviceType>(device_type), 0};
+  ASSERT_TRUE(front.BroadcastTensors({tensor}, 1, nullptr, {"broadcast", -1, 0, 8}).ok());
+  EXPECT_EQ(data, (std::vector<float>{1.0f, 2.0f}));
+}
+
+// Note [A host path beside a device backend]: beside a backend of device memory only, host
+// tensors and words go through the host path, the device's tensors and barriers through the
+// job's backend, the sums through the store.
+TEST(Front, SendsHostTensorsAndWordsThroughTheHostPathBesideADeviceBackend) {
+  TestStore store;
+  fakes::ThreadWorld device_world(2), host_world(2);
+  device_world.RunRanks([&](int rank) {
+    std::unique_ptr<rendezvous::StoreClient> client = store.Connect();
+    ASSERT_NE(client, nullptr);
+    std::unique_ptr<Backend> device = device_world.BackendOf(rank, kDLCUDA);
+    std::unique_ptr<Backend> host = host_world.BackendOf(rank);
+    auto front = OpenCollectives(TwoRanks(rank, device.get(), host.get(), client.get()));
+    ASSERT_TRUE(front.ok()) << front.status().message();
+    EXPECT_FALSE((*front)->Reaches(DLDevice{kDLCPU, 0})) << "gradients stay on the device";
+    Result<std::vector<uint64_t>> words = (*front)->GatherWords({uint64_t(rank) + 5}, "hash");
+    ASSERT_TRUE(words.ok()) << words.status().message();
+    EXPECT_EQ(*words, (std::vector<uint64_t>{5, 6}));
+    EXPECT_TRUE(*(*front)->AnyRankSays("preempt", 1, rank == 1));
+    BroadcastRankOne(**front, rank, kDLCPU);
+    BroadcastRankOne(**front, rank, kDLCUDA);
+    std::vector<double> losses = {double(rank) + 0.25};
+    ASSERT_TRUE((*front)->SumScalars("epoch-loss-0", &losses).ok());
+    EXPECT_EQ(losses, (std::vector<double>{1.5}));
+    EXPECT_TRUE((*front)->Barrier("end").ok());
+  });
+  EXPECT_EQ(host_world.calls(), (std::vector<std::string>{"allgather", "allreduce", "broadcast"}));
+  EXPECT_EQ(device_world.calls(), (std::vector<std::string>{"broadcast", "barrier"}));
+}
+
+// A backend that moves host memory itself carries all of it: a host path beside it is not used.
+TEST(Front, UsesNoHostPathBesideABackendOfHostMemory) {
+  TestStore store;
+  fakes::ThreadWorld world(2), host_world(2);
+  world.RunRanks([&](int rank) {
+    std::unique_ptr<rendezvous::StoreClient> client = store.Connect();
+    ASSERT_NE(client, nullptr);
+    std::unique_ptr<Backend> backend = world.BackendOf(rank);
+    std::unique_ptr<Backend> host = host_world.BackendOf(rank);
+    auto front = OpenCollectives(TwoRanks(rank, backend.get(), host.get(), client.get()));
+    ASSERT_TRUE(front.ok()) << front.status().message();
+    ASSERT_TRUE((*front)->GatherWords({uint64_t(rank)}, "hash").ok());
+    BroadcastRankOne(**front, rank, kDLCPU);
+  });
+  EXPECT_TRUE(host_world.calls().empty());
+  EXPECT_EQ(world.calls(), (std::vector<std::string>{"allgather", "broadcast"}));
 }
 
 // Note [Aborting collectives]: what is queued ends without running, and so does every later call.
@@ -259,23 +337,13 @@ std::unique_ptr<Backend> AbortableBackend(AbortableRank* rank) {
 // A call blocked inside the backend plugin returns once the front is aborted, where the plugin
 // has abort (backend ABI v4): the front aborts its backend instance, not only its thread.
 TEST(Abort, EndsACallBlockedInsideTheBackendPlugin) {
-  rendezvous::StoreServerOptions server_options;
-  server_options.bind_addr = "127.0.0.1";
-  auto server = rendezvous::StoreServer::Start(server_options);
-  ASSERT_TRUE(server.ok()) << server.status().message();
-  rendezvous::StoreClientOptions client_options;
-  client_options.host = "127.0.0.1";
-  client_options.port = (*server)->port();
-  auto client = rendezvous::StoreClient::Connect(client_options);
-  ASSERT_TRUE(client.ok()) << client.status().message();
+  TestStore store;
+  std::unique_ptr<rendezvous::StoreClient> client = store.Connect();
+  ASSERT_NE(client, nullptr);
   AbortableRank rank;
   std::unique_ptr<Backend> backend = AbortableBackend(&rank);
-  Membership membership;
-  membership.world_size = 2;  // rank 1 never comes
-  membership.backend = backend.get();
-  membership.store = client->get();
-  membership.store_prefix = "attempt/0/";
-  Result<std::unique_ptr<Collectives>> front = OpenCollectives(membership);
+  // Rank 1 never comes.
+  auto front = OpenCollectives(TwoRanks(0, backend.get(), nullptr, client.get()));
   ASSERT_TRUE(front.ok()) << front.status().message();
   std::thread aborter([&] {
     std::this_thread::sleep_for(200ms);
@@ -291,6 +359,22 @@ TEST(Abort, EndsACallBlockedInsideTheBackendPlugin) {
   EXPECT_LT(waited, 5s) << "the barrier waited for its timeout, not for the abort";
   EXPECT_GE(rank.aborts, 1);
   EXPECT_EQ((*front)->Barrier("again").message(), "machine 1 left the job");
+}
+
+// Abort ends the host path's instance too: a handover blocked in it returns.
+TEST(Abort, EndsTheHostPathBesideADeviceBackend) {
+  TestStore store;
+  std::unique_ptr<rendezvous::StoreClient> client = store.Connect();
+  ASSERT_NE(client, nullptr);
+  fakes::ThreadWorld device_world(2);
+  std::unique_ptr<Backend> device = device_world.BackendOf(0, kDLCUDA);
+  AbortableRank host_rank;
+  std::unique_ptr<Backend> host = AbortableBackend(&host_rank);
+  auto front = OpenCollectives(TwoRanks(0, device.get(), host.get(), client.get()));
+  ASSERT_TRUE(front.ok()) << front.status().message();
+  (*front)->Abort(Status::Communication("machine 1 left the job"));
+  EXPECT_EQ(host_rank.aborts, 1);
+  EXPECT_EQ((*front)->GatherWords({1}, "hash").status().message(), "machine 1 left the job");
 }
 
 // The shared-memory path aborts the instance of this local rank's workers across machines.

@@ -4,6 +4,7 @@
 #include "training/collectives/backend_collectives.hpp"
 #include "training/collectives/shared_memory_collectives.hpp"
 #include "training/collectives/store_collectives.hpp"
+#include "training/host_tensor.hpp"
 
 namespace dpl::training {
 namespace {
@@ -50,6 +51,21 @@ bool MachineMemoryUsable(const Membership& membership) {
          (local.machines == 1 || local.across_machines != nullptr);
 }
 
+// Note [A host path beside a device backend]: nccl moves device memory only, but what a regroup
+// in place hands over (a rank's live state, Note [Shrink in place] in live_state.hpp) is host
+// memory, up to the whole model and its optimizer state, which the store cannot carry (etcd
+// refuses a request over 1.5 MiB, and every byte would pass through one server). So where the
+// job may regroup in place, a worker of a device backend also connects an instance of a backend
+// of host memory among the same ranks (worker/backend_bootstrap.hpp), and the front sends host
+// tensors and the few words (the vote, the hashes, the live-state plan) through it. The device's
+// tensors, the gradients among them, still go through the job's backend. Abort ends both.
+bool AllInHostMemory(const std::vector<DLTensor>& tensors) {
+  for (const DLTensor& tensor : tensors) {
+    if (!InHostMemory(tensor.device)) return false;
+  }
+  return true;
+}
+
 // The front of one attempt: one thread, the paths of its membership, and which carries what.
 class AttemptCollectives final : public Collectives {
  public:
@@ -57,11 +73,15 @@ class AttemptCollectives final : public Collectives {
       : membership_(membership),
         thread_(std::make_unique<CommunicationThread>()),
         world_(OpenWorld()),
+        host_(OpenHostPath()),
         store_(OpenStore()),
         machine_(OpenMachine()),
         in_place_sums_(machine_ ? machine_.get() : world_.get()),
-        // A backend that moves device memory only (nccl) carries no host words: the store does.
-        words_(world_->Reaches(DLDevice{kDLCPU, 0}) ? world_.get() : store_.get()) {}
+        // A backend that moves device memory only (nccl) carries no host words: the host path
+        // does where there is one, else the store.
+        words_(world_->Reaches(DLDevice{kDLCPU, 0}) ? world_.get()
+               : host_                              ? host_.get()
+                                                    : store_.get()) {}
   // The thread ends first, running what is queued while the paths it calls still live.
   ~AttemptCollectives() override { thread_.reset(); }
 
@@ -83,13 +103,15 @@ class AttemptCollectives final : public Collectives {
   Status Barrier(const std::string& what) override { return world_->Barrier(what); }
   Status BroadcastTensors(const std::vector<DLTensor>& tensors, int root, void* stream,
                           const observability::CollectiveActivity& activity) override {
-    return world_->BroadcastTensors(tensors, root, stream, activity);
+    const bool host_path = host_ && AllInHostMemory(tensors);
+    return (host_path ? host_ : world_)->BroadcastTensors(tensors, root, stream, activity);
   }
   Result<std::unique_ptr<GradientReduction>> ReduceGradients(ReductionPlan plan) override;
   // The thread's signal, then the backend instances of the paths (Note [Aborting collectives]).
   void Abort(const Status& why) override {
     thread_->Abort(why);
     world_->Abort(why);
+    if (host_) host_->Abort(why);
     if (machine_) machine_->Abort(why);
   }
 
@@ -97,6 +119,13 @@ class AttemptCollectives final : public Collectives {
   std::unique_ptr<Collectives> OpenWorld() {
     if (membership_.world_size == 1) return std::make_unique<OneRankCollectives>();
     return std::make_unique<BackendCollectives>(*membership_.backend, *thread_, membership_.rank,
+                                                membership_.world_size);
+  }
+  // Only beside a backend that does not move host memory itself.
+  std::unique_ptr<Collectives> OpenHostPath() {
+    if (membership_.world_size == 1 || membership_.host_path == nullptr) return nullptr;
+    if (world_->Reaches(DLDevice{kDLCPU, 0})) return nullptr;
+    return std::make_unique<BackendCollectives>(*membership_.host_path, *thread_, membership_.rank,
                                                 membership_.world_size);
   }
   std::unique_ptr<Collectives> OpenStore() {
@@ -115,10 +144,11 @@ class AttemptCollectives final : public Collectives {
   Membership membership_;
   std::unique_ptr<CommunicationThread> thread_;  // every path's calls run here
   std::unique_ptr<Collectives> world_;
+  std::unique_ptr<Collectives> host_;  // NULL but beside a device-only backend
   std::unique_ptr<Collectives> store_;
   std::unique_ptr<Collectives> machine_;  // NULL where the machine's memory is not usable
   Collectives* in_place_sums_;            // machine_, else world_
-  Collectives* words_;                    // world_ or store_
+  Collectives* words_;                    // world_, host_ or store_
 };
 
 // A CPU model's in-place gradients are summed in the machine's memory where its workers have it;

@@ -18,6 +18,10 @@
 //    backend cannot carry (one that moves device memory only, nccl: the preemption vote and the
 //    replica hashes) and the sums that go through it whatever the backend (the epoch loss, the
 //    evaluation's totals: added in rank order, the same bits on every backend);
+//  - the host path (Note [A host path beside a device backend]): where the job's backend moves
+//    device memory only and the job may regroup in place, a second backend instance of host
+//    memory (gloo or tcp) carries the host tensors (a live state handed over) and the words the
+//    store would carry otherwise;
 //  - a world of one rank (OpenCollectives at world size 1): nothing to exchange.
 // A path refuses what it cannot carry, naming itself. The attempt's front (OpenCollectives)
 // chooses once which path carries each kind of call; a caller never picks between a backend, a
@@ -102,6 +106,9 @@ struct Membership {
   int world_size = 1;
   // The job's backend instance, connected (at world size 1 not used; may be NULL).
   Backend* backend = nullptr;
+  // Where `backend` moves device memory only: an instance of host memory among the same ranks,
+  // or NULL (Note [A host path beside a device backend]).
+  Backend* host_path = nullptr;
   // This machine's workers and their shared memory, and with several machines the instance of
   // this local rank's workers across them (LocalGroup::across_machines).
   LocalGroup local;

@@ -23,8 +23,9 @@ class ThreadWorld {
   explicit ThreadWorld(int size) : size_(size), deposits_(size_t(size)) {}
 
   int size() const { return size_; }
-  // Rank `rank`'s connected backend.
-  std::unique_ptr<Backend> BackendOf(int rank);
+  // Rank `rank`'s connected backend. It moves host memory whatever `device_type` says: a backend
+  // created for kDLCUDA stands for one of device memory only, for the front's choice of paths.
+  std::unique_ptr<Backend> BackendOf(int rank, int32_t device_type = kDLCPU);
   // Runs `body(rank)` on a thread per rank and joins them.
   void RunRanks(const std::function<void(int rank)>& body) {
     std::vector<std::thread> threads;
@@ -193,7 +194,7 @@ inline dpl_status Barrier(dpl_backend* b) {
 
 }  // namespace detail
 
-inline std::unique_ptr<Backend> ThreadWorld::BackendOf(int rank) {
+inline std::unique_ptr<Backend> ThreadWorld::BackendOf(int rank, int32_t device_type) {
   auto table = std::make_shared<plugin_host::BackendInterface>();
   table->destroy = [](dpl_backend* backend) { delete &detail::RankOf(backend); };
   table->allreduce = detail::Allreduce;
@@ -204,7 +205,8 @@ inline std::unique_ptr<Backend> ThreadWorld::BackendOf(int rank) {
   table->synchronize = [](dpl_backend*, void*) { return DPL_OK; };
   table->last_error = [] { return ""; };
   auto* instance = reinterpret_cast<dpl_backend*>(new detail::Rank{this, rank});
-  return std::make_unique<Backend>(table, instance, PluginLabel{"backend", "threads", ""}, kDLCPU);
+  return std::make_unique<Backend>(table, instance, PluginLabel{"backend", "threads", ""},
+                                   device_type);
 }
 
 }  // namespace dpl::training::fakes
