@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -178,7 +179,12 @@ void MakeDirectories(const std::string& path) {
 void WriteFileAtomically(const std::string& path, const void* header, size_t header_size,
                          const void* payload, size_t payload_size) {
   MakeDirectories(path.substr(0, path.find_last_of('/')));
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  // One name per writer, not per process: threads of one process (opens of a shard set indexing
+  // the same shard) may write one entry at once, and a shared temporary would be truncated under
+  // another's write, leaving a cut file under the name (a reader mapping it then faults).
+  static std::atomic<uint64_t> writes{0};
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid()) + "." +
+                                std::to_string(writes.fetch_add(1, std::memory_order_relaxed));
   FileDescriptor fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) {
     throw PluginError(DPL_ERR_IO, "cannot create " + temporary + ": " + ErrnoText(errno));
