@@ -29,7 +29,8 @@
 #     1e-6 relative, and a backward after zero_gradients replacing the gradients on the GPU
 #     (tests/models/device_optimizer_cuda_test.cpp);
 # 10. (after 6) starts an elastic job on nccl, whose host path carries a regroup's state; with two
-#     GPUs, kills one of its two machines and checks the other's worker goes on from memory.
+#     GPUs, kills one of its two machines, checks the other's worker goes on from memory, and
+#     trains a machine in again from it.
 # Without a GPU (a dry run) it builds and runs what it can and says what it skipped. It writes at
 # most 8 files to $OUT (gpu_check.log holds everything it prints). It plans for
 # DPL_GPU_CHECK_BUDGET seconds (default 540): a step that would not fit in what is left is skipped
@@ -655,8 +656,10 @@ step "an elastic job on nccl: its host path (one GPU); a lost machine keeps the 
 # Note [A host path beside a device backend] (launcher/training/collectives/collectives.cpp): an
 # elastic job on nccl connects a backend of host memory beside it, which carries the state a
 # regroup in place hands over. One GPU: a lone machine of --num-machines 1:2 starts it and trains.
-# Two GPUs: two machines on loopback, one GPU each; machine 1 is killed at about step 60 and
-# machine 0's worker must go on in its own process from the state in memory.
+# Two GPUs: two machines on loopback, one GPU each; the other machine is killed at about step 60,
+# machine 0's worker must go on in its own process from the state in memory, and a machine
+# started again on the freed GPU must be trained in from it (through the host path), the two
+# replicas the same bits at the end.
 elastic_port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])')
 elastic=(--model convnet --no-progress --backend-timeout 60 --data-dir "$deps/fashion-mnist"
@@ -675,12 +678,15 @@ elif ((gpus == 1)) && fits 60 "the elastic job on nccl"; then
     tail -n 15 "$work/elastic.log"
     record FAIL "the elastic job on nccl: exit $rc, or no host path said ($work/elastic.log)"
   fi
-elif ((gpus >= 2)) && fits 150 "the elastic job on nccl, two machines"; then
-  for machine in 0 1; do
-    CUDA_VISIBLE_DEVICES=$machine setsid "$launcher" "${elastic[@]}" --max-steps 400 \
-      >"$work/elastic_$machine.log" 2>&1 &
-    elastic_pids[machine]=$!
-  done
+elif ((gpus >= 2)) && fits 180 "the elastic job on nccl, two machines"; then
+  elastic_machine() {  # elastic_machine GPU LOG: one more machine of the job, in its own group
+    CUDA_VISIBLE_DEVICES=$1 setsid "$launcher" "${elastic[@]}" --max-steps 400 \
+      --dump-parameters "$work/elastic-dumps" >"$2" 2>&1 &
+  }
+  elastic_machine 0 "$work/elastic_0.log"
+  elastic_pids=($!)
+  elastic_machine 1 "$work/elastic_1.log"
+  elastic_pids+=($!)
   for _ in $(seq 600); do grep -q "\[60/" "$work"/elastic_*.log && break; sleep 0.2; done
   first=$(grep -l "this is machine 0 (" "$work"/elastic_*.log | head -n 1)
   victim=1; [[ $first == "$work/elastic_1.log" ]] && victim=0
@@ -688,15 +694,20 @@ elif ((gpus >= 2)) && fits 150 "the elastic job on nccl, two machines"; then
   kill -9 -- "-${elastic_pids[victim]}"
   for _ in $(seq 300); do grep -q "continuing from" "$first" && break; sleep 0.2; done
   worker_after=$(pgrep -x dpl-rank-0)
+  # The freed GPU's machine comes back: trained in from rank 0's state through the host path.
+  elastic_machine "$victim" "$work/elastic_2.log"
+  joined_pid=$!
   wait "${elastic_pids[1 - victim]}"
   rc=$?
+  wait "$joined_pid" || rc=$((rc == 0 ? 1 : rc))
   grep "regroups\|continuing from\|training done" "$first"
   if ((rc == 0)) && [[ -n $worker_before && $worker_before == "$worker_after" ]] &&
-    grep -q "nothing read from disk" "$first" && ! grep -q "resumed from" "$first"; then
-    record PASS "the elastic job on nccl: machine $victim killed, machine 0's worker (pid $worker_before) went on from memory"
+    (($(grep -c "nothing read from disk" "$first") >= 2)) && ! grep -q "resumed from" "$first" &&
+    cmp -s "$work/elastic-dumps/rank-0.bin" "$work/elastic-dumps/rank-1.bin"; then
+    record PASS "the elastic job on nccl: machine $victim killed and back, machine 0's worker (pid $worker_before) went on from memory, replicas the same bits"
   else
-    tail -n 20 "$first"
-    record FAIL "the elastic job on nccl, two machines: exit $rc, worker $worker_before then $worker_after, or the state not from memory ($first)"
+    tail -n 20 "$first" "$work/elastic_2.log"
+    record FAIL "the elastic job on nccl, two machines: exit $rc, worker $worker_before then $worker_after, the state not from memory twice, or the replicas apart ($first)"
   fi
 fi
 
