@@ -205,13 +205,16 @@ else
     "the Fashion-MNIST losses on this CPU) and skips, saying so, every step that needs a GPU"
 fi
 
-# The head of both generated CMake projects (named $1, in C++ $2, default 17): what the top-level
-# CMakeLists sets up for the plugin folders, without Boost or the launcher.
+# The head of the generated CMake projects (named $1): what the top-level CMakeLists sets up for
+# the plugin folders, without Boost or the launcher. C++17 project-wide, as there: a plugin that
+# includes torch's headers gets C++20 from sdk/cmake/DplTorchModel.cmake's rule where they ask for
+# it. A project-wide C++20 would also ask for CUDA20 in torch's CUDA checks (its CMake config
+# compiles a CUDA probe), which a CMake that does not know that dialect for this nvcc refuses.
 project_head() {
   cat <<CMAKE
 cmake_minimum_required(VERSION 3.18)
 project($1 VERSION 0.1.0 LANGUAGES C CXX)
-set(CMAKE_CXX_STANDARD ${2:-17})
+set(CMAKE_CXX_STANDARD 17)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
 set(CMAKE_POSITION_INDEPENDENT_CODE ON)
 set(CMAKE_CXX_VISIBILITY_PRESET hidden)
@@ -234,7 +237,7 @@ CMAKE
 model_status=skipped
 if [[ $TORCH_OK == 1 && -n $dlpack_dir ]]; then
   mkdir -p "$work/models"
-  project_head dpl_gpu_models "$TORCH_CXX_STANDARD" >"$work/models/CMakeLists.txt"
+  project_head dpl_gpu_models >"$work/models/CMakeLists.txt"
   cat >>"$work/models/CMakeLists.txt" <<CMAKE
 include("$repo/sdk/cmake/DplTorchModel.cmake")
 add_subdirectory("$repo/models/convnet" models/convnet)
@@ -256,6 +259,10 @@ fi
 
 step "build: nccl and tcp plugins, nccl tests"
 mkdir -p "$work/super"
+# tests/support/shell_capture.hpp (through tests/models/plugin_driver.hpp) asks, as in the main
+# build, which Python runs the tools and whether the plugins' torch has CUDA.
+torch_has_cuda=0
+[[ ${TORCH_CUDA:-none} != none ]] && torch_has_cuda=1
 project_head dpl_gpu_check >"$work/super/CMakeLists.txt"
 cat >>"$work/super/CMakeLists.txt" <<CMAKE
 set(DPL_WITH_NCCL ON)
@@ -275,7 +282,8 @@ if(DPL_GTEST_SOURCE_DIR)
     target_include_directories(\${name} PRIVATE \${CMAKE_CURRENT_SOURCE_DIR} "$repo/tests")
     target_compile_definitions(\${name} PRIVATE
       DPL_TEST_PLUGIN_DIR="\${DPL_BUILD_PLUGIN_DIR}" DPL_TEST_LAUNCHER="none"
-      DPL_TEST_BINARY_DIR="\${CMAKE_CURRENT_BINARY_DIR}" DPL_TEST_SOURCE_DIR="$repo")
+      DPL_TEST_BINARY_DIR="\${CMAKE_CURRENT_BINARY_DIR}" DPL_TEST_SOURCE_DIR="$repo"
+      DPL_TEST_PYTHON="$python" DPL_TEST_TORCH_HAS_CUDA=$torch_has_cuda)
   endfunction()
   add_subdirectory("$repo/tests/support" tests/support)
   add_subdirectory("$repo/tests/backends" tests/backends)
@@ -752,7 +760,7 @@ if ((!train_ok)); then
   record SKIP "the compiled step on CUDA: needs a GPU, the launcher and pip torch with CUDA; it would run ${compile_command[*]}, build models/compiled against pip torch, and train it: launcher ${compiled_train[*]} (finite, falling losses)"
 elif fits 300 "the compiled step on CUDA"; then
   mkdir -p "$work/compiled"
-  project_head dpl_gpu_compiled "$TORCH_CXX_STANDARD" >"$work/compiled/CMakeLists.txt"
+  project_head dpl_gpu_compiled >"$work/compiled/CMakeLists.txt"
   cat >>"$work/compiled/CMakeLists.txt" <<CMAKE
 include("$repo/sdk/cmake/DplTorchModel.cmake")
 add_subdirectory("$repo/models/compiled" models/compiled)
