@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -171,25 +172,35 @@ Membership TwoRanks(int rank, Backend* backend, Backend* host_path,
   return membership;
 }
 
-// Note [One front for collectives]: the epoch loss goes through the store, the hashes and the
-// vote through a backend of host memory; the front makes no backend call for the sums.
-TEST(Front, RoutesTheSumsThroughTheStoreAndTheRestThroughTheBackend) {
+// Runs `body(front, rank)` on both ranks, each with its front over `world`'s backend (created
+// for `device_type`), the store and, where given, `host_world`'s backend as the host path.
+void RunFronts(fakes::ThreadWorld& world, int32_t device_type, fakes::ThreadWorld* host_world,
+               const std::function<void(Collectives& front, int rank)>& body) {
   TestStore store;
-  fakes::ThreadWorld world(2);
   world.RunRanks([&](int rank) {
     std::unique_ptr<rendezvous::StoreClient> client = store.Connect();
     ASSERT_NE(client, nullptr);
-    std::unique_ptr<Backend> backend = world.BackendOf(rank);
-    auto front = OpenCollectives(TwoRanks(rank, backend.get(), nullptr, client.get()));
+    std::unique_ptr<Backend> backend = world.BackendOf(rank, device_type);
+    std::unique_ptr<Backend> host = host_world ? host_world->BackendOf(rank) : nullptr;
+    auto front = OpenCollectives(TwoRanks(rank, backend.get(), host.get(), client.get()));
     ASSERT_TRUE(front.ok()) << front.status().message();
+    body(**front, rank);
+  });
+}
+
+// Note [One front for collectives]: the epoch loss goes through the store, the hashes and the
+// vote through a backend of host memory; the front makes no backend call for the sums.
+TEST(Front, RoutesTheSumsThroughTheStoreAndTheRestThroughTheBackend) {
+  fakes::ThreadWorld world(2);
+  RunFronts(world, kDLCPU, nullptr, [](Collectives& front, int rank) {
     std::vector<double> losses = {double(rank) + 0.25, 1.0};
-    ASSERT_TRUE((*front)->SumScalars("epoch-loss-0", &losses).ok());
+    ASSERT_TRUE(front.SumScalars("epoch-loss-0", &losses).ok());
     EXPECT_EQ(losses, (std::vector<double>{1.5, 2.0}));
-    Result<std::vector<uint64_t>> hashes = (*front)->GatherWords({uint64_t(rank) + 5}, "hash");
+    Result<std::vector<uint64_t>> hashes = front.GatherWords({uint64_t(rank) + 5}, "hash");
     ASSERT_TRUE(hashes.ok());
     EXPECT_EQ(*hashes, (std::vector<uint64_t>{5, 6}));
-    EXPECT_TRUE(*(*front)->AnyRankSays("preempt", 1, rank == 0));
-    EXPECT_TRUE((*front)->Barrier("end").ok());
+    EXPECT_TRUE(*front.AnyRankSays("preempt", 1, rank == 0));
+    EXPECT_TRUE(front.Barrier("end").ok());
   });
   EXPECT_EQ(world.calls(), (std::vector<std::string>{"allgather", "allreduce", "barrier"}));
 }
@@ -209,26 +220,19 @@ void BroadcastRankOne(Collectives& front, int rank, int32_t device_type) {
 // tensors and words go through the host path, the device's tensors and barriers through the
 // job's backend, the sums through the store.
 TEST(Front, SendsHostTensorsAndWordsThroughTheHostPathBesideADeviceBackend) {
-  TestStore store;
   fakes::ThreadWorld device_world(2), host_world(2);
-  device_world.RunRanks([&](int rank) {
-    std::unique_ptr<rendezvous::StoreClient> client = store.Connect();
-    ASSERT_NE(client, nullptr);
-    std::unique_ptr<Backend> device = device_world.BackendOf(rank, kDLCUDA);
-    std::unique_ptr<Backend> host = host_world.BackendOf(rank);
-    auto front = OpenCollectives(TwoRanks(rank, device.get(), host.get(), client.get()));
-    ASSERT_TRUE(front.ok()) << front.status().message();
-    EXPECT_FALSE((*front)->Reaches(DLDevice{kDLCPU, 0})) << "gradients stay on the device";
-    Result<std::vector<uint64_t>> words = (*front)->GatherWords({uint64_t(rank) + 5}, "hash");
+  RunFronts(device_world, kDLCUDA, &host_world, [](Collectives& front, int rank) {
+    EXPECT_FALSE(front.Reaches(DLDevice{kDLCPU, 0})) << "gradients stay on the device";
+    Result<std::vector<uint64_t>> words = front.GatherWords({uint64_t(rank) + 5}, "hash");
     ASSERT_TRUE(words.ok()) << words.status().message();
     EXPECT_EQ(*words, (std::vector<uint64_t>{5, 6}));
-    EXPECT_TRUE(*(*front)->AnyRankSays("preempt", 1, rank == 1));
-    BroadcastRankOne(**front, rank, kDLCPU);
-    BroadcastRankOne(**front, rank, kDLCUDA);
+    EXPECT_TRUE(*front.AnyRankSays("preempt", 1, rank == 1));
+    BroadcastRankOne(front, rank, kDLCPU);
+    BroadcastRankOne(front, rank, kDLCUDA);
     std::vector<double> losses = {double(rank) + 0.25};
-    ASSERT_TRUE((*front)->SumScalars("epoch-loss-0", &losses).ok());
+    ASSERT_TRUE(front.SumScalars("epoch-loss-0", &losses).ok());
     EXPECT_EQ(losses, (std::vector<double>{1.5}));
-    EXPECT_TRUE((*front)->Barrier("end").ok());
+    EXPECT_TRUE(front.Barrier("end").ok());
   });
   EXPECT_EQ(host_world.calls(), (std::vector<std::string>{"allgather", "allreduce", "broadcast"}));
   EXPECT_EQ(device_world.calls(), (std::vector<std::string>{"broadcast", "barrier"}));
@@ -236,17 +240,10 @@ TEST(Front, SendsHostTensorsAndWordsThroughTheHostPathBesideADeviceBackend) {
 
 // A backend that moves host memory itself carries all of it: a host path beside it is not used.
 TEST(Front, UsesNoHostPathBesideABackendOfHostMemory) {
-  TestStore store;
   fakes::ThreadWorld world(2), host_world(2);
-  world.RunRanks([&](int rank) {
-    std::unique_ptr<rendezvous::StoreClient> client = store.Connect();
-    ASSERT_NE(client, nullptr);
-    std::unique_ptr<Backend> backend = world.BackendOf(rank);
-    std::unique_ptr<Backend> host = host_world.BackendOf(rank);
-    auto front = OpenCollectives(TwoRanks(rank, backend.get(), host.get(), client.get()));
-    ASSERT_TRUE(front.ok()) << front.status().message();
-    ASSERT_TRUE((*front)->GatherWords({uint64_t(rank)}, "hash").ok());
-    BroadcastRankOne(**front, rank, kDLCPU);
+  RunFronts(world, kDLCPU, &host_world, [](Collectives& front, int rank) {
+    ASSERT_TRUE(front.GatherWords({uint64_t(rank)}, "hash").ok());
+    BroadcastRankOne(front, rank, kDLCPU);
   });
   EXPECT_TRUE(host_world.calls().empty());
   EXPECT_EQ(world.calls(), (std::vector<std::string>{"allgather", "broadcast"}));
