@@ -111,11 +111,12 @@ Status StartHostPath(const plugin_host::LoadedPlugin& plugin, const cli::Options
       Start(plugin, options, host, store, prefix + "backend-host-path/" + plugin.name + "/",
             /*plugin_options=*/"", &connected->host_path_store_view, &connected->host_path)
           .WithContext("the host path beside backend " + connected->plugin.name));
-  if (connected->host_path->device_type() != kDLCPU || !connected->host_path->CanAbort()) {
+  // Created for host memory, it moves host memory (Start falls back only from a CUDA device).
+  if (!connected->host_path->CanAbort()) {
     connected->host_path.reset();
     return Status::InvalidArgument("backend " + plugin.name +
-                                   " cannot be the host path: it does not move host memory or "
-                                   "cannot abort a collective (backend ABI v4)");
+                                   " cannot be the host path: it cannot abort a collective "
+                                   "(backend ABI v4)");
   }
   return Status::Ok();
 }
