@@ -1,6 +1,7 @@
 #include "rendezvous/join.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -245,6 +246,11 @@ std::string MachineName(StoreClient& client, int id) {
 
 std::string AttemptPrefix(int attempt) {
   return "attempt/" + std::to_string(attempt) + "/";
+}
+
+int AttemptOfThisWorker() {
+  const char* text = std::getenv(kAttemptEnvironmentVariable);
+  return text == nullptr ? 0 : std::atoi(text);
 }
 
 Status Barrier(StoreClient& client, const std::string& attempt_prefix, const std::string& name,

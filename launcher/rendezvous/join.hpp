@@ -69,6 +69,9 @@ std::string MachineName(StoreClient& client, int id);
 std::string AttemptPrefix(int attempt);
 // The environment variable in which a launcher tells its workers their attempt's number.
 inline constexpr const char* kAttemptEnvironmentVariable = "DPL_ATTEMPT";
+// In a worker: the attempt its launcher started it in, or the one it regrouped into last; 0 when
+// none is named.
+int AttemptOfThisWorker();
 
 // Returns once `world_size` callers have entered the barrier `name` of this attempt.
 Status Barrier(StoreClient& client, const std::string& attempt_prefix, const std::string& name,

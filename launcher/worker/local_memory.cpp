@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/log.hpp"
+#include "rendezvous/join.hpp"
 
 namespace dpl::worker {
 namespace {
@@ -54,6 +55,7 @@ training::LocalGroup LocalGroupOf(const cli::Options& options,
   group.local_world_size = identity.local_world_size;
   group.machine = options.machine_id;
   group.machines = options.num_machines;
+  group.attempt = uint32_t(rendezvous::AttemptOfThisWorker());
   group.across_machines = across_machines;
   group.timeout = options.backend_timeout;
   return group;

@@ -158,12 +158,17 @@ Result<std::unique_ptr<training::Collectives>> OpenFront(const cli::Options& opt
 // [Shrink in place] in training/live_state.hpp): its launcher regroups in place, and the backend
 // can end a blocked collective from another thread, and it moves host memory, where the state is
 // handed over, or has a host path beside it that does (Note [A host path beside a device
-// backend]). The workers of a machine that sum through shared memory share state that an abort
-// may leave half written: they are restarted instead.
-bool ShrinksInPlace(const ConnectedBackend& backend) {
+// backend]). The workers of a machine that sum through its shared memory attach to it again
+// (Note [A machine's shared memory over a regroup] in training/collectives/local_reduce.cpp),
+// unless their sharded optimizer updates the machine's one copy of the parameters in parts (Note
+// [Shared parameters] in training/placement.hpp), which an abort may leave half written: those
+// are restarted instead.
+bool ShrinksInPlace(const cli::Options& options, const ConnectedBackend& backend) {
   const bool moves_host_memory = backend.backend->device_type() == kDLCPU || backend.host_path;
+  const bool sharded = options.training.shard_optimizer == training::OptimizerSharding::kOn;
+  const bool shares_parameters = backend.across_machines && sharded;
   return RegroupsInPlace() && backend.backend->CanAbort() && moves_host_memory &&
-         !backend.across_machines;
+         !shares_parameters;
 }
 
 // Note [Failing fast]: the error goes out first, and the backend is left to the process's end
@@ -240,7 +245,7 @@ int Train(AttemptSeat seat, const plugin_host::Discovery& discovery, int cuda_de
     const cli::Options& options = seat.options;
     auto collectives = OpenFront(options, seat.identity, seat.backend, client, seat.prefix);
     if (!collectives.ok()) return Fail(collectives.status());
-    const bool in_place = ShrinksInPlace(seat.backend);
+    const bool in_place = ShrinksInPlace(options, seat.backend);
     bool preempted = false;
     training::TrainingHooks hooks;
     if (Preemptible(options)) hooks.preemption = MakePreemptionCheck(**collectives, &preempted);
@@ -298,8 +303,7 @@ int RunWorkerSession(const cli::Options& options, Result<training::TrainingData>
   const int cuda_devices = cuda ? VisibleCudaDevices() : 0;
   const training::WorkerIdentity identity = PlaceWorker(options, options.local_rank, cuda_devices);
   NameThisWorker(identity);
-  const char* attempt_text = std::getenv(rendezvous::kAttemptEnvironmentVariable);
-  const std::string prefix = rendezvous::AttemptPrefix(attempt_text ? std::atoi(attempt_text) : 0);
+  const std::string prefix = rendezvous::AttemptPrefix(rendezvous::AttemptOfThisWorker());
   auto store = JoinJob(options, identity, prefix);
   if (!store.ok()) return Fail(store.status());
 

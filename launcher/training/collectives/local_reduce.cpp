@@ -17,13 +17,23 @@ constexpr size_t kLine = 64;           // one flag per cache line: no false shar
 constexpr size_t kAlignElements = 16;  // buckets start on a cache line
 constexpr size_t kChunk = 4096;        // elements summed at a time, in cache
 
-// The start of the shared memory: who attached, with which layout.
+// Note [A machine's shared memory over a regroup]: the workers of a machine that regroup in place
+// (Note [Shrink in place] in training/live_state.hpp) attach to the same memory file again, for
+// the next attempt, with a new reducer whose generations begin again at 0. Their flags of the
+// attempt before still hold that attempt's generations, and their areas its gradients (the
+// aborted step's, half copied or half summed), so each worker clears its own flags and its own
+// area before it says it is there, and says so with the attempt's number, not a count of arrivals
+// (a worker aborted before it attached in one attempt would make a count wrong for good). Nobody
+// reads them meanwhile: every worker of the machine has left the attempt before (met the others
+// in the store for the next one, its threads joined) before any of them attaches again. Never
+// attached: fresh pages of zeroes, which the clearing leaves alone, not touched twice.
+
+// The start of the shared memory: who attached, with which layout, in which attempt.
 struct Header {
-  std::atomic<uint32_t> attached;
-  uint32_t unused[15];
+  uint32_t unused[16];
   struct Slot {
     std::atomic<int32_t> pid;
-    uint32_t unused;
+    std::atomic<uint32_t> attempt;  // + 1, written last; 0: never attached
     std::atomic<uint64_t> fingerprint;
   } slots[kMaxLocalWorkers];
 };
@@ -93,24 +103,30 @@ Result<std::unique_ptr<LocalReducer>> LocalReducer::Create(const LocalGroup& gro
   return reducer;
 }
 
-// Each worker names itself and its layout, then waits for the others.
+// Each worker names itself and its layout, then waits for the others of the same attempt (Note
+// [A machine's shared memory over a regroup]).
 Status LocalReducer::Attach(uint64_t fingerprint) {
   Header& header = *reinterpret_cast<Header*>(mapping_->data());
   Header::Slot& own = header.slots[group_.local_rank];
+  if (own.attempt.load(std::memory_order_acquire) != 0) ClearOwnAreas();
   own.fingerprint.store(fingerprint, std::memory_order_relaxed);
-  own.pid.store(int32_t(::getpid()), std::memory_order_release);
-  header.attached.fetch_add(1, std::memory_order_acq_rel);
+  own.pid.store(int32_t(::getpid()), std::memory_order_relaxed);
+  const uint32_t here = group_.attempt + 1;
+  own.attempt.store(here, std::memory_order_release);
+  auto missing = [&] {
+    std::string ranks;
+    for (int k = 0; k < group_.local_world_size; ++k) {
+      if (header.slots[k].attempt.load(std::memory_order_acquire) == here) continue;
+      ranks += (ranks.empty() ? "" : ", ") +
+               std::to_string(group_.machine * group_.local_world_size + k);
+    }
+    return ranks;
+  };
   const auto deadline = std::chrono::steady_clock::now() + group_.timeout;
-  while (header.attached.load(std::memory_order_acquire) < uint32_t(group_.local_world_size)) {
+  while (!missing().empty()) {
     if (group_.abort->raised()) return group_.abort->why();  // Note [Aborting collectives]
     if (std::chrono::steady_clock::now() > deadline) {
-      std::string missing;
-      for (int k = 0; k < group_.local_world_size; ++k) {
-        if (header.slots[k].pid.load() != 0) continue;
-        missing += (missing.empty() ? "" : ", ") +
-                   std::to_string(group_.machine * group_.local_world_size + k);
-      }
-      return Status::Timeout("rank(s) " + missing + " of this machine did not reach its shared " +
+      return Status::Timeout("rank(s) " + missing() + " of this machine did not reach its shared " +
                              "memory within " + std::to_string(group_.timeout.count()) +
                              " ms (--backend-timeout)");
     }
@@ -126,6 +142,13 @@ Status LocalReducer::Attach(uint64_t fingerprint) {
     }
   }
   return Status::Ok();
+}
+
+void LocalReducer::ClearOwnAreas() {
+  for (size_t index = 0; index < areas_.flags_per_worker; ++index) {
+    Flag(group_.local_rank, index).store(0, std::memory_order_relaxed);
+  }
+  std::memset(ModelGradients(group_.local_rank), 0, areas_.padded_elements * sizeof(float));
 }
 
 std::atomic<uint32_t>& LocalReducer::Flag(int worker, size_t index) const {

@@ -56,6 +56,9 @@ struct LocalGroup {
   int local_world_size = 1;
   int machine = 0;  // a worker's rank is machine * local_world_size + local_rank
   int machines = 1;
+  // The job's attempt (Note [A machine's shared memory over a regroup] in local_reduce.cpp): the
+  // same number on every worker of the machine.
+  uint32_t attempt = 0;
   // This local rank's workers of every machine, rank = machine (when machines > 1).
   Backend* across_machines = nullptr;
   std::chrono::milliseconds timeout{300000};  // --backend-timeout
@@ -119,6 +122,8 @@ class LocalReducer {
  private:
   LocalReducer(const LocalGroup& group, ShardLayout layout, WireFormat wire);
   Status Attach(uint64_t fingerprint);
+  // What this worker left in the shared memory in an attempt before: its flags, its gradients.
+  void ClearOwnAreas();
   std::atomic<uint32_t>& Flag(int worker, size_t index) const;
   // Worker `worker`'s float32 gradients of `bucket` in its area.
   float* Input(int worker, size_t bucket) const;
