@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -277,35 +278,45 @@ TEST(LocalReduce, AWorkerKilledMidReductionIsNamedAtOnce) {
 // memory file again; each waits for the others of that attempt, however late, and sums only their
 // new gradients, whatever flags and gradients the attempt before left there.
 TEST(LocalReduce, TheNextAttemptWaitsForItsWorkersAndSumsOnlyTheirNewGradients) {
-  const std::vector<Report> reports = RunWorkers(2, [](const LocalGroup& first, Report* report) {
-    {
-      const std::vector<Bucket> buckets = AssignBuckets(kSizes, 100000);
-      auto reducer =
-          LocalReducer::Create(first, ShardLayout(kSizes, buckets, 2), WireFormat::kNone, false, 0);
-      if (!reducer.ok()) return Fail(report, reducer.status());
-      Gradients before(first.local_rank + 10);
-      for (int step = 0; step < 3; ++step) {  // flags at generation 3, areas not zero
-        (*reducer)->KeepGradients();
-        (*reducer)->BeginStep();
-        for (size_t b = 0; b < buckets.size(); ++b) {
-          const Status reduced = (*reducer)->ReduceBucket(b, before.tensors, 1.0f);
-          if (!reduced.ok()) return Fail(report, reduced);
+  // The workers that left the first attempt, in memory of its own: as the store's meeting of the
+  // next attempt's ranks, nobody attaches again before every worker left the attempt before.
+  void* memory = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(memory, MAP_FAILED);
+  auto* left = new (memory) std::atomic<int>(0);
+  const std::vector<Report> reports =
+      RunWorkers(2, [left](const LocalGroup& first, Report* report) {
+        {
+          const std::vector<Bucket> buckets = AssignBuckets(kSizes, 100000);
+          auto reducer = LocalReducer::Create(first, ShardLayout(kSizes, buckets, 2),
+                                              WireFormat::kNone, false, 0);
+          if (!reducer.ok()) return Fail(report, reducer.status());
+          Gradients before(first.local_rank + 10);
+          for (int step = 0; step < 3; ++step) {  // flags at generation 3, areas not zero
+            (*reducer)->KeepGradients();
+            (*reducer)->BeginStep();
+            for (size_t b = 0; b < buckets.size(); ++b) {
+              const Status reduced = (*reducer)->ReduceBucket(b, before.tensors, 1.0f);
+              if (!reduced.ok()) return Fail(report, reduced);
+            }
+            const Status summed = (*reducer)->AwaitSums();
+            if (!summed.ok()) return Fail(report, summed);
+          }
         }
-        const Status summed = (*reducer)->AwaitSums();
-        if (!summed.ok()) return Fail(report, summed);
-      }
-    }
-    LocalGroup next = first;
-    next.attempt = 1;
-    // The late worker's flags and area of the attempt before are what the other would misread.
-    if (next.local_rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    ReduceOnce(next, WireFormat::kNone, report);
-  });
+        left->fetch_add(1);
+        while (left->load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        LocalGroup next = first;
+        next.attempt = 1;
+        // The late worker's flags and area of the attempt before are what the other would misread.
+        if (next.local_rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        ReduceOnce(next, WireFormat::kNone, report);
+      });
   for (size_t k = 0; k < reports.size(); ++k) {
     ASSERT_EQ(reports[k].code, DPL_OK) << "worker " << k << ": " << reports[k].message;
     EXPECT_EQ(reports[k].hash, reports[0].hash) << "worker " << k << " holds other bits";
     EXPECT_LT(reports[k].worst_relative_error, 1e-6) << "worker " << k << " summed stale values";
   }
+  ::munmap(memory, sizeof(std::atomic<int>));
 }
 
 // The sharded optimizer's exchanges: each worker's part reaches every other worker, and entries
