@@ -68,6 +68,8 @@ struct PlacementSettings {
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;
   Device device = Device::kCpu;  // for messages
   OptimizerKind optimizer = OptimizerKind::kAdadelta;
+  // The workers regroup in place (an elastic job: Note [Shrink in place] in live_state.hpp).
+  bool keeps_live_state = false;
 };
 
 // Whether the optimizer works on a host copy of the values (a device model, --mirror-parameters)

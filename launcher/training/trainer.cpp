@@ -150,6 +150,7 @@ PlacementSettings Trainer::ChoosePlacement(const LocalGroup& local) const {
   settings.offload_optimizer = config_.offload_optimizer;
   settings.optimizer = config_.optimizer.kind;
   settings.local = local;
+  settings.keeps_live_state = live_ != nullptr;
   settings.shard_optimizer = ParameterPlacement::ShardsOptimizer(config_.shard_optimizer, settings);
   if (identity_.rank == 0) SayWhatAutoChose(settings, local);
   return settings;

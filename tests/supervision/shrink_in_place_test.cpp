@@ -285,5 +285,40 @@ TEST_F(ShrinkInPlaceTest, AMachineThatComesIsTrainedInFromTheRunningWorkers) {
   }
 }
 
+// The CPU's default on one machine of two workers shards the optimizer over the machine's one copy
+// of the parameters (Note [Sharding by default] in placement.cpp); a second machine that comes is
+// trained in from the running workers all the same, which keep their processes.
+TEST_F(ShrinkInPlaceTest, AMachineThatComesToOneOfTwoWorkersIsTrainedInFromThem) {
+  workers_ = 2;
+  const Args args =
+      WithValue(WithValue(KilledMachinesJob(), "--max-steps", "300"), "--num-machines", "1:2");
+  LauncherProcess* machine0 = Start(args);
+  while (StepCounts(dir_ + "/metrics.jsonl").size() < 20 && !machine0->Wait(0s)) {
+    std::this_thread::sleep_for(10ms);
+  }
+  const pid_t rank1 = WorkerOf(*machine0, 1);
+  const auto came = Clock::now();
+  Start(args);
+  SecondsUntil(*machine0, "[rank 0] continuing from step", 1, came);
+  EXPECT_EQ(WorkerWithRank(machine0->pid(), 1), rank1) << "rank 1's process changed";
+  for (auto& launcher : launchers_) {
+    const auto status = launcher->Wait(120s);
+    EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << launcher->Output();
+  }
+  const std::string output = machine0->Output();
+  EXPECT_TRUE(Contains(output, "the job continues on 2 machines (was 1) in place")) << output;
+  EXPECT_TRUE(Contains(output, "nothing read from disk")) << output;
+  EXPECT_FALSE(Contains(output, "resumed from")) << output;
+  const std::map<int64_t, int> steps = StepCounts(dir_ + "/metrics.jsonl");
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps.rbegin()->first, 300);
+  for (const auto& [step, count] : steps) EXPECT_EQ(count, 1) << "step " << step;
+  const std::string rank0 = ReadWhole(dir_ + "/dumps/rank-0.bin");
+  for (int rank = 1; rank < 4; ++rank) {
+    EXPECT_TRUE(ReadWhole(dir_ + "/dumps/rank-" + std::to_string(rank) + ".bin") == rank0)
+        << "rank " << rank << "'s parameters differ from rank 0's";
+  }
+}
+
 }  // namespace
 }  // namespace dpl::test
