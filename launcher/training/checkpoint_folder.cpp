@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -108,6 +109,39 @@ struct Assembly {
   std::vector<uint8_t> given;
 };
 
+// Whether `state` (a run's state dict from element `offset` of `parameter`) gives again what
+// runs gave before, the same bits: with --shard-optimizer on and the shared-memory sums across
+// machines, the parts are cut among a machine's workers, so the workers of one local rank on
+// every machine hold the same part, and each writes it. Other values are refused; a run that is
+// not all given before is the caller's to check.
+Result<bool> RepeatsAGivenRun(const TorchDict& state, int64_t offset, const Assembly& assembly,
+                              const std::vector<std::string>& names, const std::string& parameter,
+                              const std::string& path) {
+  if (state.empty() || offset < 0) return false;
+  for (const TorchDictEntry& entry : state) {
+    const std::string* name = std::get_if<std::string>(&entry.key);
+    const TorchTensor* tensor = entry.value.AsTensor();
+    if (name == nullptr || tensor == nullptr || tensor->dtype != TorchDtype::kFloat32 ||
+        tensor->shape.size() != 1 || !tensor->HasConsistentSize()) {
+      return false;  // AddRun says what is wrong with it
+    }
+    const size_t first = size_t(offset), n = size_t(tensor->shape[0]);
+    if (n == 0 || first > assembly.given.size() || n > assembly.given.size() - first) return false;
+    for (size_t i = first; i < first + n; ++i) {
+      if (assembly.given[i] == 0) return false;
+    }
+    const size_t k = size_t(std::find(names.begin(), names.end(), *name) - names.begin());
+    if (k == names.size() || k >= assembly.state.size() || assembly.state[k].empty()) return false;
+    if (std::memcmp(assembly.state[k].data() + first, tensor->data.data(), n * sizeof(float)) !=
+        0) {
+      return Damaged(path, "gives elements " + std::to_string(first) + "-" +
+                               std::to_string(first + n - 1) + " of '" + parameter +
+                               "' again, with other values than another part gave");
+    }
+  }
+  return true;
+}
+
 Status AddRun(const TorchValue& run, const std::string& path, const CheckpointState& checkpoint,
               std::map<std::string, Assembly>* assemblies, std::vector<std::string>* names) {
   Result<std::string> parameter = StringField(run, "parameter", path);
@@ -130,6 +164,9 @@ Status AddRun(const TorchValue& run, const std::string& path, const CheckpointSt
     assembly.given.assign(size_t(value->tensor.NumElements()), 0);
     assembly.known = true;
   }
+  DPL_ASSIGN_OR_RETURN(const bool repeated, RepeatsAGivenRun(*state->AsDict(), *offset, assembly,
+                                                             *names, *parameter, path));
+  if (repeated) return Status::Ok();
   const size_t elements = assembly.given.size();
   for (const TorchDictEntry& entry : *state->AsDict()) {
     const std::string* name = std::get_if<std::string>(&entry.key);

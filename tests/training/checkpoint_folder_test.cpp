@@ -181,6 +181,49 @@ TEST_F(CheckpointFolderTest, PartsMissingOverlappingOrShortAreRefusedNamingThem)
       << missing.status().message();
 }
 
+// --shard-optimizer on with the shared-memory sums across machines: the parts are cut among a
+// machine's workers, so ranks 0 and 2 (local rank 0 of two machines) write the same part, and
+// ranks 1 and 3 the other. The repeats read back once; a repeat with other values is refused.
+TEST_F(CheckpointFolderTest, PartsThatEachMachineHoldsAlikeReadBackOnce) {
+  // Rank 2's exp_avg_sq of its run `changed` where not 0.
+  auto write = [&](int64_t step, float changed) {
+    const CheckpointState whole = Whole(step);
+    for (int rank = 0; rank < 4; ++rank) {
+      std::vector<OptimizerPartRun> runs = {RunOf(whole, "fc.weight", 0, 6)};
+      if (rank % 2 == 1) runs = {RunOf(whole, "fc.weight", 6, 4), RunOf(whole, "fc.bias", 0, 2)};
+      if (rank == 2 && changed != 0.0f) runs[0].state[1] = Floats(std::vector<float>(6, changed));
+      ASSERT_TRUE(
+          WriteOptimizerPart(dir_, {step, rank, 4, {"exp_avg", "exp_avg_sq"}, std::move(runs)})
+              .ok());
+    }
+    CheckpointState state = whole;
+    state.optimizer_state.clear();
+    ASSERT_TRUE(WriteFolderState(dir_, std::move(state)).ok());
+    std::atomic<bool> stop{false};
+    ASSERT_TRUE(CommitCheckpointFolder(dir_, step, 4, stop).ok());
+  };
+  write(8, 0.0f);
+  Result<CheckpointState> read = ReadCheckpoint(dir_ + "/checkpoint-0000000008");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  const CheckpointState whole = Whole(8);
+  ASSERT_EQ(read->optimizer_state.size(), whole.optimizer_state.size());
+  for (const OptimizerStateTensor& expected : whole.optimizer_state) {
+    const auto found = std::find_if(
+        read->optimizer_state.begin(), read->optimizer_state.end(), [&](const auto& entry) {
+          return entry.parameter == expected.parameter && entry.state == expected.state;
+        });
+    ASSERT_NE(found, read->optimizer_state.end()) << expected.parameter << "/" << expected.state;
+    EXPECT_EQ(found->tensor, expected.tensor) << expected.parameter << "/" << expected.state;
+  }
+  write(9, -7.0f);
+  Result<CheckpointState> differing = ReadCheckpoint(dir_ + "/checkpoint-0000000009");
+  EXPECT_EQ(differing.status().message(),
+            "checkpoint " + dir_ +
+                "/checkpoint-0000000009/optimizer-00002-of-00004.pt gives elements 0-5 of "
+                "'fc.weight' again, with other values than another part gave; it was not written "
+                "by dpl, or is damaged");
+}
+
 TEST_F(CheckpointFolderTest, RetentionAndTheStartOfARunRemoveFoldersAsFiles) {
   for (int64_t step = 1; step <= 4; ++step) ASSERT_TRUE(WriteFolder(step).ok());
   ASSERT_TRUE(WriteCheckpoint(dir_, Whole(5)).ok());
