@@ -154,21 +154,27 @@ Result<std::unique_ptr<training::Collectives>> OpenFront(const cli::Options& opt
   return training::OpenCollectives(membership);
 }
 
-// Whether this worker's training keeps its state over a change of the job's machines (Note
-// [Shrink in place] in training/live_state.hpp): its launcher regroups in place, and the backend
-// can end a blocked collective from another thread, and it moves host memory, where the state is
-// handed over, or has a host path beside it that does (Note [A host path beside a device
-// backend]). The workers of a machine that sum through its shared memory attach to it again
-// (Note [A machine's shared memory over a regroup] in training/collectives/local_reduce.cpp),
-// unless their sharded optimizer updates the machine's one copy of the parameters in parts (Note
-// [Shared parameters] in training/placement.hpp), which an abort may leave half written: those
-// are restarted instead.
-bool ShrinksInPlace(const cli::Options& options, const ConnectedBackend& backend) {
-  const bool moves_host_memory = backend.backend->device_type() == kDLCPU || backend.host_path;
+// Why this worker's training cannot keep its state over a change of the job's machines (Note
+// [Shrink in place] in training/live_state.hpp); "" where it can: its launcher regroups in place,
+// and the backend can end a blocked collective from another thread, and it moves host memory,
+// where the state is handed over, or has a host path beside it that does (Note [A host path
+// beside a device backend]). The workers of a machine that sum through its shared memory attach
+// to it again (Note [A machine's shared memory over a regroup] in
+// training/collectives/local_reduce.cpp), unless their sharded optimizer updates the machine's
+// one copy of the parameters in parts (Note [Shared parameters] in training/placement.hpp), which
+// an abort may leave half written: those are restarted instead.
+std::string WhyNotInPlace(const cli::Options& options, const ConnectedBackend& backend) {
+  if (!RegroupsInPlace()) return "is restarted by its launcher";
+  if (!backend.backend->CanAbort()) return "cannot abort a collective of its backend";
+  if (backend.backend->device_type() != kDLCPU && !backend.host_path) {
+    return "has no backend of host memory to hand its state over in";
+  }
   const bool sharded = options.training.shard_optimizer == training::OptimizerSharding::kOn;
-  const bool shares_parameters = backend.across_machines && sharded;
-  return RegroupsInPlace() && backend.backend->CanAbort() && moves_host_memory &&
-         !shares_parameters;
+  if (backend.across_machines && sharded) {
+    return "updates its part of the machine's one copy of the parameters (--shard-optimizer on "
+           "with the shared-memory sums; with --local-reduce backend the workers keep running)";
+  }
+  return "";
 }
 
 // Note [Failing fast]: the error goes out first, and the backend is left to the process's end
@@ -216,20 +222,27 @@ Status TakeNewSeat(const rendezvous::RegroupOrder& order, const plugin_host::Dis
   return Status::Ok();
 }
 
-// The watch for this worker's regroup order: it aborts `front` when the worker goes on in place,
-// and ends the worker otherwise: without an abort it cannot leave a blocked collective, and its
-// launcher then restarts the job's workers.
+// The watch for this worker's regroup order: it aborts `front` when the worker goes on in place
+// (`not_in_place` empty), and ends the worker otherwise: its launcher then restarts the job's
+// workers. Rank 0 says so beforehand (a worker may fail on a lost peer before any order comes).
 Result<std::unique_ptr<RegroupWatch>> WatchForRegroup(const AttemptSeat& seat,
-                                                      training::Collectives* front, bool in_place) {
+                                                      training::Collectives* front,
+                                                      const std::string& not_in_place) {
+  if (!not_in_place.empty() && RegroupsInPlace() && seat.identity.rank == 0) {
+    log::Info(
+        "a machine lost or come restarts the workers from the newest checkpoint: this "
+        "worker " +
+        not_in_place);
+  }
   return RegroupWatch::Start(
       seat.options, seat.prefix, seat.identity.rank,
-      [front, in_place](const rendezvous::RegroupOrder& order) {
-        if (in_place) {
+      [front, not_in_place](const rendezvous::RegroupOrder& order) {
+        if (not_in_place.empty()) {
           front->Abort(Status::Communication("the job regroups: " + order.why));
           return;
         }
-        log::Warning("the job regroups (" + order.why +
-                     "), and this worker's backend cannot abort a collective: it stops");
+        log::Warning("the job regroups (" + order.why + "), and this worker " + not_in_place +
+                     ": it stops, and the job goes on from the newest checkpoint");
         std::fflush(nullptr);
         std::_Exit(kPeerFailureExitCode);
       });
@@ -245,7 +258,8 @@ int Train(AttemptSeat seat, const plugin_host::Discovery& discovery, int cuda_de
     const cli::Options& options = seat.options;
     auto collectives = OpenFront(options, seat.identity, seat.backend, client, seat.prefix);
     if (!collectives.ok()) return Fail(collectives.status());
-    const bool in_place = ShrinksInPlace(options, seat.backend);
+    const std::string not_in_place = WhyNotInPlace(options, seat.backend);
+    const bool in_place = not_in_place.empty();
     bool preempted = false;
     training::TrainingHooks hooks;
     if (Preemptible(options)) hooks.preemption = MakePreemptionCheck(**collectives, &preempted);
@@ -259,7 +273,7 @@ int Train(AttemptSeat seat, const plugin_host::Discovery& discovery, int cuda_de
     }
     hooks.step_times = step_times.get();
     if (in_place) hooks.live_state = &live;
-    auto watch = WatchForRegroup(seat, collectives->get(), in_place);
+    auto watch = WatchForRegroup(seat, collectives->get(), not_in_place);
     if (!watch.ok()) return Fail(watch.status());
     Status trained =
         training::RunTraining(options.training, seat.identity, ModelPluginOf(model_plugin), data,

@@ -285,6 +285,39 @@ TEST_F(ShrinkInPlaceTest, AMachineThatComesIsTrainedInFromTheRunningWorkers) {
   }
 }
 
+// The sharded optimizer over each machine's one copy of the parameters cannot hand its state over:
+// rank 0 says so at the start, and the job goes on from the newest checkpoint (a restart).
+TEST_F(ShrinkInPlaceTest, WorkersOnOneCopyOfTheParametersSayWhyTheyAreRestarted) {
+  workers_ = 2;
+  const Args args = KilledMachinesJob({"--shard-optimizer", "on", "--max-restarts", "2"});
+  for (int i = 0; i < 3; ++i) Start(args);
+  LauncherProcess* machine0 = MachineZero();
+  ASSERT_NE(machine0, nullptr);
+  LauncherProcess* victim = LauncherOfRank(2, 60s);
+  ASSERT_TRUE(victim != nullptr && victim != machine0) << machine0->Output();
+  while (StepCounts(dir_ + "/metrics.jsonl").size() < 10 && !machine0->Wait(0s)) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(kill(-victim->pid(), SIGKILL), 0);
+  victim->Wait(5s);
+  Start(args);
+  for (auto& launcher : launchers_) {
+    if (launcher.get() == victim) continue;
+    const auto status = launcher->Wait(120s);
+    EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << launcher->Output();
+  }
+  const std::string output = machine0->Output();
+  EXPECT_TRUE(Contains(output, "updates its part of the machine's one copy of the parameters"))
+      << output;
+  EXPECT_TRUE(Contains(output, "resumed from")) << output;
+  const std::string rank0 = ReadWhole(dir_ + "/dumps/rank-0.bin");
+  ASSERT_FALSE(rank0.empty());
+  for (int rank = 1; rank < 6; ++rank) {
+    EXPECT_TRUE(ReadWhole(dir_ + "/dumps/rank-" + std::to_string(rank) + ".bin") == rank0)
+        << "rank " << rank << "'s parameters differ from rank 0's";
+  }
+}
+
 // The CPU's default on one machine of two workers shards the optimizer over the machine's one copy
 // of the parameters (Note [Sharding by default] in placement.cpp); a second machine that comes is
 // trained in from the running workers all the same, which keep their processes.

@@ -2,12 +2,12 @@
 """The chaos benchmark: what lost machines cost a training job, dpl against torchrun and torchft.
 
 A job of 3 machines on loopback (3 launchers, each in a process group of its own, one worker
-each) trains the recipe's ConvNet (global batch 96, so 2 or 3 ranks split it evenly) on
-synthetic MNIST-shaped IDX files for --duration seconds, while a machine is stopped every
---kill-every seconds: its whole process group SIGKILLed, a new machine started at once to take
-its place, except after the last kill (the job ends on 2). Kills spare the machine of the
-built-in store (it is the job's store; torchrun's c10d rendezvous host likewise); with etcd
-any machine goes. Cases (--cases):
+each, or --workers each for dpl and torchrun) trains the recipe's ConvNet (global batch 96, so
+2 or 3 machines split it evenly) on synthetic MNIST-shaped IDX files for --duration seconds,
+while a machine is stopped every --kill-every seconds: its whole process group SIGKILLed, a new
+machine started at once to take its place, except after the last kill (the job ends on 2).
+Kills spare the machine of the built-in store (it is the job's store; torchrun's c10d rendezvous
+host likewise); with etcd any machine goes. Cases (--cases):
 
   baseline       dpl, no failures, checkpoints every --checkpoint-every steps
   no-checkpoint  dpl, no failures, no checkpoints: "throughput with checkpoints against without"
@@ -163,7 +163,8 @@ class Chaos:
         args, folder = self.args, self.folder
         if self.system == "torchrun":
             return [args.python, "-m", "torch.distributed.run", "--nnodes", f"2:{MACHINES}",
-                    "--nproc_per_node", "1", "--max_restarts", "1000", "--rdzv_backend", "c10d",
+                    "--nproc_per_node", str(args.workers), "--max_restarts", "1000",
+                    "--rdzv_backend", "c10d",
                     "--rdzv_endpoint", f"127.0.0.1:{self.port}", "--rdzv_id", "chaos",
                     "--monitor_interval", "0.5", os.path.join(HERE, "chaos_ddp.py"),
                     "--mode", "torchrun", "--data", args.data, "--batch-size", str(GLOBAL_BATCH),
@@ -176,7 +177,7 @@ class Chaos:
                     "--replica", str(index), "--replicas", str(MACHINES)]
         command = [args.launcher, "--plugin-dir", args.plugin_dir, "--data-dir", args.data,
                    "--data-cache", "none", "--model", "convnet", "--backend", "gloo",
-                   "--num-machines", f"2:{MACHINES}", "--num-processes", "1",
+                   "--num-machines", f"2:{MACHINES}", "--num-processes", str(args.workers),
                    "--threads-per-worker", "1", "--batch-size", str(GLOBAL_BATCH),
                    "--epochs", "100000", "--no-eval", "--no-progress", "--log-interval", "1",
                    "--log-time", "iso", "--max-restarts", "1000", "--join-grace", "1",
@@ -428,6 +429,8 @@ def main():
     parser.add_argument("--kill-every", type=float, default=60.0)
     parser.add_argument("--checkpoint-every", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0, help="which machines the kills pick")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="workers a machine, dpl's and torchrun's (torchft: one)")
     parser.add_argument("--launcher", default=os.path.join(REPO, "build", "launcher", "launcher"))
     parser.add_argument("--plugin-dir", default=os.path.join(REPO, "build", "plugins_out"))
     parser.add_argument("--python", default=os.path.join(REPO, "tools", "python"),
