@@ -70,6 +70,19 @@ OptimizerPartRun RunOf(const CheckpointState& whole, const std::string& paramete
   return run;
 }
 
+// `read` holds `whole`'s optimizer state, each tensor whatever the order.
+void ExpectSameOptimizerState(const CheckpointState& read, const CheckpointState& whole) {
+  ASSERT_EQ(read.optimizer_state.size(), whole.optimizer_state.size());
+  for (const OptimizerStateTensor& expected : whole.optimizer_state) {
+    const auto found = std::find_if(
+        read.optimizer_state.begin(), read.optimizer_state.end(), [&](const auto& entry) {
+          return entry.parameter == expected.parameter && entry.state == expected.state;
+        });
+    ASSERT_NE(found, read.optimizer_state.end()) << expected.parameter << "/" << expected.state;
+    EXPECT_EQ(found->tensor, expected.tensor) << expected.parameter << "/" << expected.state;
+  }
+}
+
 class CheckpointFolderTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -133,15 +146,7 @@ TEST_F(CheckpointFolderTest, AFolderReadsBackAsTheOneFileOfTheSameState) {
   for (size_t i = 0; i < whole.model.size(); ++i) {
     EXPECT_EQ(read->model[i].tensor, whole.model[i].tensor) << whole.model[i].name;
   }
-  ASSERT_EQ(read->optimizer_state.size(), whole.optimizer_state.size());
-  for (const OptimizerStateTensor& expected : whole.optimizer_state) {
-    const auto found = std::find_if(
-        read->optimizer_state.begin(), read->optimizer_state.end(), [&](const auto& entry) {
-          return entry.parameter == expected.parameter && entry.state == expected.state;
-        });
-    ASSERT_NE(found, read->optimizer_state.end()) << expected.parameter << "/" << expected.state;
-    EXPECT_EQ(found->tensor, expected.tensor) << expected.parameter << "/" << expected.state;
-  }
+  ExpectSameOptimizerState(*read, whole);
   const std::string file = dir_ + "/whole";
   ASSERT_TRUE(WriteCheckpoint(file, Whole(7)).ok());
   DPL_RUN_TORCH_REFERENCE("checkpoint_folder_reference.py",
@@ -206,15 +211,7 @@ TEST_F(CheckpointFolderTest, PartsThatEachMachineHoldsAlikeReadBackOnce) {
   Result<CheckpointState> read = ReadCheckpoint(dir_ + "/checkpoint-0000000008");
   ASSERT_TRUE(read.ok()) << read.status().message();
   const CheckpointState whole = Whole(8);
-  ASSERT_EQ(read->optimizer_state.size(), whole.optimizer_state.size());
-  for (const OptimizerStateTensor& expected : whole.optimizer_state) {
-    const auto found = std::find_if(
-        read->optimizer_state.begin(), read->optimizer_state.end(), [&](const auto& entry) {
-          return entry.parameter == expected.parameter && entry.state == expected.state;
-        });
-    ASSERT_NE(found, read->optimizer_state.end()) << expected.parameter << "/" << expected.state;
-    EXPECT_EQ(found->tensor, expected.tensor) << expected.parameter << "/" << expected.state;
-  }
+  ExpectSameOptimizerState(*read, whole);
   write(9, -7.0f);
   Result<CheckpointState> differing = ReadCheckpoint(dir_ + "/checkpoint-0000000009");
   EXPECT_EQ(differing.status().message(),
