@@ -230,8 +230,8 @@ Result<std::unique_ptr<RegroupWatch>> WatchForRegroup(const AttemptSeat& seat,
                                                       const std::string& not_in_place) {
   if (!not_in_place.empty() && RegroupsInPlace() && seat.identity.rank == 0) {
     log::Info(
-        "a machine lost or come restarts the workers from the newest checkpoint: this "
-        "worker " +
+        "a machine that leaves or joins restarts the workers from the newest checkpoint: "
+        "this worker " +
         not_in_place);
   }
   return RegroupWatch::Start(
