@@ -23,6 +23,9 @@
 // parameter's state whole from the runs of every part, so a folder resumes at any world size,
 // sharded or not. Each rank writes only its own part: no gather of the optimizer's state through
 // the backend, and the writes of the ranks (of the machines, on a shared file system) run at once.
+// Where every machine holds each part (the shared-memory sums across machines) only machine 0's
+// ranks write runs, the others' parts list none; a run written twice with the same bits (by
+// earlier versions) reads once.
 // --checkpoint-dir must then be one folder every machine reaches (it must already be for --resume
 // on every machine); a part that does not come within kCheckpointPartsWait is an error that says
 // so. Nothing of a staging folder is older than its run: rank 0 removes those of earlier runs

@@ -46,7 +46,9 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// This rank's part of the optimizer's state, copied.
+// This rank's part of the optimizer's state, copied. With the shared-memory sums across machines
+// every machine holds each part (Note [Sharded optimizer] in update_share.hpp): the lowest rank
+// that holds it, machine 0's, writes it, and the others' files name no run.
 OptimizerPart CapturePart(int64_t global_step, int rank, int world_size,
                           const ParameterPlacement& placement, const OptimizerRunner& optimizer) {
   OptimizerPart part;
@@ -54,6 +56,7 @@ OptimizerPart CapturePart(int64_t global_step, int rank, int world_size,
   part.rank = rank;
   part.world_size = world_size;
   part.state_names = optimizer.StateNames();
+  if (optimizer.part() != rank) return part;
   for (const ShardRun& shard_run : optimizer.Shard()) {
     const ParameterRun& run = shard_run.run;
     OptimizerPartRun copied{placement.parameters()[run.parameter].name, int64_t(run.offset), {}};

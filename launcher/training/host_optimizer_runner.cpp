@@ -72,6 +72,7 @@ class HostRunner final : public OptimizerRunner {
   Status RestoreState(const OptimizerState& state) override;
   bool sharded() const override { return share_.sharded(); }
   std::vector<ShardRun> Shard() const override;
+  int part() const override { return share_.part(); }
   std::optional<KeptParts> KeepParts(int64_t committed_step) override;
 
  private:

@@ -133,6 +133,8 @@ class OptimizerRunner {
   // checkpoint_folder.hpp); none where the state is whole.
   virtual bool sharded() const { return false; }
   virtual std::vector<ShardRun> Shard() const { return {}; }
+  // Which part of the sharded state this rank holds (UpdateShare::part); 0 where it is whole.
+  virtual int part() const { return 0; }
   // After a failure, where this rank also keeps a copy of another rank's part (Note [A copy of
   // each part] in part_copy.hpp): both parts at the committed step `committed_step`, and one
   // step on where they were updated; none otherwise.

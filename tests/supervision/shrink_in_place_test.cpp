@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -30,6 +32,20 @@ constexpr auto kRegroupBound = 10s;
 std::string ReadWhole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The newest checkpoint folder (the form of --shard-optimizer on) in `dir`; "" when none.
+std::string NewestCheckpointFolder(const std::string& dir) {
+  std::string newest;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name.rfind("checkpoint-", 0) != 0) continue;
+    if (name.find('.') != std::string::npos) continue;  // a staging folder
+    if (newest.empty() || name > std::filesystem::path(newest).filename().string()) {
+      newest = entry.path().string();
+    }
+  }
+  return newest;
 }
 
 // How often each step occurs in the step records of a --metrics file.
@@ -317,6 +333,19 @@ TEST_F(ShrinkInPlaceTest, WorkersOnOneCopyOfTheParametersSayWhyTheyAreRestarted)
       << output;
   EXPECT_TRUE(Contains(output, "resumed from")) << output;
   ExpectSameReplicas(6);
+  // Every machine holds each part of the optimizer's state: machine 0's ranks write it.
+  const std::string newest = NewestCheckpointFolder(dir_ + "/checkpoints");
+  ASSERT_FALSE(newest.empty());
+  for (int rank = 0; rank < 6; ++rank) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/optimizer-%05d-of-00006.pt", rank);
+    const size_t bytes = ReadWhole(newest + name).size();
+    if (rank < 2) {
+      EXPECT_GT(bytes, 1000000u) << name;
+    } else {
+      EXPECT_LT(bytes, 10000u) << name << ": a part machine 0 wrote already";
+    }
+  }
 }
 
 // The CPU's default on one machine of two workers shards the optimizer over the machine's one copy
