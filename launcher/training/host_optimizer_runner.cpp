@@ -48,12 +48,14 @@ void SumPieces(const UpdateShare& share, ThreadPool* pool, std::vector<double>* 
 class HostRunner final : public OptimizerRunner {
  public:
   HostRunner(const TrainingConfig& config, StepRules rules, std::unique_ptr<Optimizer> optimizer,
-             UpdateShare& share, ThreadPool* pool, std::unique_ptr<PartCopy> copy)
+             UpdateShare& share, ThreadPool* pool, std::unique_ptr<PartCopy> copy,
+             std::unique_ptr<PartSnapshot> snapshot)
       : OptimizerRunner(config, std::move(rules)),
         optimizer_(std::move(optimizer)),
         share_(share),
         pool_(pool),
-        copy_(std::move(copy)) {
+        copy_(std::move(copy)),
+        snapshot_(std::move(snapshot)) {
     UseRate(rules_.learning_rate());
     optimizer_->set_threads(pool);
     for (const HostRun& run : share_.updated()) {
@@ -93,7 +95,8 @@ class HostRunner final : public OptimizerRunner {
   ThreadPool* pool_;
   std::vector<float*> values_;  // of the updated runs, as Optimizer::Step takes them
   std::vector<const float*> gradients_;
-  std::unique_ptr<PartCopy> copy_;  // NULL: no copy of another rank's part
+  std::unique_ptr<PartCopy> copy_;          // NULL: no copy of another rank's part
+  std::unique_ptr<PartSnapshot> snapshot_;  // NULL: nothing kept for a regroup in place
 };
 
 Result<bool> HostRunner::CheckGradients(std::vector<double>* piece_sums) {
@@ -130,10 +133,8 @@ Status HostRunner::Clip(const std::vector<double>& piece_sums) {
 
 // The placement applied the gradients' factor already (its TakeGradients).
 Result<StepDecision> HostRunner::Step(int64_t global_step, float /*factor*/) {
-  if (copy_) {
-    copy_->CatchUp();
-    copy_->BeganStep(global_step, optimizer_->steps(), rules_.loss_scaling());
-  }
+  if (copy_) copy_->CatchUp();
+  if (snapshot_) snapshot_->BeganStep(global_step, optimizer_->steps(), rules_.loss_scaling());
   DPL_RETURN_IF_ERROR(FollowSchedule(global_step));
   std::vector<double> piece_sums;
   DPL_ASSIGN_OR_RETURN(const bool non_finite, CheckGradients(&piece_sums));
@@ -147,20 +148,19 @@ Result<StepDecision> HostRunner::Step(int64_t global_step, float /*factor*/) {
 }
 
 Status HostRunner::Update(int64_t global_step) {
-  if (!copy_) {
-    optimizer_->Step(values_, gradients_);
-    return Status::Ok();
-  }
-  DPL_RETURN_IF_ERROR(copy_->GatherGradients(share_, global_step));
-  copy_->Snapshot(global_step, share_.updated(), *optimizer_);
+  if (copy_) DPL_RETURN_IF_ERROR(copy_->GatherGradients(share_, global_step));
+  if (snapshot_) snapshot_->Take(global_step, share_.updated(), *optimizer_);
   optimizer_->Step(values_, gradients_);
   return Status::Ok();
 }
 
 std::optional<KeptParts> HostRunner::KeepParts(int64_t committed_step) {
-  if (!copy_) return std::nullopt;
-  return copy_->Keep(committed_step, share_.updated(), *optimizer_, share_.part(),
-                     optimizer_->steps(), rules_.loss_scaling());
+  const ShardLayout* layout = share_.own_part_layout();
+  if (!snapshot_ || layout == nullptr) return std::nullopt;
+  KeptParts kept = snapshot_->Keep(*layout, committed_step, share_.updated(), *optimizer_,
+                                   share_.part(), optimizer_->steps(), rules_.loss_scaling());
+  if (copy_) kept.held.push_back(copy_->Keep(committed_step));
+  return kept;
 }
 
 Status HostRunner::WholeState(const std::vector<size_t>& sizes, bool whole, OptimizerState* state) {
@@ -248,7 +248,7 @@ Result<std::unique_ptr<PartCopy>> CopyOfPart(const TrainingConfig& config,
 
 Result<std::unique_ptr<OptimizerRunner>> HostOptimizerRunner(
     const TrainingConfig& config, const std::vector<HostParameter>& parameters, UpdateShare& share,
-    const StepPlan& plan, int rank, ThreadPool* pool, int copied_part) {
+    const StepPlan& plan, int rank, ThreadPool* pool, PartKeeping keeping) {
   const std::vector<OptimizedTensor> tensors = OptimizedTensors(config, parameters, rank);
   std::vector<OptimizedTensor> runs;
   for (const HostRun& run : share.updated()) {
@@ -258,11 +258,14 @@ Result<std::unique_ptr<OptimizerRunner>> HostOptimizerRunner(
                        CreateOptimizer(config.optimizer, std::move(runs)));
   if (share.sharded() && rank == 0) LogStateShare(share, *optimizer);
   DPL_ASSIGN_OR_RETURN(std::unique_ptr<PartCopy> copy,
-                       CopyOfPart(config, parameters, share, copied_part, tensors, rank));
+                       CopyOfPart(config, parameters, share, keeping.copied_part, tensors, rank));
   if (copy) copy->optimizer().set_threads(pool);
+  std::unique_ptr<PartSnapshot> snapshot;
+  if (share.sharded() && (keeping.snapshot || copy)) snapshot = std::make_unique<PartSnapshot>();
   DPL_ASSIGN_OR_RETURN(StepRules rules, StepRules::Create(config, plan, rank));
-  return std::unique_ptr<OptimizerRunner>(
-      new HostRunner(config, std::move(rules), std::move(optimizer), share, pool, std::move(copy)));
+  return std::unique_ptr<OptimizerRunner>(new HostRunner(config, std::move(rules),
+                                                         std::move(optimizer), share, pool,
+                                                         std::move(copy), std::move(snapshot)));
 }
 
 }  // namespace dpl::training

@@ -15,10 +15,10 @@
 // --resume's checkpoint as before. With --shard-optimizer each rank keeps its part and a copy of
 // another machine's (Note [A copy of each part] in part_copy.hpp), and every part comes from a
 // rank that holds it (live_parts.hpp); without the copies, the run continues from the newest
-// checkpoint. Several workers a machine that sum through its shared memory attach to it again
-// (Note [A machine's shared memory over a regroup] in collectives/local_reduce.cpp); those that
-// also share one copy of the parameters (Note [Shared parameters] in placement.hpp) are restarted
-// instead (docs/elastic.md).
+// checkpoint; with the shared-memory sums across machines every machine holds each part, and a
+// snapshot of its part (PartSnapshot) is all a rank keeps. Several workers a machine that sum
+// through its shared memory attach to it again (Note [A machine's shared memory over a regroup]
+// in collectives/local_reduce.cpp), each with values of its own (ReduceInPlace in reducer.cpp).
 #pragma once
 
 #include <optional>

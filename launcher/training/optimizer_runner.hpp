@@ -177,12 +177,12 @@ std::vector<OptimizedTensor> OptimizedTensors(const TrainingConfig& config,
 
 // The host's optimizer (optimizer.hpp) on the runs of `share` (every parameter whole, or this
 // rank's part with --shard-optimizer) of `parameters` (their values are not read), on `pool`'s
-// threads (NULL: none), with `config`'s options and the steps of `plan`; sharded, with a copy of
-// part `copied_part` (-1: none; Note [A copy of each part]). Rank 0 logs which tensors are
-// decayed and, sharded, the state it keeps.
+// threads (NULL: none), with `config`'s options and the steps of `plan`; sharded, keeping what
+// `keeping` says for a regroup in place. Rank 0 logs which tensors are decayed and, sharded, the
+// state it keeps.
 Result<std::unique_ptr<OptimizerRunner>> HostOptimizerRunner(
     const TrainingConfig& config, const std::vector<HostParameter>& parameters, UpdateShare& share,
-    const StepPlan& plan, int rank, ThreadPool* pool, int copied_part = -1);
+    const StepPlan& plan, int rank, ThreadPool* pool, PartKeeping keeping = {});
 // The model's own optimizer, where its parameters are (Note [Device optimizer placement]).
 Result<std::unique_ptr<OptimizerRunner>> DeviceOptimizerRunner(
     const TrainingConfig& config, const std::vector<HostParameter>& parameters, Model& model,

@@ -107,35 +107,12 @@ Status PartCopy::GatherGradients(UpdateShare& share, int64_t global_step) {
   return Status::Ok();
 }
 
-void PartCopy::Snapshot(int64_t global_step, const std::vector<HostRun>& own,
-                        Optimizer& own_optimizer) {
-  // clear keeps the capacity of the step before: no allocation, one copy.
-  own_snapshot_.clear();
-  AppendFlat(own, own_optimizer, &own_snapshot_);
-  snapshot_step_ = global_step;
-}
-
 void PartCopy::Restore(const OptimizerState& whole) {
   TakeRuns(whole, runs_, *optimizer_);
   pending_step_ = -1;  // the values follow from the model's at the next CatchUp
 }
 
-void PartCopy::BeganStep(int64_t global_step, int64_t optimizer_steps,
-                         std::optional<LossScalingState> loss_scaling) {
-  began_step_ = global_step;
-  began_optimizer_steps_ = optimizer_steps;
-  began_loss_scaling_ = std::move(loss_scaling);
-}
-
-KeptParts PartCopy::Keep(int64_t committed_step, const std::vector<HostRun>& own,
-                         Optimizer& own_optimizer, int own_part, int64_t optimizer_steps,
-                         const std::optional<LossScalingState>& loss_scaling) {
-  KeptParts kept;
-  kept.parts = layout_.parts();
-  kept.layout_fingerprint = layout_.Fingerprint();
-  kept.committed_step = committed_step;
-  const bool updated = snapshot_step_ == committed_step;
-  kept.held.push_back(KeepPart(own_part, updated, own_snapshot_, own, own_optimizer));
+KeptPart PartCopy::Keep(int64_t committed_step) {
   // The copy at the committed step: that step's late update still to run, or with none pending
   // no update began since the commit, and the model's values are the committed step's.
   if (pending_step_ == committed_step) {
@@ -148,7 +125,34 @@ KeptParts PartCopy::Keep(int64_t committed_step, const std::vector<HostRun>& own
     ApplyGradients();
     copy.next = Flat(runs_, *optimizer_);
   }
-  kept.held.push_back(std::move(copy));
+  return copy;
+}
+
+void PartSnapshot::BeganStep(int64_t global_step, int64_t optimizer_steps,
+                             std::optional<LossScalingState> loss_scaling) {
+  began_step_ = global_step;
+  began_optimizer_steps_ = optimizer_steps;
+  began_loss_scaling_ = std::move(loss_scaling);
+}
+
+void PartSnapshot::Take(int64_t global_step, const std::vector<HostRun>& own,
+                        Optimizer& own_optimizer) {
+  // clear keeps the capacity of the step before: no allocation, one copy.
+  own_snapshot_.clear();
+  AppendFlat(own, own_optimizer, &own_snapshot_);
+  snapshot_step_ = global_step;
+}
+
+KeptParts PartSnapshot::Keep(const ShardLayout& layout, int64_t committed_step,
+                             const std::vector<HostRun>& own, Optimizer& own_optimizer,
+                             int own_part, int64_t optimizer_steps,
+                             const std::optional<LossScalingState>& loss_scaling) const {
+  KeptParts kept;
+  kept.parts = layout.parts();
+  kept.layout_fingerprint = layout.Fingerprint();
+  kept.committed_step = committed_step;
+  const bool updated = snapshot_step_ == committed_step;
+  kept.held.push_back(KeepPart(own_part, updated, own_snapshot_, own, own_optimizer));
   const bool began = began_step_ == committed_step;
   kept.optimizer_steps = began ? began_optimizer_steps_ : optimizer_steps;
   kept.loss_scaling = began ? began_loss_scaling_ : loss_scaling;

@@ -67,6 +67,42 @@ size_t FlatPartElements(const ShardLayout& layout, int part, size_t states);
 // every part is on one machine.
 int CopiedPartOf(int part, int parts, int ranks_per_machine);
 
+// What a rank of a sharded optimizer keeps for a regroup in place (Note [Shrink in place] in
+// live_state.hpp).
+struct PartKeeping {
+  int copied_part = -1;   // the part it keeps a copy of (Note [A copy of each part]); -1: none
+  bool snapshot = false;  // its own part as before each update (PartSnapshot)
+};
+
+// A rank's own part as it was before its update of the step under way, and the optimizer's count
+// and loss scaling as that step began: what the rank keeps of its part after a failure (how a
+// sharded step is committed, above). Where every machine holds each part (the shared-memory sums
+// across machines: Note [Sharded optimizer] in update_share.hpp) that is all it needs to keep;
+// through the backend it keeps a copy of another machine's part besides (PartCopy).
+class PartSnapshot {
+ public:
+  // As step `global_step` + 1 begins.
+  void BeganStep(int64_t global_step, int64_t optimizer_steps,
+                 std::optional<LossScalingState> loss_scaling);
+  // Before the update of step `global_step` + 1: this rank's part (`own`, with `own_optimizer`'s
+  // state) as it is.
+  void Take(int64_t global_step, const std::vector<HostRun>& own, Optimizer& own_optimizer);
+  // After a failure, with `committed_step` the rank's committed step: its own part (`own_part` of
+  // `layout`) at that step, and one step on where it was updated since.
+  KeptParts Keep(const ShardLayout& layout, int64_t committed_step, const std::vector<HostRun>& own,
+                 Optimizer& own_optimizer, int own_part, int64_t optimizer_steps,
+                 const std::optional<LossScalingState>& loss_scaling) const;
+
+ private:
+  // This rank's part of step snapshot_step_, taken before its update.
+  int64_t snapshot_step_ = -1;
+  std::vector<float> own_snapshot_;
+  // As the step under way began.
+  int64_t began_step_ = -1;
+  int64_t began_optimizer_steps_ = 0;
+  std::optional<LossScalingState> began_loss_scaling_;
+};
+
 class PartCopy {
  public:
   // A copy of part `part` of `layout` over `parameters`' values, updated by `optimizer` (made
@@ -81,19 +117,11 @@ class PartCopy {
   // Every rank: the averaged gradients of the copied part of step `global_step` + 1 from the
   // rank that holds them; the copy is updated with them at the next CatchUp.
   Status GatherGradients(UpdateShare& share, int64_t global_step);
-  // Before the update of step `global_step` + 1: this rank's part (`own`, with `own_optimizer`'s
-  // state) as it is.
-  void Snapshot(int64_t global_step, const std::vector<HostRun>& own, Optimizer& own_optimizer);
   // Takes the copied part's state from `whole` (laid out as OptimizerRunner::WholeState's).
   void Restore(const OptimizerState& whole);
-  // After a failure, with `committed_step` the rank's committed step: both parts. Updates the
-  // copy (it is not used again).
-  KeptParts Keep(int64_t committed_step, const std::vector<HostRun>& own, Optimizer& own_optimizer,
-                 int own_part, int64_t optimizer_steps,
-                 const std::optional<LossScalingState>& loss_scaling);
-  // The loss scaling as the step under way began (Keep's, when it began after the committed one).
-  void BeganStep(int64_t global_step, int64_t optimizer_steps,
-                 std::optional<LossScalingState> loss_scaling);
+  // After a failure, with `committed_step` the rank's committed step: the copied part at that
+  // step, and one step on where its gradients came. Updates the copy (it is not used again).
+  KeptPart Keep(int64_t committed_step);
 
  private:
   // The copy's update with the gathered gradients, at the rate of their step.
@@ -114,13 +142,6 @@ class PartCopy {
   // The step whose gradients gradients_ hold, not yet applied (-1: none), and its rate.
   int64_t pending_step_ = -1;
   double pending_rate_ = 0.0;
-  // The snapshot: this rank's part of step snapshot_step_, taken before its update.
-  int64_t snapshot_step_ = -1;
-  std::vector<float> own_snapshot_;
-  // As the step under way began.
-  int64_t began_step_ = -1;
-  int64_t began_optimizer_steps_ = 0;
-  std::optional<LossScalingState> began_loss_scaling_;
 };
 
 }  // namespace dpl::training

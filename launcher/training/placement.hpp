@@ -12,10 +12,11 @@
 // while backward runs; by a host backend (gloo, tcp) in the host copy, after backward.
 // --mirror-parameters treats a CPU model as such a device model, so it is tested without a GPU.
 //
-// Note [Shared parameters]: with --shard-optimizer and the shared-memory sums, a CPU model that
-// can share its parameters (ModelCapability::kShareParameters) computes with the machine's one
-// copy of the values in the shared mapping (local rank 0 copies its values in; every worker then
-// hands the model that memory). Each worker updates its part there in place, so the parts need no
+// Note [Shared parameters]: with --shard-optimizer and the shared-memory sums, in a run that does
+// not regroup in place (ReduceInPlace in reducer.cpp says why), a CPU model that can share its
+// parameters (ModelCapability::kShareParameters) computes with the machine's one copy of the
+// values in the shared mapping (local rank 0 copies its values in; every worker then hands the
+// model that memory). Each worker updates its part there in place, so the parts need no
 // gathering, only a barrier before any worker's next forward pass; no worker updates before every
 // backward of the step is done, since the sums it waits for need them all. A machine holds one
 // copy of the parameters instead of one per worker. Broadcasts and checkpoint loads write the same

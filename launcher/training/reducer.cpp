@@ -165,7 +165,11 @@ Result<std::unique_ptr<GradientReducer>> ReduceInPlace(Model& model, InPlacePlac
   plan.sharded = settings.shard_optimizer;
   plan.in_place = true;
   plan.gradients_replaced = model.Has(ModelCapability::kReplacedGradients);
-  plan.shared_values = plan.sharded && model.Has(ModelCapability::kShareParameters);
+  // Note [Shared parameters]; not where the run keeps its state over a regroup: one copy of the
+  // values that a machine's workers update in parts can be left half written by an abort, and
+  // each worker's own values hold the parts it hands over (Note [Shrink in place]).
+  plan.shared_values =
+      plan.sharded && model.Has(ModelCapability::kShareParameters) && !settings.keeps_live_state;
   std::vector<Bucket> buckets = plan.buckets;
   DPL_ASSIGN_OR_RETURN(std::unique_ptr<GradientReduction> reduction,
                        collectives.ReduceGradients(std::move(plan)));

@@ -98,19 +98,22 @@ Result<StepParts> PlaceParameters(Model& model, Collectives& collectives,
   return HostCopy(model, collectives, settings, backend_reaches_model);
 }
 
-int CopiedPart(const TrainingConfig& config, const StepParts& parts, int ranks_per_machine,
-               bool keeps_live_state) {
+PartKeeping PartKeepingOf(const TrainingConfig& config, const StepParts& parts,
+                          int ranks_per_machine, bool keeps_live_state) {
+  PartKeeping keeping;
+  keeping.snapshot = keeps_live_state;
   const bool wanted = config.shard_copy == ShardCopy::kOn ||
                       (config.shard_copy == ShardCopy::kAuto && keeps_live_state);
-  if (!wanted || parts.optimizer_place != OptimizerPlace::kHostMemory) return -1;
+  if (!wanted || parts.optimizer_place != OptimizerPlace::kHostMemory) return keeping;
   const UpdateShare& share = parts.reducer->share();
   const ShardLayout* layout = share.own_part_layout();
-  if (layout == nullptr) return -1;
-  return CopiedPartOf(share.part(), layout->parts(), ranks_per_machine);
+  if (layout == nullptr) return keeping;
+  keeping.copied_part = CopiedPartOf(share.part(), layout->parts(), ranks_per_machine);
+  return keeping;
 }
 
 Status AddOptimizer(const TrainingConfig& config, const StepPlan& plan, Model& model, int rank,
-                    int threads, StepParts* parts, int copied_part) {
+                    int threads, StepParts* parts, PartKeeping keeping) {
   const std::vector<HostParameter>& parameters = parts->placement->parameters();
   parts->threads = std::make_unique<ThreadPool>(threads);
   if (parts->optimizer_place == OptimizerPlace::kModel) {
@@ -120,7 +123,7 @@ Status AddOptimizer(const TrainingConfig& config, const StepPlan& plan, Model& m
   }
   DPL_ASSIGN_OR_RETURN(parts->optimizer,
                        HostOptimizerRunner(config, parameters, parts->reducer->share(), plan, rank,
-                                           parts->threads.get(), copied_part));
+                                           parts->threads.get(), keeping));
   return Status::Ok();
 }
 

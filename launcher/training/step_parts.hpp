@@ -35,14 +35,15 @@ struct StepParts {
 // `collectives`; rank 0 says what was chosen where it is not what the flags suggest.
 Result<StepParts> PlaceParameters(Model& model, Collectives& collectives,
                                   const PlacementSettings& settings);
-// Note [A copy of each part] (part_copy.hpp): the part of the sharded optimizer's state this rank
-// keeps a copy of, `ranks_per_machine` ranks a machine, where --shard-copy asks for one (auto: in
-// a run that keeps its state live over a change of machines); -1: none.
-int CopiedPart(const TrainingConfig& config, const StepParts& parts, int ranks_per_machine,
-               bool keeps_live_state);
+// What a rank of the sharded optimizer keeps for a regroup in place: a snapshot of its part in a
+// run that keeps its state live over a change of machines, and (Note [A copy of each part] in
+// part_copy.hpp) a copy of another machine's part where --shard-copy asks for one (auto: in such
+// a run) and not every machine holds each part; `ranks_per_machine` ranks a machine.
+PartKeeping PartKeepingOf(const TrainingConfig& config, const StepParts& parts,
+                          int ranks_per_machine, bool keeps_live_state);
 // The optimizer runner of `parts`, over the steps of `plan`, on `threads` threads of the worker;
-// sharded, with a copy of part `copied_part` (-1: none; Note [A copy of each part]).
+// sharded, keeping what `keeping` says.
 Status AddOptimizer(const TrainingConfig& config, const StepPlan& plan, Model& model, int rank,
-                    int threads, StepParts* parts, int copied_part = -1);
+                    int threads, StepParts* parts, PartKeeping keeping = {});
 
 }  // namespace dpl::training

@@ -188,7 +188,7 @@ Status Trainer::Setup(const ModelPlugin& model_plugin, const LocalGroup& local) 
       StepPlan(config_, StepPlan::BatchesPerEpoch(feed_->samples_per_rank(), local_batch));
   DPL_RETURN_IF_ERROR(
       AddOptimizer(config_, progress_.plan, *model_, identity_.rank, identity_.threads, &step_,
-                   CopiedPart(config_, step_, local.local_world_size, live_ != nullptr)));
+                   PartKeepingOf(config_, step_, local.local_world_size, live_ != nullptr)));
   records_.replicas = std::make_unique<ReplicaCheck>(
       config_.check_replicas, identity_.world_size,
       [this](const std::vector<uint64_t>& mine, const std::string& name) {

@@ -160,19 +160,13 @@ Result<std::unique_ptr<training::Collectives>> OpenFront(const cli::Options& opt
 // where the state is handed over, or has a host path beside it that does (Note [A host path
 // beside a device backend]). The workers of a machine that sum through its shared memory attach
 // to it again (Note [A machine's shared memory over a regroup] in
-// training/collectives/local_reduce.cpp), unless their sharded optimizer updates the machine's
-// one copy of the parameters in parts (Note [Shared parameters] in training/placement.hpp), which
-// an abort may leave half written: those are restarted instead.
-std::string WhyNotInPlace(const cli::Options& options, const ConnectedBackend& backend) {
+// training/collectives/local_reduce.cpp); their sharded optimizer then keeps each worker's own
+// values, not the machine's one copy (ReduceInPlace in training/reducer.cpp).
+std::string WhyNotInPlace(const ConnectedBackend& backend) {
   if (!RegroupsInPlace()) return "is restarted by its launcher";
   if (!backend.backend->CanAbort()) return "cannot abort a collective of its backend";
   if (backend.backend->device_type() != kDLCPU && !backend.host_path) {
     return "has no backend of host memory to hand its state over in";
-  }
-  const bool sharded = options.training.shard_optimizer == training::OptimizerSharding::kOn;
-  if (backend.across_machines && sharded) {
-    return "updates its part of the machine's one copy of the parameters (--shard-optimizer on "
-           "with the shared-memory sums; with --local-reduce backend the workers keep running)";
   }
   return "";
 }
@@ -258,7 +252,7 @@ int Train(AttemptSeat seat, const plugin_host::Discovery& discovery, int cuda_de
     const cli::Options& options = seat.options;
     auto collectives = OpenFront(options, seat.identity, seat.backend, client, seat.prefix);
     if (!collectives.ok()) return Fail(collectives.status());
-    const std::string not_in_place = WhyNotInPlace(options, seat.backend);
+    const std::string not_in_place = WhyNotInPlace(seat.backend);
     const bool in_place = not_in_place.empty();
     bool preempted = false;
     training::TrainingHooks hooks;

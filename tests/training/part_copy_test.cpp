@@ -104,7 +104,7 @@ struct Rank {
   void Start(const TrainingConfig& config, int part) {
     share = ShareOf(parameters, *exchange);
     auto made = HostOptimizerRunner(config, parameters, *share, StepPlan(config, 100), part,
-                                    nullptr, /*copied_part=*/part == 0 ? 1 : 0);
+                                    nullptr, PartKeeping{/*copied_part=*/part == 0 ? 1 : 0, false});
     ASSERT_TRUE(made.ok()) << made.status().message();
     runner = std::move(*made);
   }
