@@ -184,6 +184,8 @@ class Chaos:
                    "--rendezvous-timeout", "60"]
         # An elastic job needs a folder to restart from; no-checkpoint writes one at the end only,
         # which the window never reaches.
+        if args.shard_optimizer:
+            command += ["--shard-optimizer", "on"]
         every = 0 if self.case == "no-checkpoint" else args.checkpoint_every
         command += ["--checkpoint-dir", os.path.join(folder, "checkpoints"),
                     "--checkpoint-every", str(every)]
@@ -431,6 +433,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0, help="which machines the kills pick")
     parser.add_argument("--workers", type=int, default=1,
                         help="workers a machine, dpl's and torchrun's (torchft: one)")
+    parser.add_argument("--shard-optimizer", action="store_true",
+                        help="dpl's cases with --shard-optimizer on")
     parser.add_argument("--launcher", default=os.path.join(REPO, "build", "launcher", "launcher"))
     parser.add_argument("--plugin-dir", default=os.path.join(REPO, "build", "plugins_out"))
     parser.add_argument("--python", default=os.path.join(REPO, "tools", "python"),
