@@ -17,10 +17,10 @@ constexpr DLDataType kFloat32{kDLFloat, 32, 1};
 // and the sweep of docs/performance.md measured it the faster 2 x 1 at every size with the least
 // memory (the ConvNet and the GPT unchanged or faster). The bits are the same either way.
 // Elsewhere (across machines, through the backend, a host copy) sharding adds a gather and was not
-// measured faster, so it is asked for by --shard-optimizer on. An elastic job's workers keep the
-// whole state each: a machine that comes is trained in from their memory (Note [Shrink in place]
-// in live_state.hpp), and one copy of the values updated in parts, which an abort of the step can
-// leave half written, is no state to hand over.
+// measured faster, so it is asked for by --shard-optimizer on. So too in a job that regroups in
+// place (Note [Shrink in place] in live_state.hpp): its workers compute with values of their own,
+// not the machine's one copy, which an abort of the step could leave half written
+// (ReduceInPlace in reducer.cpp), and sharding would gather the parts.
 bool ParameterPlacement::ShardsOptimizer(OptimizerSharding sharding,
                                          const PlacementSettings& settings) {
   if (sharding != OptimizerSharding::kAuto) return sharding == OptimizerSharding::kOn;

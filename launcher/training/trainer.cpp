@@ -186,9 +186,9 @@ Status Trainer::Setup(const ModelPlugin& model_plugin, const LocalGroup& local) 
   DPL_RETURN_IF_ERROR(CreateRecords());
   progress_.plan =
       StepPlan(config_, StepPlan::BatchesPerEpoch(feed_->samples_per_rank(), local_batch));
-  DPL_RETURN_IF_ERROR(
-      AddOptimizer(config_, progress_.plan, *model_, identity_.rank, identity_.threads, &step_,
-                   PartKeepingOf(config_, step_, local.local_world_size, live_ != nullptr)));
+  DPL_RETURN_IF_ERROR(AddOptimizer(
+      config_, progress_.plan, *model_, identity_.rank, identity_.threads, &step_,
+      PartKeepingOf(config_, step_, local.local_world_size, settings.keeps_live_state)));
   records_.replicas = std::make_unique<ReplicaCheck>(
       config_.check_replicas, identity_.world_size,
       [this](const std::vector<uint64_t>& mine, const std::string& name) {
