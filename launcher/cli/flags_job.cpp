@@ -113,8 +113,8 @@ void AddShapeFlags(TableRows add) {
                          "batch"),
       MachineCount(),
       "machines in the job, 1..1024 (default 1); MIN:MAX for an elastic job: it starts once MIN "
-      "machines joined and none came for --join-grace, and when one fails the others restart "
-      "(--max-restarts) from the newest checkpoint with the machines left");
+      "machines joined and none came for --join-grace; when one is lost or comes the workers "
+      "regroup in place, or restart (--max-restarts) from the newest checkpoint where they cannot");
   add(Section::kJob, MayDiffer("each machine's own place in the job"), MachineId(),
       "this machine's index, 0..num-machines-1, or auto (the default): machine 0 is the one whose "
       "address is --master-addr, the others are numbered as they join");

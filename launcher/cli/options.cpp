@@ -386,8 +386,8 @@ Status CheckConsistency(const Options& options) {
     return Status::InvalidArgument(
         "--num-machines " + std::to_string(options.min_machines) + ":" +
         std::to_string(options.num_machines) +
-        " is an elastic job, which continues from its newest checkpoint when machines come or "
-        "go: give --checkpoint-dir (and --checkpoint-every N)");
+        " is an elastic job, which falls back on its newest checkpoint when its workers cannot "
+        "regroup in place: give --checkpoint-dir (and --checkpoint-every N)");
   }
   if (options.command != Command::kWorker) return Status::Ok();
   if (options.machine_id == kAutoMachineId) {

@@ -261,8 +261,9 @@ TEST_F(ClusterOptionsTest, ElasticRanges) {
             "1 x 3 of --num-machines 2:3); an elastic job keeps its global batch, which must split "
             "evenly over every number of machines it may run with");
   EXPECT_EQ(ErrorOf({"--num-machines", "2:3", "--batch-size", "12"}),
-            "--num-machines 2:3 is an elastic job, which continues from its newest checkpoint "
-            "when machines come or go: give --checkpoint-dir (and --checkpoint-every N)");
+            "--num-machines 2:3 is an elastic job, which falls back on its newest checkpoint "
+            "when its workers cannot regroup in place: give --checkpoint-dir (and "
+            "--checkpoint-every N)");
   Set({{"PET_NNODES", "2:3"}, {"PET_RDZV_ENDPOINT", "job-0:29400"}});
   options = MustParse({"--batch-size", "12", "--checkpoint-dir", "/c"});
   EXPECT_EQ(options.min_machines, 2);
