@@ -65,11 +65,11 @@ def command(args, size, data, steps, copy, machine, port, launcher):
             "--log-interval", "1", "--log-time", "iso"]
 
 
-def run_once(args, size, data, steps, copy, launcher):
-    port = free_port()
-    launchers = [subprocess.Popen(command(args, size, data, steps, copy, machine, port, launcher),
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for machine in range(MACHINES)]
+def run_launchers(commands, steps, first):
+    """Starts one launcher per command at once (the machines of one job); steps/s of rank 0 over
+    the steps after `first`, from its stamped step lines."""
+    launchers = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for c in commands]
     outputs = [launcher.communicate(timeout=3600)[0] for launcher in launchers]
     for launcher, output in zip(launchers, outputs):
         if launcher.returncode != 0:
@@ -78,22 +78,47 @@ def run_once(args, size, data, steps, copy, launcher):
              for output in outputs for m in map(STEP_LINE.match, output.splitlines()) if m]
     if len(times) < steps:
         sys.exit(f"{len(times)} step lines, {steps} steps trained:\n{outputs[0][-4000:]}")
-    return (steps - args.first) / (times[-1] - times[args.first - 1])
+    return (steps - first) / (times[-1] - times[first - 1])
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__,
+def print_paired_row(name, pairs):
+    """A table row: the medians of both sides' steps/s, and of the repeats' own ratios."""
+    ratios = [b / a for a, b in pairs]
+    print(f"| {name} | {statistics.median(a for a, _ in pairs):.3f} | "
+          f"{statistics.median(b for _, b in pairs):.3f} | "
+          f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}) |", flush=True)
+
+
+def run_once(args, size, data, steps, copy, launcher):
+    port = free_port()
+    return run_launchers([command(args, size, data, steps, copy, machine, port, launcher)
+                          for machine in range(MACHINES)], steps, args.first)
+
+
+def window_parser(description):
+    """The flags of a paired benchmark that measures --window steps after --first."""
+    parser = argparse.ArgumentParser(description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser, "gpt-10m,gpt-50m", first=5, threads=1)
     parser.add_argument("--window", type=int, default=15, help="steps measured")
+    return parser
+
+
+def window_sizes(args):
+    """The sizes asked for, once --first and --window are checked."""
+    if args.first < 1 or args.window < 1:
+        sys.exit("--first and --window must be at least 1")
+    return chosen_sizes(args.sizes, SIZES)
+
+
+def main():
+    parser = window_parser(__doc__)
     parser.add_argument("--baseline", help="another build's launcher: the copy's runs of both")
     parser.add_argument("--baseline-plugin-dir", help="the baseline build's plugins_out")
     args = parser.parse_args()
     if bool(args.baseline) != bool(args.baseline_plugin_dir):
         sys.exit("--baseline and --baseline-plugin-dir go together")
-    sizes = chosen_sizes(args.sizes, SIZES)
-    if args.first < 1 or args.window < 1:
-        sys.exit("--first and --window must be at least 1")
+    sizes = window_sizes(args)
     root = tempfile.mkdtemp(prefix="dpl-shard-copy-cost-")
     steps = args.first + args.window
     this = (args.launcher, args.plugin_dir)
@@ -116,17 +141,11 @@ def main():
             size = SIZES[name]
             data = os.path.join(root, name)
             write_tokens(data, size, steps)
-            pairs = paired_runs(args.repeats, name,
-                                lambda flag: run_once(args, size, data, steps, *side(flag)),
-                                lambda rate: rate, labels)
-            ratios = [b / a for a, b in pairs]
-            print(f"| {name} | {statistics.median(a for a, _ in pairs):.3f} | "
-                  f"{statistics.median(b for _, b in pairs):.3f} | "
-                  f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}) |",
-                  flush=True)
+            print_paired_row(name, paired_runs(
+                args.repeats, name, lambda flag: run_once(args, size, data, steps, *side(flag)),
+                lambda rate: rate, labels))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()
