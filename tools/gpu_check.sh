@@ -321,8 +321,8 @@ fi
 nccl_plugin="$work/build/plugins_out/libdpl_backend_nccl.so"
 if ((plugins_ok)); then
   symbols=$(nm -D --defined-only "$nccl_plugin" | awk '{print $3}')
-  if [[ $symbols == dpl_backend_plugin_v4 ]]; then
-    record PASS "the nccl plugin exports exactly dpl_backend_plugin_v4"
+  if [[ $symbols == dpl_backend_plugin_v5 ]]; then
+    record PASS "the nccl plugin exports exactly dpl_backend_plugin_v5"
   else
     record FAIL "the nccl plugin exports: $symbols"
   fi

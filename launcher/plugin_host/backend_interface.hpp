@@ -5,7 +5,8 @@
 // the entries of the newest table (dpl/backend.h's dpl_backend_plugin), in its order, with its
 // types and contracts. An older plugin gets the prefix of the newest config it knows; what it
 // lacks is filled in (see BackendCapability), so every entry is set but abort, which nothing can
-// stand in for: it is empty without BackendCapability::kAbort.
+// stand in for (empty without BackendCapability::kAbort), and send_receive, which the training's
+// backend stands in for (empty without BackendCapability::kSendReceive).
 #pragma once
 
 #include <functional>
@@ -44,6 +45,10 @@ struct BackendInterface {
       reduce_scatter;
   // Only with kAbort (empty without): from any thread, while one call of the instance runs.
   std::function<dpl_status(dpl_backend* backend)> abort;
+  // Only with kSendReceive (empty without).
+  std::function<dpl_status(dpl_backend* backend, const DLTensor* send, int32_t to,
+                           DLTensor* receive, int32_t from, void* stream)>
+      send_receive;
 };
 
 }  // namespace dpl::plugin_host

@@ -127,6 +127,10 @@ enum class BackendCapability : uint32_t {
   // (dpl/backend_v4.h). Without it a collective blocked on a lost peer returns only at the
   // plugin's timeout (--backend-timeout), and the adapter leaves abort empty.
   kAbort = 3,
+  // send_receive: one rank's bytes to one other rank, ordered as a collective
+  // (dpl/backend_v5.h). Without it the adapter leaves send_receive empty, and the host moves
+  // such bytes with an allgather (GradientReduction::ExchangeParts).
+  kSendReceive = 4,
 };
 
 // What a dataset plugin can do beyond dataset ABI v1 (dpl/dataset.h): nothing a host must ask

@@ -8,6 +8,7 @@
 #include <gloo/broadcast_one_to_all.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/transport/buffer.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
@@ -227,6 +228,33 @@ class GlooBackend : public dpl::support::BackendDefaults<GlooBackend> {
     return DPL_OK;
   }
 
+  // Note [Point to point in gloo]: bound buffers on the asynchronous pairs, as gloo's ring
+  // algorithms use them (its unbound buffers were slow here: docs/performance.md); both are under
+  // way before either is waited for, so a cycle of sends cannot deadlock. Every rank takes the
+  // call's slot, moving bytes or not (dpl/backend_v5.h's order), so the slots stay in step.
+  dpl_status SendReceive(const DLTensor* send, int32_t to, DLTensor* receive, int32_t from,
+                         void* stream) {
+    dpl::support::CheckNoStream(stream);
+    dpl::support::CheckSendReceive(send, to, receive, from, config_.world_size, config_.rank);
+    if (send != nullptr) dpl::support::CheckHostTensor(*send, kBackendName, "send tensor");
+    if (receive != nullptr) dpl::support::CheckHostTensor(*receive, kBackendName, "receive tensor");
+    if (config_.world_size == 1) return DPL_OK;
+    const int slot = context_->nextSlot();
+    std::unique_ptr<gloo::transport::Buffer> incoming, outgoing;
+    if (receive != nullptr && dpl::support::ByteCount(*receive) > 0) {
+      incoming = context_->getPair(from)->createRecvBuffer(
+          slot, dpl::support::DataPointer(*receive), dpl::support::ByteCount(*receive));
+    }
+    if (send != nullptr && dpl::support::ByteCount(*send) > 0) {
+      outgoing = context_->getPair(to)->createSendBuffer(slot, dpl::support::DataPointer(*send),
+                                                         dpl::support::ByteCount(*send));
+      outgoing->send();
+    }
+    if (incoming) incoming->waitRecv();
+    if (outgoing) outgoing->waitSend();
+    return DPL_OK;
+  }
+
   // Note [Quiet teardown]: gloo's one-to-all broadcast returns on the root once its sends are
   // queued; a root that then closes its pairs can make a slower peer see "connection closed"
   // before it has read everything. destroy() therefore runs a last barrier -- unless a call
@@ -423,5 +451,5 @@ class GlooBackend : public dpl::support::BackendDefaults<GlooBackend> {
 
 }  // namespace
 
-DPL_EXPORT_BACKEND(GlooBackend, dpl_gloo_backend_table, "1.1.0",
-                   "gloo collectives over TCP (CPU tensors)");
+DPL_EXPORT_BACKEND_V5(GlooBackend, dpl_gloo_backend_table, "1.2.0",
+                      "gloo collectives over TCP (CPU tensors)");

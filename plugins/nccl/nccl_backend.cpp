@@ -1,4 +1,4 @@
-// The nccl backend (backend ABI v4): one NCCL communicator per instance, its unique id exchanged
+// The nccl backend (backend ABI v5): one NCCL communicator per instance, its unique id exchanged
 // through the store, collectives on a stream of the backend's own ordered after the caller's
 // (Note [Collectives on a stream of their own]), every wait bounded by the backend timeout
 // (Note [Watchdog without a thread]) and ended by abort from another thread (Note [Abort from
@@ -211,6 +211,42 @@ class NcclBackend : public dpl::support::BackendDefaults<NcclBackend> {
     });
   }
 
+  // ncclSend and ncclRecv in one group: both under way at once, so a cycle cannot deadlock
+  // (dpl/backend_v5.h). A rank with nothing to move issues nothing: NCCL pairs them by peer.
+  void SendReceive(const DLTensor* send, int32_t to, DLTensor* receive, int32_t from,
+                   void* stream) {
+    engine_->CheckUsable();
+    dpl::support::CheckSendReceive(send, to, receive, from, config_.world_size, config_.rank);
+    size_t send_bytes = 0, receive_bytes = 0;
+    if (send != nullptr) {
+      dpl::nccl::CheckDeviceTensor(*send, config_.device_id, "send tensor");
+      send_bytes = dpl::support::ByteCount(*send);
+    }
+    if (receive != nullptr) {
+      dpl::nccl::CheckDeviceTensor(*receive, config_.device_id, "receive tensor");
+      receive_bytes = dpl::support::ByteCount(*receive);
+    }
+    if (send_bytes == 0 && receive_bytes == 0) return;
+    UseDevice();
+    const void* out = send_bytes > 0 ? dpl::support::DataPointer(*send) : nullptr;
+    void* in = receive_bytes > 0 ? dpl::support::DataPointer(*receive) : nullptr;
+    const std::string detail = std::to_string(send_bytes) + " bytes to rank " + std::to_string(to) +
+                               ", " + std::to_string(receive_bytes) + " from rank " +
+                               std::to_string(from);
+    engine_->Issue("send_receive", detail, stream, [&](void* own) {
+      const auto queue = static_cast<cudaStream_t>(own);
+      ncclResult_t result = ncclGroupStart();
+      if (result == ncclSuccess && out != nullptr) {
+        result = ncclSend(out, send_bytes, ncclUint8, to, communicator_->handle(), queue);
+      }
+      if (result == ncclSuccess && in != nullptr) {
+        result = ncclRecv(in, receive_bytes, ncclUint8, from, communicator_->handle(), queue);
+      }
+      const ncclResult_t ended = ncclGroupEnd();
+      return communicator_->Answer(result != ncclSuccess ? result : ended);
+    });
+  }
+
   // NCCL has no barrier: a one-element allreduce on the backend's stream, waited for.
   void Barrier() {
     engine_->CheckUsable();
@@ -314,5 +350,5 @@ class NcclBackend : public dpl::support::BackendDefaults<NcclBackend> {
 
 }  // namespace
 
-DPL_EXPORT_BACKEND(NcclBackend, dpl_nccl_backend_table, "2.1.0",
-                   "NVIDIA NCCL collectives on CUDA tensors, on a stream of their own");
+DPL_EXPORT_BACKEND_V5(NcclBackend, dpl_nccl_backend_table, "2.2.0",
+                      "NVIDIA NCCL collectives on CUDA tensors, on a stream of their own");

@@ -32,7 +32,8 @@ using dpl::plugin_host::RequiredFunctions;
 const std::string kPluginDir = DPL_TEST_PLUGIN_DIR;
 const std::string kRecordingDir = DPL_TEST_RECORDING_DIR;
 const std::string kRecordingV1Dir = DPL_TEST_RECORDING_V1_DIR;
-const std::string kTcp = kPluginDir + "/libdpl_backend_tcp.so";
+// The backend the recording one wraps: of the newest backend ABI (v5; tcp is of v4).
+const std::string kGloo = kPluginDir + "/libdpl_backend_gloo.so";
 const std::string kIdx = kPluginDir + "/libdpl_dataset_idx.so";
 const std::string kBatchNorm = DPL_TEST_BATCHNORM_MODEL;
 const std::string kBatchNormV2 = DPL_TEST_BATCHNORM_V2_MODEL;
@@ -65,7 +66,12 @@ const std::vector<Exemption> kExemptions = {
     {"backend", "abort",
      "the host aborts a backend instance only when a front's collectives are aborted (Note "
      "[Aborting collectives]), for a peer lost while a collective runs; no job here loses one "
-     "(tests/backends/backend_abort_test.cpp calls it on tcp and gloo)"}};
+     "(tests/backends/backend_abort_test.cpp calls it on tcp and gloo)"},
+    {"backend", "send_receive",
+     "the host sends to one rank only the gradients of the copy of each part of the sharded "
+     "optimizer (Note [A copy of each part]), which is kept on another machine; every job here "
+     "runs on one (tests/backends/send_receive_conformance_test.cpp calls it on gloo, and "
+     "tests/supervision's shrink-in-place tests run it in 3-machine jobs)"}};
 
 std::set<std::string> Lines(const std::string& text) {
   std::set<std::string> lines;
@@ -235,7 +241,7 @@ void ExpectEveryExposedEntryCalled(const fs::path& calls) {
 }
 
 TEST_F(AbiCoverageTest, TheHostCallsEveryRequiredEntry) {
-  const std::string backend = " --backend recording --backend-options wrap=" + kTcp;
+  const std::string backend = " --backend recording --backend-options wrap=" + kGloo;
   const std::string model = " --model recording --model-options wrap=" + kBatchNorm;
   const std::string data = Data("recording", "wrap=" + kIdx);
   // Through the backend: a machine's workers would sum in their shared memory otherwise.
@@ -266,7 +272,7 @@ TEST_F(AbiCoverageTest, TheHostCallsEveryRequiredEntry) {
        true, "fp16 loss scaling: 0 steps of 2 skipped"},
       // Creates that fail: the host reports the wrapped plugin's last_error.
       {"backend-refused",
-       " --backend recording --backend-options wrap=" + kTcp + "," + unknown + model + data, false,
+       " --backend recording --backend-options wrap=" + kGloo + "," + unknown + model + data, false,
        "unknown option \"no_such_option\" in --backend-options"},
       {"model-refused",
        backend + " --model recording --model-options wrap=" + kBatchNorm + "," + unknown + data,
@@ -283,7 +289,7 @@ TEST_F(AbiCoverageTest, TheHostCallsEveryRequiredEntry) {
 // v2), on the host copy.
 TEST_F(AbiCoverageTest, OlderAbisTrainThroughTheLauncher) {
   const std::string common = Data("idx", "") + " --num-processes 2 --max-steps 2 ";
-  const std::string v1 = " --backend recording --backend-options wrap=" + kTcp + " --model mlp" +
+  const std::string v1 = " --backend recording --backend-options wrap=" + kGloo + " --model mlp" +
                          common + " --local-reduce backend";
   RunJob({"backend-v1", v1, true, "training done: 2 steps"}, kRecordingV1Dir);
   const std::set<std::string> called = RecordedCalls(dir_ / "calls" / "backend-v1", "backend");

@@ -61,9 +61,9 @@ class BackendAbort : public ::testing::TestWithParam<std::string> {
     std::vector<std::string> errors(kRanks);
     auto create = [&](int rank) {
       stores_[rank] = std::make_unique<FileStore>(directory_);
-      dpl_backend_config_v4 config{};
+      dpl_backend_config_v5 config{};
       config.struct_size = sizeof(config);
-      config.version = DPL_BACKEND_ABI_VERSION_4;
+      config.version = plugin_->header.abi_version;
       config.rank = rank;
       config.world_size = kRanks;
       config.local_rank = rank;
@@ -117,7 +117,7 @@ class BackendAbort : public ::testing::TestWithParam<std::string> {
   }
 
   std::string directory_;
-  const dpl_backend_plugin_v4* plugin_ = nullptr;
+  const dpl_backend_plugin_v5* plugin_ = nullptr;
   std::unique_ptr<FileStore> stores_[kRanks];
   dpl_backend* instances_[kRanks] = {};
   std::vector<float> data_;
@@ -143,6 +143,23 @@ TEST_P(BackendAbort, EndsABlockedAllreduceFromAnotherThread) {
 // the pairwise exchange's synchronous ones); abort ends it too.
 TEST_P(BackendAbort, EndsABlockedBarrier) {
   ExpectAbortEnds("barrier", [&] { return plugin_->barrier(instances_[0]); });
+}
+
+// Backend ABI v5's send_receive waits on one peer's bytes; abort ends it too (tcp has no
+// send_receive: backend ABI v4).
+TEST_P(BackendAbort, EndsABlockedSendReceive) {
+  if (plugin_->send_receive == nullptr) GTEST_SKIP() << GetParam() << " has no send_receive";
+  data_.assign(1u << 20, 1.0f);
+  std::vector<float> received(data_.size());
+  int64_t shape = static_cast<int64_t>(data_.size());
+  DLTensor send{data_.data(), {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &shape, nullptr, 0};
+  DLTensor receive{received.data(), {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &shape, nullptr, 0};
+  ExpectAbortEnds("send_receive", [&] {
+    return plugin_->send_receive(instances_[0], &send, 1, &receive, 1, nullptr);
+  });
+  // As the host does with the peers of an aborted instance: rank 1 never took the call's slot, so
+  // its teardown's barrier would take it and meet rank 0's bytes, sent before the abort.
+  EXPECT_EQ(plugin_->abort(instances_[1]), DPL_OK);
 }
 
 // With no call under way, abort makes the next call (a barrier here) fail at once.

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <tuple>
@@ -449,8 +450,10 @@ TEST(BackendErrors, UnknownOptionAndBadAllgatherSizeAreInvalidArguments) {
 }
 
 TEST(BackendPlugins, ExportExactlyTheEntrySymbol) {
-  // Every in-tree backend implements backend ABI version 4 (dpl/backend_v4.h).
-  for (const std::string backend : {"tcp", "gloo", "nccl"}) {
+  // gloo and nccl implement backend ABI version 5 (dpl/backend_v5.h); tcp stays at version 4
+  // (dpl/backend_v4.h: no send_receive; its ring links reach two neighbours only).
+  const std::map<std::string, uint32_t> versions{{"tcp", 4}, {"gloo", 5}, {"nccl", 5}};
+  for (const auto& [backend, version] : versions) {
     if (!plugin_built(backend)) continue;
     const std::string command = "nm -D --defined-only " +
                                 dpl::testing::plugin_path(backend, DPL_TEST_PLUGIN_DIR) +
@@ -460,18 +463,20 @@ TEST(BackendPlugins, ExportExactlyTheEntrySymbol) {
     std::string symbols;
     char line[512];
     while (std::fgets(line, sizeof(line), pipe.get()) != nullptr) symbols += line;
-    EXPECT_EQ(symbols, "dpl_backend_plugin_v4\n") << backend;
+    EXPECT_EQ(symbols, "dpl_backend_plugin_v" + std::to_string(version) + "\n") << backend;
     std::string error;
     const auto* table =
         dpl::testing::load_backend(dpl::testing::plugin_path(backend, DPL_TEST_PLUGIN_DIR), &error);
     ASSERT_NE(table, nullptr) << error;
-    EXPECT_EQ(table->header.struct_size, sizeof(dpl_backend_plugin_v4));
+    EXPECT_EQ(table->header.struct_size,
+              version == 5 ? sizeof(dpl_backend_plugin_v5) : sizeof(dpl_backend_plugin_v4));
     EXPECT_EQ(table->header.magic, DPL_PLUGIN_MAGIC);
     EXPECT_EQ(table->header.kind, static_cast<uint32_t>(DPL_PLUGIN_KIND_BACKEND));
-    EXPECT_EQ(table->header.abi_version, 4u);
+    EXPECT_EQ(table->header.abi_version, version);
     EXPECT_NE(table->synchronize, nullptr);
     EXPECT_NE(table->reduce_scatter, nullptr);
     EXPECT_NE(table->abort, nullptr);
+    EXPECT_EQ(table->send_receive != nullptr, version == 5) << backend;
     EXPECT_EQ(std::string(table->header.name), backend);
   }
 }

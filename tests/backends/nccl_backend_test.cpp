@@ -300,6 +300,32 @@ TEST(NcclBackend, OnGpuATensorOfAnotherDeviceIsRefused) {
   EXPECT_EQ(report.status, DPL_OK) << report.message;
 }
 
+// Backend ABI v5's send_receive on one GPU: with no other rank, moving nothing is a call that
+// returns at once, and the rank itself as a peer is refused before anything is issued. (Two ranks
+// moving bytes need two GPUs.)
+TEST(NcclBackend, OnGpuSendReceiveAloneMovesNothingAndRefusesItselfAsAPeer) {
+  if (!plugin_built("nccl")) GTEST_SKIP() << "nccl plugin not built (no CUDA/NCCL at configure)";
+  const auto report = RunOnGpu([](const RankContext& ctx, GpuChecks& check) {
+    if (!check.Expect(ctx.plugin->send_receive != nullptr, "no send_receive in the v5 table")) {
+      return;
+    }
+    check.Dpl(ctx.plugin->send_receive(ctx.backend, nullptr, -1, nullptr, -1, nullptr),
+              "send_receive of nothing");
+    DeviceBuffer buffer(64);
+    if (!check.Allocated(buffer, "send tensor")) return;
+    int64_t shape = 16;
+    DLTensor tensor{buffer.data, {kDLCUDA, 0}, 1, {kDLFloat, 32, 1}, &shape, nullptr, 0};
+    const dpl_status status =
+        ctx.plugin->send_receive(ctx.backend, &tensor, 0, nullptr, -1, nullptr);
+    const std::string message = ctx.plugin->last_error();
+    check.Expect(status == DPL_ERR_INVALID_ARGUMENT &&
+                     message.find("to 0 is not another rank of world size 1") != std::string::npos,
+                 "status " + std::to_string(status) + ": " + message);
+  });
+  DPL_SKIP_WITHOUT_NCCL_GPU(report);
+  EXPECT_EQ(report.status, DPL_OK) << report.message;
+}
+
 // Rank 0 of a world of 2 whose rank 1 never comes: the non-blocking setup is given up after the
 // timeout and aborted, instead of waiting for ever in ncclCommInitRank.
 TEST(NcclBackend, OnGpuSetupWithAMissingPeerTimesOut) {
@@ -308,9 +334,9 @@ TEST(NcclBackend, OnGpuSetupWithAMissingPeerTimesOut) {
     char directory_template[] = "/tmp/dpl_nccl_alone_XXXXXX";
     const std::string directory = ::mkdtemp(directory_template);
     dpl::testing::FileStore store(directory);
-    dpl_backend_config_v4 config{};
+    dpl_backend_config_v5 config{};
     config.struct_size = sizeof(config);
-    config.version = DPL_BACKEND_ABI_VERSION_4;
+    config.version = DPL_BACKEND_ABI_VERSION_5;
     config.rank = 0;
     config.world_size = 2;
     config.local_world_size = 2;

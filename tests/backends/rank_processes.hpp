@@ -29,7 +29,7 @@ struct RankReport {
 };
 
 struct RankContext {
-  const dpl_backend_plugin_v4* plugin;
+  const dpl_backend_plugin_v5* plugin;
   dpl_backend* backend;
   int rank;
   int world_size;
@@ -77,9 +77,9 @@ inline std::vector<RankReport> run_ranks(const std::string& backend, int world_s
         set_message(&report, "load: " + error);
       } else {
         FileStore store(directory);
-        dpl_backend_config_v4 config{};
+        dpl_backend_config_v5 config{};
         config.struct_size = sizeof(config);
-        config.version = DPL_BACKEND_ABI_VERSION_4;
+        config.version = plugin->header.abi_version;
         config.rank = rank;
         config.world_size = world_size;
         config.local_rank = rank;

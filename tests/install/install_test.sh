@@ -16,7 +16,7 @@ mkdir -p "$scratch"
   { cat "$scratch/install.log"; fail "cmake --install $build_dir"; }
 
 for path in bin/launcher include/dpl/dpl.h include/dpl/backend_v1.h include/dpl/backend_v2.h \
-            include/dpl/backend_v3.h include/dpl/backend_v4.h \
+            include/dpl/backend_v3.h include/dpl/backend_v4.h include/dpl/backend_v5.h \
             include/dpl/model_v1.h include/dpl/model_v3.h include/dpl/model_v4.h \
             include/dpl/dataset_v1.h include/dpl/dataset_v2.h \
             include/dpl/common.h include/dpl/store.h include/dpl/support/error.hpp \

@@ -69,12 +69,12 @@ TEST_F(LauncherTest, PluginsListsEveryRefusalAndFails) {
   for (const std::string& expected :
        {kBroken + "/libfake.so: not a loadable shared library: " + kBroken +
             "/libfake.so: invalid ELF header",
-        kBroken + "/libnosymbol.so: not a dpl plugin: no symbol dpl_backend_plugin_v4, "
+        kBroken + "/libnosymbol.so: not a dpl plugin: no symbol dpl_backend_plugin_v5, "
                   "dpl_model_plugin_v4 or dpl_dataset_plugin_v2",
         kBroken + "/libabi9.so: backend plugin ABI v9 is newer than this launcher supports "
-                  "(v1..v4); upgrade the launcher or rebuild the plugin against SDK v4",
+                  "(v1..v5); upgrade the launcher or rebuild the plugin against SDK v5",
         kBroken + "/libabi0.so: backend plugin ABI v0 is older than this launcher supports "
-                  "(v1..v4); rebuild the plugin against SDK v4",
+                  "(v1..v5); rebuild the plugin against SDK v5",
         kBroken + "/libbadmagic.so: symbol dpl_backend_plugin_v1 has bad magic 0x12345678"}) {
     EXPECT_NE(outcome.output.find(expected), std::string::npos) << "missing: " << expected << "\n"
                                                                 << outcome.output;
@@ -142,7 +142,7 @@ TEST_F(LauncherTest, HelpAndVersionSucceed) {
   const Outcome version = RunLauncher("--version");
   ASSERT_TRUE(WIFEXITED(version.wait_status));
   EXPECT_EQ(WEXITSTATUS(version.wait_status), 0) << version.output;
-  EXPECT_NE(version.output.find("backend ABI v1..v4, model ABI v1..v4, dataset ABI v1..v2"),
+  EXPECT_NE(version.output.find("backend ABI v1..v5, model ABI v1..v4, dataset ABI v1..v2"),
             std::string::npos)
       << version.output;
 }

@@ -153,7 +153,7 @@ TEST_F(PluginHostTest, RefusesMissingFile) {
 TEST_F(PluginHostTest, RefusesLibraryWithoutEntrySymbol) {
   const std::string path = kBroken + "/libnosymbol.so";
   EXPECT_EQ(Refusal(path), path +
-                               ": not a dpl plugin: no symbol dpl_backend_plugin_v4, "
+                               ": not a dpl plugin: no symbol dpl_backend_plugin_v5, "
                                "dpl_model_plugin_v4 or dpl_dataset_plugin_v2");
 }
 
@@ -168,15 +168,15 @@ TEST_F(PluginHostTest, RefusesNewerAbi) {
   const std::string path = kBroken + "/libabi9.so";
   EXPECT_EQ(Refusal(path), path +
                                ": backend plugin ABI v9 is newer than this launcher supports "
-                               "(v1..v4); upgrade the launcher or rebuild the plugin against SDK "
-                               "v4");
+                               "(v1..v5); upgrade the launcher or rebuild the plugin against SDK "
+                               "v5");
 }
 
 TEST_F(PluginHostTest, RefusesOlderAbi) {
   const std::string path = kBroken + "/libabi0.so";
   EXPECT_EQ(Refusal(path), path +
                                ": backend plugin ABI v0 is older than this launcher supports "
-                               "(v1..v4); rebuild the plugin against SDK v4");
+                               "(v1..v5); rebuild the plugin against SDK v5");
 }
 
 TEST_F(PluginHostTest, RefusesKindMismatch) {
@@ -226,7 +226,7 @@ TEST_F(PluginHostTest, DiscoveryListsGoodAndRefusedInOrder) {
       kBroken + "/libnosymbol.so", kBroken + "/libnullcreate.so", kBroken + "/libsmalltable.so"};
   EXPECT_EQ(refused, expected);
   EXPECT_EQ(discovery->refused[6].reason,
-            "not a dpl plugin: no symbol dpl_backend_plugin_v4, dpl_model_plugin_v4 or "
+            "not a dpl plugin: no symbol dpl_backend_plugin_v5, dpl_model_plugin_v4 or "
             "dpl_dataset_plugin_v2");
 }
 
@@ -287,7 +287,7 @@ TEST_F(PluginHostTest, UnknownNameAlsoShowsRefusedFiles) {
   ASSERT_FALSE(backend.ok());
   EXPECT_NE(backend.status().message().find(
                 "; refused " + kBroken +
-                "/libabi9.so: backend plugin ABI v9 is newer than this launcher supports (v1..v4)"),
+                "/libabi9.so: backend plugin ABI v9 is newer than this launcher supports (v1..v5)"),
             std::string::npos)
       << backend.status().message();
 }

@@ -7,6 +7,7 @@
 #include "dpl/backend_v2.h"
 #include "dpl/backend_v3.h"
 #include "dpl/backend_v4.h"
+#include "dpl/backend_v5.h"
 #include "dpl/common.h"
 #include "dpl/dataset.h"
 #include "dpl/dataset_v1.h"

@@ -84,7 +84,7 @@ TEST(SdkTest, EnumValuesAreFixed) {
   EXPECT_EQ(DPL_REDUCE_MAX, 3);
   EXPECT_EQ(DPL_MODEL_MODE_TRAIN, 0);
   EXPECT_EQ(DPL_MODEL_MODE_EVAL, 1);
-  EXPECT_EQ(DPL_BACKEND_ABI_VERSION, 4u);
+  EXPECT_EQ(DPL_BACKEND_ABI_VERSION, 5u);
   EXPECT_EQ(DPL_MODEL_ABI_VERSION, 4u);
   EXPECT_EQ(DPL_DATASET_ABI_VERSION, 2u);
   EXPECT_EQ(DPL_MODEL_TENSORS_VALUES, 0);
@@ -168,6 +168,14 @@ TEST(SdkTest, BackendAbiV4AppendsToV3) {
   EXPECT_EQ(offsetof(dpl_backend_plugin_v4, abort), sizeof(dpl_backend_plugin_v3));
   EXPECT_EQ(sizeof(dpl_backend_plugin_v4), sizeof(dpl_backend_plugin_v3) + sizeof(void*));
   EXPECT_EQ(sizeof(dpl_backend_config_v4), sizeof(dpl_backend_config_v3));
+}
+
+// Backend version 5 appends send_receive to version 4's table and keeps its config.
+TEST(SdkTest, BackendAbiV5AppendsToV4) {
+  EXPECT_EQ(offsetof(dpl_backend_plugin_v5, abort), offsetof(dpl_backend_plugin_v4, abort));
+  EXPECT_EQ(offsetof(dpl_backend_plugin_v5, send_receive), sizeof(dpl_backend_plugin_v4));
+  EXPECT_EQ(sizeof(dpl_backend_plugin_v5), sizeof(dpl_backend_plugin_v4) + sizeof(void*));
+  EXPECT_EQ(sizeof(dpl_backend_config_v5), sizeof(dpl_backend_config_v4));
 }
 
 TEST(SdkTest, MagicSpellsDplpInMemory) {

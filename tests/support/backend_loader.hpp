@@ -3,9 +3,10 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
 #include <string>
 
-#include "dpl/backend_v4.h"
+#include "dpl/backend_v5.h"
 
 namespace dpl::testing {
 
@@ -13,20 +14,26 @@ inline std::string plugin_path(const std::string& backend, const std::string& pl
   return plugin_dir + "/libdpl_backend_" + backend + ".so";
 }
 
-// Returns the plugin's table of backend ABI v4 (every in-tree backend's) or nullptr (with *error
-// set to dlerror's text). The library stays loaded.
-inline const dpl_backend_plugin_v4* load_backend(const std::string& path, std::string* error) {
+// Returns the plugin's table of backend ABI v5 (gloo's and nccl's), or its table of v4 (tcp's)
+// as a v5 table whose send_receive is NULL (v4's entries are v5's first ones, in their order);
+// nullptr with *error set where it has neither. The library stays loaded, and so does the copy.
+inline const dpl_backend_plugin_v5* load_backend(const std::string& path, std::string* error) {
   void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     *error = ::dlerror();
     return nullptr;
   }
-  void* symbol = ::dlsym(library, "dpl_backend_plugin_v4");
-  if (symbol == nullptr) {
-    *error = "no dpl_backend_plugin_v4 in " + path;
+  if (void* v5 = ::dlsym(library, "dpl_backend_plugin_v5")) {
+    return static_cast<const dpl_backend_plugin_v5*>(v5);
+  }
+  void* v4 = ::dlsym(library, "dpl_backend_plugin_v4");
+  if (v4 == nullptr) {
+    *error = "no dpl_backend_plugin_v5 or dpl_backend_plugin_v4 in " + path;
     return nullptr;
   }
-  return static_cast<const dpl_backend_plugin_v4*>(symbol);
+  auto* table = new dpl_backend_plugin_v5{};
+  std::memcpy(static_cast<void*>(table), v4, sizeof(dpl_backend_plugin_v4));
+  return table;
 }
 
 }  // namespace dpl::testing

@@ -111,11 +111,11 @@ double memcpy_gbps(size_t bytes) {
 }
 
 // The backend of `rank`, joined through `store`; nullptr (after saying why) when create failed.
-dpl_backend* create_backend(const dpl_backend_plugin_v4& plugin, const Options& options, int rank,
+dpl_backend* create_backend(const dpl_backend_plugin_v5& plugin, const Options& options, int rank,
                             const dpl::testing::FileStore& store) {
-  dpl_backend_config_v4 config{};
+  dpl_backend_config_v5 config{};
   config.struct_size = sizeof(config);
-  config.version = DPL_BACKEND_ABI_VERSION_4;
+  config.version = plugin.header.abi_version;
   config.rank = rank;
   config.world_size = options.world_size;
   config.local_rank = rank;
@@ -142,7 +142,7 @@ void print_header(const Options& options) {
 }
 
 // The warmup allreduces, a barrier, then the timed ones: `*seconds` is the time of one.
-dpl_status time_allreduce(const dpl_backend_plugin_v4& plugin, dpl_backend* backend,
+dpl_status time_allreduce(const dpl_backend_plugin_v5& plugin, dpl_backend* backend,
                           DLTensor* tensor, const Options& options, double* seconds) {
   dpl_status status = DPL_OK;
   for (int w = 0; w < options.warmup && status == DPL_OK; ++w) {
@@ -158,7 +158,7 @@ dpl_status time_allreduce(const dpl_backend_plugin_v4& plugin, dpl_backend* back
 }
 
 // Allreduces a pattern that differs by rank and checks every element of the sum.
-bool check_allreduce(const dpl_backend_plugin_v4& plugin, dpl_backend* backend, DLTensor* tensor,
+bool check_allreduce(const dpl_backend_plugin_v5& plugin, dpl_backend* backend, DLTensor* tensor,
                      std::vector<float>& buffer, size_t count, int rank, int world_size) {
   for (size_t i = 0; i < count; ++i) buffer[i] = static_cast<float>((i + rank) % 13);
   bool good = plugin.allreduce(backend, tensor, DPL_REDUCE_SUM, nullptr) == DPL_OK;

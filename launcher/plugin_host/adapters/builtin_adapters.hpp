@@ -11,6 +11,7 @@ Adapter BackendV1Adapter();  // backend_v1.cpp
 Adapter BackendV2Adapter();  // backend_v2.cpp
 Adapter BackendV3Adapter();  // backend_v3.cpp
 Adapter BackendV4Adapter();  // backend_v4.cpp
+Adapter BackendV5Adapter();  // backend_v5.cpp
 Adapter ModelV1Adapter();    // model_v1.cpp
 Adapter ModelV2Adapter();    // model_v2.cpp
 Adapter ModelV3Adapter();    // model_v3.cpp

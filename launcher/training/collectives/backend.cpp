@@ -46,6 +46,20 @@ Status Backend::Synchronize(void* stream) {
   return Call("synchronize", table_->synchronize(instance_, stream));
 }
 
+Status Backend::SendReceive(const DLTensor* send, int32_t to, DLTensor* receive, int32_t from,
+                            void* stream) {
+  if (!CanSendReceive()) {
+    return Status::Error(DPL_ERR_UNSUPPORTED, "backend '" + name() + "' (" + table_->abi +
+                                                  ") has no send_receive (backend ABI v5)");
+  }
+  return Call("send_receive", table_->send_receive(instance_, send, to, receive, from, stream));
+}
+
+bool Backend::CanSendReceive() const {
+  return table_->Has(plugin_host::BackendCapability::kSendReceive) &&
+         table_->send_receive != nullptr;
+}
+
 bool Backend::CanAbort() const {
   return table_->Has(plugin_host::BackendCapability::kAbort) && table_->abort != nullptr;
 }

@@ -39,6 +39,12 @@ class Backend {
   // rank's slice; in place when it is that slice (dpl/backend.h).
   Status ReduceScatter(DLTensor* input, DLTensor* output, dpl_reduce_op op, void* stream);
   Status Barrier();
+  // `send` to rank `to` and `receive` from rank `from` at once, ordered as a collective
+  // (dpl/backend_v5.h; NULL and -1 for a side left out). Only where CanSendReceive.
+  Status SendReceive(const DLTensor* send, int32_t to, DLTensor* receive, int32_t from,
+                     void* stream);
+  // Whether the plugin has send_receive (BackendCapability::kSendReceive).
+  bool CanSendReceive() const;
   // Waits for every collective issued and orders `stream` after them; at once for a plugin
   // without BackendCapability::kSynchronize (its collectives are complete in stream order when
   // they return).

@@ -128,6 +128,33 @@ inline bool CheckAllgatherPlacement(const DLTensor& input, const DLTensor& outpu
   return false;
 }
 
+// Checks one side of a send_receive (dpl/backend_v5.h): `tensor` NULL with `peer` -1, or a
+// contiguous tensor with another rank of the world. `what` is "send" or "receive".
+inline void CheckPointToPoint(const DLTensor* tensor, int32_t peer, int32_t world_size,
+                              int32_t rank, const char* what) {
+  const std::string side(what);
+  const std::string peer_name = side == "send" ? "to" : "from";
+  if (tensor == nullptr) {
+    Require(peer == -1, side + " is NULL but " + peer_name + " is " + std::to_string(peer) +
+                            " (give -1 where this rank has nothing to " + side + ")");
+    return;
+  }
+  Require(peer >= 0 && peer < world_size && peer != rank,
+          peer_name + " " + std::to_string(peer) + " is not another rank of world size " +
+              std::to_string(world_size) + " (this is rank " + std::to_string(rank) + ")");
+  CheckContiguous(*tensor, side + " tensor");
+}
+
+// Checks a send_receive's two sides and that the tensors do not overlap.
+inline void CheckSendReceive(const DLTensor* send, int32_t to, const DLTensor* receive,
+                             int32_t from, int32_t world_size, int32_t rank) {
+  CheckPointToPoint(send, to, world_size, rank, "send");
+  CheckPointToPoint(receive, from, world_size, rank, "receive");
+  if (send != nullptr && receive != nullptr) {
+    Require(!Overlap(*send, *receive), "send_receive's send and receive tensors overlap");
+  }
+}
+
 // Sends a line through the host's log callback, if it gave one.
 template <typename Config>
 void Log(const Config& config, dpl_log_level level, const std::string& message) {

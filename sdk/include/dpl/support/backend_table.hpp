@@ -13,6 +13,9 @@
 //     ...          ReduceScatter(DLTensor* input, DLTensor* output, dpl_reduce_op op, void*
 //     stream);
 //     ...          Barrier();
+//     // With DPL_EXPORT_BACKEND_V5 (backend ABI v5) also:
+//     ...          SendReceive(const DLTensor* send, int32_t to, DLTensor* receive, int32_t from,
+//                              void* stream);  (send/receive NULL where the side is left out)
 //     // BackendDefaults has these; a class says otherwise by declaring its own:
 //     //   void Synchronize(void* stream);  (none: host collectives are complete when they return)
 //     //   void Abort();  (marks the instance aborted; Note [Aborted instances])
@@ -20,7 +23,8 @@
 //     //   template <class Body> static dpl_status Guard(MyBackend* backend,
 //     //       const dpl_backend_config_v4* config, Body&& body);  (Guarded under kName)
 //   };
-//   DPL_EXPORT_BACKEND(MyBackend, dpl_mine_backend_table, "1.0.0", "what it is");
+//   DPL_EXPORT_BACKEND(MyBackend, dpl_mine_backend_table, "1.0.0", "what it is");  (ABI v4)
+//   DPL_EXPORT_BACKEND_V5(MyBackend, dpl_mine_backend_table, "1.0.0", "what it is");  (ABI v5)
 //
 // The class sees non-NULL pointers only; the config was checked (CheckBackendConfig).
 //
@@ -38,7 +42,7 @@
 #include <string>
 #include <utility>
 
-#include "dpl/backend_v4.h"
+#include "dpl/backend_v5.h"
 #include "dpl/support/backend.hpp"
 #include "dpl/support/error.hpp"
 
@@ -121,6 +125,13 @@ class BackendEntries {
       return self.ReduceScatter(input, output, op, stream);
     });
   }
+  // Backend ABI v5: the sides are checked by the class (dpl/support/backend.hpp's
+  // CheckSendReceive), which knows its rank.
+  static dpl_status SendReceive(dpl_backend* backend, const DLTensor* send, int32_t to,
+                                DLTensor* receive, int32_t from, void* stream) noexcept {
+    return Collective(
+        backend, [&](Backend& self) { return self.SendReceive(send, to, receive, from, stream); });
+  }
   static dpl_status Barrier(dpl_backend* backend) noexcept {
     return Collective(backend, [&](Backend& self) { return self.Barrier(); });
   }
@@ -154,6 +165,18 @@ class BackendEntries {
 
 }  // namespace dpl::support
 
+// The entries of backend ABI v4's table of class `Class`, in its order (v5's table begins so).
+#define DPL_BACKEND_ENTRIES_V4_(Class)                                                             \
+  &::dpl::support::BackendEntries<Class>::Create, &::dpl::support::BackendEntries<Class>::Destroy, \
+      &::dpl::support::BackendEntries<Class>::Allreduce,                                           \
+      &::dpl::support::BackendEntries<Class>::Broadcast,                                           \
+      &::dpl::support::BackendEntries<Class>::Allgather,                                           \
+      &::dpl::support::BackendEntries<Class>::Barrier,                                             \
+      &::dpl::support::BackendEntries<Class>::LastErrorText,                                       \
+      &::dpl::support::BackendEntries<Class>::Synchronize,                                         \
+      &::dpl::support::BackendEntries<Class>::ReduceScatter,                                       \
+      &::dpl::support::BackendEntries<Class>::Abort
+
 // The exported table `symbol` of backend class `Class` (model ABI's DPL_PLUGIN_ENTRY_SYMBOL and
 // visibility rules apply): backend ABI v4, `version` and `description` for `launcher --list`.
 #define DPL_EXPORT_BACKEND(Class, symbol, version, description)                            \
@@ -162,16 +185,18 @@ class BackendEntries {
   extern "C" const dpl_backend_plugin_v4 symbol = {                                        \
       {sizeof(dpl_backend_plugin_v4), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,           \
        DPL_BACKEND_ABI_VERSION_4, Class::kName, version, description},                     \
-      &::dpl::support::BackendEntries<Class>::Create,                                      \
-      &::dpl::support::BackendEntries<Class>::Destroy,                                     \
-      &::dpl::support::BackendEntries<Class>::Allreduce,                                   \
-      &::dpl::support::BackendEntries<Class>::Broadcast,                                   \
-      &::dpl::support::BackendEntries<Class>::Allgather,                                   \
-      &::dpl::support::BackendEntries<Class>::Barrier,                                     \
-      &::dpl::support::BackendEntries<Class>::LastErrorText,                               \
-      &::dpl::support::BackendEntries<Class>::Synchronize,                                 \
-      &::dpl::support::BackendEntries<Class>::ReduceScatter,                               \
-      &::dpl::support::BackendEntries<Class>::Abort,                                       \
+      DPL_BACKEND_ENTRIES_V4_(Class),                                                      \
+  }
+
+// The same for backend ABI v5: v4's entries, then the class's SendReceive.
+#define DPL_EXPORT_BACKEND_V5(Class, symbol, version, description)                         \
+  extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v5 symbol DPL_PLUGIN_ENTRY_SYMBOL( \
+      dpl_backend_plugin_v5);                                                              \
+  extern "C" const dpl_backend_plugin_v5 symbol = {                                        \
+      {sizeof(dpl_backend_plugin_v5), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,           \
+       DPL_BACKEND_ABI_VERSION_5, Class::kName, version, description},                     \
+      DPL_BACKEND_ENTRIES_V4_(Class),                                                      \
+      &::dpl::support::BackendEntries<Class>::SendReceive,                                 \
   }
 
 #endif  // DPL_SUPPORT_BACKEND_TABLE_HPP
