@@ -222,12 +222,14 @@ void LogStateShare(const UpdateShare& share, Optimizer& optimizer) {
             log::Bytes(uint64_t(bytes)) + " (its part)");
 }
 
-// Note [A copy of each part]: the copy of part `part` (-1: none), where the state is sharded.
+// Note [A copy of each part]: the copy of part `keeping.copied_part` (-1: none), where the state
+// is sharded.
 Result<std::unique_ptr<PartCopy>> CopyOfPart(const TrainingConfig& config,
                                              const std::vector<HostParameter>& parameters,
-                                             const UpdateShare& share, int part,
+                                             const UpdateShare& share, const PartKeeping& keeping,
                                              const std::vector<OptimizedTensor>& tensors,
                                              int rank) {
+  const int part = keeping.copied_part;
   const ShardLayout* layout = share.own_part_layout();
   if (part < 0 || layout == nullptr) return std::unique_ptr<PartCopy>();
   std::vector<OptimizedTensor> runs;
@@ -241,7 +243,8 @@ Result<std::unique_ptr<PartCopy>> CopyOfPart(const TrainingConfig& config,
         "each rank also keeps a copy of the optimizer's state of the part of the rank one "
         "machine on, so a lost machine loses none of it (--shard-copy off: none)");
   }
-  return std::make_unique<PartCopy>(parameters, *layout, part, std::move(optimizer));
+  return std::make_unique<PartCopy>(parameters, *layout, part, keeping.copy_holder,
+                                    std::move(optimizer));
 }
 
 }  // namespace
@@ -258,7 +261,7 @@ Result<std::unique_ptr<OptimizerRunner>> HostOptimizerRunner(
                        CreateOptimizer(config.optimizer, std::move(runs)));
   if (share.sharded() && rank == 0) LogStateShare(share, *optimizer);
   DPL_ASSIGN_OR_RETURN(std::unique_ptr<PartCopy> copy,
-                       CopyOfPart(config, parameters, share, keeping.copied_part, tensors, rank));
+                       CopyOfPart(config, parameters, share, keeping, tensors, rank));
   if (copy) copy->optimizer().set_threads(pool);
   std::unique_ptr<PartSnapshot> snapshot;
   if (share.sharded() && (keeping.snapshot || copy)) snapshot = std::make_unique<PartSnapshot>();

@@ -61,9 +61,14 @@ int CopiedPartOf(int part, int parts, int ranks_per_machine) {
   return (part + ranks_per_machine) % parts;
 }
 
+int CopyHolderOf(int part, int parts, int ranks_per_machine) {
+  if (ranks_per_machine < 1 || parts <= ranks_per_machine) return -1;
+  return (part - ranks_per_machine % parts + parts) % parts;
+}
+
 PartCopy::PartCopy(const std::vector<HostParameter>& parameters, const ShardLayout& layout,
-                   int part, std::unique_ptr<Optimizer> optimizer)
-    : layout_(layout), part_(part), optimizer_(std::move(optimizer)) {
+                   int part, int holder, std::unique_ptr<Optimizer> optimizer)
+    : layout_(layout), part_(part), holder_(holder), optimizer_(std::move(optimizer)) {
   for (const ParameterRun& run : layout.PartOfEveryBucket(part)) {
     const float* in_model = parameters[run.parameter].value + run.offset;
     values_.emplace_back(in_model, in_model + run.elements);
@@ -98,10 +103,11 @@ void PartCopy::CatchUp() {
 }
 
 Status PartCopy::GatherGradients(UpdateShare& share, int64_t global_step) {
-  DPL_RETURN_IF_ERROR(share.GatherGradients([this](const ParameterRun& run) -> float* {
-    auto found = gradient_at_.find({run.parameter, run.offset});
-    return found == gradient_at_.end() ? nullptr : found->second;
-  }));
+  DPL_RETURN_IF_ERROR(
+      share.GatherGradients(holder_, part_, [this](const ParameterRun& run) -> float* {
+        auto found = gradient_at_.find({run.parameter, run.offset});
+        return found == gradient_at_.end() ? nullptr : found->second;
+      }));
   pending_step_ = global_step + 1;
   pending_rate_ = optimizer_->learning_rate();
   return Status::Ok();

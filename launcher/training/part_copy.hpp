@@ -2,12 +2,14 @@
 // holds the optimizer state of its part only, so a lost machine would take its ranks' parts with
 // it. Each rank also keeps a copy of the part of the rank one machine on (its rank plus the
 // ranks per machine, modulo the world: another machine's). Once the step's gradients are
-// unscaled and clipped, the ranks gather the averaged gradients of every part (one allgather, as
-// large as the gather of the updated values that follows), and each runs the optimizer on its
-// copy as the owner runs it on the part: the same element-wise arithmetic on the same bits, so the
-// copy stays the owner's bits. The copy has values of its own (the model's are the owner's once
-// the step's gather is done), and it is updated late: at the start of the next step, with the
-// learning rate of the step its gradients are of, so until then it is still at the committed step.
+// unscaled and clipped, each rank sends its part's averaged gradients to the one rank that keeps
+// its copy and receives those of the part it copies (backend ABI v5's send_receive, a (world size
+// - 1)-th of the bytes of an allgather; a backend without it gathers every part), and each runs
+// the optimizer on its copy as the owner runs it on the part: the same element-wise arithmetic on
+// the same bits, so the copy stays the owner's bits. The copy has values of its own (the model's
+// are the owner's once the step's gather is done), and it is updated late: at the start of the next
+// step, with the learning rate of the step its gradients are of, so until then it is still at the
+// committed step.
 //
 // How a sharded step is committed: on a rank, once the gather of the updated parts is done (its
 // values are then the step's, whole). Between its update and that, an abort can leave a rank with
@@ -66,12 +68,16 @@ size_t FlatPartElements(const ShardLayout& layout, int part, size_t states);
 // The part one machine on from `part` among `parts`, `ranks_per_machine` ranks a machine; -1 where
 // every part is on one machine.
 int CopiedPartOf(int part, int parts, int ranks_per_machine);
+// The part (the rank, through the backend) that keeps a copy of `part`: the one whose
+// CopiedPartOf is `part`, one machine back; -1 where every part is on one machine.
+int CopyHolderOf(int part, int parts, int ranks_per_machine);
 
 // What a rank of a sharded optimizer keeps for a regroup in place (Note [Shrink in place] in
 // live_state.hpp).
 struct PartKeeping {
   int copied_part = -1;   // the part it keeps a copy of (Note [A copy of each part]); -1: none
   bool snapshot = false;  // its own part as before each update (PartSnapshot)
+  int copy_holder = -1;   // the rank that keeps a copy of its part; -1: none
 };
 
 // A rank's own part as it was before its update of the step under way, and the optimizer's count
@@ -106,16 +112,17 @@ class PartSnapshot {
 class PartCopy {
  public:
   // A copy of part `part` of `layout` over `parameters`' values, updated by `optimizer` (made
-  // over the part's runs).
+  // over the part's runs), on a rank whose own part rank `holder` keeps a copy of.
   PartCopy(const std::vector<HostParameter>& parameters, const ShardLayout& layout, int part,
-           std::unique_ptr<Optimizer> optimizer);
+           int holder, std::unique_ptr<Optimizer> optimizer);
 
   Optimizer& optimizer() { return *optimizer_; }
   // At the start of step `global_step` + 1, the model's values those of step `global_step`: the
   // update of the step before, late, or where there was none the values of the model.
   void CatchUp();
   // Every rank: the averaged gradients of the copied part of step `global_step` + 1 from the
-  // rank that holds them; the copy is updated with them at the next CatchUp.
+  // rank that holds them, and its own part's to the holder of its copy; the copy is updated
+  // with them at the next CatchUp.
   Status GatherGradients(UpdateShare& share, int64_t global_step);
   // Takes the copied part's state from `whole` (laid out as OptimizerRunner::WholeState's).
   void Restore(const OptimizerState& whole);
@@ -131,6 +138,7 @@ class PartCopy {
 
   const ShardLayout& layout_;
   int part_;
+  int holder_;                 // the rank that keeps a copy of this rank's part
   std::vector<HostRun> runs_;  // values in values_, gradients in gradients_
   std::vector<std::vector<float>> values_, gradients_;
   std::vector<const float*> model_values_;  // each run's values in the model

@@ -109,6 +109,7 @@ PartKeeping PartKeepingOf(const TrainingConfig& config, const StepParts& parts,
   const ShardLayout* layout = share.own_part_layout();
   if (layout == nullptr) return keeping;
   keeping.copied_part = CopiedPartOf(share.part(), layout->parts(), ranks_per_machine);
+  keeping.copy_holder = CopyHolderOf(share.part(), layout->parts(), ranks_per_machine);
   return keeping;
 }
 

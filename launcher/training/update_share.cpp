@@ -79,14 +79,16 @@ class OwnPart : public SharedParts {
   }
   bool sharded() const override { return true; }
   const ShardLayout* own_part_layout() const override { return &reduction_.layout(); }
-  Status GatherGradients(const std::function<float*(const ParameterRun&)>& destination) override {
+  Status GatherGradients(int to, int from,
+                         const std::function<float*(const ParameterRun&)>& destination) override {
     return reduction_
-        .GatherParts(
+        .ExchangeParts(
+            to, from,
             [this](const ParameterRun& run) {
               return gradient_at_.at({run.parameter, run.offset});
             },
-            destination, /*again=*/false)
-        .WithContext("gathering the gradients of the parts' copies");
+            destination)
+        .WithContext("sending the gradients of the parts' copies");
   }
   Status GatherState(
       size_t states, const std::function<const float*(size_t, const ParameterRun&)>& source,

@@ -78,11 +78,11 @@ class UpdateShare {
   }
   // The sharded optimizer's parts (NULL where nothing is sharded through the backend).
   virtual const ShardLayout* own_part_layout() const { return nullptr; }
-  // Every rank's averaged gradients of its part to `destination(run)` of the ranks that want them
-  // (NULL: not wanted), for a copy of a part (Note [A copy of each part] in part_copy.hpp). Every
-  // rank calls it where the state is sharded.
+  // This rank's averaged gradients of its part to rank `to`, and those of part `from` to
+  // `destination(run)` (NULL: not wanted), for a copy of a part (Note [A copy of each part] in
+  // part_copy.hpp). Every rank calls it where the state is sharded.
   virtual Status GatherGradients(
-      const std::function<float*(const ParameterRun&)>& /*destination*/) {
+      int /*to*/, int /*from*/, const std::function<float*(const ParameterRun&)>& /*destination*/) {
     return Status::Error(DPL_ERR_UNSUPPORTED, "no part of the optimizer's state is sharded here");
   }
   // After the optimizer step: every rank's updated part into every rank's values.

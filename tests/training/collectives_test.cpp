@@ -138,6 +138,70 @@ TEST(BackendPath, ReduceScatterLeavesEachRankItsPartAndGathersTheOthers) {
   });
 }
 
+// The copy of each part gets one other rank's part (Note [A copy of each part]): rank r's to
+// r - 1 and r + 1's to it, at 3 ranks. With backend ABI v5's send_receive only those bytes move;
+// without it an allgather moves every part and the destination takes the one it wants.
+void ExpectOnlyTheNextRanksPartArrives(bool send_receive) {
+  const std::vector<size_t> sizes = {3000 + 7, 11, 900};
+  constexpr int kRanks = 3;
+  fakes::ThreadWorld world(kRanks);
+  if (send_receive) world.OfferSendReceive();
+  world.RunRanks([&](int rank) {
+    std::unique_ptr<Backend> backend = world.BackendOf(rank);
+    EXPECT_EQ(backend->CanSendReceive(), send_receive);
+    CommunicationThread thread;
+    std::vector<std::vector<float>> gradients, mine, received;
+    std::vector<int64_t> shapes(sizes.begin(), sizes.end());
+    ReductionPlan plan;
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      gradients.emplace_back(sizes[p], 0.0f);
+      mine.emplace_back(sizes[p], float(rank) + 0.25f * float(p));
+      received.emplace_back(sizes[p], -1.0f);
+      plan.gradients.push_back(
+          HostTensor(gradients[p].data(), DLDataType{kDLFloat, 32, 1}, 1, &shapes[p]));
+    }
+    plan.buckets = AssignBuckets(sizes, 8192);
+    plan.sharded = true;
+    auto reduction = ReduceScatterBuckets(*backend, thread, rank, kRanks, plan);
+    const int from = (rank + 1) % kRanks, to = (rank + kRanks - 1) % kRanks;
+    auto source = [&](const ParameterRun& run) { return mine[run.parameter].data() + run.offset; };
+    auto destination = [&](const ParameterRun& run) -> float* {
+      const ShardLayout& layout = reduction->layout();
+      for (size_t b = 0; b < layout.buckets(); ++b) {
+        for (const ParameterRun& wanted : layout.RunsOf(b, from)) {
+          if (wanted.parameter == run.parameter && wanted.offset == run.offset) {
+            return received[run.parameter].data() + run.offset;
+          }
+        }
+      }
+      return nullptr;
+    };
+    ASSERT_TRUE(reduction->ExchangeParts(to, from, source, destination).ok());
+    const ShardLayout& layout = reduction->layout();
+    for (size_t b = 0; b < layout.buckets(); ++b) {
+      for (int part = 0; part < kRanks; ++part) {
+        for (const ParameterRun& run : layout.RunsOf(b, part)) {
+          const float expected = part == from ? float(from) + 0.25f * float(run.parameter) : -1.0f;
+          EXPECT_EQ(received[run.parameter][run.offset], expected) << "rank " << rank;
+          EXPECT_EQ(received[run.parameter][run.offset + run.elements - 1], expected);
+        }
+      }
+    }
+  });
+  const std::vector<std::string> calls = world.calls();
+  ASSERT_FALSE(calls.empty());
+  for (const std::string& call : calls)
+    EXPECT_EQ(call, send_receive ? "send_receive" : "allgather");
+}
+
+TEST(BackendPath, ExchangeOfPartsSendsEachPartToItsOneHolder) {
+  ExpectOnlyTheNextRanksPartArrives(/*send_receive=*/true);
+}
+
+TEST(BackendPath, ExchangeOfPartsGathersEveryPartWithoutSendReceive) {
+  ExpectOnlyTheNextRanksPartArrives(/*send_receive=*/false);
+}
+
 // A store of this process for the fronts of a test's ranks.
 struct TestStore {
   TestStore() {

@@ -119,5 +119,20 @@ TEST(CopiedPartOf, TheNextMachinesPart) {
   EXPECT_EQ(CopiedPartOf(0, 2, 2), -1);  // one machine: no other machine to copy to
 }
 
+// The holder of each part's copy is the rank whose copied part it is: the inverse of CopiedPartOf.
+TEST(CopyHolderOf, TheRankThatCopiesThePart) {
+  for (const auto& [parts, per_machine] : {std::pair{3, 1}, {4, 2}, {6, 2}, {6, 3}, {8, 1}}) {
+    for (int part = 0; part < parts; ++part) {
+      const int holder = CopyHolderOf(part, parts, per_machine);
+      ASSERT_GE(holder, 0);
+      EXPECT_NE(holder / per_machine, part / per_machine) << "on the part's own machine";
+      EXPECT_EQ(CopiedPartOf(holder, parts, per_machine), part) << parts << " " << per_machine;
+    }
+  }
+  EXPECT_EQ(CopyHolderOf(1, 3, 1), 0);
+  EXPECT_EQ(CopyHolderOf(0, 3, 1), 2);
+  EXPECT_EQ(CopyHolderOf(0, 2, 2), -1);
+}
+
 }  // namespace
 }  // namespace dpl::training

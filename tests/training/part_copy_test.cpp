@@ -103,8 +103,9 @@ struct Rank {
   }
   void Start(const TrainingConfig& config, int part) {
     share = ShareOf(parameters, *exchange);
-    auto made = HostOptimizerRunner(config, parameters, *share, StepPlan(config, 100), part,
-                                    nullptr, PartKeeping{/*copied_part=*/part == 0 ? 1 : 0, false});
+    auto made =
+        HostOptimizerRunner(config, parameters, *share, StepPlan(config, 100), part, nullptr,
+                            PartKeeping{/*copied_part=*/1 - part, false, /*copy_holder=*/1 - part});
     ASSERT_TRUE(made.ok()) << made.status().message();
     runner = std::move(*made);
   }

@@ -236,6 +236,9 @@ class ReduceScatterReduction final : public GradientReduction {
   Status GatherParts(const std::function<const float*(const ParameterRun&)>& source,
                      const std::function<float*(const ParameterRun&)>& destination,
                      bool again) override;
+  Status ExchangeParts(int to, int from,
+                       const std::function<const float*(const ParameterRun&)>& source,
+                       const std::function<float*(const ParameterRun&)>& destination) override;
 
  private:
   float* Slot(std::vector<float>& staging, size_t bucket, int part) {
@@ -243,6 +246,11 @@ class ReduceScatterReduction final : public GradientReduction {
   }
   Status Reduce(size_t bucket, float scale);
   Status AllgatherSlots();
+  Status SendReceiveSlots(int to, int from);
+  // This rank's part from `source(run)` into its slot of every bucket of value_slots_.
+  void StageOwnPart(const std::function<const float*(const ParameterRun&)>& source);
+  // Part `part`'s runs from its slots of value_slots_ to `destination(run)` (NULL: not wanted).
+  void ScatterPart(int part, const std::function<float*(const ParameterRun&)>& destination);
 
   Backend& backend_;
   CommunicationThread& thread_;
@@ -290,9 +298,8 @@ Status ReduceScatterReduction::AllgatherSlots() {
   return Status::Ok();
 }
 
-Status ReduceScatterReduction::GatherParts(
-    const std::function<const float*(const ParameterRun&)>& source,
-    const std::function<float*(const ParameterRun&)>& destination, bool /*again*/) {
+void ReduceScatterReduction::StageOwnPart(
+    const std::function<const float*(const ParameterRun&)>& source) {
   for (size_t b = 0; b < layout_.buckets(); ++b) {
     const BucketLayout& layout = layout_.bucket(b);
     float* own = Slot(value_slots_, b, rank_);
@@ -301,20 +308,57 @@ Status ReduceScatterReduction::GatherParts(
                   run.elements * sizeof(float));
     }
   }
-  DPL_RETURN_IF_ERROR(thread_.Run([this] { return AllgatherSlots(); }, {"allgather", -1, 0, 0}));
+}
+
+void ReduceScatterReduction::ScatterPart(
+    int part, const std::function<float*(const ParameterRun&)>& destination) {
   for (size_t b = 0; b < layout_.buckets(); ++b) {
     const BucketLayout& layout = layout_.bucket(b);
-    for (int part = 0; part < layout_.parts(); ++part) {
-      if (part == rank_) continue;
-      const float* slot = Slot(value_slots_, b, part);
-      for (const ParameterRun& run : layout_.RunsOf(b, part)) {
-        float* to = destination(run);
-        if (to == nullptr) continue;
-        std::memcpy(to, slot + (run.flat - layout.bounds[size_t(part)]),
-                    run.elements * sizeof(float));
-      }
+    const float* slot = Slot(value_slots_, b, part);
+    for (const ParameterRun& run : layout_.RunsOf(b, part)) {
+      float* to = destination(run);
+      if (to == nullptr) continue;
+      std::memcpy(to, slot + (run.flat - layout.bounds[size_t(part)]),
+                  run.elements * sizeof(float));
     }
   }
+}
+
+Status ReduceScatterReduction::GatherParts(
+    const std::function<const float*(const ParameterRun&)>& source,
+    const std::function<float*(const ParameterRun&)>& destination, bool /*again*/) {
+  StageOwnPart(source);
+  DPL_RETURN_IF_ERROR(thread_.Run([this] { return AllgatherSlots(); }, {"allgather", -1, 0, 0}));
+  for (int part = 0; part < layout_.parts(); ++part) {
+    if (part != rank_) ScatterPart(part, destination);
+  }
+  return Status::Ok();
+}
+
+// Each bucket's slot of this rank to `to` and that of `from` from it, in one send_receive each.
+Status ReduceScatterReduction::SendReceiveSlots(int to, int from) {
+  for (size_t b = 0; b < layout_.buckets(); ++b) {
+    int64_t shape[1] = {int64_t(layout_.bucket(b).largest_part)};
+    if (shape[0] == 0) continue;
+    DLTensor own = HostTensor(Slot(value_slots_, b, rank_), kFloat32, 1, shape);
+    DLTensor theirs =
+        HostTensor(Slot(value_slots_, b, from < 0 ? rank_ : from), kFloat32, 1, shape);
+    DPL_RETURN_IF_ERROR(backend_.SendReceive(to < 0 ? nullptr : &own, to,
+                                             from < 0 ? nullptr : &theirs, from, nullptr));
+  }
+  return Status::Ok();
+}
+
+// Backend ABI v5 moves a part to the one rank that wants it: a (world size - 1)-th of the bytes
+// every rank receives in GatherParts' allgather.
+Status ReduceScatterReduction::ExchangeParts(
+    int to, int from, const std::function<const float*(const ParameterRun&)>& source,
+    const std::function<float*(const ParameterRun&)>& destination) {
+  if (!backend_.CanSendReceive()) return GatherParts(source, destination, /*again=*/false);
+  StageOwnPart(source);
+  DPL_RETURN_IF_ERROR(
+      thread_.Run([&] { return SendReceiveSlots(to, from); }, {"send_receive", -1, 0, 0}));
+  if (from >= 0) ScatterPart(from, destination);
   return Status::Ok();
 }
 

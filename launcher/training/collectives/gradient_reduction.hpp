@@ -97,6 +97,17 @@ class GradientReduction {
   virtual Status GatherParts(const std::function<const float*(const ParameterRun&)>& source,
                              const std::function<float*(const ParameterRun&)>& destination,
                              bool again) = 0;
+  // This rank's part from `source(run)` to rank `to` only, and rank `from`'s part into this
+  // rank's `destination(run)` (-1: that side left out); every such rank calls it, each with its
+  // own pair. Here a GatherParts, which moves every part to every rank; a reduction whose backend
+  // sends to one rank (backend ABI v5's send_receive) moves only the two parts.
+  virtual Status ExchangeParts(int to, int from,
+                               const std::function<const float*(const ParameterRun&)>& source,
+                               const std::function<float*(const ParameterRun&)>& destination) {
+    (void)to;
+    (void)from;
+    return GatherParts(source, destination, /*again=*/false);
+  }
 
   // --- The machine's shared memory (Note [Reduction through shared memory]); elsewhere none. ---
   // Whether the reduction leaves the model's gradients zero (it zeroed them behind its copy).

@@ -26,6 +26,8 @@ class ThreadWorld {
   // Rank `rank`'s connected backend. It moves host memory whatever `device_type` says: a backend
   // created for kDLCUDA stands for one of device memory only, for the front's choice of paths.
   std::unique_ptr<Backend> BackendOf(int rank, int32_t device_type = kDLCPU);
+  // Backends made from now on have send_receive (backend ABI v5), as gloo's and nccl's do.
+  void OfferSendReceive() { send_receive_ = true; }
   // Runs `body(rank)` on a thread per rank and joins them.
   void RunRanks(const std::function<void(int rank)>& body) {
     std::vector<std::thread> threads;
@@ -46,6 +48,7 @@ class ThreadWorld {
 
  private:
   int size_;
+  bool send_receive_ = false;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::vector<uint8_t>> deposits_, results_;
@@ -186,6 +189,40 @@ inline dpl_status ReduceScatter(dpl_backend* b, DLTensor* input, DLTensor* outpu
   return DPL_OK;
 }
 
+// Each rank deposits its `to` and bytes; each gets the sender's rank and the bytes sent to it.
+inline dpl_status SendReceive(dpl_backend* b, const DLTensor* send, int32_t to, DLTensor* receive,
+                              int32_t from, void*) {
+  const Rank& r = RankOf(b);
+  std::vector<uint8_t> mine(sizeof(int32_t));
+  std::memcpy(mine.data(), &to, sizeof to);
+  if (send != nullptr) {
+    const std::vector<uint8_t> bytes = BytesOf(*send);
+    mine.insert(mine.end(), bytes.begin(), bytes.end());
+  }
+  const std::vector<uint8_t> got =
+      r.world->Meet(r.rank, "send_receive", std::move(mine), [](const auto& all) {
+        std::vector<std::vector<uint8_t>> out(all.size());
+        for (size_t k = 0; k < all.size(); ++k) {
+          int32_t target = -1;
+          std::memcpy(&target, all[k].data(), sizeof target);
+          if (target < 0) continue;
+          const int32_t sender = int32_t(k);
+          out[size_t(target)].resize(sizeof sender);
+          std::memcpy(out[size_t(target)].data(), &sender, sizeof sender);
+          out[size_t(target)].insert(out[size_t(target)].end(), all[k].begin() + 4, all[k].end());
+        }
+        return out;
+      });
+  if (receive == nullptr) return got.empty() ? DPL_OK : DPL_ERR_INVALID_ARGUMENT;
+  int32_t sender = -1;
+  if (got.size() >= sizeof sender) std::memcpy(&sender, got.data(), sizeof sender);
+  if (sender != from || got.size() - sizeof sender != BytesOf(*receive).size()) {
+    return DPL_ERR_INVALID_ARGUMENT;
+  }
+  WriteBytes(std::vector<uint8_t>(got.begin() + 4, got.end()), receive);
+  return DPL_OK;
+}
+
 inline dpl_status Barrier(dpl_backend* b) {
   const Rank& r = RankOf(b);
   r.world->Meet(r.rank, "barrier", {}, [](const auto& all) { return all; });
@@ -204,6 +241,10 @@ inline std::unique_ptr<Backend> ThreadWorld::BackendOf(int rank, int32_t device_
   table->barrier = detail::Barrier;
   table->synchronize = [](dpl_backend*, void*) { return DPL_OK; };
   table->last_error = [] { return ""; };
+  if (send_receive_) {
+    table->capabilities = table->capabilities.With({plugin_host::BackendCapability::kSendReceive});
+    table->send_receive = detail::SendReceive;
+  }
   auto* instance = reinterpret_cast<dpl_backend*>(new detail::Rank{this, rank});
   return std::make_unique<Backend>(table, instance, PluginLabel{"backend", "threads", ""},
                                    device_type);
