@@ -44,6 +44,15 @@ inline void set_message(RankReport* report, const std::string& text) {
   std::snprintf(report->message, sizeof(report->message), "%s", text.c_str());
 }
 
+// Whether `status` failed; if so, it and the plugin's message about `what` go into `report`.
+inline bool Failed(const RankContext& ctx, RankReport* report, dpl_status status,
+                   const std::string& what) {
+  if (status == DPL_OK) return false;
+  report->status = status;
+  set_message(report, what + ": " + ctx.plugin->last_error());
+  return true;
+}
+
 struct RunOptions {
   int64_t timeout_ms = 20000;
   int wall_limit_s = 90;

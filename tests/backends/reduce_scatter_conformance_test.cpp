@@ -15,6 +15,7 @@
 
 namespace {
 
+using dpl::testing::Failed;
 using dpl::testing::RankContext;
 using dpl::testing::RankReport;
 using dpl::testing::run_ranks;
@@ -29,14 +30,6 @@ using dpl::testing::values::store_value;
 using dpl::testing::values::tolerance;
 
 enum class Placement { kInPlace, kApart };
-
-bool Failed(const RankContext& ctx, RankReport* report, dpl_status status,
-            const std::string& what) {
-  if (status == DPL_OK) return false;
-  report->status = status;
-  dpl::testing::set_message(report, what + ": " + ctx.plugin->last_error());
-  return true;
-}
 
 // One rank's reduce_scatter of world x `count` elements of `dtype` with `op`; checks its slice.
 bool ReduceScatterCase(const RankContext& ctx, size_t count, const DtypeCase& dtype,

@@ -16,6 +16,7 @@
 
 namespace {
 
+using dpl::testing::Failed;
 using dpl::testing::RankContext;
 using dpl::testing::RankReport;
 using dpl::testing::run_ranks;
@@ -29,14 +30,6 @@ uint32_t Word(int rank, int call, size_t i) {
 DLTensor Words(std::vector<uint32_t>& words, int64_t* shape) {
   *shape = int64_t(words.size());
   return DLTensor{words.data(), {kDLCPU, 0}, 1, {kDLUInt, 32, 1}, shape, nullptr, 0};
-}
-
-bool Failed(const RankContext& ctx, RankReport* report, dpl_status status,
-            const std::string& what) {
-  if (status == DPL_OK) return false;
-  report->status = status;
-  dpl::testing::set_message(report, what + ": " + ctx.plugin->last_error());
-  return true;
 }
 
 // Checks that `words` are what rank `from` sent in call `call`.

@@ -11,20 +11,15 @@
 namespace dpl::plugin_host::testing {
 namespace {
 
+using backend_v3::TableOf;
+using backend_v3::TrainingBackend;
+
 dpl_backend_config_v4 created_with;
 
 dpl_status Create(const dpl_backend_config_v4* config, dpl_backend** out) {
   created_with = *config;
   *out = nullptr;
   return DPL_OK;
-}
-
-dpl_status Synchronize(dpl_backend*, void*) {
-  return Called("synchronize");
-}
-
-dpl_status ReduceScatter(dpl_backend*, DLTensor*, DLTensor*, dpl_reduce_op, void*) {
-  return Called("reduce_scatter");
 }
 
 dpl_backend* aborted_instance = nullptr;
@@ -34,31 +29,11 @@ dpl_status Abort(dpl_backend* backend) {
   return Called("abort");
 }
 
-template <typename Table>
-Table TableOf(uint32_t version) {
-  Table table{};
-  table.header = Header(DPL_PLUGIN_KIND_BACKEND, version, sizeof table);
-  backend_v1::Fill(&table);
-  table.create = backend_v1::CreateHandle;
-  table.synchronize = Synchronize;
-  table.reduce_scatter = ReduceScatter;
-  return table;
-}
-
 dpl_backend_plugin_v4 Table() {
   dpl_backend_plugin_v4 table = TableOf<dpl_backend_plugin_v4>(4);
   table.create = Create;
   table.abort = Abort;
   return table;
-}
-
-// `table` adapted and owned by a training::Backend around the fake instance.
-template <typename Table>
-std::unique_ptr<training::Backend> TrainingBackend(const Table& table, uint32_t version) {
-  auto adapted = std::make_shared<const BackendInterface>(
-      AdaptTable<BackendInterface>(AdapterOf(DPL_PLUGIN_KIND_BACKEND, version), &table));
-  return std::make_unique<training::Backend>(adapted, backend_v1::FakeHandle(),
-                                             PluginLabel{"backend", "fake", ""}, kDLCPU);
 }
 
 TEST(BackendV4Adapter, AbortIsThePlugins) {

@@ -11,6 +11,9 @@
 namespace dpl::plugin_host::testing {
 namespace {
 
+using backend_v3::TableOf;
+using backend_v3::TrainingBackend;
+
 struct SentAndReceived {
   const DLTensor* send = nullptr;
   int32_t to = 0;
@@ -29,32 +32,11 @@ dpl_status Abort(dpl_backend*) {
   return Called("abort");
 }
 
-template <typename Table>
-Table TableOf(uint32_t version) {
-  Table table{};
-  table.header = Header(DPL_PLUGIN_KIND_BACKEND, version, sizeof table);
-  backend_v1::Fill(&table);
-  table.create = backend_v1::CreateHandle;
-  table.synchronize = [](dpl_backend*, void*) { return Called("synchronize"); };
-  table.reduce_scatter = [](dpl_backend*, DLTensor*, DLTensor*, dpl_reduce_op, void*) {
-    return Called("reduce_scatter");
-  };
-  table.abort = Abort;
-  return table;
-}
-
 dpl_backend_plugin_v5 Table() {
   dpl_backend_plugin_v5 table = TableOf<dpl_backend_plugin_v5>(5);
+  table.abort = Abort;
   table.send_receive = SendReceive;
   return table;
-}
-
-template <typename Table>
-std::unique_ptr<training::Backend> TrainingBackend(const Table& table, uint32_t version) {
-  auto adapted = std::make_shared<const BackendInterface>(
-      AdaptTable<BackendInterface>(AdapterOf(DPL_PLUGIN_KIND_BACKEND, version), &table));
-  return std::make_unique<training::Backend>(adapted, backend_v1::FakeHandle(),
-                                             PluginLabel{"backend", "fake", ""}, kDLCPU);
 }
 
 TEST(BackendV5Adapter, SendReceiveIsThePlugins) {
@@ -128,7 +110,8 @@ TEST(BackendV5Adapter, TheTrainingBackendSendsThroughIt) {
 // An older plugin has none: no capability, no entry, and the training's SendReceive refuses
 // (its callers ask CanSendReceive first and move the bytes by an allgather instead).
 TEST(BackendV5Adapter, AV4PluginHasNoSendReceive) {
-  const dpl_backend_plugin_v4 table = TableOf<dpl_backend_plugin_v4>(4);
+  dpl_backend_plugin_v4 table = TableOf<dpl_backend_plugin_v4>(4);
+  table.abort = Abort;
   const BackendInterface adapted =
       AdaptTable<BackendInterface>(AdapterOf(DPL_PLUGIN_KIND_BACKEND, 4), &table);
   EXPECT_FALSE(adapted.Has(BackendCapability::kSendReceive));

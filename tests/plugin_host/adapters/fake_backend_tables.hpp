@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "dpl/backend_v1.h"
 #include "fake_entries.hpp"
 #include "plugin_host/adapter_registry.hpp"
+#include "training/collectives/backend.hpp"
 
 namespace dpl::plugin_host::testing {
 
@@ -175,5 +177,34 @@ inline void ExpectCollectivesOfV3(const BackendInterface& backend) {
 }
 
 }  // namespace backend_v1
+
+// Tables of version 3 and later: v1's fakes around the fake handle, synchronize and
+// reduce_scatter recorded, and the adapted table in a training::Backend.
+namespace backend_v3 {
+inline dpl_status Synchronize(dpl_backend*, void*) {
+  return Called("synchronize");
+}
+inline dpl_status ReduceScatter(dpl_backend*, DLTensor*, DLTensor*, dpl_reduce_op, void*) {
+  return Called("reduce_scatter");
+}
+template <typename Table>
+Table TableOf(uint32_t version) {
+  Table table{};
+  table.header = Header(DPL_PLUGIN_KIND_BACKEND, version, sizeof table);
+  backend_v1::Fill(&table);
+  table.create = backend_v1::CreateHandle;
+  table.synchronize = Synchronize;
+  table.reduce_scatter = ReduceScatter;
+  return table;
+}
+// `table` adapted and owned by a training::Backend around the fake instance.
+template <typename Table>
+std::unique_ptr<training::Backend> TrainingBackend(const Table& table, uint32_t version) {
+  auto adapted = std::make_shared<const BackendInterface>(
+      AdaptTable<BackendInterface>(AdapterOf(DPL_PLUGIN_KIND_BACKEND, version), &table));
+  return std::make_unique<training::Backend>(adapted, backend_v1::FakeHandle(),
+                                             PluginLabel{"backend", "fake", ""}, kDLCPU);
+}
+}  // namespace backend_v3
 
 }  // namespace dpl::plugin_host::testing

@@ -177,26 +177,26 @@ class BackendEntries {
       &::dpl::support::BackendEntries<Class>::ReduceScatter,                                       \
       &::dpl::support::BackendEntries<Class>::Abort
 
-// The exported table `symbol` of backend class `Class` (model ABI's DPL_PLUGIN_ENTRY_SYMBOL and
-// visibility rules apply): backend ABI v4, `version` and `description` for `launcher --list`.
-#define DPL_EXPORT_BACKEND(Class, symbol, version, description)                            \
-  extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v4 symbol DPL_PLUGIN_ENTRY_SYMBOL( \
-      dpl_backend_plugin_v4);                                                              \
-  extern "C" const dpl_backend_plugin_v4 symbol = {                                        \
-      {sizeof(dpl_backend_plugin_v4), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,           \
-       DPL_BACKEND_ABI_VERSION_4, Class::kName, version, description},                     \
-      DPL_BACKEND_ENTRIES_V4_(Class),                                                      \
+// The exported table `symbol` of type `Type` (the entry symbol's name), ABI version `abi`, and its
+// entries after the header.
+#define DPL_EXPORT_BACKEND_TABLE_(Type, abi, Class, symbol, version, description, ...)      \
+  extern "C" DPL_PLUGIN_EXPORT const Type symbol DPL_PLUGIN_ENTRY_SYMBOL(Type);             \
+  extern "C" const Type symbol = {                                                          \
+      {sizeof(Type), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND, abi, Class::kName, version, \
+       description},                                                                        \
+      __VA_ARGS__,                                                                          \
   }
 
+// The exported table `symbol` of backend class `Class` (model ABI's DPL_PLUGIN_ENTRY_SYMBOL and
+// visibility rules apply): backend ABI v4, `version` and `description` for `launcher --list`.
+#define DPL_EXPORT_BACKEND(Class, symbol, version, description)                              \
+  DPL_EXPORT_BACKEND_TABLE_(dpl_backend_plugin_v4, DPL_BACKEND_ABI_VERSION_4, Class, symbol, \
+                            version, description, DPL_BACKEND_ENTRIES_V4_(Class))
+
 // The same for backend ABI v5: v4's entries, then the class's SendReceive.
-#define DPL_EXPORT_BACKEND_V5(Class, symbol, version, description)                         \
-  extern "C" DPL_PLUGIN_EXPORT const dpl_backend_plugin_v5 symbol DPL_PLUGIN_ENTRY_SYMBOL( \
-      dpl_backend_plugin_v5);                                                              \
-  extern "C" const dpl_backend_plugin_v5 symbol = {                                        \
-      {sizeof(dpl_backend_plugin_v5), DPL_PLUGIN_MAGIC, DPL_PLUGIN_KIND_BACKEND,           \
-       DPL_BACKEND_ABI_VERSION_5, Class::kName, version, description},                     \
-      DPL_BACKEND_ENTRIES_V4_(Class),                                                      \
-      &::dpl::support::BackendEntries<Class>::SendReceive,                                 \
-  }
+#define DPL_EXPORT_BACKEND_V5(Class, symbol, version, description)                           \
+  DPL_EXPORT_BACKEND_TABLE_(dpl_backend_plugin_v5, DPL_BACKEND_ABI_VERSION_5, Class, symbol, \
+                            version, description, DPL_BACKEND_ENTRIES_V4_(Class),            \
+                            &::dpl::support::BackendEntries<Class>::SendReceive)
 
 #endif  // DPL_SUPPORT_BACKEND_TABLE_HPP
