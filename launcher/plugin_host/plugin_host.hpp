@@ -72,7 +72,7 @@ Result<LoadedPlugin> FindPlugin(const Discovery& discovery, dpl_plugin_kind kind
 // Text of `launcher plugins`: kind, name, version, ABI version, path per plugin, then refusals.
 std::string FormatPluginList(const Discovery& discovery);
 
-// The ABI versions this launcher loads, for `launcher --version`: "backend ABI v1..v4, model ABI
+// The ABI versions this launcher loads, for `launcher --version`: "backend ABI v1..v5, model ABI
 // v1..v4, dataset ABI v1..v2".
 std::string SupportedAbiText();
 

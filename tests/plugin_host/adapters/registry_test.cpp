@@ -7,10 +7,10 @@ namespace dpl::plugin_host::testing {
 namespace {
 
 TEST(AdapterRegistry, TheBuiltInVersions) {
-  EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_BACKEND), (std::vector<uint32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_BACKEND), (std::vector<uint32_t>{1, 2, 3, 4, 5}));
   EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_MODEL), (std::vector<uint32_t>{1, 2, 3, 4}));
   EXPECT_EQ(SupportedVersions(DPL_PLUGIN_KIND_DATASET), (std::vector<uint32_t>{1, 2}));
-  EXPECT_EQ(SupportedAbiText(), "backend ABI v1..v4, model ABI v1..v4, dataset ABI v1..v2");
+  EXPECT_EQ(SupportedAbiText(), "backend ABI v1..v5, model ABI v1..v4, dataset ABI v1..v2");
   EXPECT_EQ(FindAdapter(DPL_PLUGIN_KIND_MODEL, 5), nullptr);
   EXPECT_EQ(FindAdapter(DPL_PLUGIN_KIND_MODEL, 0), nullptr);
 }
@@ -28,7 +28,7 @@ TEST(AdapterRegistry, TheFirstAbiWithACapability) {
 
 TEST(AdapterRegistry, TheNewestTablesRequiredEntries) {
   EXPECT_EQ(RequiredFunctions(DPL_PLUGIN_KIND_BACKEND),
-            Names(AdapterOf(DPL_PLUGIN_KIND_BACKEND, 4).required(nullptr)));
+            Names(AdapterOf(DPL_PLUGIN_KIND_BACKEND, 5).required(nullptr)));
   EXPECT_EQ(RequiredFunctions(DPL_PLUGIN_KIND_MODEL),
             Names(AdapterOf(DPL_PLUGIN_KIND_MODEL, 4).required(nullptr)));
   EXPECT_EQ(RequiredFunctions(DPL_PLUGIN_KIND_DATASET),

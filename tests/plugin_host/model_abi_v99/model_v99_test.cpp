@@ -137,7 +137,7 @@ TEST_F(ModelAbiV99Test, RefusedUntilItsAdapterIsRegistered) {
   EXPECT_TRUE(plugin->model->Has(ModelCapability::kRngState));
   EXPECT_FALSE(plugin->model->Has(ModelCapability::kHostCopy));
   EXPECT_EQ(SupportedAbiText(),
-            "backend ABI v1..v4, model ABI v1..v4, v99..v99, dataset ABI v1..v2");
+            "backend ABI v1..v5, model ABI v1..v4, v99..v99, dataset ABI v1..v2");
   EXPECT_EQ(RegisterAdapter(testing::ModelV99Adapter()).message(),
             "an adapter for model ABI v99 is registered already");
 }
