@@ -148,7 +148,7 @@ Result<StepDecision> HostRunner::Step(int64_t global_step, float /*factor*/) {
 }
 
 Status HostRunner::Update(int64_t global_step) {
-  if (copy_) DPL_RETURN_IF_ERROR(copy_->GatherGradients(share_, global_step));
+  if (copy_) DPL_RETURN_IF_ERROR(copy_->ExchangeGradients(share_, global_step));
   if (snapshot_) snapshot_->Take(global_step, share_.updated(), *optimizer_);
   optimizer_->Step(values_, gradients_);
   return Status::Ok();

@@ -63,7 +63,7 @@ int CopiedPartOf(int part, int parts, int ranks_per_machine) {
 
 int CopyHolderOf(int part, int parts, int ranks_per_machine) {
   if (ranks_per_machine < 1 || parts <= ranks_per_machine) return -1;
-  return (part - ranks_per_machine % parts + parts) % parts;
+  return (part - ranks_per_machine + parts) % parts;
 }
 
 PartCopy::PartCopy(const std::vector<HostParameter>& parameters, const ShardLayout& layout,
@@ -102,9 +102,9 @@ void PartCopy::CatchUp() {
   }
 }
 
-Status PartCopy::GatherGradients(UpdateShare& share, int64_t global_step) {
+Status PartCopy::ExchangeGradients(UpdateShare& share, int64_t global_step) {
   DPL_RETURN_IF_ERROR(
-      share.GatherGradients(holder_, part_, [this](const ParameterRun& run) -> float* {
+      share.ExchangeGradients(holder_, part_, [this](const ParameterRun& run) -> float* {
         auto found = gradient_at_.find({run.parameter, run.offset});
         return found == gradient_at_.end() ? nullptr : found->second;
       }));

@@ -123,7 +123,7 @@ class PartCopy {
   // Every rank: the averaged gradients of the copied part of step `global_step` + 1 from the
   // rank that holds them, and its own part's to the holder of its copy; the copy is updated
   // with them at the next CatchUp.
-  Status GatherGradients(UpdateShare& share, int64_t global_step);
+  Status ExchangeGradients(UpdateShare& share, int64_t global_step);
   // Takes the copied part's state from `whole` (laid out as OptimizerRunner::WholeState's).
   void Restore(const OptimizerState& whole);
   // After a failure, with `committed_step` the rank's committed step: the copied part at that
@@ -145,7 +145,7 @@ class PartCopy {
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<float*> value_pointers_;
   std::vector<const float*> gradient_pointers_;
-  // Where each run's gradients go, by (parameter, offset): GatherGradients' destination.
+  // Where each run's gradients go, by (parameter, offset): ExchangeGradients' destination.
   std::map<std::pair<uint32_t, size_t>, float*> gradient_at_;
   // The step whose gradients gradients_ hold, not yet applied (-1: none), and its rate.
   int64_t pending_step_ = -1;

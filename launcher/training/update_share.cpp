@@ -79,8 +79,8 @@ class OwnPart : public SharedParts {
   }
   bool sharded() const override { return true; }
   const ShardLayout* own_part_layout() const override { return &reduction_.layout(); }
-  Status GatherGradients(int to, int from,
-                         const std::function<float*(const ParameterRun&)>& destination) override {
+  Status ExchangeGradients(int to, int from,
+                           const std::function<float*(const ParameterRun&)>& destination) override {
     return reduction_
         .ExchangeParts(
             to, from,

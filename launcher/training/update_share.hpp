@@ -81,7 +81,7 @@ class UpdateShare {
   // This rank's averaged gradients of its part to rank `to`, and those of part `from` to
   // `destination(run)` (NULL: not wanted), for a copy of a part (Note [A copy of each part] in
   // part_copy.hpp). Every rank calls it where the state is sharded.
-  virtual Status GatherGradients(
+  virtual Status ExchangeGradients(
       int /*to*/, int /*from*/, const std::function<float*(const ParameterRun&)>& /*destination*/) {
     return Status::Error(DPL_ERR_UNSUPPORTED, "no part of the optimizer's state is sharded here");
   }

@@ -354,7 +354,9 @@ Status ReduceScatterReduction::SendReceiveSlots(int to, int from) {
 Status ReduceScatterReduction::ExchangeParts(
     int to, int from, const std::function<const float*(const ParameterRun&)>& source,
     const std::function<float*(const ParameterRun&)>& destination) {
-  if (!backend_.CanSendReceive()) return GatherParts(source, destination, /*again=*/false);
+  if (!backend_.CanSendReceive()) {
+    return GradientReduction::ExchangeParts(to, from, source, destination);
+  }
   StageOwnPart(source);
   DPL_RETURN_IF_ERROR(
       thread_.Run([&] { return SendReceiveSlots(to, from); }, {"send_receive", -1, 0, 0}));

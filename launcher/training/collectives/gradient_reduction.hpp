@@ -101,11 +101,9 @@ class GradientReduction {
   // rank's `destination(run)` (-1: that side left out); every such rank calls it, each with its
   // own pair. Here a GatherParts, which moves every part to every rank; a reduction whose backend
   // sends to one rank (backend ABI v5's send_receive) moves only the two parts.
-  virtual Status ExchangeParts(int to, int from,
+  virtual Status ExchangeParts(int /*to*/, int /*from*/,
                                const std::function<const float*(const ParameterRun&)>& source,
                                const std::function<float*(const ParameterRun&)>& destination) {
-    (void)to;
-    (void)from;
     return GatherParts(source, destination, /*again=*/false);
   }
 
