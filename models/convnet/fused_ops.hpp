@@ -71,34 +71,36 @@ void ReluBackwardLoop(const T* __restrict output, const T* __restrict grad,
 // the window's maximum is not positive, so ReLU passes no gradient back.
 constexpr int32_t kNoGradient = 4;
 
-// One output row of max_pool2d(relu(x), 2) from the input rows `top` and `bottom`. The scan is
-// libtorch's: the first value wins, then a strictly larger value or a NaN takes over.
+// max(relu(window)) of one 2x2 window and its winner code. The scan is libtorch's: the first
+// value wins, then a strictly larger value or a NaN takes over. Inlined into the loops below, whose
+// iterations GCC vectorises (the loop over the window is unrolled away).
+template <typename T>
+inline __attribute__((always_inline)) void ReluMaxWindow(T top_left, T top_right, T bottom_left,
+                                                         T bottom_right, T& output,
+                                                         int32_t& winner_code) {
+  const T values[4] = {ReluValue(top_left), ReluValue(top_right), ReluValue(bottom_left),
+                       ReluValue(bottom_right)};
+  T best = values[0];
+  float best_key = Key(best);
+  int32_t winner = 0;
+  for (int32_t position = 1; position < 4; ++position) {
+    const float key = Key(values[position]);
+    const bool takes = key > best_key || key != key;
+    best = takes ? values[position] : best;
+    best_key = takes ? key : best_key;
+    winner = takes ? position : winner;
+  }
+  output = best;
+  winner_code = best_key > 0.0f ? winner : kNoGradient;
+}
+
+// One output row of max_pool2d(relu(x), 2) from the input rows `top` and `bottom`.
 template <typename T>
 void ReluMaxPoolRow(const T* __restrict top, const T* __restrict bottom, T* __restrict output,
                     int32_t* __restrict winners, int64_t width) {
   for (int64_t ow = 0; ow < width; ++ow) {
-    const T v1 = ReluValue(top[2 * ow + 1]), v2 = ReluValue(bottom[2 * ow]);
-    const T v3 = ReluValue(bottom[2 * ow + 1]);
-    T best = ReluValue(top[2 * ow]);
-    float best_key = Key(best);
-    int32_t winner = 0;
-    float key = Key(v1);
-    bool takes = key > best_key || key != key;
-    best = takes ? v1 : best;
-    best_key = takes ? key : best_key;
-    winner = takes ? 1 : winner;
-    key = Key(v2);
-    takes = key > best_key || key != key;
-    best = takes ? v2 : best;
-    best_key = takes ? key : best_key;
-    winner = takes ? 2 : winner;
-    key = Key(v3);
-    takes = key > best_key || key != key;
-    best = takes ? v3 : best;
-    best_key = takes ? key : best_key;
-    winner = takes ? 3 : winner;
-    output[ow] = best;
-    winners[ow] = best_key > 0.0f ? winner : kNoGradient;
+    ReluMaxWindow(top[2 * ow], top[2 * ow + 1], bottom[2 * ow], bottom[2 * ow + 1], output[ow],
+                  winners[ow]);
   }
 }
 
@@ -136,28 +138,8 @@ void ReluMaxPoolChannels(const T* __restrict top_left, const T* __restrict top_r
                          const T* __restrict bottom_left, const T* __restrict bottom_right,
                          T* __restrict output, int32_t* __restrict winners, int64_t count) {
   for (int64_t c = 0; c < count; ++c) {
-    const T v1 = ReluValue(top_right[c]), v2 = ReluValue(bottom_left[c]);
-    const T v3 = ReluValue(bottom_right[c]);
-    T best = ReluValue(top_left[c]);
-    float best_key = Key(best);
-    int32_t winner = 0;
-    float key = Key(v1);
-    bool takes = key > best_key || key != key;
-    best = takes ? v1 : best;
-    best_key = takes ? key : best_key;
-    winner = takes ? 1 : winner;
-    key = Key(v2);
-    takes = key > best_key || key != key;
-    best = takes ? v2 : best;
-    best_key = takes ? key : best_key;
-    winner = takes ? 2 : winner;
-    key = Key(v3);
-    takes = key > best_key || key != key;
-    best = takes ? v3 : best;
-    best_key = takes ? key : best_key;
-    winner = takes ? 3 : winner;
-    output[c] = best;
-    winners[c] = best_key > 0.0f ? winner : kNoGradient;
+    ReluMaxWindow(top_left[c], top_right[c], bottom_left[c], bottom_right[c], output[c],
+                  winners[c]);
   }
 }
 
