@@ -112,6 +112,8 @@ def train(local, args):
                       flush=True)
             if steps == args.max_batches:
                 break
+        if steps == args.max_batches:
+            break
     dist.destroy_process_group()
 
 
