@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/output_file.hpp"
 #include "observability/json.hpp"
 
 namespace dpl::observability {
@@ -164,7 +165,7 @@ Status PublishTrace(rendezvous::StoreClient& client, const std::string& attempt_
 }
 
 Result<uint64_t> CollectTrace(rendezvous::StoreClient& client, const std::string& attempt_prefix,
-                              int world_size, const std::string& path,
+                              int world_size, const std::string& named_path,
                               std::chrono::milliseconds timeout) {
   std::vector<std::string> parts;
   for (int rank = 0; rank < world_size; ++rank) {
@@ -176,6 +177,10 @@ Result<uint64_t> CollectTrace(rendezvous::StoreClient& client, const std::string
     parts.push_back(std::move(*part));
   }
   const std::string document = TraceDocument(parts);
+  // Note [Files a flag names]: the file a symbolic link names, never a device or a pipe.
+  const Result<std::string> resolved = OutputFileOf(named_path);
+  if (!resolved.ok()) return resolved.status().WithContext("--trace");
+  const std::string& path = *resolved;
   const std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
@@ -193,7 +198,10 @@ Result<uint64_t> CollectTrace(rendezvous::StoreClient& client, const std::string
   return uint64_t(document.size());
 }
 
-Status CheckTracePath(const std::string& path) {
+Status CheckTracePath(const std::string& named_path) {
+  const Result<std::string> resolved = OutputFileOf(named_path);
+  if (!resolved.ok()) return resolved.status().WithContext("--trace");
+  const std::string& path = *resolved;
   const bool existed = std::ifstream(path).good();
   std::ofstream probe(path, std::ios::app);
   if (!probe) {

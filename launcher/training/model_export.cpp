@@ -6,11 +6,14 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/output_file.hpp"
 #include "training/state_dict.hpp"
 
 namespace dpl::training {
 
-Status ExportModel(Model& model, ParameterPlacement& placement, const std::string& path) {
+Status ExportModel(Model& model, ParameterPlacement& placement, const std::string& named_path) {
+  // Note [Files a flag names]: the file a symbolic link names, never a device or a pipe.
+  DPL_ASSIGN_OR_RETURN(const std::string path, OutputFileOf(named_path));
   if (!model.Has(ModelCapability::kStateFiles)) {
     DPL_RETURN_IF_ERROR(placement.RefreshHostValues());
     return WriteParameterStateDict(path, placement);

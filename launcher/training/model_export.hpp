@@ -12,8 +12,9 @@
 
 namespace dpl::training {
 
-// Writes the model to `path`: to a temporary name in the same folder, then renamed. Errors name
-// the path.
+// Writes the model to `path`: to a temporary name in the same folder, then renamed (over the
+// file a symbolic link names; a path that is not a regular file is refused, Note [Files a flag
+// names]). Errors name the path.
 Status ExportModel(Model& model, ParameterPlacement& placement, const std::string& path);
 
 }  // namespace dpl::training
