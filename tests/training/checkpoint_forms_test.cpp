@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "launcher_runs.hpp"
 #include "torch_reference.hpp"
+#include "training/checkpoint.hpp"
 #include "training/checkpoint_folder.hpp"
 
 namespace dpl::test {
@@ -84,6 +87,38 @@ TEST_F(CheckpointFormsTest, AtAnotherWorldSizeTheFolderResumesAsTheOneFileDoes) 
     ASSERT_GT(Params("file" + at).size(), 1000u);
     EXPECT_TRUE(Params("parts" + at) == Params("file" + at)) << processes << " workers";
   }
+}
+
+// Note [A fresh run and an earlier run's checkpoints] (training/checkpoint_policy.cpp): a run
+// without --resume into a folder of checkpoints, of either form, is refused before it writes one,
+// and the earlier run's checkpoints stay as they were.
+TEST_F(CheckpointFormsTest, AFreshRunRefusesAnEarlierRunsCheckpointsAndLeavesThemAsTheyWere) {
+  ASSERT_NO_FATAL_FAILURE(WriteBothForms("c"));
+  const std::string file = dir_ + "/c/file/" + training::CheckpointFileName(4);
+  const auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string before = bytes(file);
+  ASSERT_GT(before.size(), 1000u);
+  for (const std::string form : {"parts", "file"}) {
+    const RunResult fresh =
+        RunLauncher(Job(2, "fresh-" + form,
+                        "--max-steps 2 --checkpoint-every 1 --shard-optimizer " +
+                            std::string(form == "parts" ? "on" : "off") + " --checkpoint-dir " +
+                            dir_ + "/c/" + form));
+    EXPECT_NE(fresh.exit_code, 0) << fresh.output;
+    EXPECT_TRUE(Contains(fresh.output, "--checkpoint-dir " + dir_ + "/c/" + form +
+                                           " already holds the checkpoints of a run"))
+        << fresh.output;
+    EXPECT_TRUE(Contains(fresh.output, "add --resume to go on from it, or name an empty folder"))
+        << fresh.output;
+  }
+  EXPECT_TRUE(bytes(file) == before) << "the earlier run's checkpoint was rewritten";
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/c/file/" + training::CheckpointFileName(1)));
+  EXPECT_TRUE(
+      training::IsCompleteCheckpointFolder(dir_ + "/c/parts/" + training::CheckpointFolderName(4)));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/c/parts/" + training::CheckpointFolderName(1)));
 }
 
 }  // namespace
