@@ -219,6 +219,9 @@ def main(argv=None):
         parser.error("--batch must be >= 1")
     if args.token_ids is not None and args.token_ids < 1:
         parser.error("--token-ids must be >= 1")
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):
+        parser.error(f"cannot write {args.output}: the folder {folder} does not exist")
     try:
         export(args)
     except ExportError as error:

@@ -77,8 +77,14 @@ def read_idx(path):
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
         data = f.read()
+    if len(data) < 4 or data[:3] != b"\0\0\x08":
+        sys.exit(f"make_shards.py: {path} is not an IDX file of bytes (its header is not 0 0 8 N)")
     ndim = data[3]
     extents = [int.from_bytes(data[4 + 4 * k:8 + 4 * k], "big") for k in range(ndim)]
+    expected = 4 + 4 * ndim + int(numpy.prod(extents))
+    if len(data) != expected:
+        sys.exit(f"make_shards.py: {path} holds {len(data)} bytes, but its header "
+                 f"{tuple(extents)} asks for {expected}: is it truncated?")
     return numpy.frombuffer(data, numpy.uint8, offset=4 + 4 * ndim).reshape(extents)
 
 
@@ -134,17 +140,33 @@ def write_split(samples, out, split, args, limit):
     print(f"{split}: {count} samples in {shards} shards under {os.path.join(out, split)}")
 
 
+def positive(text):
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def sample_limits(text):
+    """--limit TRAIN[:VAL]: the samples to write of each split (VAL defaults to TRAIN)."""
+    parts = text.split(":")
+    if len(parts) > 2 or not all(part.isdigit() for part in parts):
+        raise argparse.ArgumentTypeError(f"expected TRAIN[:VAL], whole numbers, got {text!r}")
+    return [int(part) for part in parts]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("source")
     parser.add_argument("out")
     parser.add_argument("--format", choices=("imagefolder", "cifar10", "idx"))
     parser.add_argument("--shard-size", type=size_in_bytes, default=256 << 20)
-    parser.add_argument("--samples-per-shard", type=int, default=10 ** 9)
-    parser.add_argument("--limit", help="TRAIN[:VAL] samples to write")
+    parser.add_argument("--samples-per-shard", type=positive, default=10 ** 9)
+    parser.add_argument("--limit", type=sample_limits, help="TRAIN[:VAL] samples to write")
     args = parser.parse_args()
+    if not os.path.isdir(args.source):
+        parser.error(f"the source {args.source} is not a folder")
     data_format = args.format or guess_format(args.source)
-    limits = [int(v) for v in args.limit.split(":")] if args.limit else [None, None]
+    limits = args.limit or [None, None]
     readers = {"imagefolder": imagefolder_samples, "cifar10": cifar10_samples,
                "idx": idx_samples}
     for split, limit in zip(("train", "val"), limits + limits[-1:]):
