@@ -66,6 +66,24 @@ struct TokensTraits {
     return dpl::datasets::tokens::OpenNpyTokens(path);
   }
 
+  // An inferred vocabulary above every tokenizer's (the largest have about 256K entries) means
+  // ids read with the wrong dtype: uint16 pairs read as uint32 give ids in the millions, and a
+  // model would build an embedding of that many rows (gpt: hundreds of millions of parameters,
+  // then the machine's memory runs out). Refused, with the way to keep it (vocab=).
+  static void RefuseAnImplausibleVocabulary(int64_t vocab, const std::string& path,
+                                            const std::string& type) {
+    constexpr int64_t kLargestPlausible = int64_t(1) << 22;
+    if (vocab <= kLargestPlausible) return;
+    throw PluginError(
+        DPL_ERR_INVALID_ARGUMENT,
+        path + ": the largest token id read as " + type + " is " + std::to_string(vocab - 1) +
+            ", a vocabulary of " + std::to_string(vocab) + ", above the " +
+            std::to_string(kLargestPlausible) +
+            " that no tokenizer reaches: are the ids read with the wrong dtype? nanoGPT's "
+            "train.bin holds uint16 (dtype=uint16, the default for .bin); give vocab=N to train "
+            "on this vocabulary anyway");
+  }
+
   static std::unique_ptr<Dataset> Open(const OpenRequest& request, const Options& options) {
     const std::string part = request.train() ? "train" : "val";
     const std::string path = FindPart(request.path, part);
@@ -87,6 +105,7 @@ struct TokensTraits {
         vocab = std::max(vocab,
                          dpl::datasets::tokens::CheckIds(OpenPart(other, options), 0, threads) + 1);
       }
+      RefuseAnImplausibleVocabulary(vocab, path, tokens.type().name());
     }
     const auto grid =
         dpl::datasets::tokens::GridOf(tokens.count(), options.block, request.train(), path);

@@ -150,6 +150,27 @@ TEST_F(TokensTest, Uint32FilesWithDtypeUint32) {
   EXPECT_EQ(given.Info().num_classes, 100000);
 }
 
+// nanoGPT's uint16 ids read as uint32: pairs of ids become ids in the millions. An inferred
+// vocabulary above 2^22 is refused, naming the dtype; vocab= keeps it.
+TEST_F(TokensTest, UInt16IdsReadAsUint32AreRefusedByTheirVocabulary) {
+  std::vector<uint16_t> ids = Ramp(40, 100);
+  WriteIds(Path("train.bin"), ids);
+  WriteIds(Path("val.bin"), ids);
+  const uint32_t largest = 139u << 16 | 138u;  // the last pair, little-endian
+  EXPECT_EQ(Refusal(At("block=4,dtype=uint32")),
+            Error(Path("train.bin") + ": the largest token id read as uint32 is " +
+                  std::to_string(largest) + ", a vocabulary of " + std::to_string(largest + 1) +
+                  ", above the 4194304 that no tokenizer reaches: are the ids read with the wrong "
+                  "dtype? nanoGPT's train.bin holds uint16 (dtype=uint16, the default for .bin); "
+                  "give vocab=N to train on this vocabulary anyway"));
+  Dataset as_uint16("tokens", At("block=4"));
+  ASSERT_TRUE(as_uint16.ok()) << as_uint16.error();
+  EXPECT_EQ(as_uint16.Info().num_classes, 140);
+  Dataset given("tokens", At("block=4,dtype=uint32,vocab=" + std::to_string(largest + 1)));
+  ASSERT_TRUE(given.ok()) << given.error();
+  EXPECT_EQ(given.Info().num_classes, int64_t(largest) + 1);
+}
+
 TEST_F(TokensTest, NpyFilesOfEveryIntegerDtype) {
   for (const std::string dtype :
        {"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"}) {
