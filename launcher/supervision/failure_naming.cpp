@@ -2,6 +2,8 @@
 
 #include <sys/wait.h>
 
+#include <csignal>
+
 #include "protocol/worker_output.hpp"
 #include "supervision/heartbeat.hpp"
 #include "supervision/stop_signals.hpp"
@@ -9,6 +11,12 @@
 namespace dpl::supervision {
 
 std::string DescribeExit(int wait_status, ExitCodes codes) {
+  if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL) {
+    // A worker killed by nobody it knows: most often the kernel, out of memory.
+    return "killed by signal " + SignalName(SIGKILL) +
+           ", which the kernel's out-of-memory killer sends when memory runs out (its log, "
+           "dmesg, names what it killed)";
+  }
   if (WIFSIGNALED(wait_status)) return "killed by signal " + SignalName(WTERMSIG(wait_status));
   const std::string code = "exit code " + std::to_string(WEXITSTATUS(wait_status));
   const bool own_protocol = codes == ExitCodes::kWorkerProtocol;

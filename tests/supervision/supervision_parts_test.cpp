@@ -94,7 +94,10 @@ TEST(FailureNaming, SaysHowAWorkerEnded) {
   EXPECT_EQ(DescribeExit(StatusOfChild(1, 0)), "exit code 1");
   EXPECT_EQ(DescribeExit(StatusOfChild(3, 0)),
             "exit code 3 (it lost a peer or the rendezvous store)");
-  EXPECT_EQ(DescribeExit(StatusOfChild(0, SIGKILL)), "killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(DescribeExit(StatusOfChild(0, SIGKILL)),
+            "killed by signal 9 (SIGKILL), which the kernel's out-of-memory killer sends when "
+            "memory runs out (its log, dmesg, names what it killed)");
+  EXPECT_EQ(DescribeExit(StatusOfChild(0, SIGSEGV)), "killed by signal 11 (SIGSEGV)");
 }
 
 TEST(FailureNaming, NamesTheWorkerAndItsLastLines) {
