@@ -12,7 +12,6 @@
 
 #include "cluster/machine_ids.hpp"
 #include "common/log.hpp"
-#include "common/output_file.hpp"
 #include "observability/trace_file.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/store.hpp"
@@ -203,22 +202,6 @@ Result<Joined> StartAndJoin(const cli::Options& options) {
   return joined;
 }
 
-// The files machine 0 writes at the end or while it trains (--trace; --export and --export-best by
-// its rank 0): refused now if they cannot be written there (Note [Files a flag names]).
-Status CheckOutputFiles(const training::TrainingConfig& training) {
-  if (!training.trace_file.empty()) {
-    DPL_RETURN_IF_ERROR(observability::CheckTracePath(training.trace_file));
-  }
-  const std::pair<const char*, const std::string*> exports[] = {
-      {"--export", &training.export_file}, {"--export-best", &training.export_best_file}};
-  for (const auto& [flag, path] : exports) {
-    if (path->empty()) continue;
-    const Result<std::string> resolved = OutputFileOf(*path);
-    if (!resolved.ok()) return resolved.status().WithContext(flag);
-  }
-  return Status::Ok();
-}
-
 // A fixed set of machines: every attempt runs on all of them.
 int RunFixedJob(const cli::Options& options, Joined& joined) {
   const cli::Options attempt_options =
@@ -269,10 +252,10 @@ int RunLauncher(const cli::Options& options) {
                                        : ", by the order the machines joined"));
   }
 
-  // Machine 0 writes the trace and the exports: a path it cannot write fails now, not after
-  // training.
-  if (joined->machine_id == 0 && options.command == cli::Command::kTrain) {
-    Status writable = CheckOutputFiles(options.training);
+  // Machine 0 writes the trace at the end: a path it cannot write fails now, not after training.
+  if (joined->machine_id == 0 && !options.training.trace_file.empty() &&
+      options.command == cli::Command::kTrain) {
+    Status writable = observability::CheckTracePath(options.training.trace_file);
     if (!writable.ok()) return Fail(writable);
   }
 

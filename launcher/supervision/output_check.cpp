@@ -8,6 +8,10 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
+
+#include "common/output_file.hpp"
+#include "training/checkpoint.hpp"
 
 namespace dpl::supervision {
 namespace {
@@ -85,9 +89,34 @@ Status CheckFile(const std::string& flag, const std::string& file) {
   return ProbeWrite(flag, file, folder);
 }
 
+// --export and --export-best (Note [Files a flag names]): a link is followed to its file, a path
+// that is not a regular file refused, and the file's folder checked as any output file's.
+Status CheckExport(const std::string& flag, const std::string& file) {
+  const Result<std::string> resolved = OutputFileOf(file);
+  if (!resolved.ok()) return resolved.status().WithContext("--" + flag);
+  return CheckFile(flag, *resolved);
+}
+
+// Note [A fresh run and an earlier run's checkpoints]: a run without --resume writes its
+// checkpoints under the same names as any earlier run in the folder (checkpoint-<step>.pt), so it
+// would overwrite some of that run's checkpoints, retention would remove others, and what is left
+// would mix the two runs (a later --resume then picks the other run's newest, and refuses its
+// options). So the first attempt of a run that does not resume is refused when the folder
+// already holds a complete checkpoint, as an output it cannot write: not restarted (a restart
+// resumes, and would go on from the other run). Restarts and a requeued Slurm job resume.
+Status RefuseAnEarlierRunsCheckpoints(const std::string& folder) {
+  DPL_ASSIGN_OR_RETURN(const std::string newest, training::NewestCheckpoint(folder));
+  if (newest.empty()) return Status::Ok();
+  return Status::InvalidArgument(
+      "--checkpoint-dir " + folder +
+      " already holds the checkpoints of a run (the newest: " + newest +
+      "), which this run would overwrite: add --resume to go on from it, or name an "
+      "empty folder");
+}
+
 }  // namespace
 
-Status CheckOutputsWritable(const cli::Options& options, int machine_id) {
+Status CheckOutputsWritable(const cli::Options& options, int machine_id, bool resumes) {
   const training::TrainingConfig& training = options.training;
   if (!options.log_dir.empty()) {
     DPL_RETURN_IF_ERROR(CheckFolder("log-dir", options.log_dir, MissingFolder::kCreated));
@@ -100,9 +129,15 @@ Status CheckOutputsWritable(const cli::Options& options, int machine_id) {
   if (!training.metrics_file.empty()) {
     DPL_RETURN_IF_ERROR(CheckFile("metrics", training.metrics_file));
   }
+  const std::pair<const char*, const std::string*> exports[] = {
+      {"export", &training.export_file}, {"export-best", &training.export_best_file}};
+  for (const auto& [flag, file] : exports) {
+    if (!file->empty()) DPL_RETURN_IF_ERROR(CheckExport(flag, *file));
+  }
   if (!training.checkpoint_dir.empty()) {
     DPL_RETURN_IF_ERROR(
         CheckFolder("checkpoint-dir", training.checkpoint_dir, MissingFolder::kCreated));
+    if (!resumes) DPL_RETURN_IF_ERROR(RefuseAnEarlierRunsCheckpoints(training.checkpoint_dir));
   }
   return Status::Ok();
 }

@@ -125,7 +125,8 @@ Result<SpawnedWorkers> Supervisor::StartWorkerLoader(const std::string& store_ad
 
 Status Supervisor::Spawn(const std::string& store_addr) {
   // Published, so the other machines stop at once instead of waiting for this one's workers.
-  Status writable = CheckOutputsWritable(options_, shape_.machine_id);
+  Status writable =
+      CheckOutputsWritable(options_, shape_.machine_id, options_.training.resume || attempt_ > 0);
   auto log_files = writable.ok() ? OpenLogFiles() : Result<LogFiles>(writable);
   if (!log_files.ok()) {
     outputs_unusable_ = true;

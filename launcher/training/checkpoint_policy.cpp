@@ -171,22 +171,6 @@ Status RestoreOptimizer(const CheckpointState& state, const ParameterPlacement& 
   return Status::Ok();
 }
 
-// Note [A fresh run and an earlier run's checkpoints]: a run without --resume writes its
-// checkpoints under the same names as any earlier run in the folder (checkpoint-<step>.pt), so it
-// would overwrite some of that run's checkpoints, retention would remove others, and what is left
-// would mix the two runs (a later --resume then picks the other run's newest, and refuses its
-// options). A run that is not resumed (never a restart: the launcher restarts with --resume, and a
-// requeued Slurm job resumes by itself) is refused when the folder already holds a checkpoint.
-Status RefuseAnotherRunsCheckpoints(const std::string& folder) {
-  DPL_ASSIGN_OR_RETURN(const std::string newest, NewestCheckpoint(folder));
-  if (newest.empty()) return Status::Ok();
-  return Status::InvalidArgument(
-      "--checkpoint-dir " + folder +
-      " already holds the checkpoints of a run (the newest: " + newest +
-      "), which this run would overwrite: add --resume to go on from it, or name an "
-      "empty folder");
-}
-
 }  // namespace
 
 CheckpointPolicy::CheckpointPolicy(const TrainingConfig& config, int rank, int world_size,
@@ -206,12 +190,7 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
   if (rank_ == 0 && !config_.checkpoint_dir.empty()) {
     DPL_RETURN_IF_ERROR(RemoveStagingFolders(config_.checkpoint_dir));
   }
-  if (!config_.resume) {
-    if (rank_ == 0 && !config_.checkpoint_dir.empty()) {
-      DPL_RETURN_IF_ERROR(RefuseAnotherRunsCheckpoints(config_.checkpoint_dir));
-    }
-    return TrainingPosition{};
-  }
+  if (!config_.resume) return TrainingPosition{};
   if (config_.checkpoint_dir.empty()) {
     return Status::InvalidArgument("--resume needs --checkpoint-dir (the folder to resume from)");
   }
