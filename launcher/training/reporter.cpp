@@ -198,6 +198,11 @@ void Reporter::OnTrainingEnd(int64_t steps, int64_t samples, float loss,
   SendProgress(steps, loss, true);
   if (!rank0()) return;
   const double total = SecondsSinceStart();
+  if (samples == 0) {  // resumed at its end: there is no loss of this run to report
+    log::Info("training done: nothing was left to train (the run resumed at step " +
+              std::to_string(steps) + ", its end)");
+    return;
+  }
   char line[200];
   std::snprintf(line, sizeof line,
                 "training done: %lld steps, %.2f s, %.1f samples/s, final loss %.6f",
