@@ -67,6 +67,9 @@ TEST(KeyValueOptions, ReadsTypedValuesAndRefusesWhatNobodyAskedFor) {
   EXPECT_EQ(OptionError("a", {}), "--x-options entry \"a\" is not key=value");
   EXPECT_EQ(OptionError("=1", {}), "--x-options entry \"=1\" is not key=value");
   EXPECT_EQ(OptionError("a=1,a=2", {}), "option \"a\" is given twice in --x-options");
+  EXPECT_EQ(OptionError("a=1, b= ", {}),
+            "option \"b\" in --x-options has no value: give key=value, or leave the key out for "
+            "its default");
   EXPECT_THROW(options.GetInt("b", 0), dpl::support::PluginError);
   EXPECT_THROW(options.GetBool("a", false) && options.GetBool("d", false),
                dpl::support::PluginError);

@@ -22,7 +22,8 @@ namespace dpl::support {
 class KeyValueOptions {
  public:
   // Splits `text` ("" = no options; spaces around entries ignored). `flag` names where the text
-  // came from in messages, e.g. "--model-options". Throws on "a", "=1" and a key given twice.
+  // came from in messages, e.g. "--model-options". Throws on "a", "=1", "a=" and a key given
+  // twice.
   KeyValueOptions(const char* text, std::string flag) : flag_(std::move(flag)) {
     std::stringstream stream(text == nullptr ? "" : text);
     std::string entry;
@@ -35,6 +36,11 @@ class KeyValueOptions {
         throw Invalid(flag_ + " entry \"" + entry + "\" is not key=value");
       }
       const std::string key = entry.substr(0, equals);
+      if (equals + 1 == entry.size()) {
+        // An empty value would read as "not given" for some keys and as an error for others.
+        throw Invalid("option \"" + key + "\" in " + flag_ +
+                      " has no value: give key=value, or leave the key out for its default");
+      }
       if (!values_.emplace(key, entry.substr(equals + 1)).second) {
         throw Invalid("option \"" + key + "\" is given twice in " + flag_);
       }
