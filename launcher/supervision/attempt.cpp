@@ -7,6 +7,8 @@
 #include "observability/trace_file.hpp"
 #include "protocol/worker_output.hpp"
 #include "rendezvous/join.hpp"
+#include "supervision/failure_naming.hpp"
+#include "supervision/heartbeat.hpp"
 #include "supervision/stop_signals.hpp"
 #include "supervision/supervisor.hpp"
 
@@ -22,11 +24,20 @@ constexpr auto kTraceCollectionTimeout = 10s;
 
 // Machine 0 keeps the store up until every machine reported its end of this attempt, so a slow
 // machine's workers never lose the store in their last steps.
+// Machine 0, its workers done, waits for the other machines to say theirs are. One whose
+// launcher stopped beating meanwhile (stopped, or its machine gone) ends the wait as a lost
+// machine does during training, instead of holding the job open for good.
 Status WaitForOtherMachines(rendezvous::StoreClient& client, const std::string& prefix,
-                            int num_machines) {
+                            const rendezvous::JobShape& shape) {
+  MachineWatch watch(client, prefix, shape);
   for (;;) {
     DPL_ASSIGN_OR_RETURN(auto done, client.Add(prefix + "machines_done", 0));
-    if (done >= num_machines) return Status::Ok();
+    if (done >= shape.num_machines) return Status::Ok();
+    DPL_ASSIGN_OR_RETURN(const std::vector<int> lost, watch.Lost());
+    if (!lost.empty()) {
+      return Status::Error(DescribeLostInPlace(lost, kMachineLostSilence) +
+                           "; this machine's workers had finished, that machine's did not say so");
+    }
     DPL_ASSIGN_OR_RETURN(auto failure, rendezvous::CheckFailure(client, prefix));
     if (failure.has_value()) return Status::Error("the job failed elsewhere: " + *failure);
     if (StopSignal() != 0) {
@@ -96,7 +107,7 @@ AttemptEnd RunAttempt(const cli::Options& attempt_options, Joined& joined, int a
   if (!end.status.ok()) return end;
   Status reported = joined.client->Add(prefix + "machines_done", 1).status();
   if (reported.ok() && shape.machine_id == 0) {
-    reported = WaitForOtherMachines(*joined.client, prefix, shape.num_machines);
+    reported = WaitForOtherMachines(*joined.client, prefix, shape);
   }
   if (!reported.ok()) {
     AttemptEnd failed;

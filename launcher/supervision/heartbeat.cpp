@@ -78,11 +78,20 @@ Result<std::vector<int>> MachineWatch::Lost(std::chrono::milliseconds silence) {
       seen_[machine] = {beats, now};
       continue;
     }
-    // A machine that never beat has not started this attempt: late, not lost.
+    // A machine that never beat has not started this attempt: late, and lost only when it stays
+    // so for much longer than a start takes.
     const bool beating = beats > 0 && beats < kFinishedMark;
-    if (beating && now - seen->second.changed >= silence) lost.push_back(machine);
+    const auto quiet = now - seen->second.changed;
+    if ((beating && quiet >= silence) || (beats == 0 && quiet >= kMachineNeverBegan)) {
+      lost.push_back(machine);
+    }
   }
   return lost;
+}
+
+bool MachineWatch::NeverBegan(int machine) const {
+  const auto seen = seen_.find(machine);
+  return seen != seen_.end() && seen->second.beats == 0;
 }
 
 Status RecordLostMachines(rendezvous::StoreClient& client, const std::string& attempt_prefix,

@@ -29,6 +29,12 @@ inline constexpr std::chrono::milliseconds kMachineLostSilence{3000};
 // training/live_state.hpp): a machine taken for lost by mistake costs a regroup and joins again,
 // so eight beats missed are enough.
 inline constexpr std::chrono::milliseconds kMachineLostSilenceInPlace{2000};
+// A machine of the attempt's membership that has not beaten once for this long never began the
+// attempt (its launcher left between the membership and its workers' start): lost too. Every
+// machine of the membership has joined the attempt and starts beating as it starts its workers,
+// well within this; without it, the attempt would wait for the dead machine's ranks until the
+// rendezvous timeout, saying nothing.
+inline constexpr std::chrono::milliseconds kMachineNeverBegan{20000};
 
 // This machine's heartbeat for one attempt; beats from construction until Finish() or
 // destruction. A store call that fails ends the beating (the supervisor's own calls then fail).
@@ -68,9 +74,13 @@ class MachineWatch {
  public:
   MachineWatch(rendezvous::StoreClient& client, std::string attempt_prefix,
                const rendezvous::JobShape& shape);
-  // The watched machines that beat and then did not for `silence`, nor finished; an error when
-  // the store cannot be read.
+  // The watched machines that beat and then did not for `silence`, nor finished, and those that
+  // never beat for kMachineNeverBegan since this watch first read them; an error when the store
+  // cannot be read.
   Result<std::vector<int>> Lost(std::chrono::milliseconds silence = kMachineLostSilence);
+  // Whether `machine` had not beaten once when Lost last read it: its workers never started, so
+  // the others' workers are still connecting to its ranks and cannot regroup in place.
+  bool NeverBegan(int machine) const;
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -276,8 +276,16 @@ std::optional<Status> Supervisor::LostMachine() {
   if (!lost.ok()) return StoreLost(lost.status());
   if (lost->empty()) return std::nullopt;
   RecordLost(*lost);
-  if (regroup_max_machines_ > 0) return Regroup(DescribeLostInPlace(*lost, silence));
-  return Failed(DescribeLost(*lost));
+  const bool never_began = std::any_of(
+      lost->begin(), lost->end(), [this](int machine) { return machines_->NeverBegan(machine); });
+  if (regroup_max_machines_ > 0 && !never_began) {
+    return Regroup(DescribeLostInPlace(*lost, silence));
+  }
+  // This machine's workers still wait to connect to the lost one's ranks: restarted, not regrouped.
+  return Failed(DescribeLost(*lost) +
+                (never_began ? " (it never began this attempt: its launcher left before its "
+                               "workers started)"
+                             : ""));
 }
 
 void Supervisor::RecordLost(const std::vector<int>& machines) {

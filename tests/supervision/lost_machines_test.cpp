@@ -12,6 +12,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "elastic_jobs.hpp"
@@ -99,6 +100,39 @@ TEST_F(LostMachinesTest, EachOfTenKillsOfMachineTwoRestartsTheSurvivorsWithin10s
       << output;
   EXPECT_EQ(Occurrences(output, "the job continues on"), 10) << output;
   EXPECT_TRUE(Contains(output, "[rank 0] training done: 300 steps")) << output;
+}
+
+// A machine that leaves between the membership of an attempt and its workers' start never beats
+// in it: after kMachineNeverBegan (20 s) it is lost and the job restarts without it (the others'
+// workers still wait to connect to its ranks, so they cannot regroup in place), instead of
+// waiting for its ranks, silent, until the rendezvous timeout.
+TEST_F(LostMachinesTest, AMachineThatLeavesBeforeItsAttemptBeginsIsLostToo) {
+  Args args =
+      WithValue(Job("gloo", "faulty", 1,
+                    {"--num-machines", "1:3", "--master-port", std::to_string(FreePort()),
+                     "--max-steps", "20", "--checkpoint-dir", dir_ + "/checkpoints", "--join-grace",
+                     "5", "--rendezvous-timeout", "120", "--model-options", "step_ms=10"}),
+                "--plugin-dir", LightPluginDir());
+  args = WithValue(args, "--batch-size", "12");  // splits over 1, 2 and 3 machines
+  args.insert(args.end(), {"--max-restarts", "2"});
+  Start(args);
+  LauncherProcess* machine0 = MachineZero();
+  ASSERT_NE(machine0, nullptr);
+  LauncherProcess* leaving = Start(args);
+  const auto deadline = Clock::now() + 30s;
+  while (!Contains(leaving->Output(), "this is machine 1 (") && Clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(Contains(leaving->Output(), "this is machine 1 (")) << leaving->Output();
+  ASSERT_EQ(kill(-leaving->pid(), SIGKILL), 0);  // within the join grace: a member of attempt 0
+  leaving->Wait(5s);
+  const auto status = machine0->Wait(90s);
+  const std::string output = machine0->Output();
+  EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << output;
+  EXPECT_TRUE(Contains(output, "attempt 0 runs on 2 machines")) << output;
+  EXPECT_TRUE(Contains(output, "machine 1 vanished")) << output;
+  EXPECT_TRUE(Contains(output, "it never began this attempt")) << output;
+  EXPECT_TRUE(Contains(output, "[rank 0] training done: 20 steps")) << output;
 }
 
 }  // namespace
