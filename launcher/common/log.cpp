@@ -131,6 +131,12 @@ void WriteLine(const std::string& line) {
   EmitLocked(TimePrefix() + line);
 }
 
+void WriteOutputLine(const std::string& line) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::fprintf(stdout, "%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
 void WriteRecord(const std::string& record) {
   std::lock_guard<std::mutex> lock(g_mutex);
   EmitLocked(record);

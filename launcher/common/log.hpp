@@ -57,6 +57,10 @@ inline void Error(const std::string& m) {
 // A whole line that already carries its prefix (a worker's, relayed by the launcher): stamped,
 // written above the status line.
 void WriteLine(const std::string& line);
+// A line of a program's standard output (a worker's, relayed by the launcher): written to the
+// launcher's standard output as it is, with no time, so that it can be redirected apart from the
+// log. Flushed at once, as the log's lines are, so the two keep their order on one terminal.
+void WriteOutputLine(const std::string& line);
 // A machine-readable record for the launcher (a progress report): written as it is, on a line of
 // its own, never interleaved with a log line.
 void WriteRecord(const std::string& record);

@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "protocol/program_environment.hpp"
@@ -42,6 +44,12 @@ std::string NotRunnable(const std::string& path) {
   return "";
 }
 
+// A pipe for a worker's output, both ends closed at exec.
+Status OpenPipe(int ends[2]) {
+  if (pipe2(ends, O_CLOEXEC) == 0) return Status::Ok();
+  return Status::Error(std::string("cannot create a pipe for the workers: ") + strerror(errno));
+}
+
 void CloseAll(std::vector<int>* fds) {
   for (int fd : *fds) close(fd);
   fds->clear();
@@ -53,10 +61,11 @@ struct ChildPlan {
   char* const* argv = nullptr;
   char* const* envp = nullptr;
   int input_fd = -1;   // /dev/null
-  int output_fd = -1;  // the write end of its output pipe
+  int output_fd = -1;  // the write end of its standard error's pipe
   int status_fd = -1;  // the write end of the pipe that carries execve's errno
   pid_t launcher = -1;
-  int max_fd = 0;  // the descriptors to close when close_range cannot
+  int max_fd = 0;               // the descriptors to close when close_range cannot
+  int standard_output_fd = -1;  // the write end of its standard output's pipe
 };
 
 // In the child, async-signal-safe calls only (Note [Starting workers safely]).
@@ -65,7 +74,7 @@ struct ChildPlan {
   if (getppid() != plan.launcher) _exit(127);
   setpgid(0, 0);
   dup2(plan.input_fd, STDIN_FILENO);
-  dup2(plan.output_fd, STDOUT_FILENO);
+  dup2(plan.standard_output_fd, STDOUT_FILENO);
   dup2(plan.output_fd, STDERR_FILENO);
   // The store's sockets and the other ranks' pipes are no business of the program.
   if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
@@ -91,6 +100,16 @@ int ExecError(int status_read_fd) {
   return count == static_cast<ssize_t>(sizeof error) ? error : 0;
 }
 
+// The interpreter a script's "#!" line names ("" when it has none).
+std::string InterpreterOf(const char* path) {
+  std::ifstream file(path, std::ios::binary);
+  std::string line;
+  if (!std::getline(file, line) || line.rfind("#!", 0) != 0) return "";
+  const size_t start = line.find_first_not_of(" \t", 2);
+  if (start == std::string::npos) return "";
+  return line.substr(start, line.find_first_of(" \t\r", start) - start);
+}
+
 // Forks one worker; its pid, or why the program could not be started.
 Result<pid_t> StartOne(ChildPlan plan, const std::string& program) {
   int status[2];
@@ -112,6 +131,12 @@ Result<pid_t> StartOne(ChildPlan plan, const std::string& program) {
   waitpid(pid, nullptr, 0);
   std::string reason = strerror(error);
   if (error == ENOEXEC) reason += " (a script needs a #! line, or give its interpreter first)";
+  // The program was found runnable (FindProgram), so a missing file is its #! line's interpreter.
+  const std::string interpreter = error == ENOENT ? InterpreterOf(plan.path) : "";
+  if (!interpreter.empty()) {
+    reason = "its #! line names the interpreter " + interpreter +
+             ", which does not exist; fix that line, or give an interpreter first";
+  }
   return Status::InvalidArgument("cannot start " + Named(program) + ": " + reason);
 }
 
@@ -157,29 +182,38 @@ Result<SpawnedWorkers> SpawnProgram(const ProgramLaunch& launch) {
     for (auto& entry : environment) envp.push_back(entry.data());
     envp.push_back(nullptr);
     int output[2];
-    if (pipe2(output, O_CLOEXEC) != 0) {
-      failure =
-          Status::Error(std::string("cannot create a pipe for the workers: ") + strerror(errno));
+    int standard_output[2];
+    failure = OpenPipe(output);
+    if (!failure.ok()) break;
+    failure = OpenPipe(standard_output);
+    if (!failure.ok()) {
+      close(output[0]);
+      close(output[1]);
       break;
     }
-    const ChildPlan plan{path.c_str(), argv.data(),
-                         envp.data(),  input,
-                         output[1],    -1,
-                         getpid(),     static_cast<int>(std::min<rlim_t>(files.rlim_cur, 65536))};
+    ChildPlan plan{path.c_str(), argv.data(),
+                   envp.data(),  input,
+                   output[1],    -1,
+                   getpid(),     static_cast<int>(std::min<rlim_t>(files.rlim_cur, 65536))};
+    plan.standard_output_fd = standard_output[1];
     Result<pid_t> pid = StartOne(plan, launch.argv[0]);
     close(output[1]);
+    close(standard_output[1]);
     if (!pid.ok()) {
       close(output[0]);
+      close(standard_output[0]);
       failure = pid.status();
       break;
     }
     spawned.pids.push_back(*pid);
     spawned.output_fds.push_back(output[0]);
+    spawned.standard_output_fds.push_back(standard_output[0]);
   }
   close(input);
   if (failure.ok()) return spawned;
   for (pid_t pid : spawned.pids) ReleaseProgramWorker(pid);
   CloseAll(&spawned.output_fds);
+  CloseAll(&spawned.standard_output_fds);
   return failure;
 }
 

@@ -151,6 +151,11 @@ Status Supervisor::Spawn(const std::string& store_addr) {
     if (worker.log_file) worker.log_path = LogPath(options_, worker.rank);
     worker.output = relay_.Add(spawned->output_fds[index],
                                [this, index](std::string line) { OnLine(workers_[index], line); });
+    if (index < spawned->standard_output_fds.size()) {
+      worker.standard_output =
+          relay_.Add(spawned->standard_output_fds[index],
+                     [this, index](std::string line) { OnLine(workers_[index], line, true); });
+    }
     workers_.push_back(std::move(worker));
   }
   return Status::Ok();
@@ -416,6 +421,7 @@ void Supervisor::ReapExited() {
     if (worker.exited) continue;
     if (std::optional<int> status = ExitOf(worker)) {
       relay_.Drain(worker.output);  // its last lines belong in the root cause
+      if (worker.standard_output) relay_.Drain(*worker.standard_output);
       worker.exited = true;
       worker.wait_status = *status;
       worker.exit_order = ++events_;
@@ -432,7 +438,7 @@ void Supervisor::PumpOutput(int timeout_ms) {
   }
 }
 
-void Supervisor::OnLine(Worker& worker, std::string line) {
+void Supervisor::OnLine(Worker& worker, std::string line, bool standard_output) {
   dpl_log_level severity = DPL_LOG_INFO;
   if (!program_) {  // a program's lines are its own: no progress records, no severities
     const protocol::WorkerLine read = protocol::ReadWorkerLine(line);
@@ -454,7 +460,10 @@ void Supervisor::OnLine(Worker& worker, std::string line) {
   }
   // By default rank 0 speaks for the built-in loop; its other ranks reach the console only with
   // warnings and errors. A program's ranks all do (--log-ranks).
-  if (worker.on_console || severity >= DPL_LOG_WARNING) {
+  // A program's standard output stays the launcher's, as under torchrun (`> results.txt`).
+  if (standard_output && worker.on_console) {
+    log::WriteOutputLine(line);
+  } else if (worker.on_console || severity >= DPL_LOG_WARNING) {
     log::WriteLine(line);  // stamped, above the progress bar
   }
   if (program_ && worker.traceback_order == 0 && line.find(kTracebackStart) != std::string::npos) {

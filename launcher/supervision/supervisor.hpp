@@ -78,7 +78,8 @@ class Supervisor {
     std::unique_ptr<std::ofstream> log_file;
     std::string log_path;
     size_t output = 0;
-    bool on_console = false;  // every line to the console (--log-ranks)
+    std::optional<size_t> standard_output;  // a program's, relayed to the launcher's
+    bool on_console = false;                // every line to the console (--log-ranks)
     bool exited = false;
     // When it exited, and when a program's worker began a Python traceback: places in one
     // sequence of this attempt's events (0: not yet), Note [A raising rank is the root cause].
@@ -139,7 +140,8 @@ class Supervisor {
   bool AllExited() const;
   void ReapExited();
   void PumpOutput(int timeout_ms);
-  void OnLine(Worker& worker, std::string line);
+  // One line a worker wrote; `standard_output` when a program wrote it there.
+  void OnLine(Worker& worker, std::string line, bool standard_output = false);
   std::string Describe(const Worker& worker, FailureRole role) const;
 
   cli::Options options_;  // the attempt's (Continue takes the next one's)

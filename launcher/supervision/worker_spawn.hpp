@@ -26,6 +26,10 @@ struct LoaderLaunch {
 struct SpawnedWorkers {
   std::vector<pid_t> pids;
   std::vector<int> output_fds;
+  // A program's standard output, a pipe of its own per worker (output_fds then carry its standard
+  // error), so that the launcher's standard output is the programs'; empty for the built-in
+  // loop's workers.
+  std::vector<int> standard_output_fds;
 };
 
 // Starts the loader and waits until it named the workers and exited. DPL_ERR_INVALID_ARGUMENT

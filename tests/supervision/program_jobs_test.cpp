@@ -331,6 +331,23 @@ TEST_F(ProgramJobTest, EveryRankReachesTheConsoleUnlessLogRanksSaysOtherwise) {
   EXPECT_TRUE(Contains(ReadFile(logs + "/rank-1.log"), "[rank 1] hello from 1\n"));
 }
 
+// A program's standard output is the launcher's, its standard error and the log the launcher's
+// standard error, as under torchrun: `launcher -- PROGRAM > results.txt` keeps the results.
+TEST_F(ProgramJobTest, AProgramsStandardOutputStaysTheLaunchersStandardOutput) {
+  const std::string errors = scratch_.path() + "/errors";
+  LauncherProcess launcher({"--num-processes", "2", "--master-port", "0", "--", "/bin/sh", "-c",
+                            "echo \"result of $RANK\"; echo \"warning of $RANK\" >&2"},
+                           OutputPath("output"), {"/bin/sh", "-c", "exec \"$@\" 2>\"$0\"", errors});
+  const auto status = launcher.Wait(30s);
+  ASSERT_TRUE(ExitedWith(status, 0)) << Describe(status) << launcher.Output();
+  const std::string output = launcher.Output(), error = ReadFile(errors);
+  EXPECT_TRUE(Contains(output, "[rank 0] result of 0\n")) << output << error;
+  EXPECT_TRUE(Contains(output, "[rank 1] result of 1\n")) << output << error;
+  EXPECT_EQ(Lines(OutputPath("output")).size(), 2u) << output;  // nothing else
+  EXPECT_TRUE(Contains(error, "[rank 1] warning of 1\n")) << error;
+  EXPECT_TRUE(Contains(error, "[launcher 0] all 2 workers of machine 0 finished")) << error;
+}
+
 TEST_F(ProgramJobTest, CtrlCReachesEveryRankAndNothingIsLeft) {
   const std::string out = scratch_.Folder("out");
   LauncherProcess launcher(

@@ -250,7 +250,7 @@ TEST(ProgramSpawn, StartsEachRankAsTheLeaderOfAGroupOfItsOwn) {
     EXPECT_EQ(getpgid(pid), pid);
     std::string line;
     char c;
-    while (read(spawned->output_fds[rank], &c, 1) == 1 && c != '\n') line += c;
+    while (read(spawned->standard_output_fds[rank], &c, 1) == 1 && c != '\n') line += c;
     std::istringstream words(line);
     int reported_rank = -1, shell = -1, child = -1, group = -1;
     words >> reported_rank >> shell >> child >> group;
@@ -278,9 +278,34 @@ TEST(ProgramSpawn, StartsEachRankAsTheLeaderOfAGroupOfItsOwn) {
     for (int i = 0; i < 100 && alive(); ++i) usleep(10000);
     EXPECT_FALSE(alive()) << "a rank's child outlived it";
   }
-  for (int fd : spawned->output_fds) {
-    ReadAll(fd);
-    close(fd);
+  for (const auto* fds : {&spawned->output_fds, &spawned->standard_output_fds}) {
+    for (int fd : *fds) {
+      ReadAll(fd);
+      close(fd);
+    }
+  }
+}
+
+// A program's standard output and standard error reach the launcher apart (torchrun keeps a
+// program's standard output on its own).
+TEST(ProgramSpawn, StandardOutputAndStandardErrorComeApart) {
+  ProgramLaunch launch;
+  launch.argv = {"sh", "-c", "echo out-$RANK; echo err-$RANK >&2; echo more-out-$RANK"};
+  launch.environments = {{"PATH=/usr/bin:/bin", "RANK=0"}, {"PATH=/usr/bin:/bin", "RANK=1"}};
+  auto spawned = SpawnProgram(launch);
+  ASSERT_TRUE(spawned.ok()) << spawned.status().message();
+  ASSERT_EQ(spawned->standard_output_fds.size(), 2u);
+  for (size_t rank = 0; rank < 2; ++rank) {
+    const std::string r = std::to_string(rank);
+    EXPECT_EQ(ReadAll(spawned->standard_output_fds[rank]), "out-" + r + "\nmore-out-" + r + "\n");
+    EXPECT_EQ(ReadAll(spawned->output_fds[rank]), "err-" + r + "\n");
+    close(spawned->standard_output_fds[rank]);
+    close(spawned->output_fds[rank]);
+    std::optional<int> status;
+    for (int i = 0; i < 500 && !(status = PeekExit(spawned->pids[rank])); ++i) usleep(10000);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+    ReleaseProgramWorker(spawned->pids[rank]);
   }
 }
 
@@ -301,6 +326,26 @@ TEST(ProgramSpawn, AProgramThatCannotStartEndsTheRanksStartedBefore) {
                 "' (after --): Exec format error (a script needs a #! line, or give its "
                 "interpreter first)");
   EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);  // no child left behind
+}
+
+TEST(ProgramSpawn, AScriptWhoseInterpreterIsMissingNamesIt) {
+  char path[] = "/tmp/dpl-spawn-XXXXXX";
+  const int fd = mkstemp(path);
+  const std::string script = "#! /no/such/interpreter -u\nprint('never')\n";
+  ASSERT_EQ(write(fd, script.data(), script.size()), ssize_t(script.size()));
+  close(fd);
+  chmod(path, 0755);
+  ProgramLaunch launch;
+  launch.argv = {path};
+  launch.environments = {{"A=1"}};
+  auto spawned = SpawnProgram(launch);
+  unlink(path);
+  EXPECT_EQ(spawned.status().code(), DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(spawned.status().message(),
+            std::string("cannot start the program '") + path +
+                "' (after --): its #! line names the interpreter /no/such/interpreter, which does "
+                "not exist; fix that line, or give an interpreter first");
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
 }
 
 }  // namespace
