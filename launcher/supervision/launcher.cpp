@@ -18,6 +18,7 @@
 #include "rendezvous/store_location.hpp"
 #include "supervision/attempt.hpp"
 #include "supervision/elastic_job.hpp"
+#include "supervision/folder_lock.hpp"
 #include "supervision/heartbeat.hpp"
 #include "supervision/hostfile_runner.hpp"
 #include "supervision/stop_signals.hpp"
@@ -257,6 +258,15 @@ int RunLauncher(const cli::Options& options) {
       options.command == cli::Command::kTrain) {
     Status writable = observability::CheckTracePath(options.training.trace_file);
     if (!writable.ok()) return Fail(writable);
+  }
+
+  // Note [One job a checkpoint folder] (folder_lock.hpp): held until this launcher returns.
+  FolderLock checkpoint_folder;
+  if (joined->machine_id == 0 && options.command == cli::Command::kTrain &&
+      !options.runs_program() && !options.training.checkpoint_dir.empty()) {
+    auto locked = FolderLock::Take(options.training.checkpoint_dir);
+    if (!locked.ok()) return Fail(locked.status());
+    checkpoint_folder = std::move(*locked);
   }
 
   // Until now no worker exists, so SIGINT/SIGTERM may simply end the launcher; from here on they

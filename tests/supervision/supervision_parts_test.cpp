@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <deque>
 #include <fstream>
 #include <sstream>
@@ -18,6 +19,7 @@
 
 #include "observability/stall_report.hpp"
 #include "supervision/failure_naming.hpp"
+#include "supervision/folder_lock.hpp"
 #include "supervision/line_relay.hpp"
 #include "supervision/output_tail.hpp"
 #include "supervision/program_spawn.hpp"
@@ -98,6 +100,26 @@ TEST(FailureNaming, SaysHowAWorkerEnded) {
             "killed by signal 9 (SIGKILL), which the kernel's out-of-memory killer sends when "
             "memory runs out (its log, dmesg, names what it killed)");
   EXPECT_EQ(DescribeExit(StatusOfChild(0, SIGSEGV)), "killed by signal 11 (SIGSEGV)");
+}
+
+// Note [One job a checkpoint folder]: a second holder is refused, naming the first; the lock
+// goes with its holder.
+TEST(FolderLock, OneJobAtATimeHoldsACheckpointFolder) {
+  char pattern[] = "/tmp/dpl-folder-lock-XXXXXX";
+  const std::string folder = std::string(mkdtemp(pattern)) + "/checkpoints";  // made by Take
+  {
+    auto first = FolderLock::Take(folder);
+    ASSERT_TRUE(first.ok()) << first.status().message();
+    auto second = FolderLock::Take(folder);
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.status().message(),
+              "--checkpoint-dir " + folder + " is in use by another job (the launcher of pid " +
+                  std::to_string(getpid()) + " holds " + folder +
+                  "/.dpl-job.lock); give each job a folder of its own, or wait until that job "
+                  "ends");
+  }
+  EXPECT_TRUE(FolderLock::Take(folder).ok()) << "the lock outlived its holder";
+  std::system(("rm -rf '" + std::string(pattern) + "'").c_str());
 }
 
 TEST(FailureNaming, NamesTheWorkerAndItsLastLines) {
