@@ -121,8 +121,12 @@ Result<bool> ServeIfMachineZero(const cli::Options& options, const rendezvous::S
     probe.port = options.master_port;
     probe.job_token = options.job_token;
     probe.connect_timeout = kStoreProbeTimeout;
-    if (!rendezvous::StoreClient::Connect(probe).ok()) return started.status();
-    return false;  // another launcher of this machine serves the job's store
+    auto probed = rendezvous::StoreClient::Connect(probe);
+    if (probed.ok()) return false;  // another launcher of this machine serves the job's store
+    // A store that answered and refused this launcher (another job token, another job's
+    // settings) says what is wrong; the port in use is only its consequence.
+    const bool refused = probed.status().message().find("handshake refused") != std::string::npos;
+    return refused ? probed.status() : started.status();
   }
   joined->server = std::move(*started);
   joined->port = joined->server->port();
