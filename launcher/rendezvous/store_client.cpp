@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/log.hpp"
 #include "rendezvous/frame_buffer.hpp"
 #include "rendezvous/store.hpp"
 #include "rendezvous/store_common.hpp"
@@ -39,6 +40,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::chrono::milliseconds kFirstConnectBackoff{20};
 constexpr std::chrono::milliseconds kMaxConnectBackoff{1000};
+// While it cannot reach the store, a launcher says so after this long, and again as long again
+// later: a wrong --master-addr otherwise waits out --rendezvous-timeout (5 minutes) in silence.
+constexpr std::chrono::seconds kConnectReportInterval{15};
 
 enum class Outcome { kDone, kFailed, kTimedOut };
 
@@ -147,7 +151,9 @@ class StoreClientImpl final : public StoreClient {
 
 Status StoreClientImpl::Connect() {
   auto backoff = kFirstConnectBackoff;
-  const auto deadline = Clock::now() + options_.connect_timeout;
+  const auto start = Clock::now();
+  const auto deadline = start + options_.connect_timeout;
+  auto next_report = start + kConnectReportInterval;
   std::string last_error;
   for (;;) {
     error_code error;
@@ -161,6 +167,13 @@ Status StoreClientImpl::Connect() {
     }
     const auto now = Clock::now();
     if (now >= deadline) break;
+    if (now >= next_report) {
+      log::Info("still trying to reach the rendezvous store at " + where_ +
+                " (last error: " + last_error + "), " +
+                SecondsText(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)) +
+                " of --rendezvous-timeout left; check --master-addr and --master-port");
+      next_report = now + kConnectReportInterval;
+    }
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, kMaxConnectBackoff);
   }
