@@ -65,6 +65,11 @@ record() {  # record PASS|FAIL|SKIP "what"
 step() { echo; echo "== [$((SECONDS - started)) s] $*"; }
 seconds_left() { echo $((budget - (SECONDS - started))); }
 limit() { local left=$(($(seconds_left) - 10)); echo $((left < $1 ? left : $1)); }  # limit MAX
+logged_losses() { grep -oE "training loss: [-0-9.eE+naif]+" "$1" | awk '{print $3}' | paste -sd ' '; }
+finite_and_falling() {  # finite_and_falling LOSS...: two or more, all finite, the last below the first
+  "$python" -c 'import math, sys; v = [float(x) for x in sys.argv[1:]]
+sys.exit(0 if len(v) >= 2 and all(map(math.isfinite, v)) and v[-1] < v[0] else 1)' "$@"
+}
 fits() {  # fits SECONDS "what": true when SECONDS more stay within the budget, else SKIP "what"
   (($(seconds_left) >= $1)) && return 0
   record SKIP "$2: $(seconds_left) s of the ${budget} s budget left, it needs $1"

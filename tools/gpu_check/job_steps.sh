@@ -125,12 +125,11 @@ CMAKE
       --data-dir "$deps/fashion-mnist" --data-cache "$work/data-cache" --plugin-dir "$plugins" \
       "${compiled_train[@]}" >"$log" 2>&1
     rc=$?
-    losses=$(grep -oE "training loss: [-0-9.eE+naif]+" "$log" | awk '{print $3}' | paste -sd ' ')
+    losses=$(logged_losses "$log")
     if ((rc != 0)); then
       tail -n 10 "$log"
       record FAIL "the compiled step on CUDA: exit $rc ($log)"
-    elif "$python" -c 'import math, sys; v = [float(x) for x in sys.argv[1:]]
-sys.exit(0 if len(v) >= 2 and all(map(math.isfinite, v)) and v[-1] < v[0] else 1)' $losses; then
+    elif finite_and_falling $losses; then
       record PASS "the compiled step on CUDA: a package of tools/compile_model.py --device cuda trained, finite, falling losses ($losses)"
     else
       record FAIL "the compiled step on CUDA: losses not finite or not falling ($losses)"

@@ -186,12 +186,11 @@ if ((train_ok)); then
       --num-processes 1 --precision "$precision" --max-steps 200 --log-interval 50 >"$log" 2>&1
     rc=$?
     grep -E "precision|scale|training loss|training done|test set" "$log" | head -n 10
-    losses=$(grep -oE "training loss: [-0-9.eE+naif]+" "$log" | awk '{print $3}' | paste -sd ' ')
+    losses=$(logged_losses "$log")
     if ((rc != 0)); then
       tail -n 10 "$log"
       record FAIL "--precision $precision on CUDA: exit $rc"
-    elif "$python" -c 'import math, sys; v = [float(x) for x in sys.argv[1:]]
-sys.exit(0 if len(v) >= 2 and all(map(math.isfinite, v)) and v[-1] < v[0] else 1)' $losses; then
+    elif finite_and_falling $losses; then
       record PASS "--precision $precision on CUDA: finite, falling losses ($losses)"
     else
       record FAIL "--precision $precision on CUDA: losses not finite or not falling ($losses)"
