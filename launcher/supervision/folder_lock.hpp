@@ -1,10 +1,11 @@
 // Note [One job a checkpoint folder]: two jobs that write checkpoints into one folder at once
 // overwrite each other's files under the same names (checkpoint-<step>.pt), and neither can
 // resume what is left. So machine 0's launcher, the one whose rank 0 writes them, holds an
-// exclusive lock on a file in the folder (.dpl-job.lock, flock) from before its workers start
-// until it ends; a second job naming the folder meanwhile is refused, naming the first job's
-// launcher. The kernel drops the lock with its holder, however that ends (even SIGKILL), so a
-// crashed job never leaves the folder locked; the file itself stays, empty of meaning.
+// exclusive lock on the folder itself (flock of the folder opened read-only: nothing is written
+// into it) from before its workers start until it ends; a second job naming the folder meanwhile
+// is refused. The kernel drops the lock with its holder, however that ends (even SIGKILL), so a
+// crashed job never leaves the folder locked. Where the file system has no such locks the job
+// runs without one.
 #pragma once
 
 #include <string>

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -113,10 +114,10 @@ TEST(FolderLock, OneJobAtATimeHoldsACheckpointFolder) {
     auto second = FolderLock::Take(folder);
     ASSERT_FALSE(second.ok());
     EXPECT_EQ(second.status().message(),
-              "--checkpoint-dir " + folder + " is in use by another job (the launcher of pid " +
-                  std::to_string(getpid()) + " holds " + folder +
-                  "/.dpl-job.lock); give each job a folder of its own, or wait until that job "
-                  "ends");
+              "--checkpoint-dir " + folder +
+                  " is in use by another job (the launcher of its machine 0 holds the folder's "
+                  "lock); give each job a folder of its own, or wait until that job ends");
+    EXPECT_TRUE(std::filesystem::is_empty(folder)) << "the lock wrote into the folder";
   }
   EXPECT_TRUE(FolderLock::Take(folder).ok()) << "the lock outlived its holder";
   std::system(("rm -rf '" + std::string(pattern) + "'").c_str());
