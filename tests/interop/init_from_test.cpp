@@ -21,12 +21,17 @@ class InitFrom : public InteropTest {
 TEST_F(InitFrom, RefusesAStateDictWithAMissingOrMisshapenTensorNamingIt) {
   const std::string plugin = std::string(DPL_TEST_PLUGIN_DIR) + "/libdpl_model_convnet.so";
   const std::string missing = Fixture("missing_tensor.pt"),
-                    misshapen = Fixture("misshapen_tensor.pt");
+                    misshapen = Fixture("misshapen_tensor.pt"), ddp = Fixture("ddp_state_dict.pt"),
+                    empty = Fixture("empty.pt"), folder = Fixture("small");
   const std::pair<std::string, std::string> cases[] = {
       {missing, "state file " + missing + " has no tensor \"fc2.bias\""},
-      {misshapen,
-       "state file " + misshapen +
-           ": tensor \"fc1.weight\" has shape [64, 4000], the model expects [64, 4608]"}};
+      {misshapen, "state file " + misshapen +
+                      ": tensor \"fc1.weight\" has shape [64, 4000], the model expects [64, 4608]"},
+      {ddp, "state file " + ddp +
+                " has no tensor \"cn1.weight\" but has \"module.cn1.weight\": a "
+                "DistributedDataParallel's state dict; save ddp.module.state_dict() instead"},
+      {empty, "state file " + empty + " is empty; torch.save writes a zip archive"},
+      {folder, "state file " + folder + " is a folder; name the file torch.save wrote"}};
   for (const auto& [file, problem] : cases) {
     const JobResult job = Run(Small({"--max-steps", "1", "--init-from", file}), "refused");
     EXPECT_TRUE(test::ExitedWith(job.status, 1)) << test::Describe(job.status) << "\n"
@@ -39,6 +44,20 @@ TEST_F(InitFrom, RefusesAStateDictWithAMissingOrMisshapenTensorNamingIt) {
         << job.output;
     EXPECT_FALSE(Contains(job.output, "training loss")) << "a step ran:\n" << job.output;
   }
+}
+
+// A checkpoint is not a state dict: the refusal says which flag takes it.
+TEST_F(InitFrom, ACheckpointIsRefusedNamingResume) {
+  const JobResult first =
+      Run(Small({"--max-steps", "1", "--checkpoint-dir", Path("checkpoints")}), "checkpointed");
+  ASSERT_TRUE(first.ok()) << test::Describe(first.status) << "\n" << first.output;
+  const std::string checkpoint = Path("checkpoints/checkpoint-0000000001.pt");
+  const JobResult job = Run(Small({"--max-steps", "1", "--init-from", checkpoint}), "refused");
+  EXPECT_TRUE(test::ExitedWith(job.status, 1)) << test::Describe(job.status) << "\n" << job.output;
+  EXPECT_TRUE(Contains(job.output, "state file " + checkpoint +
+                                       " is a dpl checkpoint, not a state dict: go on from it "
+                                       "with --resume --checkpoint-dir and its folder"))
+      << job.output;
 }
 
 TEST_F(InitFrom, FineTuningStartsFromTheExportedParameters) {

@@ -115,6 +115,10 @@ def write(directory):
     misshapen = dict(state)
     misshapen["fc1.weight"] = torch.zeros(64, 4000)
     torch.save(misshapen, path("misshapen_tensor.pt"))
+    # What DistributedDataParallel's own state_dict() gives: every name under "module.".
+    torch.save({"module." + name: tensor for name, tensor in state.items()},
+               path("ddp_state_dict.pt"))
+    open(path("empty.pt"), "wb").close()
 
     # The first samples of Fashion-MNIST's training and test sets: a one-batch data folder.
     source = "/usr/share/datasets/fashion-mnist"

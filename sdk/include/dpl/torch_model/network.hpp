@@ -82,7 +82,14 @@ class Network {
     for (auto& [name, target] : targets) {
       const auto found = remaining.find(name);
       if (found == remaining.end()) {
-        throw PluginError(DPL_ERR_INVALID_ARGUMENT, prefix + " has no tensor \"" + name + "\"");
+        // DistributedDataParallel's own state_dict() names every tensor "module.<name>".
+        const bool wrapped = remaining.count("module." + name) != 0;
+        throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                          prefix + " has no tensor \"" + name + "\"" +
+                              (wrapped ? " but has \"module." + name +
+                                             "\": a DistributedDataParallel's state dict; save "
+                                             "ddp.module.state_dict() instead"
+                                       : ""));
       }
       if (found->second.sizes() != target.sizes()) {
         throw PluginError(DPL_ERR_INVALID_ARGUMENT,

@@ -22,6 +22,7 @@
 #ifndef DPL_TORCH_MODEL_STATE_FILE_HPP
 #define DPL_TORCH_MODEL_STATE_FILE_HPP
 
+#include <sys/stat.h>
 #include <torch/script.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
@@ -128,6 +129,12 @@ inline NamedTensors StateDictTensors(torch_files::TorchValue root) {
   for (const torch_files::TorchDictEntry& entry : dict->entries()) {
     const std::string* name = std::get_if<std::string>(&entry.key);
     if (!name) throw InvalidArgument("holds a dict with a int key; a state dict's keys are names");
+    const std::string* text = entry.value.AsString();
+    if (*name == "format" && text != nullptr && text->rfind("dpl-checkpoint", 0) == 0) {
+      throw InvalidArgument(
+          "is a dpl checkpoint, not a state dict: go on from it with --resume --checkpoint-dir "
+          "and its folder, or train from its parameters with the state dict --export writes");
+    }
     if (!entry.value.AsTensor()) {
       throw InvalidArgument("holds a dict whose entry \"" + *name + "\" is a " +
                             KindName(entry.value) +
@@ -194,6 +201,13 @@ inline StateFile ReadStateFile(const std::string& path, const std::string& prefi
       throw PluginError(DPL_ERR_IO, prefix + " cannot be read: " + std::strerror(errno));
     }
     file.read(magic, sizeof magic);
+    // A folder opens and reads nothing, as an empty file does: each said as what it is.
+    if (file.gcount() == 0) {
+      struct stat info {};
+      const bool folder = ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+      throw InvalidArgument(prefix + (folder ? " is a folder; name the file torch.save wrote"
+                                             : " is empty; torch.save writes a zip archive"));
+    }
   }
   if (std::memcmp(magic, "PK\x03\x04", sizeof magic) != 0) {
     throw InvalidArgument(prefix +
