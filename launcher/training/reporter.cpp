@@ -82,6 +82,14 @@ void Reporter::OnBatch(const BatchReport& report, const StepProfile& profile) {
   const bool stepped = report.global_step != run_.steps;
   run_.steps = report.global_step;
   if (!rank0()) return;
+  if (!std::isfinite(report.loss) && !run_.said_not_finite) {
+    run_.said_not_finite = true;  // once: every later step of a diverged run is the same
+    log::Warning("the training loss is " +
+                 std::string(std::isnan(report.loss) ? "NaN" : "infinite") + " at step " +
+                 std::to_string(report.global_step) +
+                 ": the training diverged (a lower --lr helps) or the data holds NaN or "
+                 "infinite values; the run goes on");
+  }
   if (config_.log_interval > 0 && report.batch % config_.log_interval == 0) {
     LogBatch(report, profile);
   }

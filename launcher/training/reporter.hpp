@@ -132,6 +132,7 @@ class Reporter {
     Clock::time_point start = Clock::now();
     Clock::time_point last_progress{};
     Snapshot last_logged;
+    bool said_not_finite = false;  // a NaN or infinite loss is said once a run
   };
 
   const TrainingConfig& config_;

@@ -438,5 +438,24 @@ TEST_F(ConvnetPrecisionTest, AModelOfAnOlderAbiIsRefusedLowPrecision) {
       << r.output;
 }
 
+// A training loss that is not finite is said once, with its step and what to do, in float32 as
+// in any precision; the run goes on (a diverged run may still be wanted for its log).
+TEST_F(ScaledModelTest, ALossThatIsNotFiniteIsSaidOnce) {
+  WriteData(480);
+  const RunResult run = RunLauncher(Data() +
+                                    "--model mlp --no-eval --batch-size 48 --optimizer sgd "
+                                    "--lr 1e30 --max-steps 8 --log-interval 1");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(Contains(run.output, "warning: the training loss is ")) << run.output;
+  EXPECT_TRUE(Contains(run.output,
+                       ": the training diverged (a lower --lr helps) or the data "
+                       "holds NaN or infinite values; the run goes on"))
+      << run.output;
+  const size_t first = run.output.find("warning: the training loss is ");
+  EXPECT_EQ(run.output.find("warning: the training loss is ", first + 1), std::string::npos)
+      << "said more than once:\n"
+      << run.output;
+}
+
 }  // namespace
 }  // namespace dpl::test
