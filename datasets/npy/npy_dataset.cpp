@@ -87,6 +87,42 @@ class NpyDataset : public dpl::datasets::TransformedDataset {
 struct NpyTraits : dpl::datasets::TransformAndClassesTraits {
   static constexpr char kName[] = "npy";
 
+  // The test files against the training files the model was built for: samples of another shape,
+  // or a label beyond the training labels' classes, are said of the test files (the host would
+  // otherwise find the model unfit for the data, naming the model). With classes= both splits
+  // hold to the count given.
+  static void CheckTestAgainstTraining(const OpenRequest& request, const NpyArray& x,
+                                       int64_t classes, const std::string& x_path,
+                                       const std::string& y_path, int64_t declared) {
+    // Without the training files (a test split of its own) there is nothing to check against.
+    const std::string train_x_path = request.path + "/x.npy";
+    const std::string train_y_path = request.path + "/y.npy";
+    if (!dpl::datasets::IsRegularFile(train_x_path) ||
+        !dpl::datasets::IsRegularFile(train_y_path)) {
+      return;
+    }
+    const NpyArray train_x = dpl::datasets::npy::OpenNpy(train_x_path, kSampleDtypes, "samples",
+                                                         "x.astype(numpy.float32)");
+    const std::vector<int64_t> sample(x.shape.begin() + 1, x.shape.end());
+    if (train_x.shape.size() >= 2 &&
+        std::vector<int64_t>(train_x.shape.begin() + 1, train_x.shape.end()) != sample) {
+      throw Invalid(x_path + ": samples of shape " + dpl::datasets::ShapeText(sample) + ", but " +
+                    train_x_path + "'s, which the model is built for, are " +
+                    dpl::datasets::ShapeText(
+                        std::vector<int64_t>(train_x.shape.begin() + 1, train_x.shape.end())));
+    }
+    if (declared != 0) return;
+    const NpyArray train_y =
+        dpl::datasets::npy::OpenNpy(train_y_path, kLabelDtypes, "labels", "y.astype(numpy.int64)");
+    if (train_y.shape.size() != 1) return;  // the training split's own open says what is wrong
+    const int64_t train_classes = dpl::datasets::CountClasses(ReadLabels(train_y), 0, train_y_path);
+    if (classes > train_classes) {
+      throw Invalid(y_path + ": label " + std::to_string(classes - 1) + " is not below the " +
+                    std::to_string(train_classes) + " classes of " + train_y_path +
+                    ", which the model is built for (classes=N counts both splits' labels)");
+    }
+  }
+
   static std::unique_ptr<Dataset> Open(const OpenRequest& request, const Options& options) {
     const std::string x_path = FindFile(request, request.train() ? "x.npy" : "x_test.npy");
     const std::string y_path = FindFile(request, request.train() ? "y.npy" : "y_test.npy");
@@ -119,6 +155,9 @@ struct NpyTraits : dpl::datasets::TransformAndClassesTraits {
     }
     std::vector<int64_t> labels = ReadLabels(y);
     const int64_t classes = dpl::datasets::CountClasses(labels, options.classes, y_path);
+    if (!request.train()) {
+      CheckTestAgainstTraining(request, x, classes, x_path, y_path, options.classes);
+    }
     dpl::datasets::SampleTransform transform(
         options.transform, {{0.0f}, {1.0f}},
         std::vector<int64_t>(x.shape.begin() + 1, x.shape.end()), SampleSourceType(x.item_size),

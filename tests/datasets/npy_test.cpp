@@ -151,6 +151,29 @@ TEST_F(NpyTest, ShapesAndCounts) {
                                  "9 axes, more than the 8 a dataset sample may have"));
 }
 
+// The test files are checked against the training files the model is built for, and a mismatch
+// is said of them (the host would blame the model).
+TEST_F(NpyTest, TheTestSplitIsCheckedAgainstTheTrainingSplit) {
+  Write("numpy.zeros((4, 10), dtype=numpy.float32)", "numpy.array([0, 1, 2, 1])");
+  Write("numpy.zeros((2, 10), dtype=numpy.float32)", "numpy.array([0, 50])", "(1, 0)", "x_test",
+        "y_test");
+  const Settings test = AtSplit(DPL_DATASET_SPLIT_TEST, "");
+  EXPECT_EQ(Refusal(test),
+            Error("y_test.npy", "label 50 is not below the 3 classes of " + Path("y.npy") +
+                                    ", which the model is built for (classes=N "
+                                    "counts both splits' labels)"));
+  Dataset declared("npy", AtSplit(DPL_DATASET_SPLIT_TEST, "classes=51"));
+  EXPECT_TRUE(declared.ok()) << declared.error();
+  Write("numpy.zeros((2, 12), dtype=numpy.float32)", "numpy.array([0, 1])", "(1, 0)", "x_test",
+        "y_test");
+  EXPECT_EQ(Refusal(test), Error("x_test.npy", "samples of shape (12), but " + Path("x.npy") +
+                                                   "'s, which the model is built for, are (10)"));
+  Write("numpy.zeros((2, 10), dtype=numpy.float32)", "numpy.array([0, 2])", "(1, 0)", "x_test",
+        "y_test");
+  Dataset fine("npy", test);
+  EXPECT_TRUE(fine.ok()) << fine.error();
+}
+
 TEST_F(NpyTest, LabelsOutOfRange) {
   Write("numpy.zeros((3, 2), dtype=numpy.float32)", "numpy.array([0, -1, 2])");
   EXPECT_EQ(Refusal(At()), Error("y.npy", "label -1 of sample 1 is negative"));
