@@ -231,8 +231,11 @@ std::optional<Status> StoreClientImpl::TryJoin(const tcp::resolver::results_type
   if (op != static_cast<uint8_t>(Op::kError) || !reader.String(&message)) {
     return Malformed("the handshake");
   }
-  return Status::Error("joining the rendezvous store at " + where_ +
-                       ": handshake refused by the rendezvous store at " + where_ + ": " + message);
+  // The store answered and refused what this client brought (its job token, its protocol):
+  // an argument to fix, told apart by its code from a store that cannot be reached.
+  return Status::InvalidArgument("joining the rendezvous store at " + where_ +
+                                 ": handshake refused by the rendezvous store at " + where_ + ": " +
+                                 message);
 }
 
 // One round trip. A kTimeout reply becomes a Status with code DPL_ERR_TIMEOUT, a lost connection

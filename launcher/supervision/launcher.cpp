@@ -125,7 +125,7 @@ Result<bool> ServeIfMachineZero(const cli::Options& options, const rendezvous::S
     if (probed.ok()) return false;  // another launcher of this machine serves the job's store
     // A store that answered and refused this launcher (another job token, another job's
     // settings) says what is wrong; the port in use is only its consequence.
-    const bool refused = probed.status().message().find("handshake refused") != std::string::npos;
+    const bool refused = probed.status().code() == DPL_ERR_INVALID_ARGUMENT;
     return refused ? probed.status() : started.status();
   }
   joined->server = std::move(*started);

@@ -124,6 +124,7 @@ TEST(StoreTest, WrongJobTokenIsRefusedAndTheRightOneWorks) {
   auto server = StartServer("secret");
   auto stray = ConnectTo(server->port(), "guess");
   ASSERT_FALSE(stray.ok());
+  EXPECT_EQ(stray.status().code(), DPL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(stray.status().message(),
             "joining the rendezvous store at 127.0.0.1:" + std::to_string(server->port()) +
                 ": handshake refused by the rendezvous store at 127.0.0.1:" +
