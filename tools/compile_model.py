@@ -322,19 +322,8 @@ def summary(args, module, layout, shape, classes, loss, isa):
             f"{tuple(shape)} -> {classes} classes, loss {loss}")
 
 
-def check_output(path):
-    """Refuses, before minutes of compiling, an output the package could not be written to."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise CompileError(f"cannot write {path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise CompileError(f"cannot write {path}: the folder {folder} is not writable")
-    if os.path.exists(path) and not os.path.isfile(path):
-        raise CompileError(f"cannot write {path}: it exists and is not a regular file")
-
-
 def run(args):
-    check_output(args.output)
+    export_model.check_output(args.output)  # before minutes of compiling
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(args.cache, "inductor"))
     # torch.export logs the graph around a refused line at length; the refusal names the line.
     for name in ("torch.fx.experimental.symbolic_shapes", "torch.utils.cpp_extension"):

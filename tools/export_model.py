@@ -137,6 +137,17 @@ def example_batch(args, input_shape):
     return torch.randn((args.batch,) + input_shape, generator=generator)
 
 
+def check_output(path):
+    """Refuses, before any work, an output path the file could not be written to."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ExportError(f"cannot write {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ExportError(f"cannot write {path}: the folder {folder} is not writable")
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ExportError(f"cannot write {path}: it exists and is not a regular file")
+
+
 def export(args):
     with deprecation_said_once():
         summary, options = export_and_check(args)
@@ -219,10 +230,8 @@ def main(argv=None):
         parser.error("--batch must be >= 1")
     if args.token_ids is not None and args.token_ids < 1:
         parser.error("--token-ids must be >= 1")
-    folder = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(folder):
-        parser.error(f"cannot write {args.output}: the folder {folder} does not exist")
     try:
+        check_output(args.output)
         export(args)
     except ExportError as error:
         print(f"export_model.py: {error}", file=sys.stderr)
