@@ -70,6 +70,18 @@ finite_and_falling() {  # finite_and_falling LOSS...: two or more, all finite, t
   "$python" -c 'import math, sys; v = [float(x) for x in sys.argv[1:]]
 sys.exit(0 if len(v) >= 2 and all(map(math.isfinite, v)) and v[-1] < v[0] else 1)' "$@"
 }
+record_training() {  # record_training "what" RC LOG ["how"]: PASS when it ran and its losses fall
+  local losses
+  losses=$(logged_losses "$3")
+  if (($2 != 0)); then
+    tail -n 10 "$3"
+    record FAIL "$1: exit $2 ($3)"
+  elif finite_and_falling $losses; then  # unquoted: one argument a loss
+    record PASS "$1: ${4:+$4, }finite, falling losses ($losses)"
+  else
+    record FAIL "$1: losses not finite or not falling ($losses)"
+  fi
+}
 fits() {  # fits SECONDS "what": true when SECONDS more stay within the budget, else SKIP "what"
   (($(seconds_left) >= $1)) && return 0
   record SKIP "$2: $(seconds_left) s of the ${budget} s budget left, it needs $1"

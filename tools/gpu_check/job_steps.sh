@@ -124,16 +124,8 @@ CMAKE
     timeout "$(limit 90)" "$launcher" --no-progress --master-port 0 --backend-timeout 120 \
       --data-dir "$deps/fashion-mnist" --data-cache "$work/data-cache" --plugin-dir "$plugins" \
       "${compiled_train[@]}" >"$log" 2>&1
-    rc=$?
-    losses=$(logged_losses "$log")
-    if ((rc != 0)); then
-      tail -n 10 "$log"
-      record FAIL "the compiled step on CUDA: exit $rc ($log)"
-    elif finite_and_falling $losses; then
-      record PASS "the compiled step on CUDA: a package of tools/compile_model.py --device cuda trained, finite, falling losses ($losses)"
-    else
-      record FAIL "the compiled step on CUDA: losses not finite or not falling ($losses)"
-    fi
+    record_training "the compiled step on CUDA" $? "$log" \
+      "a package of tools/compile_model.py --device cuda trained"
   fi
 fi
 # ---- end of the compiled step ---------------------------------------------------------------

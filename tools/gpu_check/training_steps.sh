@@ -186,15 +186,7 @@ if ((train_ok)); then
       --num-processes 1 --precision "$precision" --max-steps 200 --log-interval 50 >"$log" 2>&1
     rc=$?
     grep -E "precision|scale|training loss|training done|test set" "$log" | head -n 10
-    losses=$(logged_losses "$log")
-    if ((rc != 0)); then
-      tail -n 10 "$log"
-      record FAIL "--precision $precision on CUDA: exit $rc"
-    elif finite_and_falling $losses; then
-      record PASS "--precision $precision on CUDA: finite, falling losses ($losses)"
-    else
-      record FAIL "--precision $precision on CUDA: losses not finite or not falling ($losses)"
-    fi
+    record_training "--precision $precision on CUDA" "$rc" "$log"
   done
 else
   record SKIP "mixed precision on CUDA: needs a GPU, the launcher and the CUDA convnet plugin"
