@@ -104,12 +104,15 @@ struct NpyTraits : dpl::datasets::TransformAndClassesTraits {
     const NpyArray train_x = dpl::datasets::npy::OpenNpy(train_x_path, kSampleDtypes, "samples",
                                                          "x.astype(numpy.float32)");
     const std::vector<int64_t> sample(x.shape.begin() + 1, x.shape.end());
-    if (train_x.shape.size() >= 2 &&
-        std::vector<int64_t>(train_x.shape.begin() + 1, train_x.shape.end()) != sample) {
+    // Empty where x.npy has no sample axes: the training split's own open refuses that.
+    const std::vector<int64_t> training_sample =
+        train_x.shape.size() >= 2
+            ? std::vector<int64_t>(train_x.shape.begin() + 1, train_x.shape.end())
+            : std::vector<int64_t>();
+    if (!training_sample.empty() && training_sample != sample) {
       throw Invalid(x_path + ": samples of shape " + dpl::datasets::ShapeText(sample) + ", but " +
                     train_x_path + "'s, which the model is built for, are " +
-                    dpl::datasets::ShapeText(
-                        std::vector<int64_t>(train_x.shape.begin() + 1, train_x.shape.end())));
+                    dpl::datasets::ShapeText(training_sample));
     }
     if (declared != 0) return;
     const NpyArray train_y =

@@ -23,10 +23,9 @@ constexpr auto kFailurePollInterval = 200ms;
 constexpr auto kTraceCollectionTimeout = 10s;
 
 // Machine 0 keeps the store up until every machine reported its end of this attempt, so a slow
-// machine's workers never lose the store in their last steps.
-// Machine 0, its workers done, waits for the other machines to say theirs are. One whose
-// launcher stopped beating meanwhile (stopped, or its machine gone) ends the wait as a lost
-// machine does during training, instead of holding the job open for good.
+// machine's workers never lose the store in their last steps. A machine whose launcher stopped
+// beating meanwhile (stopped, or its machine gone) ends the wait as a lost machine does during
+// training, instead of holding the job open for good.
 Status WaitForOtherMachines(rendezvous::StoreClient& client, const std::string& prefix,
                             const rendezvous::JobShape& shape) {
   MachineWatch watch(client, prefix, shape);

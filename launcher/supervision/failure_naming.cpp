@@ -11,13 +11,17 @@
 namespace dpl::supervision {
 
 std::string DescribeExit(int wait_status, ExitCodes codes) {
-  if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL) {
+  if (WIFSIGNALED(wait_status)) {
+    const int signal_number = WTERMSIG(wait_status);
+    std::string described = "killed by signal " + SignalName(signal_number);
     // A worker killed by nobody it knows: most often the kernel, out of memory.
-    return "killed by signal " + SignalName(SIGKILL) +
-           ", which the kernel's out-of-memory killer sends when memory runs out (its log, "
-           "dmesg, names what it killed)";
+    if (signal_number == SIGKILL) {
+      described +=
+          ", which the kernel's out-of-memory killer sends when memory runs out (its log, dmesg, "
+          "names what it killed)";
+    }
+    return described;
   }
-  if (WIFSIGNALED(wait_status)) return "killed by signal " + SignalName(WTERMSIG(wait_status));
   const std::string code = "exit code " + std::to_string(WEXITSTATUS(wait_status));
   const bool own_protocol = codes == ExitCodes::kWorkerProtocol;
   if (own_protocol && protocol::IsNotRestartable(wait_status)) {

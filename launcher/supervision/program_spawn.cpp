@@ -60,12 +60,12 @@ struct ChildPlan {
   const char* path = nullptr;
   char* const* argv = nullptr;
   char* const* envp = nullptr;
-  int input_fd = -1;   // /dev/null
-  int output_fd = -1;  // the write end of its standard error's pipe
-  int status_fd = -1;  // the write end of the pipe that carries execve's errno
-  pid_t launcher = -1;
-  int max_fd = 0;               // the descriptors to close when close_range cannot
+  int input_fd = -1;            // /dev/null
   int standard_output_fd = -1;  // the write end of its standard output's pipe
+  int standard_error_fd = -1;   // the write end of its standard error's pipe
+  int status_fd = -1;           // the write end of the pipe that carries execve's errno
+  pid_t launcher = -1;
+  int max_fd = 0;  // the descriptors to close when close_range cannot
 };
 
 // In the child, async-signal-safe calls only (Note [Starting workers safely]).
@@ -75,7 +75,7 @@ struct ChildPlan {
   setpgid(0, 0);
   dup2(plan.input_fd, STDIN_FILENO);
   dup2(plan.standard_output_fd, STDOUT_FILENO);
-  dup2(plan.output_fd, STDERR_FILENO);
+  dup2(plan.standard_error_fd, STDERR_FILENO);
   // The store's sockets and the other ranks' pipes are no business of the program.
   if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
     for (int fd = 3; fd < plan.max_fd; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
@@ -181,33 +181,37 @@ Result<SpawnedWorkers> SpawnProgram(const ProgramLaunch& launch) {
     std::vector<char*> envp;
     for (auto& entry : environment) envp.push_back(entry.data());
     envp.push_back(nullptr);
-    int output[2];
     int standard_output[2];
-    failure = OpenPipe(output);
-    if (!failure.ok()) break;
+    int standard_error[2];
     failure = OpenPipe(standard_output);
+    if (!failure.ok()) break;
+    failure = OpenPipe(standard_error);
     if (!failure.ok()) {
-      close(output[0]);
-      close(output[1]);
+      close(standard_output[0]);
+      close(standard_output[1]);
       break;
     }
-    ChildPlan plan{path.c_str(), argv.data(),
-                   envp.data(),  input,
-                   output[1],    -1,
-                   getpid(),     static_cast<int>(std::min<rlim_t>(files.rlim_cur, 65536))};
-    plan.standard_output_fd = standard_output[1];
+    const ChildPlan plan{path.c_str(),
+                         argv.data(),
+                         envp.data(),
+                         input,
+                         standard_output[1],
+                         standard_error[1],
+                         -1,
+                         getpid(),
+                         static_cast<int>(std::min<rlim_t>(files.rlim_cur, 65536))};
     Result<pid_t> pid = StartOne(plan, launch.argv[0]);
-    close(output[1]);
     close(standard_output[1]);
+    close(standard_error[1]);
     if (!pid.ok()) {
-      close(output[0]);
       close(standard_output[0]);
+      close(standard_error[0]);
       failure = pid.status();
       break;
     }
     spawned.pids.push_back(*pid);
-    spawned.output_fds.push_back(output[0]);
     spawned.standard_output_fds.push_back(standard_output[0]);
+    spawned.output_fds.push_back(standard_error[0]);  // a program's output_fds: its stderr
   }
   close(input);
   if (failure.ok()) return spawned;
