@@ -27,7 +27,10 @@
 // - Each launcher beats in "job/alive/<id>" every kHeartbeatInterval from a thread and connection
 //   of its own; one whose beat did not move for kMemberLease has left (killed, machine down).
 // - "job/end" (a counter and a message) releases every launcher that waits for an attempt when
-//   the job is over, with success or with the failure that ended it.
+//   the job is over, with success or with the failure that ended it. Each such launcher counts
+//   itself in "job/end/seen", and the coordinator keeps the store up until all that took a slot
+//   of the attempt they wait for have (or kEndSeenWait passed): a machine beyond MAX would
+//   otherwise find the store gone between two looks and fail a job that succeeded.
 
 namespace dpl::rendezvous {
 namespace {
@@ -41,6 +44,8 @@ constexpr auto kSlotWait = 2s;        // a launcher writes its slot right after 
 constexpr auto kEndMessageWait = 2s;  // machine 0 writes the message right after the count
 constexpr const char* kJobEndCount = "job/end/count";
 constexpr const char* kJobEndMessage = "job/end/message";
+constexpr const char* kJobEndSeen = "job/end/seen";
+constexpr auto kEndSeenWait = 2s;  // a waiting launcher looks every kListWait
 
 std::string MembersPrefix(int attempt) {
   return AttemptPrefix(attempt) + "members/";
@@ -234,7 +239,10 @@ Result<Attempt> AwaitAttempt(StoreClient& client, const AttemptJoin& join,
     if (list.ok()) return ReadList(FromBytes(*list), slot);
     if (!list.status().IsTimeout()) return list.status();
     DPL_ASSIGN_OR_RETURN(auto end, JobEnd(client));
-    if (end.has_value()) return Outcome(Attempt::Outcome::kJobEnded, *end);
+    if (end.has_value()) {
+      (void)client.Add(kJobEndSeen, 1);
+      return Outcome(Attempt::Outcome::kJobEnded, *end);
+    }
   }
 }
 
@@ -269,9 +277,17 @@ Result<bool> MachinesWaiting(StoreClient& client, int attempt) {
   return count > 0;
 }
 
-Status EndElasticJob(StoreClient& client, const std::string& failure) {
+Status EndElasticJob(StoreClient& client, const std::string& failure, int waiting_attempt) {
   DPL_ASSIGN_OR_RETURN(auto order, client.Add(kJobEndCount, 1));
-  if (order == 1) return client.Set(kJobEndMessage, ToBytes(failure));
+  if (order != 1) return Status::Ok();
+  DPL_RETURN_IF_ERROR(client.Set(kJobEndMessage, ToBytes(failure)));
+  const auto deadline = Clock::now() + kEndSeenWait;
+  while (Clock::now() < deadline) {
+    DPL_ASSIGN_OR_RETURN(auto waiting, client.Add(MembersPrefix(waiting_attempt) + "count", 0));
+    DPL_ASSIGN_OR_RETURN(auto seen, client.Add(kJobEndSeen, 0));
+    if (seen >= waiting) break;
+    std::this_thread::sleep_for(kPollInterval);
+  }
   return Status::Ok();
 }
 

@@ -72,8 +72,9 @@ Result<Attempt> JoinAttempt(StoreClient& client, int attempt, const Member& self
 Result<bool> MachinesWaiting(StoreClient& client, int attempt);
 
 // The coordinator ends the job for every launcher that waits for an attempt: `failure` "" is
-// success.
-Status EndElasticJob(StoreClient& client, const std::string& failure);
+// success. It returns once the launchers that took a slot of `waiting_attempt` have seen the end
+// (Note [Elastic membership]).
+Status EndElasticJob(StoreClient& client, const std::string& failure, int waiting_attempt);
 
 // What changed from `before` to `now`: "machine 2 (node9 10.0.0.9 pid 77) left; machine 3
 // (node4 10.0.0.4 pid 81) joined"; "" when nothing did.

@@ -52,9 +52,11 @@ void LogMembership(const cli::Options& options, int attempt,
 }
 
 // The coordinator of the job's last attempt ends the elastic job for every launcher still waiting
-// for an attempt.
-int EndElastic(Joined& joined, const Status& failure, bool coordinator) {
-  if (coordinator) (void)rendezvous::EndElasticJob(*joined.client, failure.message());
+// for an attempt: those of `waiting_attempt`.
+int EndElastic(Joined& joined, const Status& failure, bool coordinator, int waiting_attempt) {
+  if (coordinator) {
+    (void)rendezvous::EndElasticJob(*joined.client, failure.message(), waiting_attempt);
+  }
   return failure.ok() ? 0 : Fail(failure);
 }
 
@@ -128,7 +130,9 @@ int RunElasticJob(const cli::Options& options, Joined& joined) {
     bool coordinating = false;
     auto joined_attempt = rendezvous::JoinAttempt(
         *joined.client, join, AttemptElasticOptions(elastic, regrouping), &coordinating);
-    if (!joined_attempt.ok()) return EndElastic(joined, joined_attempt.status(), coordinating);
+    if (!joined_attempt.ok()) {
+      return EndElastic(joined, joined_attempt.status(), coordinating, attempt);
+    }
     using Outcome = rendezvous::Attempt::Outcome;
     if (joined_attempt->outcome == Outcome::kJobEnded) {
       if (!joined_attempt->job_end.empty()) return Fail(Status::Error(joined_attempt->job_end));
@@ -158,12 +162,14 @@ int RunElasticJob(const cli::Options& options, Joined& joined) {
     const Status& result = end.status;
     const bool coordinator = joined_attempt->index == 0;
     if (end.preempted) {
-      if (coordinator) (void)rendezvous::EndElasticJob(*joined.client, "the job was preempted");
+      if (coordinator) {
+        (void)rendezvous::EndElasticJob(*joined.client, "the job was preempted", attempt + 1);
+      }
       return EndPreempted();
     }
-    if (result.ok()) return EndElastic(joined, Status::Ok(), coordinator);
+    if (result.ok()) return EndElastic(joined, Status::Ok(), coordinator, attempt + 1);
     if (!MayRestart(end, restarts, options.max_restarts)) {
-      return EndElastic(joined, result.WithContext("job failed"), coordinator);
+      return EndElastic(joined, result.WithContext("job failed"), coordinator, attempt + 1);
     }
     ForgetLostMembers(*joined.client, attempt, join.previous, end.lost_machines, &join.gone);
     ++restarts;

@@ -236,7 +236,7 @@ TEST_F(MembershipTest, TooFewMachinesFailTheAttemptAndTheJobsEndReleasesWaiters)
     return JoinAttempt(*b, 1, {1, "b"}, {}, options);
   });
   EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout);
-  ASSERT_TRUE(EndElasticJob(*a, "rank 3 failed").ok());
+  ASSERT_TRUE(EndElasticJob(*a, "rank 3 failed", 1).ok());
   Result<Attempt> ended = waiting.get();
   ASSERT_TRUE(ended.ok()) << ended.status().message();
   EXPECT_EQ(ended->outcome, Attempt::Outcome::kJobEnded);

@@ -3,7 +3,7 @@
 // its own, and the process group of the machine at place 2 killed at chosen moments of a step
 // (the test model holds that rank there: faulty_model.cpp's hold_dir) or while rank 0 writes a
 // checkpoint. Each time the survivors' next attempt must run (its ranks connected) within 10 s of
-// the kill.
+// the kill. And a machine beyond the job's most, which waits for a place and is never lost.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -133,6 +133,37 @@ TEST_F(LostMachinesTest, AMachineThatLeavesBeforeItsAttemptBeginsIsLostToo) {
   EXPECT_TRUE(Contains(output, "machine 1 vanished")) << output;
   EXPECT_TRUE(Contains(output, "it never began this attempt")) << output;
   EXPECT_TRUE(Contains(output, "[rank 0] training done: 20 steps")) << output;
+}
+
+// A machine beyond the job's most (MAX) waits for a place; when the job ends first, it ends with
+// it, exit 0, instead of finding the store gone between two looks (Note [Elastic membership]).
+TEST_F(LostMachinesTest, AMachineBeyondTheMostEndsWithTheJob) {
+  const std::string holds = dir_ + "/holds";
+  ::mkdir(holds.c_str(), 0755);
+  Args args =
+      WithValue(Job("gloo", "faulty", 1,
+                    {"--num-machines", "1:2", "--master-port", std::to_string(FreePort()),
+                     "--max-steps", "20", "--checkpoint-dir", dir_ + "/checkpoints", "--join-grace",
+                     "1", "--model-options", "step_ms=10,hold_ms=8000,hold_dir=" + holds}),
+                "--plugin-dir", LightPluginDir());
+  args = WithValue(args, "--batch-size", "12");
+  std::ofstream(holds + "/hold-0-forward").flush();  // the job runs until the third is waiting
+  Start(args);
+  Start(args);
+  ASSERT_TRUE(elastic_jobs::WaitForPath(holds + "/held-0-forward", 60s));
+  LauncherProcess* beyond = Start(args);
+  const auto deadline = Clock::now() + 30s;
+  while (!Contains(beyond->Output(), "without this one") && Clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(Contains(beyond->Output(), "runs on 2 machines without this one"))
+      << beyond->Output();
+  for (auto& launcher : launchers_) {
+    const auto status = launcher->Wait(90s);
+    EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << launcher->Output();
+  }
+  EXPECT_TRUE(Contains(beyond->Output(), "the job finished without this machine"))
+      << beyond->Output();
 }
 
 }  // namespace
