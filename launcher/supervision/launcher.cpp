@@ -207,6 +207,18 @@ Result<Joined> StartAndJoin(const cli::Options& options) {
   return joined;
 }
 
+// The workers' join barrier counts ranks ("1 of 2 ranks arrived"); machine 0 names the machines
+// whose launchers never reached its store, which is what a user has to start or point at it.
+void NameMachinesThatNeverJoined(const cli::Options& options, Joined& joined) {
+  for (int id = 1; id < options.num_machines; ++id) {
+    if (!rendezvous::MachineName(*joined.client, id).empty()) continue;
+    log::Error("machine " + std::to_string(id) + " never joined: no launcher of it (--machine-id " +
+               std::to_string(id) + " or auto) reached the store at " + options.master_addr + ":" +
+               std::to_string(joined.port) + "; start it, or check its --master-addr and " +
+               "--master-port");
+  }
+}
+
 // A fixed set of machines: every attempt runs on all of them.
 int RunFixedJob(const cli::Options& options, Joined& joined) {
   const cli::Options attempt_options =
@@ -222,6 +234,7 @@ int RunFixedJob(const cli::Options& options, Joined& joined) {
                                   {attempt_options.num_machines, attempt_options.num_processes,
                                    attempt_options.machine_id},
                                   kFailureDeliveryTimeout);
+        NameMachinesThatNeverJoined(options, joined);
       }
       return Fail(result.WithContext("job failed"));
     }

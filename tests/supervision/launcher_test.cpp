@@ -118,6 +118,13 @@ TEST_F(LauncherTest, AWorkerFailureReportsItsExitCodeAndLastLines) {
                        "ranks arrived: timed out after 1 s waiting for store key(s) "
                        "'attempt/0/barrier/join/done'"))
       << output;
+  // The barrier counts ranks; the launcher names the machine that never came and what to check.
+  EXPECT_TRUE(Contains(output,
+                       "error: machine 1 never joined: no launcher of it (--machine-id 1 or auto) "
+                       "reached the store at 127.0.0.1:"))
+      << output;
+  EXPECT_TRUE(Contains(output, "; start it, or check its --master-addr and --master-port\n"))
+      << output;
 }
 
 // A process's environment, one entry per line (leading line break included, so every entry reads
