@@ -1,6 +1,7 @@
 #include "text_tokens.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -67,10 +68,11 @@ TextPart LocateText(const OpenRequest& request, bool fraction_given) {
                         "val.txt");
 }
 
+// The shortest text that reads back as `fraction`: 0.9999999 stays 0.9999999 (not "%g"'s 1).
 std::string FractionText(double fraction) {
   char text[32];
-  std::snprintf(text, sizeof text, "%g", fraction);
-  return text;
+  const auto end = std::to_chars(text, text + sizeof text, fraction).ptr;
+  return std::string(text, end);
 }
 
 // "/data/input.txt (its validation part, val_fraction=0.1)" for messages.

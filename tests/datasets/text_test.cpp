@@ -246,6 +246,11 @@ TEST_F(TextTest, RefusesMissingTextAndBadOptions) {
             Error(Path("input.txt") +
                   " (its validation part, val_fraction=0.1): 10 tokens, shorter than one sample "
                   "(block=16 takes 17 tokens); use a smaller block or more data"));
+  // The fraction as given, not rounded to a value the option refuses.
+  EXPECT_EQ(Refusal(At("block=4,val_fraction=0.9999999")),
+            Error(Path("input.txt") +
+                  " (its train part, val_fraction=0.9999999): 0 tokens, shorter than one sample "
+                  "(block=4 takes 5 tokens); use a smaller block or more data"));
   EXPECT_EQ(Refusal(At("block=4,val_fraction=1.5")),
             Error("option \"val_fraction\" must be above 0 and below 1, got 1.5"));
   EXPECT_EQ(Refusal(At("block=4,val_fraction=0")),
