@@ -60,6 +60,13 @@ int EndElastic(Joined& joined, const Status& failure, bool coordinator, int wait
   return failure.ok() ? 0 : Fail(failure);
 }
 
+// The job ended while this launcher waited for an attempt: "" is success.
+int EndedWhileWaiting(const rendezvous::Attempt& ended) {
+  if (!ended.job_end.empty()) return Fail(Status::Error(ended.job_end));
+  log::Info("the job finished without this machine");
+  return 0;
+}
+
 // The launchers of `members` whose machines the attempt found vanished (its own lost places and
 // those any other launcher recorded), added to `gone` and recorded in the store: the next
 // attempts wait for none of them, nor do launchers that join later.
@@ -134,11 +141,7 @@ int RunElasticJob(const cli::Options& options, Joined& joined) {
       return EndElastic(joined, joined_attempt.status(), coordinating, attempt);
     }
     using Outcome = rendezvous::Attempt::Outcome;
-    if (joined_attempt->outcome == Outcome::kJobEnded) {
-      if (!joined_attempt->job_end.empty()) return Fail(Status::Error(joined_attempt->job_end));
-      log::Info("the job finished without this machine");
-      return 0;
-    }
+    if (joined_attempt->outcome == Outcome::kJobEnded) return EndedWhileWaiting(*joined_attempt);
     if (joined_attempt->outcome == Outcome::kAbandoned) {
       log::Warning("the launcher that was choosing the machines of attempt " +
                    std::to_string(attempt) + " vanished; going on to the next attempt");
