@@ -14,7 +14,7 @@ std::string SourceKey(const std::string& path) {
   ::stat(path.c_str(), &info);  // a missing source keys as size 0; it fails when read anyway
   std::ostringstream key;
   key << RealPath(path) << '|' << info.st_size << '|' << info.st_mtim.tv_sec << '.'
-      << info.st_mtim.tv_nsec;
+      << info.st_mtim.tv_nsec << '|' << info.st_ctim.tv_sec << '.' << info.st_ctim.tv_nsec;
   return key.str();
 }
 

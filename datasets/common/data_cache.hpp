@@ -14,8 +14,9 @@
 
 namespace dpl::datasets {
 
-// "<canonical path>|<size>|<seconds>.<nanoseconds>" of a source file: the part of a cache key
-// that changes whenever the file does.
+// "<canonical path>|<size>|<mtime>|<ctime>" of a source file: the part of a cache key that changes
+// whenever the file does. The change time too, because a copy or a rewrite may keep the size and
+// be given the old modification time (cp -p, touch -r, rsync -t); no user call sets the ctime.
 std::string SourceKey(const std::string& path);
 
 // Where the entry for `key` lives: "<cache_dir>/<16 hex digits of StableHash(key)>-<name>". The

@@ -65,19 +65,17 @@ class MemberMatcher {
     if (!layout.label_extension.empty()) {
       extensions_.push_back({layout.label_extension, MemberRole::kLabel});
     }
-    std::stable_sort(extensions_.begin(), extensions_.end(),
-                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   }
 
+  // WebDataset's split of a name (the webdataset package's base_plus_ext): the key is the name up
+  // to the first dot of its last component, the extension all after that dot, in lower case.
   MemberRole RoleOf(const std::string& name) const {
-    const std::string lower = Lower(name);
-    for (const auto& [extension, kind] : extensions_) {
-      const size_t suffix = extension.size() + 1;
-      if (lower.size() > suffix && lower.compare(lower.size() - suffix, 1, ".") == 0 &&
-          lower.compare(lower.size() - extension.size(), extension.size(), extension) == 0 &&
-          lower[lower.size() - suffix - 1] != '/') {
-        return {kind, name.substr(0, name.size() - suffix), extension};
-      }
+    const size_t base = name.rfind('/') + 1;  // 0 when there is no folder
+    const size_t dot = name.find('.', base);
+    if (dot == std::string::npos || dot == base) return {};
+    const std::string extension = Lower(name.substr(dot + 1));
+    for (const auto& [known, kind] : extensions_) {
+      if (extension == known) return {kind, name.substr(0, dot), known};
     }
     return {};
   }
@@ -147,9 +145,16 @@ struct PendingSample {
 std::string Twice(const ShardFile& shard, const std::string& key, const std::string& first,
                   uint64_t first_at, const std::string& second, uint64_t second_at,
                   const char* part) {
-  return shard.path() + ": sample " + Quoted(key) + " has two " + part + " members, " + first +
-         " (byte " + std::to_string(first_at) + ") and " + second + " (byte " +
-         std::to_string(second_at) + "); keys must be unique within a shard";
+  const std::string both = shard.path() + ": sample " + Quoted(key) + " has two " + part +
+                           " members, " + first + " (byte " + std::to_string(first_at) + ") and " +
+                           second + " (byte " + std::to_string(second_at) + ")";
+  const std::string first_extension = first.substr(key.size() + 1);
+  const std::string second_extension = second.substr(key.size() + 1);
+  if (Lower(first_extension) == Lower(second_extension)) {
+    return both + "; keys must be unique within a shard";
+  }
+  return both + "; name the one to read, e.g. " +
+         (std::string(part) == "input" ? "input=" : "label=") + Lower(first_extension);
 }
 
 // Walks the shard and returns its samples in the order their keys first appear.
@@ -311,7 +316,8 @@ ShardIndex::ShardIndex(SharedBytes bytes) : bytes_(std::move(bytes)) {
 ShardIndex ShardIndex::Load(const ShardFile& shard, const SampleLayout& layout,
                             const InputInspector& inspect, const std::string& cache_dir,
                             const Logger& log) {
-  const std::string key = "webdataset index v1|" + SourceKey(shard.path()) + "|" + layout.Text();
+  const std::string key = "webdataset index v2|" + SourceKey(shard.path()) + "|" + layout.Text() +
+                          "|" + layout.input_reading;
   const uint64_t key_hash = StableHash(key);
   const std::string entry =
       cache_dir.empty()

@@ -3,16 +3,17 @@
 // their keys first appear, each with where its input member's data lies in the shard (so a fill
 // reads it with one pread), its label (read once, here) and what the plugin read of its input's
 // header (an image's size, a token array's layout). It is one small file per shard in the data
-// cache (Note [Data cache]), keyed by the shard's canonical path, size and modification time and
-// by the sample layout, written atomically (several launchers may build it at once: the last
-// rename wins, and every one is complete), and memory-mapped where it is read: its pages are the
-// page cache's, so a process's own memory does not grow with the data set. Without a cache folder
-// the index is built in memory at every start.
+// cache (Note [Data cache]), keyed by the shard's canonical path, size, modification and change
+// times and by the sample layout and how inputs are read, written atomically (several launchers may
+// build it at once: the last rename wins, and every one is complete), and memory-mapped where it is
+// read: its pages are the page cache's, so a process's own memory does not grow with the data set.
+// Without a cache folder the index is built in memory at every start.
 //
-// A member belongs to a sample when its name ends in "." and one of the layout's extensions
-// (compared in lower case; the longest that fits wins); the key is the name before it, so keys
-// may hold dots and folders ("train/n0144.v2.jpg" is key "train/n0144.v2"). Members of other
-// extensions are not read.
+// Names split as WebDataset splits them (the webdataset package's base_plus_ext): the key is the
+// name up to the first dot of its file name, the extension all after that dot, compared in lower
+// case; so folders may hold dots and file names not ("train.v2/n0144.seg.png" is key
+// "train.v2/n0144", extension "seg.png"). A member belongs to a sample when its extension is one
+// of the layout's; members of other extensions are not read.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,9 @@ struct SampleLayout {
   std::vector<std::string> input_extensions;  // lower case, e.g. jpg jpeg png webp
   std::string label_extension;                // "cls", "json", ...; "" for samples without one
   std::string json_field;  // with label_extension "json": the integer field that is the label
+  // How the InputInspector reads an input ("dtype=uint32" for token samples, "" for images): the
+  // index holds what it read (sizes, the largest id), so this is part of the cache key.
+  std::string input_reading;
 
   // The layout in a line: part of the cache key, and the message of a sample without a part.
   std::string Text() const;

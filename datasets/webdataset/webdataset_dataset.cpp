@@ -179,7 +179,9 @@ struct WebDatasetTraits {
     Require(shards->count() > 0, "the " + std::to_string(paths.size()) + " shards of the " +
                                      request.split_name() + " split (the first: " + paths.front() +
                                      ") hold no sample of " + options.layout.Text() +
-                                     "; check the shards, or input= and label=");
+                                     "; check the shards, or input= and label= (a member's "
+                                     "extension is all after the first dot of its file name: "
+                                     "a.seg.png is key a, extension seg.png)");
     request.log.Info(std::to_string(shards->count()) + " samples in " +
                      std::to_string(paths.size()) + " shards");
     if (tokens) return wds::OpenTokenSamples(options, std::move(shards), threads);

@@ -137,6 +137,7 @@ void ReadTokenOptions(const support::KeyValueOptions& options, WebDatasetOptions
   Require(read->vocab >= 0,
           "option \"vocab\" must be positive, got " + std::to_string(read->vocab));
   read->token_dtype = options.GetChoice("dtype", "uint16", {"uint16", "uint32", "int32", "int64"});
+  read->layout.input_reading = "dtype=" + read->token_dtype;
 }
 
 }  // namespace

@@ -203,9 +203,10 @@ TEST_F(IdxCacheTest, EntryNamesAreTheStableHashOfTheSourceKey) {
   const std::string source = Path("train-images-idx3-ubyte.gz");
   struct stat info {};
   ASSERT_EQ(::stat(source.c_str(), &info), 0);
-  const std::string key = std::filesystem::canonical(source).string() + "|" +
-                          std::to_string(info.st_size) + "|" + std::to_string(info.st_mtim.tv_sec) +
-                          "." + std::to_string(info.st_mtim.tv_nsec);
+  const std::string key =
+      std::filesystem::canonical(source).string() + "|" + std::to_string(info.st_size) + "|" +
+      std::to_string(info.st_mtim.tv_sec) + "." + std::to_string(info.st_mtim.tv_nsec) + "|" +
+      std::to_string(info.st_ctim.tv_sec) + "." + std::to_string(info.st_ctim.tv_nsec);
   char hash[17];
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(Fnv1a64(key)));
   EXPECT_EQ(CacheEntry(Cached().cache_dir, "train-images-idx3-ubyte"),

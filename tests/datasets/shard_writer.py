@@ -7,10 +7,11 @@
                                          (HWC, sample after sample) and "key label" lines
     shard_writer.py formats DIR          DIR/train/*.tar by GNU tar (long names, ./ prefixes),
                                          tarfile's pax format (long UTF-8 names), ustar (prefix
-                                         field), keys with dots and folders; DIR/reference.txt
+                                         field), folders with dots, a member of extension seg.png;
+                                         DIR/reference.txt
     shard_writer.py broken DIR CASE      DIR/train/shard.tar (and val/) with one fault: truncated,
                                          unlabelled, gzipped, unreadable-image, duplicate-key,
-                                         label-12, truncated-jpeg
+                                         two-inputs, label-12, truncated-jpeg
     shard_writer.py sized DIR            DIR/{train,val}/sized.tar: noise images of several sizes
                                          (PNG, and one JPEG)
     shard_writer.py torchvision DIR SPLIT SIZE RESIZE SEED EPOCH FLIP
@@ -150,18 +151,21 @@ def write_formats(root):
     # GNU tar of a folder: ./ prefixes, a name over 100 bytes (a long-name header), folders.
     source = f"{root}/gnu-source"
     long_folder = "deep/" + "x" * 120
-    for n, key in enumerate(["a/000", long_folder + "/001", "b.c/002.v2"]):
+    for n, key in enumerate(["a/000", long_folder + "/001", "b.c/002"]):
         os.makedirs(os.path.dirname(f"{source}/{key}"), exist_ok=True)
         with open(f"{source}/{key}.png", "wb") as f:
             f.write(image)
         with open(f"{source}/{key}.cls", "w") as f:
             f.write(f"{n}\n")
+    # As WebDataset reads names, this is key b.c/002's "seg.png", which the default layout skips.
+    with open(f"{source}/b.c/002.seg.png", "wb") as f:
+        f.write(image)
     subprocess.run(["tar", "--format=gnu", "--sort=name", "-C", source, "-cf",
                     f"{root}/train/1-gnu.tar", "."], check=True)
-    listing += [("a/000", 0), ("b.c/002.v2", 2), (f"{long_folder}/001", 1)]
-    # pax: a long UTF-8 name, a key with dots.
+    listing += [("a/000", 0), ("b.c/002", 2), (f"{long_folder}/001", 1)]
+    # pax: a long UTF-8 name, a folder with dots.
     with tarfile.open(f"{root}/train/2-pax.tar", "w", format=tarfile.PAX_FORMAT) as archive:
-        for n, key in enumerate(["données/" + "é" * 80 + "/003", "v1.2.004"]):
+        for n, key in enumerate(["données/" + "é" * 80 + "/003", "v1.2/004"]):
             add_bytes(archive, key + ".png", image)
             add_bytes(archive, key + ".cls", str(3 + n).encode())
             listing.append((key, 3 + n))
@@ -195,6 +199,8 @@ def write_broken(root, case):
     elif case == "truncated-jpeg":  # its header whole, its scan cut short
         members[2] = ("001.jpg", image[:len(image) * 3 // 4])
     elif case == "duplicate-key":
+        members.append(("001.jpg", encoded(noise_image(8, 8, 7), "JPEG")))
+    elif case == "two-inputs":
         members.append(("001.png", encoded(noise_image(8, 8, 7), "PNG")))
     elif case == "label-12":
         members[3] = ("001.cls", b"12")

@@ -155,12 +155,7 @@ TEST_F(TextTest, TheCacheIsWrittenOnceReadLaterAndRebuiltWhenTheTextChanges) {
   EXPECT_EQ(std::filesystem::file_size(entry), 24u + 450u);
   struct stat written {};
   ASSERT_EQ(::stat(entry.c_str(), &written), 0);
-  // Other bytes of the same size under the same time: a later open serves the cached tokens.
-  struct stat source {};
-  ASSERT_EQ(::stat(Path("input.txt").c_str(), &source), 0);
-  WriteText(Path("input.txt"), Letters(500, 99));
-  const timespec times[2] = {source.st_atim, source.st_mtim};
-  ASSERT_EQ(::utimensat(AT_FDCWD, Path("input.txt").c_str(), times, 0), 0);
+  // A later open of the same text serves the cached tokens: no line, the entry untouched.
   log.lines.clear();
   {
     Dataset cached("text", settings);
@@ -173,14 +168,28 @@ TEST_F(TextTest, TheCacheIsWrittenOnceReadLaterAndRebuiltWhenTheTextChanges) {
   EXPECT_EQ(reread.st_ino, written.st_ino);
   EXPECT_EQ(reread.st_mtim.tv_nsec, written.st_mtim.tv_nsec);
   EXPECT_EQ(reread.st_mtim.tv_sec, written.st_mtim.tv_sec);
+  // Other bytes of the same size given the old time (cp -p, touch -r): its change time keys a new
+  // entry.
+  struct stat source {};
+  ASSERT_EQ(::stat(Path("input.txt").c_str(), &source), 0);
+  const std::string other = Letters(500, 99);
+  WriteText(Path("input.txt"), other);
+  const timespec times[2] = {source.st_atim, source.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, Path("input.txt").c_str(), times, 0), 0);
+  {
+    Dataset rewritten("text", settings);
+    ASSERT_TRUE(rewritten.ok()) << rewritten.error();
+    GridOffset(rewritten, 0, other, 0, 450);
+  }
+  EXPECT_EQ(CacheEntries().size(), 2u);
   // A changed text keys a new entry.
   const std::string longer = Letters(600, 5);
   WriteText(Path("input.txt"), longer);
   Dataset changed("text", settings);
   ASSERT_TRUE(changed.ok()) << changed.error();
   GridOffset(changed, 0, longer, 0, 540);
-  EXPECT_EQ(CacheEntries().size(), 2u);
-  EXPECT_EQ(log.lines.size(), 1u);
+  EXPECT_EQ(CacheEntries().size(), 3u);
+  EXPECT_EQ(log.lines.size(), 2u);
 }
 
 TEST_F(TextTest, ABadCacheEntryIsReplaced) {

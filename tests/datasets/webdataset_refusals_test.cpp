@@ -39,8 +39,11 @@ TEST_F(WebDatasetRefusalTest, BrokenShardsAreRefusedNamingTheShardAndTheMember) 
       {"unreadable-image", "",
        ": member 001.jpg: not a JPEG, PNG or WebP image (it starts with the bytes 47 49 46 38)"},
       {"duplicate-key", "",
-       ": sample \"001\" has two input members, 001.jpg (byte 3072) and 001.png (byte 5632); keys "
+       ": sample \"001\" has two input members, 001.jpg (byte 3072) and 001.jpg (byte 5632); keys "
        "must be unique within a shard"},
+      {"two-inputs", "",
+       ": sample \"001\" has two input members, 001.jpg (byte 3072) and 001.png (byte 5632); name "
+       "the one to read, e.g. input=jpg"},
       {"label-12", "classes=10",
        ": sample \"001\" (member 001.jpg): its label (.cls) 12 is not below classes=10"},
   };

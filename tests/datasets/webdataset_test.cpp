@@ -140,8 +140,9 @@ TEST_F(WebDatasetTest, ReadsTarsOfGnuTarPaxAndUstarWithLongNamesDotsAndFolders) 
   Writer("formats " + dir_);
   Dataset dataset("webdataset", Split(DPL_DATASET_SPLIT_TRAIN));
   ASSERT_TRUE(dataset.ok()) << dataset.error();
-  // The labels say which key each sample is: GNU tar's a/000, b.c/002.v2 and the long-named
-  // deep/x.../001, pax's long UTF-8 name and v1.2.004, ustar's prefix-field name.
+  // The labels say which key each sample is: GNU tar's a/000, b.c/002 (its b.c/002.seg.png is
+  // skipped: extension "seg.png", as WebDataset reads it) and the long-named deep/x.../001, pax's
+  // long UTF-8 name and v1.2/004, ustar's prefix-field name.
   EXPECT_EQ(dataset.FillAll().labels, (std::vector<int64_t>{0, 2, 1, 3, 4, 5}));
 }
 
@@ -228,6 +229,41 @@ TEST_F(WebDatasetTest, TokenSamplesAreWindowsOfTheirIds) {
   EXPECT_NE(Refusal(Split(DPL_DATASET_SPLIT_TRAIN, "sample=tokens,block=4,vocab=10"))
                 .find("is not below vocab=10"),
             std::string::npos);
+  // The cached index holds the .bin members read as uint16; as uint32 they are read anew: the
+  // ten uint16 ids of 001.bin are five uint32 ones.
+  EXPECT_NE(Refusal(Split(DPL_DATASET_SPLIT_TRAIN, "sample=tokens,block=8,dtype=uint32"))
+                .find("(member 001.bin): 5 ids"),
+            std::string::npos);
+}
+
+// A shard rewritten in place with its size and modification time kept (cp -p, touch -r, rsync
+// -t) is indexed anew: its change time is part of the key.
+TEST_F(WebDatasetTest, AShardRewrittenWithItsSizeAndTimeKeptIsIndexedAgain) {
+  Writer("webdataset " + dir_);
+  const std::string shard = Path("train/shard-000000.tar");
+  Dataset before("webdataset", Split(DPL_DATASET_SPLIT_TRAIN));
+  ASSERT_TRUE(before.ok()) << before.error();
+  const std::vector<int64_t> labels = before.FillAll().labels;
+  const auto written = fs::last_write_time(shard);
+  std::fstream bytes(shard, std::ios::in | std::ios::out | std::ios::binary);
+  std::string tar((std::istreambuf_iterator<char>(bytes)), std::istreambuf_iterator<char>());
+  size_t header = 0;  // the first .cls member's header (its name ends there); its text the label
+  auto name_of = [&](size_t at) { return std::string(tar.c_str() + at, strnlen(&tar[at], 100)); };
+  while (header < tar.size() && !(name_of(header).size() > 4 &&
+                                  name_of(header).substr(name_of(header).size() - 4) == ".cls")) {
+    header += 512;
+  }
+  ASSERT_LT(header, tar.size());
+  const char label = tar[header + 512];
+  ASSERT_TRUE(label >= '0' && label <= '2');
+  bytes.seekp(std::streamoff(header + 512));
+  bytes.put(char(label + 1));
+  bytes.close();
+  fs::last_write_time(shard, written);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  Dataset after("webdataset", Split(DPL_DATASET_SPLIT_TRAIN));
+  ASSERT_TRUE(after.ok()) << after.error();
+  EXPECT_NE(after.FillAll().labels, labels);
 }
 
 }  // namespace
