@@ -73,6 +73,9 @@ struct Options {
   // --stall-warning: a backend call blocked this long is reported to the launcher; 0 = never.
   std::chrono::milliseconds stall_warning = kDefaultStallWarning;
   bool elastic() const { return min_machines < num_machines; }
+  // Set on the options of one attempt (supervision's AttemptOptions) of an elastic job: its
+  // machines are the attempt's members, every one of which has joined it.
+  bool attempt_of_elastic_job = false;
 
   // One command for many machines: --hostfile starts a launcher on every host it lists.
   std::string hostfile;          // --hostfile FILE (DeepSpeed's `HOST slots=N` lines)

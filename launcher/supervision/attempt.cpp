@@ -66,6 +66,7 @@ void WriteTrace(rendezvous::StoreClient& client, const std::string& prefix, int 
 cli::Options AttemptOptions(const cli::Options& options, const Joined& joined, int machines,
                             int place) {
   cli::Options attempt = options;
+  attempt.attempt_of_elastic_job = options.elastic();
   attempt.num_machines = machines;
   attempt.min_machines = machines;
   attempt.machine_id = place;

@@ -59,8 +59,8 @@ std::vector<int> SilentMachines(const std::vector<int64_t>& before,
 }
 
 MachineWatch::MachineWatch(rendezvous::StoreClient& client, std::string attempt_prefix,
-                           const rendezvous::JobShape& shape)
-    : client_(client), prefix_(std::move(attempt_prefix)) {
+                           const rendezvous::JobShape& shape, Joining joining)
+    : client_(client), prefix_(std::move(attempt_prefix)), joining_(joining) {
   if (shape.machine_id != 0) {
     watched_.push_back(0);
     return;
@@ -79,7 +79,12 @@ Result<std::vector<int>> MachineWatch::Lost(std::chrono::milliseconds silence) {
       continue;
     }
     // A machine that never beat has not started this attempt: late, and lost only when it stays
-    // so for much longer than a start takes.
+    // so for much longer than a start takes after it joined.
+    if (beats == 0 && joining_ == Joining::kByClaimedId &&
+        rendezvous::MachineName(client_, machine).empty()) {
+      seen->second.changed = now;
+      continue;
+    }
     const bool beating = beats > 0 && beats < kFinishedMark;
     const auto quiet = now - seen->second.changed;
     if ((beating && quiet >= silence) || (beats == 0 && quiet >= kMachineNeverBegan)) {

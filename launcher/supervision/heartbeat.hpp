@@ -33,7 +33,8 @@ inline constexpr std::chrono::milliseconds kMachineLostSilenceInPlace{2000};
 // attempt (its launcher left between the membership and its workers' start): lost too. Every
 // machine of the membership has joined the attempt and starts beating as it starts its workers,
 // well within this; without it, the attempt would wait for the dead machine's ranks until the
-// rendezvous timeout, saying nothing.
+// rendezvous timeout, saying nothing. In a fixed job a machine whose launcher has not come yet
+// is no member that left: it is waited for until the rendezvous timeout (MachineWatch::Joining).
 inline constexpr std::chrono::milliseconds kMachineNeverBegan{20000};
 
 // This machine's heartbeat for one attempt; beats from construction until Finish() or
@@ -72,8 +73,11 @@ std::vector<int> SilentMachines(const std::vector<int64_t>& before,
 // poll on most machines, N - 1 on one.
 class MachineWatch {
  public:
+  // Which machines have joined: all (an elastic attempt's members, or an attempt whose workers
+  // already met), or in a fixed job those whose launchers claimed their --machine-id.
+  enum class Joining { kAllJoined, kByClaimedId };
   MachineWatch(rendezvous::StoreClient& client, std::string attempt_prefix,
-               const rendezvous::JobShape& shape);
+               const rendezvous::JobShape& shape, Joining joining = Joining::kAllJoined);
   // The watched machines that beat and then did not for `silence`, nor finished, and those that
   // never beat for kMachineNeverBegan since this watch first read them; an error when the store
   // cannot be read.
@@ -90,6 +94,7 @@ class MachineWatch {
   };
   rendezvous::StoreClient& client_;
   std::string prefix_;
+  Joining joining_;
   std::vector<int> watched_;
   std::map<int, Seen> seen_;
 };

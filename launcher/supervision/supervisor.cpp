@@ -64,6 +64,13 @@ bool Succeeded(int wait_status) {
   return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
 }
 
+// A fixed job's machines may still be coming when its attempt starts; an elastic attempt's are
+// its members.
+MachineWatch::Joining JoiningOf(const cli::Options& options) {
+  return options.attempt_of_elastic_job ? MachineWatch::Joining::kAllJoined
+                                        : MachineWatch::Joining::kByClaimedId;
+}
+
 // A worker that stopped for a preemption did what it was asked: no failure.
 bool EndedWell(int wait_status) {
   return Succeeded(wait_status) || protocol::IsPreempted(wait_status);
@@ -82,7 +89,8 @@ Supervisor::Supervisor(const cli::Options& options, rendezvous::StoreClient& cli
       progress_(options.training.progress && options.command == cli::Command::kTrain &&
                 !options.runs_program()),
       stalls_(client, prefix_, shape.world_size()) {
-  if (shape.num_machines > 1) machines_ = std::make_unique<MachineWatch>(client, prefix_, shape);
+  if (shape.num_machines > 1)
+    machines_ = std::make_unique<MachineWatch>(client, prefix_, shape, JoiningOf(options));
 }
 
 Supervisor::~Supervisor() {

@@ -224,6 +224,21 @@ TEST_F(LauncherTest, SigtermToALauncherStopsItsWorkers) {
   EXPECT_TRUE(WaitUntilGone(workers, 1s));
 }
 
+// A machine of a fixed job that comes later than a start takes (here 23 s) but within the
+// rendezvous timeout joins it: it was never a member that left (Note [Lost machines]).
+TEST_F(LauncherTest, AMachineThatComesLateWithinTheRendezvousTimeoutJoins) {
+  LauncherProcess machine0(Selftest(2, 0, 1, 0, {"--rendezvous-timeout", "60"}), OutputPath("m0"));
+  const int port = machine0.WaitForStorePort();
+  ASSERT_GT(port, 0) << machine0.Output();
+  std::this_thread::sleep_for(23s);  // past kMachineNeverBegan
+  LauncherProcess machine1(Selftest(2, 1, 1, port, {"--rendezvous-timeout", "60"}),
+                           OutputPath("m1"));
+  const auto status0 = machine0.Wait(60s);
+  const auto status1 = machine1.Wait(60s);
+  EXPECT_TRUE(ExitedWith(status0, 0)) << Describe(status0) << machine0.Output();
+  EXPECT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << machine1.Output();
+}
+
 TEST_F(LauncherTest, UnreachableMasterFailsWithinTheRendezvousTimeoutNamingAddrPort) {
   const int port = FreePort();
   const auto start = std::chrono::steady_clock::now();
