@@ -3,10 +3,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -114,6 +116,60 @@ Status RefuseAnEarlierRunsCheckpoints(const std::string& folder) {
       "empty folder");
 }
 
+// The file a model plugin reads, where its options name one (file=, as the compiled and the
+// torchscript plugins take it); "" when they do not.
+std::string ModelFileOf(const std::string& model_options) {
+  size_t begin = 0;
+  while (begin <= model_options.size()) {
+    const size_t end = std::min(model_options.find(',', begin), model_options.size());
+    const std::string entry = model_options.substr(begin, end - begin);
+    if (entry.rfind("file=", 0) == 0) return entry.substr(5);
+    begin = end + 1;
+  }
+  return "";
+}
+
+// Whether two paths name one file, existing or not (links followed, "./" and ".." resolved).
+bool SameFile(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::path canonical_a = fs::weakly_canonical(fs::absolute(a, error), error);
+  if (error) return a == b;
+  const fs::path canonical_b = fs::weakly_canonical(fs::absolute(b, error), error);
+  return error ? a == b : canonical_a == canonical_b;
+}
+
+// Note [One file, one flag]: two outputs given one file overwrite each other (the best model
+// replaced by the final one, the metrics by the trace, with exit 0), and an output given the file
+// the run reads (--init-from, the model's package) replaces it: refused before anything runs.
+Status RefuseSharedFiles(const training::TrainingConfig& training) {
+  struct NamedFile {
+    std::string flag;
+    std::string path;
+    bool written;
+  };
+  const NamedFile files[] = {{"--metrics", training.metrics_file, true},
+                             {"--trace", training.trace_file, true},
+                             {"--export", training.export_file, true},
+                             {"--export-best", training.export_best_file, true},
+                             {"--init-from", training.init_from, false},
+                             {"--model-options file=", ModelFileOf(training.model_options), false}};
+  for (size_t i = 0; i < std::size(files); ++i) {
+    for (size_t j = i + 1; j < std::size(files); ++j) {
+      const NamedFile& a = files[i];
+      const NamedFile& b = files[j];
+      if (a.path.empty() || b.path.empty() || !(a.written || b.written)) continue;
+      if (!SameFile(a.path, b.path)) continue;
+      const std::string what = b.written ? "each would overwrite the other's"
+                                         : "the run would replace the file it reads";
+      return Status::InvalidArgument(a.flag + " and " + b.flag + " name the same file, " + a.path +
+                                     ": " + what + "; give " + (b.written ? b.flag : a.flag) +
+                                     " another file");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status CheckOutputsWritable(const cli::Options& options, int machine_id, bool resumes) {
@@ -126,6 +182,7 @@ Status CheckOutputsWritable(const cli::Options& options, int machine_id, bool re
         CheckFolder("dump-parameters", training.dump_parameters_dir, MissingFolder::kRefused));
   }
   if (machine_id != 0) return Status::Ok();  // rank 0 writes the rest, on machine 0
+  DPL_RETURN_IF_ERROR(RefuseSharedFiles(training));
   if (!training.metrics_file.empty()) {
     DPL_RETURN_IF_ERROR(CheckFile("metrics", training.metrics_file));
   }

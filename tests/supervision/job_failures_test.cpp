@@ -232,6 +232,28 @@ TEST_F(JobFailuresTest, UnwritableOutputsAreRefusedBeforeAnyWorkerStarts) {
   EXPECT_FALSE(std::filesystem::exists(missing));
 }
 
+// Note [One file, one flag] in launcher/supervision/output_check.cpp: one file for two outputs,
+// or for an output and what the run reads, however the paths are spelled.
+TEST_F(JobFailuresTest, OneFileForTwoFlagsIsRefusedBeforeAnyWorkerStarts) {
+  const std::string model = dir_ + "/model.pt";
+  std::ofstream(model) << "a model";
+  const std::vector<std::pair<Args, std::string>> cases = {
+      {{"--export", dir_ + "/e.pt", "--export-best", dir_ + "/./e.pt", "--eval-every", "2"},
+       "--export and --export-best name the same file, " + dir_ +
+           "/e.pt: each would overwrite the other's; give --export-best another file"},
+      {{"--metrics", dir_ + "/m.jsonl", "--trace",
+        dir_ + "/../" + std::filesystem::path(dir_).filename().string() + "/m.jsonl"},
+       "--metrics and --trace name the same file, " + dir_ +
+           "/m.jsonl: each would overwrite the other's; give --trace another file"},
+      {{"--init-from", model, "--export", model},
+       "--export and --init-from name the same file, " + model +
+           ": the run would replace the file it reads; give --export another file"},
+  };
+  ExpectRefusedBeforeAnyWorkerStarts(cases);
+  std::ifstream kept(model);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "a model");
+}
+
 // A small tmpfs mounted for the test (root only), unmounted at the end.
 class SmallFilesystem {
  public:
