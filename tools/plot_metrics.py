@@ -8,8 +8,10 @@ hold the last batch's loss, get a marker at the end of the epoch.
 Usage: tools/plot_metrics.py METRICS.jsonl [MORE.jsonl ...] [--out run.png] [--title TEXT]
 Several metrics files may be given (e.g. runs with 1, 2 and 4 workers); each gets its own colour.
 The lines are those the launcher writes (docs/observability.md): {"kind": "step", ...} at each
-logged step, {"kind": "epoch", ...} at the end of an epoch, {"kind": "eval", ...} after an
-evaluation; lines without "kind" (the older format: epoch, step, loss, samples_per_s) are steps.
+logged step, {"kind": "epoch", ...} at the end of an epoch, {"kind": "eval", ...} after a test-set
+evaluation, {"kind": "validation", ...} after each --eval-every evaluation; lines of other kinds
+(stragglers, ...) are not drawn; lines without "kind" (the older format: epoch, step, loss,
+samples_per_s) are steps.
 Runs under dpl's Python environment, which has matplotlib (tools/dpl_python.py)."""
 import argparse
 import json
@@ -28,7 +30,10 @@ REQUIRED = {
     "step": ("step", "loss", "samples_per_s"),
     "epoch": ("step", "loss", "epoch"),
     "eval": ("step", "loss", "accuracy"),
+    "validation": ("step", "loss", "accuracy"),
 }
+# Lines of these kinds carry no point of a curve drawn here.
+NOT_DRAWN = {"straggler"}
 
 
 class Run:
@@ -37,6 +42,7 @@ class Run:
         self.steps = []   # (step, loss, samples/s)
         self.epochs = []  # (step, loss, epoch, whether loss is the epoch's mean)
         self.evals = []   # (step, loss, accuracy)
+        self.validations = []  # (step, loss, accuracy), every --eval-every steps
 
 
 def number(value):
@@ -54,6 +60,8 @@ def read_metrics(path):
             try:
                 row = json.loads(line)
                 kind = row.get("kind", "step")
+                if kind in NOT_DRAWN:
+                    continue
                 if kind not in REQUIRED:
                     raise ValueError(f"unknown kind {kind!r}")
                 values = [row[key] for key in REQUIRED[kind]]
@@ -62,8 +70,9 @@ def read_metrics(path):
                     entry += ("loss_batches" in row,)
             except (ValueError, KeyError, TypeError, AttributeError) as error:
                 raise SystemExit(f"{path}:{line_number}: not a metrics line ({error}): {line[:80]}")
-            {"step": run.steps, "epoch": run.epochs, "eval": run.evals}[kind].append(entry)
-    if not (run.steps or run.epochs or run.evals):
+            {"step": run.steps, "epoch": run.epochs, "eval": run.evals,
+             "validation": run.validations}[kind].append(entry)
+    if not (run.steps or run.epochs or run.evals or run.validations):
         raise SystemExit(f"{path}: no metrics lines; was the run started with --metrics {path}?")
     return run
 
@@ -106,18 +115,19 @@ def plot(runs, out, title):
             rate_axis.plot([s for s, _, _ in run.steps], [r for _, _, r in run.steps],
                            color=colour, label=label)
         plot_epochs(loss_axis, run, colour, label)
-        if run.evals:
-            loss_axis.plot([s for s, _, _ in run.evals], [l for _, l, _ in run.evals],
-                           color=colour, marker="o", linestyle="--",
-                           label=f"{label}: test-set loss")
-            accuracy_axis.plot([s for s, _, _ in run.evals],
-                               [100.0 * a for _, _, a in run.evals],
-                               color=colour, marker="o", label=label)
+        for points, marker, name in ((run.evals, "o", "test set"),
+                                     (run.validations, "^", "validation")):
+            if not points:
+                continue
+            loss_axis.plot([s for s, _, _ in points], [l for _, l, _ in points], color=colour,
+                           marker=marker, linestyle="--", label=f"{label}: {name} loss")
+            accuracy_axis.plot([s for s, _, _ in points], [100.0 * a for _, _, a in points],
+                               color=colour, marker=marker, label=f"{label}: {name}")
     loss_axis.set_ylabel("loss")
     loss_axis.set_title(title)
     loss_axis.legend(fontsize="small")
-    accuracy_axis.set_ylabel("test accuracy (%)")
-    if not any(run.evals for run in runs):
+    accuracy_axis.set_ylabel("accuracy (%)")
+    if not any(run.evals or run.validations for run in runs):
         accuracy_axis.text(0.5, 0.5, "no evaluation in the metrics (run without --no-eval)",
                            ha="center", va="center", transform=accuracy_axis.transAxes)
     rate_axis.set_ylabel("samples/s")
@@ -138,7 +148,7 @@ def main(argv):
     plot(runs, args.out, args.title)
     steps = sum(len(run.steps) for run in runs)
     epochs = sum(len(run.epochs) for run in runs)
-    evals = sum(len(run.evals) for run in runs)
+    evals = sum(len(run.evals) + len(run.validations) for run in runs)
     print(f"wrote {args.out}: {steps} step, {epochs} epoch and {evals} evaluation line(s)")
 
 

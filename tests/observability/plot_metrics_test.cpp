@@ -75,6 +75,12 @@ constexpr const char* kRun =
     "\n"
     R"({"kind": "eval", "epoch": 0, "step": 30, "loss": 0.81, "accuracy": 0.6938, )"
     R"("correct": 6938, "count": 10000, "time_s": 4.9})"
+    "\n"
+    R"({"kind": "validation", "epoch": 0, "step": 20, "loss": 0.9, "accuracy": 0.65, )"
+    R"("correct": 650, "count": 1000, "best_loss": 0.9, "time_s": 2.0})"
+    "\n"
+    R"({"kind": "straggler", "step": 27, "rank": 1, "machine": 0, "host": "node7", )"
+    R"("straggling": true, "compute_ms": 260.3, "median_ms": 10.1, "time_s": 3.4})"
     "\n";
 
 // Size of the PNG and whether the colours of the first two runs (matplotlib's C0 and C1) are in it.
@@ -93,7 +99,7 @@ TEST_F(PlotMetricsTest, DrawsLossAccuracyAndThroughputOfEveryKindOfLine) {
   const std::string png = dir_ + "/run.png";
   const CommandRun run = Plot(metrics + " --out " + png + " --title 'two workers'");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_EQ(run.output, "wrote " + png + ": 3 step, 1 epoch and 1 evaluation line(s)\n");
+  EXPECT_EQ(run.output, "wrote " + png + ": 3 step, 1 epoch and 2 evaluation line(s)\n");
   EXPECT_EQ(DescribePng(png), "(1200, 1080) True False\n");
 }
 
@@ -102,7 +108,7 @@ TEST_F(PlotMetricsTest, SeveralRunsGetTheirOwnColours) {
   const std::string png = dir_ + "/both.png";
   const CommandRun run = Plot(one + " " + two + " --out " + png);
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_EQ(run.output, "wrote " + png + ": 6 step, 2 epoch and 2 evaluation line(s)\n");
+  EXPECT_EQ(run.output, "wrote " + png + ": 6 step, 2 epoch and 4 evaluation line(s)\n");
   EXPECT_EQ(DescribePng(png), "(1200, 1080) True True\n");
 }
 
