@@ -90,7 +90,8 @@ void AddStragglerFlags(TableRows add) {
 void AddOutputFlags(TableRows add) {
   add(Section::kOutputs, MayDiffer("how often rank 0 logs"),
       Integer<int>("log-interval", "N", 1, Constant<kIntMax>, In<&TrainingConfig::log_interval>),
-      "log the loss every N batches, >= 1 (default 10)");
+      "log the loss every N batches, >= 1 (default 10); with --grad-accum at the optimizer "
+      "step that holds each N-th batch, with the mean loss of its micro-batches");
   add(Section::kOutputs, MayDiffer("rank 0's file"),
       Text("metrics", "FILE", EmptyText::kAllowed, In<&TrainingConfig::metrics_file>),
       "write JSON-lines metrics to FILE: a line per logged step, epoch and evaluation (appended "

@@ -90,8 +90,25 @@ void Reporter::OnBatch(const BatchReport& report, const StepProfile& profile) {
                  ": the training diverged (a lower --lr helps) or the data holds NaN or "
                  "infinite values; the run goes on");
   }
-  if (config_.log_interval > 0 && report.batch % config_.log_interval == 0) {
-    LogBatch(report, profile);
+  run_.step_loss_sum += double(report.loss);
+  ++run_.step_loss_batches;
+  if (config_.grad_accum <= 1) {
+    if (config_.log_interval > 0 && report.batch % config_.log_interval == 0) {
+      LogBatch(report, profile);
+    }
+  } else if (stepped) {
+    // With --grad-accum a line is an optimizer step's: the batch that ends the step whose
+    // micro-batches hold every N-th batch, with the mean loss of those micro-batches and the
+    // step's rate (not one line per micro-batch, with the next step's rate on some).
+    BatchReport step = report;
+    step.loss = float(run_.step_loss_sum / double(run_.step_loss_batches));
+    if (config_.log_interval > 0 && report.batch % config_.log_interval < config_.grad_accum) {
+      LogBatch(step, profile);
+    }
+  }
+  if (stepped) {
+    run_.step_loss_sum = 0.0;
+    run_.step_loss_batches = 0;
   }
   const Clock::time_point now = Clock::now();
   if (stepped &&

@@ -133,6 +133,8 @@ class Reporter {
     Clock::time_point last_progress{};
     Snapshot last_logged;
     bool said_not_finite = false;  // a NaN or infinite loss is said once a run
+    double step_loss_sum = 0.0;    // this rank's losses of the micro-batches of the step under way
+    int64_t step_loss_batches = 0;
   };
 
   const TrainingConfig& config_;

@@ -193,6 +193,37 @@ TEST(Reporter, RankZerosMetricsHoldTheStepsTheEpochAndTheEvaluation) {
   EXPECT_NE(lines[3].find(R"("accuracy": 0.75)"), std::string::npos) << lines[3];
 }
 
+// With --grad-accum a line is an optimizer step's: one per step (not per micro-batch), with the
+// mean loss of its micro-batches and the learning rate of that step.
+TEST(Reporter, WithGradientAccumulationALineIsAStepsWithItsMeanLoss) {
+  Folder folder;
+  TrainingConfig config;
+  config.metrics_file = folder / "metrics.jsonl";
+  config.log_interval = 1;
+  config.grad_accum = 2;
+  config.progress = false;
+  {
+    Result<std::unique_ptr<Reporter>> reporter = Reporter::Create(config, 0);
+    ASSERT_TRUE(reporter.ok()) << reporter.status().message();
+    (*reporter)->OnRunStart(StepPlan(config, 4));
+    (*reporter)->StartEpoch();
+    StepProfile profile;
+    for (int64_t batch = 1; batch <= 4; ++batch) {
+      const int64_t steps_done = batch / 2;  // a step ends at every second micro-batch
+      const double learning_rate = (batch + 1) / 2 == 1 ? 0.1 : 0.05;
+      (*reporter)->StartBatch(steps_done);
+      (*reporter)->OnBatch({0, batch, 4, steps_done, float(batch), batch * 8, learning_rate},
+                           profile);
+    }
+  }
+  const std::vector<std::string> lines = Lines(config.metrics_file);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find(R"("step": 1, "batch": 2, "loss": 1.5, "lr": 0.1,)"), std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find(R"("step": 2, "batch": 4, "loss": 3.5, "lr": 0.05,)"), std::string::npos)
+      << lines[1];
+}
+
 TEST(Reporter, OtherRanksWriteNothing) {
   Folder folder;
   TrainingConfig config;
