@@ -1,6 +1,7 @@
 // The flag table's rows for a program's job and for what every worker gets from its launcher:
 // the program after `--` (Note [A program's workers] in protocol/program_environment.hpp), the
 // variables given with --env, and the ranks whose output reaches the console (flags.hpp).
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -61,7 +62,14 @@ Status ApplyEnvironment(const std::string& label, const std::string& text, Parse
     return Status::InvalidArgument(label + " " + name +
                                    ": the value holds a line break, which cannot be passed on");
   }
-  parsed->options.environment.push_back(name + "=" + value);
+  // The last value of a name wins (a program's getenv would read the first of two entries).
+  auto& environment = parsed->options.environment;
+  environment.erase(std::remove_if(environment.begin(), environment.end(),
+                                   [&](const std::string& entry) {
+                                     return entry.compare(0, name.size() + 1, name + "=") == 0;
+                                   }),
+                    environment.end());
+  environment.push_back(name + "=" + value);
   return Status::Ok();
 }
 

@@ -180,10 +180,12 @@ Status CollectCommandLine(const std::vector<std::string>& arguments, GivenFlags*
 }
 
 // The entries of a config file (config_file.hpp). Flags the command line gave are left as they
-// are.
+// are; a repeatable flag's entries (env = NAME=VALUE) go before the command line's, which win
+// where both set one thing.
 Status CollectConfigFile(const std::string& path, GivenFlags* given) {
   DPL_ASSIGN_OR_RETURN(std::vector<ConfigEntry> entries, ReadConfigFile(path));
   const GivenFlags from_command_line = *given;
+  std::map<std::string, size_t> placed;  // a repeatable flag's entries put before the command's
   for (const ConfigEntry& entry : entries) {
     const std::string place = ConfigPlace(path, entry.line);
     const Flag* flag = FindFlag(entry.name);
@@ -201,7 +203,14 @@ Status CollectConfigFile(const std::string& path, GivenFlags* given) {
     if (flag->name == kProgramFlag) {
       return Status::InvalidArgument(At(place, ProgramOnlyAfterDashes(entry.name).message()));
     }
-    if (from_command_line.count(flag->name) != 0) continue;  // the command line wins
+    if (from_command_line.count(flag->name) != 0) {
+      if (!flag->repeatable) continue;  // the command line wins
+      GivenValues& values = (*given)[flag->name];
+      const auto at = static_cast<std::ptrdiff_t>(placed[flag->name]++);
+      values.values.insert(values.values.begin() + at, entry.value);
+      values.places.insert(values.places.begin() + at, place);
+      continue;
+    }
     DPL_RETURN_IF_ERROR(Record(*flag, flag->name, entry.value, place, given));
   }
   return Status::Ok();

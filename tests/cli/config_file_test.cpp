@@ -141,5 +141,14 @@ TEST_F(ConfigFileTest, TheCommandLineStillWins) {
             "config file " + path_ + ", line 7: 'lr' is not `name = value`");
 }
 
+// A repeatable flag's entries add to the command line's, which come last and so win where both
+// set one variable (the last value of a name is the only one a worker gets).
+TEST_F(ConfigFileTest, RepeatableEntriesAddToTheCommandLines) {
+  const std::string path = Write("env = FOO=1\nenv = BAR=2\n");
+  auto options = Parse({"--config", path, "--env", "BAZ=3", "--env", "FOO=4"});
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  EXPECT_EQ(options->environment, (std::vector<std::string>{"BAR=2", "BAZ=3", "FOO=4"}));
+}
+
 }  // namespace
 }  // namespace dpl::cli
