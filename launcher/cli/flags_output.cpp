@@ -84,6 +84,19 @@ void AddStragglerFlags(TableRows add) {
       "within it to be named no longer one, >= 1 (default 5)");
 }
 
+// How a job comes back from a failure or a change of machines (listed after the checkpoints).
+void AddRestartFlags(TableRows add) {
+  add(Section::kJob, MayDiffer("each launcher's own; a failure anywhere stops every machine"),
+      Integer<int>("max-restarts", "N", 0, Constant<kMaxRestarts>, In<&Options::max_restarts>),
+      "restart a failed job up to N times, 0..1000 (default 0)");
+  add(Section::kJob,
+      SameOnEveryMachine("the launchers of an elastic job regroup their workers together"),
+      Switch("restart-workers", SwitchSets::kTrue, In<&Options::restart_workers>),
+      "when an elastic job loses or gains a machine, restart every worker from the newest "
+      "checkpoint (default: the running workers go on in place from the newest step any of them "
+      "holds, and a new machine's workers get that state from them, nothing read from disk)");
+}
+
 }  // namespace
 
 // What a run writes: logs of the loss, metrics, traces, checkpoints, parameters, exports.
@@ -121,15 +134,7 @@ void AddOutputFlags(TableRows add) {
       "keep the newest K checkpoints, removing an older one only once a newer one is complete on "
       "disk; 0 = keep all (default 5: a long run would fill the disk, and a resume or a restart "
       "needs the newest, with a few before it in case it is not the one wanted)");
-  add(Section::kJob, MayDiffer("each launcher's own; a failure anywhere stops every machine"),
-      Integer<int>("max-restarts", "N", 0, Constant<kMaxRestarts>, In<&Options::max_restarts>),
-      "restart a failed job up to N times, 0..1000 (default 0)");
-  add(Section::kJob,
-      SameOnEveryMachine("the launchers of an elastic job regroup their workers together"),
-      Switch("restart-workers", SwitchSets::kTrue, In<&Options::restart_workers>),
-      "when an elastic job loses or gains a machine, restart every worker from the newest "
-      "checkpoint (default: the running workers go on in place from the newest step any of them "
-      "holds, and a new machine's workers get that state from them, nothing read from disk)");
+  AddRestartFlags(add);
   add(Section::kOutputs, MayDiffer("each rank's files"),
       Text("dump-parameters", "DIR", EmptyText::kAllowed, In<&TrainingConfig::dump_parameters_dir>),
       "each rank writes its final parameters to DIR/rank-N.bin (float32, back to back) and its "

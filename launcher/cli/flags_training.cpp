@@ -191,7 +191,7 @@ void AddOptimizerFlags(TableRows add) {
   add(Section::kOptimizer, ChangesTheMath(),
       Real("lr", "RATE", "greater than 0", Positive,
            In<&TrainingConfig::optimizer, &OptimizerOptions::learning_rate>),
-      "learning rate, > 0 (default 0.5)");
+      "learning rate, > 0 (default 0.5; 0.001 for adam and adamw, as torch.optim's)");
   add(Section::kOptimizer, ChangesTheMath(),
       Real(
           "momentum", "M", "at least 0 and less than 1", [](double x) { return x >= 0 && x < 1; },

@@ -458,6 +458,12 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
       FirstLine(cluster, overridden, options, std::vector<std::string>(argv, argv + argc));
   if (cluster.requeued && !options.training.checkpoint_dir.empty()) options.training.resume = true;
   for (const auto& entry : given) options.given_flags.push_back(entry.first);
+  // The recipe's rate is Adadelta's; Adam's and AdamW's is torch.optim's (0.5 diverges there).
+  auto& optimizer = options.training.optimizer;
+  if (!options.Given("lr") && (optimizer.kind == training::OptimizerKind::kAdam ||
+                               optimizer.kind == training::OptimizerKind::kAdamW)) {
+    optimizer.learning_rate = training::kDefaultAdamLearningRate;
+  }
   // One machine needs no join order to know it is machine 0.
   if (options.machine_id == kAutoMachineId && options.num_machines == 1) options.machine_id = 0;
   // A worker of a selftest job has the role kWorker; the job kind travels in selftest_job.

@@ -18,6 +18,7 @@ inline constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnis
 inline constexpr double kDefaultAdadeltaLearningRate = 0.5;  // the recipe's
 inline constexpr double kDefaultLrGamma = 0.1;               // StepLR's default
 // torch.optim.Adam's and AdamW's defaults.
+inline constexpr double kDefaultAdamLearningRate = 1e-3;
 inline constexpr double kDefaultAdamBeta1 = 0.9;
 inline constexpr double kDefaultAdamBeta2 = 0.999;
 inline constexpr double kDefaultAdamEps = 1e-8;

@@ -153,6 +153,27 @@ TEST(TrainingMathFlags, HelpSaysWhatAutoCompressionSends) {
       << help;
 }
 
+// The recipe's rate (0.5) is Adadelta's; Adam and AdamW without --lr get torch.optim's 0.001, on
+// the launcher and its workers, and an --lr given wins.
+TEST(OptimizerFlags, AdamsDefaultRateIsTorchOptimsAndAGivenOneWins) {
+  const std::vector<std::pair<std::vector<std::string>, double>> cases = {
+      {{}, 0.5},
+      {{"--optimizer", "sgd"}, 0.5},
+      {{"--optimizer", "adam"}, 0.001},
+      {{"--optimizer", "adamw"}, 0.001},
+      {{"--optimizer", "adam", "--lr", "0.5"}, 0.5},
+  };
+  for (const auto& [args, rate] : cases) {
+    auto options = Parse(args);
+    ASSERT_TRUE(options.ok()) << options.status().message();
+    auto worker = Parse(WorkerArguments(*options, 0, "127.0.0.1:1"));
+    ASSERT_TRUE(worker.ok()) << worker.status().message();
+    const std::string named = args.empty() ? "defaults" : args[1];
+    EXPECT_EQ(options->training.optimizer.learning_rate, rate) << named;
+    EXPECT_EQ(worker->training.optimizer.learning_rate, rate) << named;
+  }
+}
+
 TEST(OptimizerFlags, AdamwBetasEpsAndDecayAllReachTheConfigAndTheWorkers) {
   auto defaults = Parse({});
   ASSERT_TRUE(defaults.ok()) << defaults.status().message();
