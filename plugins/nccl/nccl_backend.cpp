@@ -279,7 +279,8 @@ class NcclBackend : public dpl::support::BackendDefaults<NcclBackend> {
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
       cudaGetLastError();  // clear the sticky "no device" error
       throw PluginError(DPL_ERR_NO_DEVICE,
-                        "NCCL needs a CUDA device; none found; use --backend gloo");
+                        "NCCL needs a CUDA device and this machine has none; train on the CPU with "
+                        "--device cpu (and --backend gloo where you named nccl)");
     }
     if (config_.device_id < 0 || config_.device_id >= devices) {
       throw PluginError(DPL_ERR_NO_DEVICE, "CUDA device " + std::to_string(config_.device_id) +

@@ -46,7 +46,8 @@ TEST(NcclBackend, WithoutAGpuCreateSaysWhyAndWhatToUse) {
   if (reports[0].status == DPL_OK) GTEST_SKIP() << "a GPU is present; see NcclBackend.OnGpu*";
   EXPECT_EQ(reports[0].status, DPL_ERR_NO_DEVICE);
   EXPECT_EQ(std::string(reports[0].message),
-            "nccl: NCCL needs a CUDA device; none found; use --backend gloo");
+            "nccl: NCCL needs a CUDA device and this machine has none; train on the CPU with "
+            "--device cpu (and --backend gloo where you named nccl)");
 }
 
 #ifdef DPL_TEST_HAVE_CUDA

@@ -372,7 +372,8 @@ TEST_F(EndToEndTest, CudaWithoutCudaSaysWhyAndWhatToDo) {
   RunResult nccl = RunLauncher(Common() + "--device cuda --max-steps 1");
   EXPECT_NE(nccl.exit_code, 0);
   EXPECT_NE(nccl.output.find("--backend auto chose nccl"), std::string::npos) << nccl.output;
-  EXPECT_NE(nccl.output.find("NCCL needs a CUDA device; none found; use --backend gloo"),
+  EXPECT_NE(nccl.output.find("NCCL needs a CUDA device and this machine has none; train on the CPU "
+                             "with --device cpu (and --backend gloo where you named nccl)"),
             std::string::npos)
       << nccl.output;
 }
