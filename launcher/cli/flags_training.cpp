@@ -154,7 +154,8 @@ void AddScheduleAndDataFlags(TableRows add) {
       Integer<int>("batch-size", "N", 1, Constant<kMaxBatchSize>, In<&TrainingConfig::batch_size>),
       "GLOBAL batch size, divisible by the world size (default 128)");
   add(Section::kData,
-      SameOnEveryMachine("a checkpoint holds no data; a resumed run may go on with other data"),
+      SameOnEveryMachine("a checkpoint holds no data, only its training set's size, which a "
+                         "resumed run's must have"),
       Text("data", "FORMAT", EmptyText::kRefused, In<&TrainingConfig::data_format>),
       "data set plugin: idx|npy|cifar10|imagefolder|<plugin name> (default idx)");
   add(Section::kData, SameOnEveryMachine("a checkpoint holds no data; the folder may have moved"),

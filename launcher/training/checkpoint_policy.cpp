@@ -87,6 +87,28 @@ Status CheckOptions(const CheckpointState& state, const TrainingConfig& config,
   return Status::Ok();
 }
 
+// Note [The training set of a resumed run]: a checkpoint holds no data, and a resumed run may read
+// it from another folder or prepare it otherwise; but its position (an epoch, a batch of it)
+// counts samples of the training set it was written with. With a training set of another size
+// (other data, another block= of tokens, another val_fraction=) that position means nothing (an
+// epoch past its end, a sampler's order over other samples), so the resume is refused.
+constexpr const char* kTrainingSamplesKey = "training samples";
+
+Status CheckTrainingSamples(const CheckpointState& state, int64_t samples,
+                            const std::string& path) {
+  if (samples < 0) return Status::Ok();
+  for (const auto& [key, value] : state.options) {
+    if (key != kTrainingSamplesKey || value == std::to_string(samples)) continue;
+    return Status::InvalidArgument(
+        "checkpoint " + path + " was written at epoch " + std::to_string(state.epoch) + ", batch " +
+        std::to_string(state.step_in_epoch) + " of a training set of " + value +
+        " samples, but this run's training set has " + std::to_string(samples) +
+        ": that place means nothing in other data; resume with the training data it was written "
+        "with (its folder may move), or start a fresh run in another --checkpoint-dir");
+  }
+  return Status::Ok();
+}
+
 // Copies the checkpoint's tensor `name` into `out` (`bytes` long), checking shape and dtype.
 Status Restore(const std::map<std::string, const TorchTensor*>& tensors, const std::string& name,
                TorchDtype dtype, const std::vector<int64_t>& shape, void* out, size_t bytes,
@@ -174,11 +196,12 @@ Status RestoreOptimizer(const CheckpointState& state, const ParameterPlacement& 
 }  // namespace
 
 CheckpointPolicy::CheckpointPolicy(const TrainingConfig& config, int rank, int world_size,
-                                   ValidationState& validation)
+                                   ValidationState& validation, int64_t training_samples)
     : config_(config),
       rank_(rank),
       world_size_(world_size),
       validation_(validation),
+      training_samples_(training_samples),
       writer_(rank == 0) {}
 
 bool CheckpointPolicy::DueAfter(int64_t global_step) const {
@@ -203,6 +226,7 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
   }
   DPL_ASSIGN_OR_RETURN(CheckpointState state, ReadCheckpoint(newest));
   DPL_RETURN_IF_ERROR(CheckOptions(state, config_, newest));
+  DPL_RETURN_IF_ERROR(CheckTrainingSamples(state, training_samples_, newest));
   DPL_ASSIGN_OR_RETURN(const TrainingPosition position,
                        Apply(state, newest, model, placement, optimizer));
   if (rank_ == 0) {
@@ -368,6 +392,9 @@ Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& positi
   state.global_step = position.global_step;
   for (const ResumeSetting& setting : config_.resume_settings) {
     state.options.emplace_back(setting.flag, setting.value);
+  }
+  if (training_samples_ >= 0) {
+    state.options.emplace_back(kTrainingSamplesKey, std::to_string(training_samples_));
   }
   for (const HostParameter& p : placement.parameters()) {
     state.model.push_back({p.name, FloatTensor(p.value, p.elements, ShapeOf(p.model_value))});

@@ -43,9 +43,11 @@ namespace dpl::training {
 class CheckpointPolicy {
  public:
   // Checkpoints carry `validation` (validation while training), and Resume restores it from a
-  // checkpoint that has one; it outlives the policy.
+  // checkpoint that has one; it outlives the policy. `training_samples`, the training set's size
+  // (-1: not known), is recorded in each checkpoint and checked by Resume (Note [The training
+  // set of a resumed run] in checkpoint_policy.cpp).
   CheckpointPolicy(const TrainingConfig& config, int rank, int world_size,
-                   ValidationState& validation);
+                   ValidationState& validation, int64_t training_samples = -1);
 
   // With --resume, restores the newest checkpoint into the host values (the placement hands them
   // to the model), the model's buffers and random state, the optimizer and the loss scaler, and
@@ -101,6 +103,7 @@ class CheckpointPolicy {
   int rank_;
   int world_size_;
   ValidationState& validation_;
+  int64_t training_samples_;
   int64_t saved_step_ = -1;  // the step of the last checkpoint written or resumed from
   CheckpointWriter writer_;  // last: its thread ends before the rest goes
 };

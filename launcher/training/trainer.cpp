@@ -205,7 +205,7 @@ Status Trainer::Setup(const ModelPlugin& model_plugin, const LocalGroup& local) 
 Status Trainer::CreateRecords() {
   DPL_ASSIGN_OR_RETURN(records_.reporter, Reporter::Create(config_, identity_.rank));
   records_.checkpoints = std::make_unique<CheckpointPolicy>(
-      config_, identity_.rank, identity_.world_size, records_.validation);
+      config_, identity_.rank, identity_.world_size, records_.validation, data_.train->count());
   records_.stragglers = std::make_unique<StragglerCheck>(step_times_, identity_.rank,
                                                          identity_.world_size, config_.stragglers);
   return Status::Ok();

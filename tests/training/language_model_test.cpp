@@ -274,4 +274,25 @@ TEST_F(LanguageModelTest, TorchScriptGptOfThePythonClassTrainsOnTokenData) {
   std::cout << "torchscript gpt: loss " << losses.front() << " -> " << losses.back() << "\n";
 }
 
+// Note [The training set of a resumed run] (training/checkpoint_policy.cpp): the data's folder may
+// change, but a resume on a training set of another size is refused, naming both sizes.
+TEST_F(LanguageModelTest, AResumeOnATrainingSetOfAnotherSizeIsRefused) {
+  const std::string text = ReadFile(Path("text/train.txt"));
+  fs::create_directories(Path("half"));
+  WriteFile(Path("half/train.txt"), text.substr(0, text.size() / 2));
+  WriteFile(Path("half/val.txt"), ReadFile(Path("text/val.txt")));
+  const std::string checkpoints = Folder("checkpoints");
+  const std::string common = "--batch-size 16 --no-eval --checkpoint-dir " + checkpoints + " ";
+  const RunResult run = RunLauncher(Job() + common + "--max-steps 2 --checkpoint-every 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const RunResult moved = RunLauncher(Job("half") + common + "--max-steps 4 --resume");
+  EXPECT_NE(moved.exit_code, 0) << moved.output;
+  EXPECT_TRUE(Contains(moved.output,
+                       "checkpoint-0000000002.pt was written at epoch 0, batch 2 of a training set "
+                       "of "))
+      << moved.output;
+  EXPECT_TRUE(Contains(moved.output, " samples, but this run's training set has ")) << moved.output;
+  const RunResult same = RunLauncher(Job() + common + "--max-steps 4 --resume");
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+}
 }  // namespace
