@@ -3,6 +3,7 @@
 // loses a machine, and --hostfile with hosts of this machine.
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -151,6 +152,45 @@ TEST_F(MultiMachineTest, WorkersGetTheVariablesTorchrunGivesItsWorkers) {
     EXPECT_EQ(seen, expected) << "rank " << rank << "\n" << machine0.Output() << machine1.Output();
   }
   std::filesystem::remove_all(folder);
+}
+
+// Every launcher raises its soft limit of open files to the hard one (launcher/main.cpp), not
+// only machine 0's store: a worker of another machine reading a thousand shards got "Too many open
+// files" where machine 0's did not. Machine 1 is started here with a soft limit of 64.
+TEST_F(MultiMachineTest, EveryMachinesWorkersGetTheHardLimitOfOpenFiles) {
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  if (limit.rlim_max <= 64) GTEST_SKIP() << "the hard limit of open files is " << limit.rlim_max;
+  const std::string hard =
+      limit.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_max);
+  const int port = FreePort();
+  auto machine = [&](int id) {
+    return Args{"--num-machines",
+                "2",
+                "--machine-id",
+                std::to_string(id),
+                "--master-addr",
+                "127.0.0.1",
+                "--master-port",
+                std::to_string(port),
+                "--rendezvous-timeout",
+                "30",
+                "--",
+                "sh",
+                "-c",
+                "echo open files: $(ulimit -Sn)"};
+  };
+  LauncherProcess machine0(machine(0), OutputPath("m0"));
+  rlimit low = limit;
+  low.rlim_cur = 64;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  LauncherProcess machine1(machine(1), OutputPath("m1"));
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
+  const auto status1 = machine1.Wait(60s);
+  const auto status0 = machine0.Wait(60s);
+  EXPECT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << machine1.Output();
+  EXPECT_TRUE(ExitedWith(status0, 0)) << Describe(status0) << machine0.Output();
+  EXPECT_TRUE(Contains(machine1.Output(), "open files: " + hard)) << machine1.Output();
 }
 
 TEST_F(MultiMachineTest, TorchrunsEnvironmentStartsAJobWithoutRendezvousFlags) {
