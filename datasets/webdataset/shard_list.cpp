@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -16,6 +18,21 @@ using support::PluginError;
 constexpr size_t kMaxShards = 1000000;
 const char* const kShardSuffixes[] = {".tar",     ".tar.gz", ".tgz",    ".tar.zst",
                                       ".tar.bz2", ".tar.xz", ".tar.lz4"};
+
+// Whether a name the listing or a pattern found is a shard: a file, or a link to one. A link whose
+// target is gone (a volume not mounted) is refused: skipped, it would drop its shards from every
+// epoch without a word. Folders and other entries named like shards are not shards.
+bool IsShardFile(const std::string& path) {
+  if (IsRegularFile(path)) return true;
+  struct stat entry {};
+  if (::lstat(path.c_str(), &entry) != 0 || !S_ISLNK(entry.st_mode)) return false;
+  char target[4096];
+  const ssize_t length = ::readlink(path.c_str(), target, sizeof target - 1);
+  const std::string to = length > 0 ? std::string(target, size_t(length)) : std::string("?");
+  throw PluginError(DPL_ERR_NOT_FOUND, path + " is a symbolic link to " + to +
+                                           ", which is not a file (a volume not mounted?); "
+                                           "make it reachable, or remove the link");
+}
 
 bool IsDigits(const std::string& text) {
   return !text.empty() && text.size() <= 18 &&
@@ -92,7 +109,7 @@ std::vector<std::string> ShardsOfPattern(const std::string& data_dir, const std:
     glob_t matches{};
     const int found = ::glob(name.c_str(), 0, nullptr, &matches);
     for (size_t i = 0; found == 0 && i < matches.gl_pathc; ++i) {
-      if (IsRegularFile(matches.gl_pathv[i])) shards.push_back(matches.gl_pathv[i]);
+      if (IsShardFile(matches.gl_pathv[i])) shards.push_back(matches.gl_pathv[i]);
     }
     const bool none = found != 0 || matches.gl_pathc == 0;
     ::globfree(&matches);
@@ -126,7 +143,7 @@ std::vector<std::string> ShardsOfFolder(const std::string& data_dir,
   if (DIR* listing = ::opendir(folder.c_str())) {
     while (const dirent* entry = ::readdir(listing)) {
       const std::string path = folder + "/" + entry->d_name;
-      if (IsShardName(entry->d_name) && IsRegularFile(path)) shards.push_back(path);
+      if (IsShardName(entry->d_name) && IsShardFile(path)) shards.push_back(path);
     }
     ::closedir(listing);
   }

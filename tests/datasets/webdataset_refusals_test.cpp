@@ -94,6 +94,16 @@ TEST_F(WebDatasetRefusalTest, PatternsNameTheirShardsAndOneThatMatchesNothingIsR
             Error("the shard pattern \"" + Path("train/shard-{3..1}.tar") +
                   "\" has a malformed brace range; write {FIRST..LAST} with FIRST <= LAST, e.g. "
                   "train-{000000..000146}.tar"));
+  // A link to a shard is one; a link whose target is gone is refused, in a folder or a pattern.
+  fs::create_symlink(Path("train/shard-000000.tar"), Path("train/shard-000003.tar"));
+  EXPECT_EQ(Dataset("webdataset", At("")).Info().count, 27);
+  fs::create_symlink(Path("unmounted/shard-000004.tar"), Path("train/shard-000004.tar"));
+  const std::string dangling = Path("train/shard-000004.tar") + " is a symbolic link to " +
+                               Path("unmounted/shard-000004.tar") +
+                               ", which is not a file (a volume not mounted?); make it reachable, "
+                               "or remove the link";
+  EXPECT_EQ(Refusal("", DPL_ERR_NOT_FOUND), Error(dangling));
+  EXPECT_EQ(Refusal("shards=train/*.tar", DPL_ERR_NOT_FOUND), Error(dangling));
   fs::remove_all(Path("train"));
   EXPECT_EQ(Refusal("", DPL_ERR_NOT_FOUND),
             Error("missing shard folder: " + Path("train") +
