@@ -157,7 +157,8 @@ void AddScheduleAndDataFlags(TableRows add) {
       SameOnEveryMachine("a checkpoint holds no data, only its training set's size, which a "
                          "resumed run's must have"),
       Text("data", "FORMAT", EmptyText::kRefused, In<&TrainingConfig::data_format>),
-      "data set plugin: idx|npy|cifar10|imagefolder|<plugin name> (default idx)");
+      "data set plugin: idx|npy|cifar10|imagefolder|webdataset|text|tokens|<plugin name> "
+      "(default idx)");
   add(Section::kData, SameOnEveryMachine("a checkpoint holds no data; the folder may have moved"),
       Text("data-dir", "DIR", EmptyText::kRefused, In<&TrainingConfig::data_dir>),
       "folder holding the data (default /usr/share/datasets/fashion-mnist, for idx)");
