@@ -52,6 +52,16 @@ def main():
             check(ran.returncode != 0 and "run tools/setup.sh" in ran.stderr,
                   f"without dpl's environment a tool says to run tools/setup.sh (got "
                   f"{ran.stderr.strip()!r})")
+        if located.returncode == 0 and located.stdout.startswith(
+                os.path.expanduser("~/.cache/dpl/")) and not os.environ.get("DPL_PYTHON_ENV_HOME"):
+            # An environment in ~/.cache/dpl is still found once $XDG_CACHE_HOME points elsewhere
+            # (to move dpl's data cache, say), instead of being downloaded again.
+            moved = subprocess.run([os.path.join(TOOLS, "python_env.sh"), "python"],
+                                   capture_output=True, text=True,
+                                   env=dict(os.environ, XDG_CACHE_HOME=folder))
+            check(moved.returncode == 0 and moved.stdout == located.stdout,
+                  f"with XDG_CACHE_HOME={folder} the environment in ~/.cache/dpl is used (got "
+                  f"{moved.stdout.strip()!r} {moved.stderr.strip()!r})")
         ran = probe(sys.executable, folder, DPL_PYTHON=base)
         check(ran.returncode == 0 and ran.stdout.split()[0] == base,
               f"DPL_PYTHON={base} runs a tool there (got {ran.stdout.strip()!r} "
