@@ -292,9 +292,17 @@ Status ApplyFlags(const GivenFlags& given, const ClusterDefaults& cluster, Parse
         overridden->push_back("--" + flag.name + " (" + fallback->first + ")");
       }
     } else if (cluster_has_it) {
-      DPL_RETURN_IF_ERROR(
+      const Status applied =
           flag.apply("--" + flag.name + " (from the " + cluster.convention + " environment)",
-                     from_cluster->second, parsed));
+                     from_cluster->second, parsed);
+      if (!applied.ok()) {
+        // Name the variables: a stray RANK or WORLD_SIZE is the usual cause.
+        return Status::InvalidArgument(applied.message() +
+                                       "; the environment says: " + cluster.description +
+                                       " (unset what is left over, or give "
+                                       "--" +
+                                       flag.name + ")");
+      }
     }
   }
   return Status::Ok();
@@ -397,6 +405,13 @@ Status CheckConsistency(const Options& options) {
         std::to_string(options.num_machines) +
         " is an elastic job, which falls back on its newest checkpoint when its workers cannot "
         "regroup in place: give --checkpoint-dir (and --checkpoint-every N)");
+  }
+  if (options.command != Command::kWorker && options.machine_id > 0 && options.master_port == 0 &&
+      options.store.empty() && options.hostfile.empty()) {
+    return Status::InvalidArgument(
+        "--machine-id " + std::to_string(options.machine_id) +
+        " with --master-port 0: port 0 lets machine 0 pick a free port, which no other machine "
+        "can know; give every launcher the port machine 0 listens on (its log says it)");
   }
   if (options.command != Command::kWorker) return Status::Ok();
   if (options.machine_id == kAutoMachineId) {

@@ -131,7 +131,21 @@ TEST_F(ClusterOptionsTest, AContradictoryEnvironmentIsRefusedNamingTheVariables)
   Set({{"WORLD_SIZE", "2000"}, {"RANK", "0"}});
   EXPECT_EQ(ErrorOf({}),
             "--num-machines (from the torchrun/kubernetes environment) must be between 1 and 1024 "
-            "(got 2000)");
+            "(got 2000); the environment says: torchrun/Kubernetes environment: 2000 machines "
+            "(WORLD_SIZE), machine 0 (RANK) (unset what is left over, or give --num-machines)");
+  // A stray RANK alone: the variable is named.
+  unsetenv("WORLD_SIZE");
+  Set({{"RANK", "1"}});
+  EXPECT_EQ(ErrorOf({}),
+            "--machine-id (from the torchrun/kubernetes environment) must be between 0 and 0 "
+            "(got 1); the environment says: torchrun/Kubernetes environment: machine 1 (RANK) "
+            "(unset what is left over, or give --machine-id)");
+  // With WORLD_SIZE too the shape is whole, but machine 1 cannot find machine 0's port 0.
+  Set({{"WORLD_SIZE", "2"}});
+  EXPECT_EQ(ErrorOf({"--master-port", "0"}),
+            "--machine-id 1 with --master-port 0: port 0 lets machine 0 pick a free port, which no "
+            "other machine can know; give every launcher the port machine 0 listens on (its log "
+            "says it)");
 }
 
 // sbatch -N2 running the launcher without srun: one machine's job, whose first line names the
