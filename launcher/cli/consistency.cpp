@@ -1,0 +1,123 @@
+// Checks that involve more than one flag (ParseCommandLine's last step): how the batch splits,
+// which flags need others, a job's shape against its store, a worker's own flags.
+#include "cli/consistency.hpp"
+
+#include <string>
+
+#include "cli/flag_kinds.hpp"
+#include "cli/flags.hpp"
+
+namespace dpl::cli {
+namespace {
+
+// The global batch splits evenly over every world size the job may run with (each number of
+// machines of an elastic job: it keeps the global batch when machines come and go).
+Status CheckBatchSplits(const Options& options) {
+  const int batch = options.training.batch_size;
+  for (int machines = options.min_machines; machines <= options.num_machines; ++machines) {
+    const int world_size = options.num_processes * machines;
+    if (batch % world_size == 0) continue;
+    if (!options.elastic()) {
+      return Status::InvalidArgument("--batch-size " + std::to_string(batch) +
+                                     " is not divisible by the world size " +
+                                     std::to_string(world_size) + " (--num-processes " +
+                                     std::to_string(options.num_processes) + " x --num-machines " +
+                                     std::to_string(options.num_machines) +
+                                     "); the global batch is split evenly across workers");
+    }
+    return Status::InvalidArgument(
+        "--batch-size " + std::to_string(batch) + " is not divisible by the world size " +
+        std::to_string(world_size) + " of " + std::to_string(machines) +
+        " machines (--num-processes " + std::to_string(options.num_processes) + " x " +
+        std::to_string(machines) + " of --num-machines " + std::to_string(options.min_machines) +
+        ":" + std::to_string(options.num_machines) +
+        "); an elastic job keeps its global batch, which must split evenly over every number of "
+        "machines it may run with");
+  }
+  return Status::Ok();
+}
+
+// --early-stop-patience and --export-best act on validation while training.
+Status CheckValidationFlags(const training::TrainingConfig& training) {
+  if (training.eval_every > 0) return Status::Ok();
+  if (training.early_stop_patience > 0) {
+    return Status::InvalidArgument(
+        "--early-stop-patience counts evaluations of the validation split: give --eval-every N");
+  }
+  if (!training.export_best_file.empty()) {
+    return Status::InvalidArgument(
+        "--export-best keeps the model of the lowest validation loss: give --eval-every N");
+  }
+  return Status::Ok();
+}
+
+// A worker's own flags, which its launcher gives.
+Status CheckWorkerFlags(const Options& options) {
+  if (options.machine_id == kAutoMachineId) {
+    return Status::InvalidArgument("--worker needs its machine's --machine-id");
+  }
+  if (options.local_rank < 0 && options.worker_output_fds.empty()) {
+    return Status::InvalidArgument("--worker needs --local-rank or --worker-outputs");
+  }
+  if (options.local_rank >= 0 && !options.worker_output_fds.empty()) {
+    return Status::InvalidArgument("--worker takes --local-rank or --worker-outputs, not both");
+  }
+  if (!options.worker_output_fds.empty() &&
+      static_cast<int>(options.worker_output_fds.size()) != options.num_processes) {
+    return Status::InvalidArgument(
+        "--worker-outputs lists " + std::to_string(options.worker_output_fds.size()) +
+        " descriptors for --num-processes " + std::to_string(options.num_processes));
+  }
+  if (options.store_addr.empty()) {
+    return Status::InvalidArgument("--worker needs --store-addr host:port");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// Checks that involve more than one flag.
+Status CheckConsistency(const Options& options) {
+  DPL_RETURN_IF_ERROR(options.runs_program() ? table::CheckProgramJob(options)
+                                             : CheckBatchSplits(options));
+  DPL_RETURN_IF_ERROR(CheckValidationFlags(options.training));
+  DPL_RETURN_IF_ERROR(table::CheckLogRanks(options));
+  if (options.training.lr_schedule.kind == training::LrScheduleKind::kStep &&
+      options.training.lr_schedule.step_size == 0) {
+    return Status::InvalidArgument(
+        "--lr-schedule step needs --lr-step-size N, the optimizer steps between decays by "
+        "--lr-gamma (StepLR's step_size)");
+  }
+  if (options.training.optimizer.decay_all &&
+      options.training.optimizer.kind != training::OptimizerKind::kAdamW) {
+    return Status::InvalidArgument(
+        std::string("--decay-all applies to --optimizer adamw, whose weight decay skips biases "
+                    "and norm weights; ") +
+        training::NameOf(training::OptimizerNames(), options.training.optimizer.kind) +
+        " decays every tensor already");
+  }
+  if (!options.hostfile.empty() && options.elastic()) {
+    return Status::InvalidArgument(
+        "--hostfile starts one launcher on each of its hosts: give --num-machines as one number "
+        "(or leave it out), not the range " +
+        std::to_string(options.min_machines) + ":" + std::to_string(options.num_machines));
+  }
+  if (options.elastic() && !options.selftest_job && !options.runs_program() &&
+      options.training.checkpoint_dir.empty() && options.command != Command::kWorker) {
+    return Status::InvalidArgument(
+        "--num-machines " + std::to_string(options.min_machines) + ":" +
+        std::to_string(options.num_machines) +
+        " is an elastic job, which falls back on its newest checkpoint when its workers cannot "
+        "regroup in place: give --checkpoint-dir (and --checkpoint-every N)");
+  }
+  if (options.command != Command::kWorker && options.machine_id > 0 && options.master_port == 0 &&
+      options.store.empty() && options.hostfile.empty()) {
+    return Status::InvalidArgument(
+        "--machine-id " + std::to_string(options.machine_id) +
+        " with --master-port 0: port 0 lets machine 0 pick a free port, which no other machine "
+        "can know; give every launcher the port machine 0 listens on (its log says it)");
+  }
+  return options.command == Command::kWorker ? CheckWorkerFlags(options) : Status::Ok();
+}
+
+}  // namespace dpl::cli
