@@ -5,8 +5,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <iostream>
+#include <string>
 
 #include "cli/options.hpp"
 #include "common/log.hpp"
@@ -69,8 +71,17 @@ int Run(int argc, const char* const* argv) {
       std::_Exit(exit_code);
     }
     case dpl::cli::Command::kTrain:
-    case dpl::cli::Command::kSelftest:
-      return dpl::supervision::RunLauncher(*options);
+    case dpl::cli::Command::kSelftest: {
+      const int exit_code = dpl::supervision::RunLauncher(*options);
+      // The programs' output (their standard output, relayed) is the job's result too: a job
+      // whose output could not be written has not succeeded, as a program's own print fails.
+      if (exit_code == 0 && dpl::log::StandardOutputError() != 0) {
+        return Fail(dpl::Status::Error("the job's standard output could not be written (" +
+                                       std::string(std::strerror(dpl::log::StandardOutputError())) +
+                                       "); part of what its programs printed is lost"));
+      }
+      return exit_code;
+    }
   }
   return 1;
 }

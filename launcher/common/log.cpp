@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,8 +39,9 @@ dpl_log_level InitialLevel() {
 }
 
 std::mutex g_mutex;
-std::string g_prefix;  // guarded by g_mutex
-std::string g_status;  // guarded by g_mutex; the status line shown, "" for none
+std::string g_prefix;    // guarded by g_mutex
+std::string g_status;    // guarded by g_mutex; the status line shown, "" for none
+int g_output_error = 0;  // guarded by g_mutex; errno of the first failed WriteOutputLine
 int64_t g_origin_ns = InitialOrigin();
 dpl_log_level g_min_level = InitialLevel();
 TimeFormat g_time_format = TimeFormat::kNone;
@@ -133,8 +135,19 @@ void WriteLine(const std::string& line) {
 
 void WriteOutputLine(const std::string& line) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  std::fprintf(stdout, "%s\n", line.c_str());
-  std::fflush(stdout);
+  if (std::fprintf(stdout, "%s\n", line.c_str()) >= 0 && std::fflush(stdout) == 0) return;
+  const int error = errno;
+  std::clearerr(stdout);
+  if (error == EPIPE || g_output_error != 0) return;
+  g_output_error = error;
+  EmitLocked(TimePrefix() + g_prefix + (g_prefix.empty() ? "" : " ") + LevelTag(DPL_LOG_ERROR) +
+             "cannot write to standard output (" + std::strerror(error) +
+             "): what the programs print from here on is lost");
+}
+
+int StandardOutputError() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_output_error;
 }
 
 void WriteRecord(const std::string& record) {

@@ -60,7 +60,11 @@ void WriteLine(const std::string& line);
 // A line of a program's standard output (a worker's, relayed by the launcher): written to the
 // launcher's standard output as it is, with no time, so that it can be redirected apart from the
 // log. Flushed at once, as the log's lines are, so the two keep their order on one terminal.
+// A failure to write it (a full disk; not a closed pipe, as `| head` leaves) is said once in the
+// log and kept for StandardOutputError: what the programs printed is lost.
 void WriteOutputLine(const std::string& line);
+// The errno of the first failed write of WriteOutputLine, 0 when none failed.
+int StandardOutputError();
 // A machine-readable record for the launcher (a progress report): written as it is, on a line of
 // its own, never interleaved with a log line.
 void WriteRecord(const std::string& record);

@@ -2,8 +2,10 @@
 // name the right root cause and leave no process behind.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -365,5 +367,29 @@ TEST_F(JobFailuresTest, AStoppedWorkerIsKilledAtOnce) {
   }
 }
 
+// What a program prints is the job's result: when the launcher cannot write it (standard output on
+// a full disk, here /dev/full) it says so once and the job does not end with 0, as the program's
+// own print would fail.
+TEST_F(JobFailuresTest, AProgramsOutputThatCannotBeWrittenFailsTheJob) {
+  const std::string command = std::string(DPL_TEST_LAUNCHER) +
+                              " --master-port 0 --num-processes 2 -- sh -c 'echo hello' "
+                              "2>&1 >/dev/full";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status << "\n" << output;
+  EXPECT_EQ(Occurrences(output,
+                        "error: cannot write to standard output (No space left on "
+                        "device): what the programs print from here on is lost"),
+            1)
+      << output;
+  EXPECT_TRUE(Contains(output,
+                       "error: the job's standard output could not be written (No space "
+                       "left on device); part of what its programs printed is lost"))
+      << output;
+}
 }  // namespace
 }  // namespace dpl::test
