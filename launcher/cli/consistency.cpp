@@ -120,4 +120,46 @@ Status CheckConsistency(const Options& options) {
   return options.command == Command::kWorker ? CheckWorkerFlags(options) : Status::Ok();
 }
 
+std::vector<std::string> FlagsWithoutEffect(const Options& options) {
+  const training::TrainingConfig& training = options.training;
+  const training::OptimizerKind kind = training.optimizer.kind;
+  const bool adam =
+      kind == training::OptimizerKind::kAdam || kind == training::OptimizerKind::kAdamW;
+  const std::string optimizer =
+      std::string("with --optimizer ") + training::NameOf(training::OptimizerNames(), kind);
+  const std::pair<bool, std::string> rules[] = {
+      {options.Given("momentum") && kind != training::OptimizerKind::kSgd,
+       "--momentum has no effect " + optimizer + ": only sgd uses it"},
+      {options.Given("betas") && !adam,
+       "--betas has no effect " + optimizer + ": adam and adamw use it"},
+      {options.Given("eps") && !adam,
+       "--eps has no effect " + optimizer + ": adam and adamw use it (adadelta keeps 1e-06)"},
+      {(options.Given("lr-step-size") || options.Given("lr-gamma")) &&
+           training.lr_schedule.kind != training::LrScheduleKind::kStep,
+       "--lr-step-size and --lr-gamma have no effect without --lr-schedule step"},
+      {options.Given("loss-scale-init") && training.precision != training::Precision::kFp16,
+       "--loss-scale-init has no effect without --precision fp16"},
+      {(options.Given("checkpoint-every") || options.Given("keep-checkpoints")) &&
+           training.checkpoint_dir.empty(),
+       "--checkpoint-every and --keep-checkpoints have no effect without --checkpoint-dir: this "
+       "run writes no checkpoints"},
+      {options.Given("eval-batches") && training.eval_every == 0,
+       "--eval-batches has no effect without --eval-every"},
+  };
+  std::vector<std::string> ignored;
+  for (const auto& [applies, why] : rules) {
+    if (applies) ignored.push_back(why);
+  }
+  if (options.runs_program()) {
+    for (const char* flag : {"model", "data", "export", "checkpoint-dir", "init-from", "epochs",
+                             "max-steps", "lr", "optimizer"}) {
+      if (options.Given(flag)) {
+        ignored.push_back("--" + std::string(flag) +
+                          " has no effect on a program (after --), which trains as it is written");
+      }
+    }
+  }
+  return ignored;
+}
+
 }  // namespace dpl::cli

@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "cli/consistency.hpp"
 #include "cluster/machine_ids.hpp"
 #include "common/log.hpp"
 #include "observability/trace_file.hpp"
@@ -254,6 +255,7 @@ int RunLauncher(const cli::Options& options) {
   log::SetPrefix("[launcher " + (known_id ? std::to_string(options.machine_id) : "?") + "]");
   WarnIfTheStoreIsOpen(options);
   if (!options.cluster_environment.empty()) log::Info(options.cluster_environment);
+  for (const std::string& ignored : cli::FlagsWithoutEffect(options)) log::Warning(ignored);
   if (options.exit_with_stdin) StopWhenStdinCloses();
   if (known_id) {
     Status valid = rendezvous::ValidateShape(

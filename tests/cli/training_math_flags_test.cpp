@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/consistency.hpp"
 #include "cli/options.hpp"
 #include "cli_test_support.hpp"
 
@@ -242,5 +243,32 @@ TEST(OptimizerFlags, EveryMachineAndEveryResumeMustGiveTheSameValues) {
   EXPECT_EQ(resume.at("--decay-all"), "false");
 }
 
+// A flag given that changes nothing in its job is named, with why; the same flag where it applies
+// is not.
+TEST(FlagsWithoutEffect, AreNamedWithWhy) {
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+      {{"--optimizer", "sgd", "--momentum", "0.9"}, {}},
+      {{"--optimizer", "adam", "--momentum", "0.9"},
+       {"--momentum has no effect with --optimizer adam: only sgd uses it"}},
+      {{"--eps", "1e-3"},
+       {"--eps has no effect with --optimizer adadelta: adam and adamw use it (adadelta keeps "
+        "1e-06)"}},
+      {{"--optimizer", "sgd", "--betas", "0.5,0.5", "--lr-step-size", "5"},
+       {"--betas has no effect with --optimizer sgd: adam and adamw use it",
+        "--lr-step-size and --lr-gamma have no effect without --lr-schedule step"}},
+      {{"--loss-scale-init", "5", "--keep-checkpoints", "2", "--eval-batches", "5"},
+       {"--loss-scale-init has no effect without --precision fp16",
+        "--checkpoint-every and --keep-checkpoints have no effect without --checkpoint-dir: "
+        "this run writes no checkpoints",
+        "--eval-batches has no effect without --eval-every"}},
+      {{"--export", "x.pt", "--", "python3", "train.py"},
+       {"--export has no effect on a program (after --), which trains as it is written"}},
+  };
+  for (const auto& [args, expected] : cases) {
+    auto options = Parse(args);
+    ASSERT_TRUE(options.ok()) << options.status().message();
+    EXPECT_EQ(FlagsWithoutEffect(*options), expected) << args[1];
+  }
+}
 }  // namespace
 }  // namespace dpl::cli
