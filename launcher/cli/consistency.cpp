@@ -150,6 +150,20 @@ std::vector<std::string> FlagsWithoutEffect(const Options& options) {
   for (const auto& [applies, why] : rules) {
     if (applies) ignored.push_back(why);
   }
+  // An empty value takes a file back (one a config file named), and is what an unset shell
+  // variable gives: `--checkpoint-dir "$CKPT"`.
+  const std::pair<const char*, const std::string*> files[] = {
+      {"checkpoint-dir", &training.checkpoint_dir}, {"export", &training.export_file},
+      {"export-best", &training.export_best_file},  {"metrics", &training.metrics_file},
+      {"tensorboard", &training.tensorboard_dir},   {"trace", &training.trace_file},
+      {"init-from", &training.init_from},           {"log-dir", &options.log_dir}};
+  for (const auto& [flag, value] : files) {
+    if (options.Given(flag) && value->empty()) {
+      ignored.push_back("--" + std::string(flag) +
+                        " is empty, so it names nothing: this run goes "
+                        "without it");
+    }
+  }
   if (options.runs_program()) {
     for (const char* flag : {"model", "data", "export", "checkpoint-dir", "init-from", "epochs",
                              "max-steps", "lr", "optimizer"}) {

@@ -261,6 +261,8 @@ TEST(FlagsWithoutEffect, AreNamedWithWhy) {
         "--checkpoint-every and --keep-checkpoints have no effect without --checkpoint-dir: "
         "this run writes no checkpoints",
         "--eval-batches has no effect without --eval-every"}},
+      {{"--checkpoint-dir", ""},
+       {"--checkpoint-dir is empty, so it names nothing: this run goes without it"}},
       {{"--export", "x.pt", "--", "python3", "train.py"},
        {"--export has no effect on a program (after --), which trains as it is written"}},
   };
