@@ -75,6 +75,8 @@ std::string DidYouMean(const std::string& name, const std::string& dashes) {
 }
 
 Status UnknownFlag(const std::string& shown, const std::string& name, const std::string& dashes) {
+  const std::string advice = cluster::OtherLaunchersFlagAdvice(CanonicalFlagName(name));
+  if (!advice.empty()) return Status::InvalidArgument("unknown flag " + shown + ": " + advice);
   return Status::InvalidArgument("unknown flag " + shown + DidYouMean(name, dashes) + "; " +
                                  kSeeHelp);
 }
@@ -136,6 +138,9 @@ Status CollectCommandLine(const std::vector<std::string>& arguments, GivenFlags*
     if (argument == "--") {
       return CollectProgram(
           {arguments.begin() + static_cast<std::ptrdiff_t>(i) + 1, arguments.end()}, given);
+    }
+    if (argument.size() > 1 && argument[0] == '-' && argument[1] != '-' && argument != "-h") {
+      return UnknownFlag(argument, argument.substr(1), "--");  // -m, -v: dpl's flags are long
     }
     if (argument.rfind("--", 0) != 0 && argument != "-h") {
       return Status::InvalidArgument("unexpected argument '" + argument +

@@ -50,6 +50,38 @@ const std::vector<FlagAlias>& TorchrunFlagAliases() {
   return kAliases;
 }
 
+std::string OtherLaunchersFlagAdvice(const std::string& name) {
+  static const std::pair<const char*, const char*> kAdvice[] = {
+      {"rdzv-id", "dpl's job is its store: give every launcher the same --job-token instead"},
+      {"rdzv-backend", "dpl's rendezvous is machine 0's store, or --store etcd://HOST:PORT"},
+      {"rdzv-conf", "dpl's rendezvous takes --rendezvous-timeout and --join-grace"},
+      {"standalone", "one machine needs no rendezvous flags in dpl: leave it out"},
+      {"tee", "--log-dir DIR writes each rank's output to DIR/rank-N.log"},
+      {"redirects", "--log-dir DIR writes each rank's output to DIR/rank-N.log"},
+      {"local-ranks-filter", "--log-ranks picks the ranks whose output reaches the console"},
+      {"no-python", "the program after -- runs as given: leave it out"},
+      {"module", "put the module after --: launcher -- python3 -m MODULE"},
+      {"m", "put the module after --: launcher -- python3 -m MODULE"},
+      {"monitor-interval", "dpl watches its workers continuously: leave it out"},
+      {"start-method", "dpl starts each worker as a process of its own: leave it out"},
+      {"role", "leave it out"},
+      {"learning-rate", "dpl's flag is --lr"},
+      {"nproc", "dpl's flag is --num-processes (or torchrun's --nproc-per-node)"},
+      {"nprocs", "dpl's flag is --num-processes (or torchrun's --nproc-per-node)"},
+      {"num-procs", "dpl's flag is --num-processes (or torchrun's --nproc-per-node)"},
+      {"optim", "dpl's flag is --optimizer"},
+      {"warmup", "dpl's flag is --warmup-steps"},
+      {"gradient-accumulation-steps", "dpl's flag is --grad-accum"},
+      {"max-grad-norm", "dpl's flag is --clip-grad-norm"},
+      {"fp16", "dpl's flag is --precision fp16"},
+      {"bf16", "dpl's flag is --precision bf16"},
+  };
+  for (const auto& [flag, advice] : kAdvice) {
+    if (name == flag) return advice;
+  }
+  return "";
+}
+
 const FlagAlias* FindTorchrunAlias(std::string_view name) {
   for (const FlagAlias& alias : TorchrunFlagAliases()) {
     if (name == alias.name) return &alias;

@@ -41,6 +41,11 @@ const std::vector<FlagAlias>& TorchrunFlagAliases();
 // The alias called `name` (no dashes), or nullptr.
 const FlagAlias* FindTorchrunAlias(std::string_view name);
 
+// For a flag of torchrun's (or of a training script's) that dpl has in another form, what to
+// give instead ("--rdzv-id": "give every launcher the same --job-token"); "" for any other name.
+// Names in canonical form (dashes).
+std::string OtherLaunchersFlagAdvice(const std::string& name);
+
 struct NodeRange {
   int min = 1;
   int max = 1;

@@ -193,6 +193,15 @@ TEST_F(OptionsTest, SyntaxErrors) {
   // No guessing of abbreviations: --epoch is not --epochs, but the message points there.
   EXPECT_EQ(ErrorOf({"--epoch", "2"}),
             "unknown flag --epoch (did you mean --epochs?); see launcher --help");
+  // Another launcher's flag, or a training script's, gets dpl's way of saying it.
+  EXPECT_EQ(ErrorOf({"--rdzv-id", "5"}),
+            "unknown flag --rdzv-id: dpl's job is its store: give every launcher the same "
+            "--job-token instead");
+  EXPECT_EQ(ErrorOf({"--learning_rate", "0.1"}),
+            "unknown flag --learning_rate: dpl's flag is --lr");
+  EXPECT_EQ(ErrorOf({"-m", "train"}),
+            "unknown flag -m: put the module after --: launcher -- python3 -m MODULE");
+  EXPECT_EQ(ErrorOf({"-v"}), "unknown flag -v; see launcher --help");
   EXPECT_EQ(ErrorOf({"--resume=yes"}), "--resume takes no value; see launcher --help");
   EXPECT_EQ(ErrorOf({"--epochs"}), "--epochs needs a value; see launcher --help");
   EXPECT_EQ(ErrorOf({"--epochs", "1", "--epochs", "2"}),
