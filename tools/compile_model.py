@@ -20,22 +20,20 @@ output decides, as for tools/export_model.py).
 
 A package is made for one torch, one device, one CPU instruction set and one precision; the
 plugin refuses it elsewhere. Packages are kept in a cache (--cache, default
-$DPL_COMPILE_CACHE or ~/.cache/dpl/compiled) keyed by the module's source file, the arguments,
-the torch version and the instruction set: making the same package again copies it from there.
-A module torch.export cannot take is refused with the reason and the line of its code.
+$DPL_COMPILE_CACHE or ~/.cache/dpl/compiled; --no-cache compiles anyway) keyed by the module's
+own source files (the file --module names, the files of its classes, the files they import from
+outside installed packages: tools/compile_cache.py), the arguments, the torch version and the
+instruction set: making the same package again copies it from there, after checking that the
+cached copy is whole. A module torch.export or AOTInductor cannot take is refused with the
+reason and the line of its code.
 """
 import argparse
 import copy
-import hashlib
-import inspect
-import json
 import logging
+import math
 import os
-import shutil
 import sys
-import tempfile
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -89,51 +87,17 @@ def parse_arguments(argv):
 
 
 import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
 
+import compile_cache as cache  # noqa: E402
+from compile_refusals import (CompileError, listen, refusal,  # noqa: E402
+                              refuse_input_mutation, said_where_it_works)
 import compiled_package as package  # noqa: E402
 import export_model  # noqa: E402
 from recipe_convnet import INPUT_SHAPE as RECIPE_INPUT_SHAPE  # noqa: E402
 
 
 CHECK_BATCH = 8  # samples of the package's check against the module's eager step
-
-
-class CompileError(Exception):
-    pass
-
-
-def module_source(spec, module):
-    """The file of the module's code: the FILE.py of --module, or where its class lives."""
-    if spec and spec.rpartition(":")[0].endswith(".py"):
-        return os.path.abspath(spec.rpartition(":")[0])
-    if not spec:
-        return os.path.join(HERE, "recipe_convnet.py")
-    try:
-        return os.path.abspath(inspect.getsourcefile(type(module)))
-    except TypeError:
-        return None
-
-
-def refusal(error, source, what):
-    """`what` failed with `error`: the reason, and the innermost line of the module's own code
-    on the way (in the traceback, or named in the message)."""
-    reason = next((line.strip() for line in str(error).splitlines() if line.strip()),
-                  type(error).__name__)
-    frames, seen = [], error
-    while seen is not None:
-        frames = traceback.extract_tb(seen.__traceback__) + frames
-        seen = seen.__cause__ or seen.__context__
-    line = None
-    for frame in frames:
-        if source and os.path.abspath(frame.filename) == source:
-            line = f"{frame.filename}:{frame.lineno}: {frame.line}"
-    if line is None and source:
-        for text in str(error).splitlines():
-            if source in text or os.path.basename(source) in text:
-                line = text.strip()
-    return CompileError(f"{what}: {type(error).__name__}: {reason}" +
-                        (f"\n  at {line}" if line else
-                         "\n  (no line of the module's own code in the traceback)"))
 
 
 def example_batch(args, shape, classes, target_shape, device, count=None):
@@ -148,7 +112,7 @@ def example_batch(args, shape, classes, target_shape, device, count=None):
     return inputs.to(device), targets.to(device)
 
 
-def probe(module, args, source):
+def probe(module, args, files):
     """(sample shape, classes, target shape, loss) from one eval-mode forward of a batch."""
     if args.input_shape:
         shape = export_model.parse_shape(args.input_shape)
@@ -162,7 +126,7 @@ def probe(module, args, source):
         with torch.no_grad():
             output = module(inputs)
     except Exception as error:  # the module's own code
-        raise refusal(error, source, f"forward of a {tuple(inputs.shape)} batch failed")
+        raise refusal(error, files, f"forward of a {tuple(inputs.shape)} batch failed")
     finally:
         module.train()
     if not isinstance(output, torch.Tensor) or output.dim() < 2 or output.shape[0] != args.batch:
@@ -173,10 +137,15 @@ def probe(module, args, source):
         raise CompileError(f"a language model's forward returns (batch, T, classes) for (batch, "
                            f"T) token ids; it returned {tuple(output.shape)} for "
                            f"{tuple(inputs.shape)}")
-    loss = args.loss
-    if loss == "auto":
-        sums = output.double().exp().sum(-1)
-        loss = "nll" if torch.allclose(sums, torch.ones_like(sums), atol=1e-3) else "cross_entropy"
+    # Log-probabilities: exp() of every row sums to 1 (the torchscript plugin's test, 1e-3).
+    sums = output.double().exp().sum(-1)
+    log_probabilities = torch.allclose(sums, torch.ones_like(sums), atol=1e-3)
+    if args.loss == "nll" and not log_probabilities:
+        raise CompileError(f"with --loss nll forward must return log-probabilities (end it with "
+                           f"log_softmax), but on the example batch exp(output) sums to "
+                           f"{sums.flatten()[0].item():.3g} over the classes, not 1; use --loss "
+                           f"cross_entropy for a module that returns logits")
+    loss = args.loss if args.loss != "auto" else "nll" if log_probabilities else "cross_entropy"
     return shape, output.shape[-1], target_shape, loss
 
 
@@ -186,33 +155,8 @@ def describe_value(value):
     return f"a {type(value).__name__}"
 
 
-def cache_key(args, source, isa):
-    """What a package depends on: this tool, the module's code and arguments, torch, the device,
-    the instruction set and the precision."""
-    digest = hashlib.sha256()
-    for tool in ("compile_model.py", "compiled_package.py", "export_model.py"):
-        with open(os.path.join(HERE, tool), "rb") as code:
-            digest.update(code.read())
-    if source:
-        with open(source, "rb") as code:
-            digest.update(code.read())
-    arguments = {key: getattr(args, key) for key in ("module", "kwargs", "input_shape", "token_ids",
-                                                      "loss", "precision", "device", "batch",
-                                                      "seed")}
-    if arguments["kwargs"]:
-        arguments["kwargs"] = json.loads(arguments["kwargs"])
-    if source and arguments["module"]:  # the file's contents count, not where it lies
-        arguments["module"] = arguments["module"].rpartition(":")[2]
-    arguments.update(torch=torch.__version__, isa=isa, format=package.FORMAT)
-    digest.update(json.dumps(arguments, sort_keys=True).encode())
-    return digest.hexdigest()[:32]
-
-
 def device_facts(args, isa):
     if args.device == "cuda":
-        if not torch.cuda.is_available():
-            raise CompileError("--device cuda: this torch sees no GPU (torch.cuda.is_available() "
-                               "is False); make a CUDA package on a machine with one")
         major, minor = torch.cuda.get_device_capability()
         return [("device", "cuda"), ("cuda_capability", f"{major}.{minor}")]
     name, march, needs = isa
@@ -220,32 +164,64 @@ def device_facts(args, isa):
             ("cpu_needs", " ".join(needs) if needs else "-")]
 
 
-def programs(module, args, batch, loss, source):
+def programs(module, args, batch, loss, files, clues):
     """{"train": ..., "eval": ...}: each an exported program and its example inputs, and the
     layout they share."""
     layout = package.Layout(module)
-    autocast = package.PRECISIONS[args.precision]
-    wrapper = package.WithLoss(module, loss, autocast)
     try:
-        module.train()
-        joint = package.joint_program(wrapper, batch)
-        train = package.CallingConvention(joint, wrapper, layout, training=True)
-        train_inputs = package.flat_inputs(layout, True, batch)
-        train_program = package.flat_program(train, train_inputs, 2)
-        module.eval()
-        scores = package.Scores(module, autocast)
-        evaluation = package.exported(scores, batch[:1])
-        evaluate = package.CallingConvention(package.without_unread_state(evaluation, scores),
-                                             scores, layout, training=False)
-        eval_inputs = package.flat_inputs(layout, False, batch[:1])
-        eval_program = package.flat_program(evaluate, eval_inputs, 1)
+        with said_where_it_works():
+            found = exported_programs(module, args, batch, loss, layout, files)
+    except CompileError:
+        raise
     except package.PackageError as error:
         raise CompileError(str(error))
     except Exception as error:  # torch.export's refusals of the module's code
-        raise refusal(error, source, f"torch.export cannot take {type(module).__name__}")
+        raise refusal(error, files, f"torch.export cannot take {type(module).__name__}", clues)
     finally:
         module.train()
-    return {"train": (train_program, train_inputs), "eval": (eval_program, eval_inputs)}, layout
+    return found, layout
+
+
+def exported_programs(module, args, batch, loss, layout, files):
+    """The training program (forward, loss and backward: one graph) and the evaluation program
+    (eval-mode forward), each flattened to the package's calling convention."""
+    autocast = package.PRECISIONS[args.precision]
+    wrapper = package.WithLoss(module, loss, autocast)
+    module.train()
+    exported = package.exported(wrapper, batch)
+    refuse_input_mutation(exported, files)
+    joint = package.joint_program(wrapper, exported)
+    train = package.CallingConvention(joint, wrapper, layout, training=True)
+    train_inputs = package.flat_inputs(layout, True, batch)
+    train_program = package.flat_program(train, train_inputs, 2)
+    module.eval()
+    scores = package.Scores(module, autocast)
+    evaluation = package.exported(scores, batch[:1])
+    evaluate = package.CallingConvention(package.without_unread_state(evaluation, scores),
+                                         scores, layout, training=False)
+    eval_inputs = package.flat_inputs(layout, False, batch[:1])
+    eval_program = package.flat_program(evaluate, eval_inputs, 1)
+    return {"train": (train_program, train_inputs), "eval": (eval_program, eval_inputs)}
+
+
+def draws_random_numbers(module, program):
+    """Whether the training step draws random numbers: a dropout layer with p > 0, or an op of
+    the program that draws them (one with a dropout probability only where it is not 0)."""
+    if any(isinstance(layer, nn.modules.dropout._DropoutNd) and layer.p > 0
+           for layer in module.modules()):
+        return True
+    for node in program.graph.nodes:
+        if torch.Tag.nondeterministic_seeded not in getattr(node.target, "tags", ()):
+            continue
+        names = [argument.name for argument in node.target._schema.arguments]
+        probability = next((name for name in ("dropout_p", "p") if name in names), None)
+        if probability is None:
+            return True
+        index = names.index(probability)
+        value = node.args[index] if index < len(node.args) else node.kwargs.get(probability, 0)
+        if value != 0:
+            return True
+    return False
 
 
 def inductor_options(args, isa):
@@ -254,11 +230,12 @@ def inductor_options(args, isa):
     return {"cpp.march": isa[1]}
 
 
-def self_check(path, module, layout, batch, loss, args):
+def self_check(path, module, layout, batch, loss, args, random):
     """Runs the package's training program once in Python and compares it with the module's own
     step (eager autograd) on a batch of CHECK_BATCH samples (BatchNorm's statistics of two samples
-    amplify rounding); a warning where they differ more than the precision allows (dropout draws
-    other numbers in the two)."""
+    amplify rounding); a warning where they differ more than the precision allows. Gradients are
+    compared to the largest gradient of all: a gradient that is 0 but for rounding (a bias before
+    BatchNorm) has no scale of its own."""
     from torch._inductor.package import load_package
     train = load_package(path, "train")
     inputs = list(package.flat_inputs(layout, True, batch))
@@ -268,88 +245,120 @@ def self_check(path, module, layout, batch, loss, args):
     (eager_loss,) = eager(*batch)
     eager_loss.backward()
     count = len(layout.parameters)
-    names = [name for name, _ in reference.named_parameters()]
-    worst = 0.0
-    for gradient, name in zip(inputs[count + len(layout.buffers):][:count], names):
-        expected = reference.get_parameter(name).grad
-        scale = expected.abs().max().item() or 1.0
-        worst = max(worst, (gradient - expected).abs().max().item() / scale)
+    expected = [reference.get_parameter(name).grad for name, _ in reference.named_parameters()]
+    expected = [torch.zeros_like(t) if g is None else g
+                for g, (_, t, _) in zip(expected, layout.parameters)]
+    scale = max(g.abs().max().item() for g in expected) or 1.0
+    gradients = inputs[count + len(layout.buffers):][:count]
+    worst = max((g - e).abs().max().item() for g, e in zip(gradients, expected)) / scale
     tolerance = 1e-4 if args.precision == "fp32" else 5e-2
     loss_difference = abs(compiled_loss.item() - eager_loss.item()) / max(abs(eager_loss.item()),
                                                                           1e-12)
     text = (f"checked: loss {compiled_loss.item():.6g} (eager {eager_loss.item():.6g}), gradients "
             f"within {worst:.2g} of the largest")
     if max(worst, loss_difference) > tolerance:
+        why = ("expected: forward draws random numbers (dropout), and the package draws others "
+               "than eager PyTorch" if random else "forward draws no random numbers")
         text = (f"warning: the compiled step differs from the eager one beyond {tolerance:g} "
-                f"(expected where forward draws random numbers, e.g. dropout); {text}")
+                f"({why}); {text}")
     return text
 
 
-def compile_package(args, module, source, shape, classes, target_shape, loss, isa):
-    """Writes the package to `args.output`: export, compile, write, check."""
+def compile_package(args, module, files, clues, shapes, loss, isa):
+    """Writes the package to `args.output`: export, compile, write, check. `shapes`: the
+    sample's shape, the classes, the target's shape."""
+    shape, classes, target_shape = shapes
     batch = example_batch(args, shape, classes, target_shape, args.device)
     values = package.initial_values(package.Layout(module))  # before anything runs the module
     started = time.monotonic()
-    found, layout = programs(module, args, batch, loss, source)
+    found, layout = programs(module, args, batch, loss, files, clues)
     exported_in = time.monotonic() - started
     facts = [("torch", torch.__version__)] + device_facts(args, isa) + [
         ("precision", args.precision), ("loss", loss),
         ("input", package.DTYPES[batch[0].dtype] + " " + package.shape_text(shape)),
         ("target", "int64 " + package.shape_text(target_shape)), ("classes", classes),
         ("module", f"{args.module or 'recipe_convnet.py:ConvNet'} {args.kwargs or '{}'}")]
-    files = package.compile_programs(found, inductor_options(args, isa))
-    directory = os.path.dirname(os.path.abspath(args.output))
-    with tempfile.NamedTemporaryFile(dir=directory, suffix=".pt2", delete=False) as partial:
-        pass
     try:
-        package.write_package(partial.name, files, package.description(facts, layout), values)
+        with said_where_it_works():
+            compiled = package.compile_programs(found, inductor_options(args, isa))
+    except Exception as error:  # what the export took and Inductor cannot (.item(), ...)
+        raise refusal(error, files, f"AOTInductor cannot compile {type(module).__name__}", clues)
+    partial = cache.new_file(os.path.dirname(os.path.abspath(args.output)))
+    try:
+        package.write_package(partial, compiled, package.description(facts, layout), values)
         check = example_batch(args, shape, classes, target_shape, args.device, CHECK_BATCH)
-        checked = self_check(partial.name, module, layout, check, loss, args)
-        os.replace(partial.name, args.output)
+        random = draws_random_numbers(module, found["train"][0])
+        checked = self_check(partial, module, layout, check, loss, args, random)
+        os.replace(partial, args.output)
     finally:
-        if os.path.exists(partial.name):
-            os.unlink(partial.name)
+        if os.path.exists(partial):
+            os.unlink(partial)
     compiled_in = time.monotonic() - started - exported_in
-    return layout, f"exported in {exported_in:.0f} s, compiled in {compiled_in:.0f} s; {checked}"
+    return f"exported in {exported_in:.0f} s, compiled in {compiled_in:.0f} s; {checked}"
 
 
-def summary(args, module, layout, shape, classes, loss, isa):
-    elements = sum(t.numel() for _, t, _ in layout.parameters)
-    where = args.device if args.device == "cuda" else f"cpu ({isa[0]})"
-    return (f"wrote {args.output}: {type(module).__name__}'s training and evaluation programs, "
-            f"{len(layout.parameters)} parameter tensors ({elements} elements), "
-            f"{len(layout.buffers)} buffers, for {where}, {args.precision}; input "
-            f"{tuple(shape)} -> {classes} classes, loss {loss}")
+def summary(path, name):
+    """What the package at `path` holds, from its own description (a cached package too)."""
+    lines, _ = package.read_package(path)
+    facts = package.facts_of(lines)
+    parameters = [words for words in lines if words[0] == "parameter"]
+    elements = sum(math.prod(int(extent) for extent in words[3].strip("[]").split(",") if extent)
+                   for words in parameters)
+    buffers = sum(words[0] == "buffer" for words in lines)
+    where = "cuda" if facts["device"] == ["cuda"] else f"cpu ({facts['cpu_isa'][0]})"
+    return (f"wrote {path}: {name}'s training and evaluation programs, {len(parameters)} "
+            f"parameter tensors ({elements} elements), {buffers} buffers, for {where}, "
+            f"{facts['precision'][0]}; input {' '.join(facts['input'])} -> "
+            f"{facts['classes'][0]} classes, loss {facts['loss'][0]}")
+
+
+def keep(output, cached):
+    """Copies the package into the cache; a cache that cannot be written costs a warning."""
+    try:
+        os.makedirs(os.path.dirname(cached), exist_ok=True)
+        cache.copy(output, cached)
+    except OSError as error:
+        print(f"warning: cannot keep {output} in the cache: {error}", file=sys.stderr)
+
+
+def built(args):
+    """(the module on its device, its own source files, the instruction set)."""
+    modules_before = set(sys.modules)
+    try:
+        isa = package.cpu_instruction_set(args.cpu_isa) if args.device == "cpu" else ("-", None, [])
+        module = export_model.build(args, factories=True)
+        module.to(args.device)
+        package.Layout(module)  # its refusals (frozen or non-contiguous parameters) first
+    except (export_model.ExportError, package.PackageError) as error:
+        raise CompileError(str(error))
+    return module, cache.own_files(args.module, module, modules_before), isa
 
 
 def run(args):
     export_model.check_output(args.output)  # before minutes of compiling
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise CompileError("--device cuda: no CUDA device here (torch.cuda.is_available() is "
+                           "False); make a CUDA package on a machine with an NVIDIA GPU")
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(args.cache, "inductor"))
-    # torch.export logs the graph around a refused line at length; the refusal names the line.
+    # torch.export logs the graph around a refused line at length, and Inductor's compiler
+    # lookup that a CPU machine has no CUDA; the refusals name the line (listen, below).
     for name in ("torch.fx.experimental.symbolic_shapes", "torch.utils.cpp_extension"):
         logging.getLogger(name).setLevel(logging.ERROR)
     package.use_torch_libraries_first()
-    try:
-        isa = package.cpu_instruction_set(args.cpu_isa) if args.device == "cpu" else ("-", None, [])
-        module = export_model.build(args, factories=True)
-    except (export_model.ExportError, package.PackageError) as error:
-        raise CompileError(str(error))
-    module.to(args.device)
-    source = module_source(args.module, module)
-    shape, classes, target_shape, loss = probe(module, args, source)
+    # Built before the cache is looked at: the key holds the files of its classes.
+    module, files, isa = built(args)
+    clues = listen(files)
+    shape, classes, target_shape, loss = probe(module, args, files)
     args.loss = loss
-    cached = os.path.join(args.cache, cache_key(args, source, isa) + ".pt2")
-    if os.path.exists(cached) and not args.no_cache:
-        shutil.copyfile(cached, args.output)
-        print(summary(args, module, package.Layout(module), shape, classes, loss, isa) +
-              f"; from the cache ({cached})")
+    cached = os.path.join(args.cache, cache.key(args, files, isa) + ".pt2")
+    if not args.no_cache and cache.whole(cached):
+        cache.copy(cached, args.output)
+        done = f"from the cache ({cached}; --no-cache compiles it again)"
     else:
-        layout, timing = compile_package(args, module, source, shape, classes, target_shape,
-                                         loss, isa)
-        os.makedirs(args.cache, exist_ok=True)
-        shutil.copyfile(args.output, cached + ".partial")
-        os.replace(cached + ".partial", cached)
-        print(summary(args, module, layout, shape, classes, loss, isa) + f"; {timing}")
+        done = compile_package(args, module, files, clues, (shape, classes, target_shape), loss,
+                               isa)
+        keep(args.output, cached)
+    print(summary(args.output, type(module).__name__) + "; " + done)
     print(f"train it with: launcher --model compiled --model-options file={args.output} "
           f"--precision {args.precision}")
 

@@ -149,6 +149,12 @@ class Layout:
             if not parameter.requires_grad:
                 raise PackageError(f"parameter {name} does not require grad: the compiled step "
                                    "trains every parameter; make frozen tensors buffers")
+            if not parameter.is_contiguous():
+                # The plugin lays every parameter out densely in row-major order; a program
+                # compiled for other strides would read those values in another order.
+                raise PackageError(f"parameter {name} is not contiguous: the plugin lays "
+                                   "parameters out densely; make it "
+                                   "nn.Parameter(tensor.contiguous())")
             first_name[id(parameter)] = len(self.parameters)
             self.parameters.append((name, parameter, []))
         transient = set()
@@ -157,6 +163,10 @@ class Layout:
                           for name in owner._non_persistent_buffers_set}
         self.buffers = [(name, buffer) for name, buffer in module.named_buffers()
                         if name not in transient]
+        for name, buffer in self.buffers:
+            if not buffer.is_contiguous():
+                raise PackageError(f"buffer {name} is not contiguous: the plugin lays buffers "
+                                   "out densely; register tensor.contiguous()")
         self.updated = set()  # buffers the training step writes
         self._index = {id(t): ("parameter", i) for i, (_, t, _) in enumerate(self.parameters)}
         self._index.update({id(t): ("buffer", i) for i, (_, t) in enumerate(self.buffers)})
@@ -207,15 +217,16 @@ def without_unread_state(program, root):
     return program
 
 
-def joint_program(wrapper, example):
+def joint_program(wrapper, program):
     """The forward pass, the loss and the backward pass as one graph (torch.export's
-    forward-backward export), whose outputs are the updated buffers, the loss and a gradient
-    for every parameter. No decompositions: the core ATen table turns the CPU flash attention's
-    forward into its math form but keeps the flash backward, fed the softmax where it expects the
-    log-sum-exp, and every gradient before the attention comes out wrong (docs/compiled.md)."""
+    forward-backward export) of `program`, `exported(wrapper, example)`, whose outputs are the
+    updated buffers, the loss and a gradient for every parameter. No decompositions: the core
+    ATen table turns the CPU flash attention's forward into its math form but keeps the flash
+    backward, fed the softmax where it expects the log-sum-exp, and every gradient before the
+    attention comes out wrong (docs/compiled.md)."""
     from torch.export.exported_program import _decompose_exported_program
     from torch.export.experimental import _copy_graph_module_and_signature, _remove_detach_pass
-    program = without_unread_state(exported(wrapper, example), wrapper)
+    program = without_unread_state(program, wrapper)
     program = _decompose_exported_program(program, cia_to_decomp={}, python_decomp_table={},
                                           joint_loss_index=0, decompose_custom_triton_ops=False)
     graph_module, signature = _copy_graph_module_and_signature(program)
@@ -264,6 +275,9 @@ class CallingConvention(nn.Module):
                 self.results.append(("gradient", layout.slot(root.get_parameter(spec.target))[1]))
             elif spec.kind in (OutputKind.LOSS_OUTPUT, OutputKind.USER_OUTPUT):
                 self.results.append(("output", 0))
+            elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+                raise PackageError("forward changes its input in place, which the package "
+                                   "cannot do; compute a new tensor (x = x * 2, not x.mul_(2))")
             else:
                 raise PackageError(f"forward {spec.kind.name.lower().replace('_', ' ')} "
                                    f"({spec.target}): the package cannot do that")

@@ -27,6 +27,8 @@ import json
 import os
 import re
 import sys
+import tempfile
+import traceback
 import warnings
 
 import dpl_python
@@ -80,22 +82,49 @@ def load_class(spec, factories=False):
     if module_name.endswith(".py"):
         if not os.path.isfile(module_name):
             raise ExportError(f"--module {spec!r}: no file {module_name}")
+        # As `python FILE.py` would: the file's folder first on the path, so that it imports the
+        # files beside it (and stays there for imports its classes make later).
+        folder = os.path.dirname(os.path.abspath(module_name))
+        if sys.path[0] != folder:
+            sys.path.insert(0, folder)
         loaded = importlib.util.spec_from_file_location(
             os.path.splitext(os.path.basename(module_name))[0], module_name)
         module = importlib.util.module_from_spec(loaded)
-        loaded.loader.exec_module(module)
+        try:
+            loaded.loader.exec_module(module)
+        except Exception as error:  # the file's own code: a syntax error, a missing import, ...
+            raise ExportError(f"--module {spec!r}: cannot load {module_name}: "
+                              f"{failure_line(error)}")
     else:
         sys.path.insert(0, os.getcwd())
         try:
             module = importlib.import_module(module_name)
-        except ImportError as error:
-            raise ExportError(f"--module {spec!r}: cannot import {module_name}: {error}")
+        except Exception as error:
+            raise ExportError(f"--module {spec!r}: cannot import {module_name}: "
+                              f"{failure_line(error)}")
     cls = getattr(module, class_name, None)
     is_module_class = isinstance(cls, type) and issubclass(cls, nn.Module)
     if cls is None or not (is_module_class or (factories and callable(cls))):
         raise ExportError(f"--module {spec!r}: {module_name} has no torch.nn.Module class "
                           f"{class_name}")
     return cls
+
+
+def failure_line(error):
+    """`error` in one line with where it happened: the file and line of a syntax error, else the
+    innermost frame of the traceback outside this tool, importlib and torch."""
+    if isinstance(error, SyntaxError):
+        return f"{error.filename}:{error.lineno}: {type(error).__name__}: {error.msg}"
+    reason = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {reason[0]}" if reason else type(error).__name__
+    skipped = (os.path.abspath(__file__), os.path.dirname(importlib.__file__),
+               os.path.dirname(torch.__file__))
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+              if not frame.filename.startswith("<") and
+              not os.path.abspath(frame.filename).startswith(skipped)]
+    if not frames:
+        return text
+    return f"{text} (at {frames[-1].filename}:{frames[-1].lineno}: {frames[-1].line})"
 
 
 def parse_shape(text):
@@ -124,6 +153,8 @@ def build(args, factories=False):
         module = cls(**kwargs)
     except TypeError as error:
         raise ExportError(f"{cls.__name__}(**{kwargs}) failed: {error}")
+    except Exception as error:  # the module's own constructor
+        raise ExportError(f"{cls.__name__}(**{kwargs}) failed: {failure_line(error)}")
     if not isinstance(module, nn.Module):
         raise ExportError(f"--module {args.module!r} returned a {type(module).__name__}, not a "
                           "torch.nn.Module")
@@ -138,14 +169,34 @@ def example_batch(args, input_shape):
 
 
 def check_output(path):
-    """Refuses, before any work, an output path the file could not be written to."""
+    """Refuses, before any work, an output path the file could not be written to. A file is
+    created beside it and removed: permissions do not tell (root passes os.access on /sys, and
+    a read-only file system says no only when written)."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise ExportError(f"cannot write {path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise ExportError(f"cannot write {path}: the folder {folder} is not writable")
     if os.path.exists(path) and not os.path.isfile(path):
         raise ExportError(f"cannot write {path}: it exists and is not a regular file")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+            pass
+    except OSError as error:
+        raise ExportError(f"cannot write {path}: cannot create a file in {folder} "
+                          f"({error.strerror or error})")
+
+
+def check_forward(module, example):
+    """Refuses, before the file is written, a forward that does not return one tensor of class
+    scores (a tuple, a dict): the plugin takes one tensor."""
+    module.eval()
+    try:
+        with torch.no_grad():
+            output = module(example)
+    finally:
+        module.train()
+    if not isinstance(output, torch.Tensor):
+        raise ExportError(f"forward must return one tensor of class scores (batch, ..., classes); "
+                          f"{type(module).__name__} returned a {type(output).__name__}")
 
 
 def export(args):
@@ -169,6 +220,8 @@ def export_and_check(args):
     if args.token_ids is not None and not args.input_shape:
         raise ExportError("--token-ids needs --input-shape, the tokens of one sample (e.g. 256)")
     example = example_batch(args, input_shape) if input_shape else None
+    if example is not None:
+        check_forward(module, example)
     module.train()
     if args.trace:
         fixed = sorted({type(layer).__name__ for layer in module.modules()
