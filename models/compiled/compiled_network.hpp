@@ -67,7 +67,9 @@ class CompiledNetwork : public torch_model::Network {
     inputs.insert(inputs.end(), gradients.begin(), gradients.end());
     inputs.push_back(input);
     inputs.push_back(target);
-    return Run(*train_, "train", std::move(inputs)).at(0).item<float>();
+    const float loss = Run(*train_, "train", std::move(inputs)).at(0).item<float>();
+    if (input.size(0) == 1) RefuseBuffersNotFiniteAfterOneSample();
+    return loss;
   }
 
   void SetTraining(bool training) override { training_ = training; }
@@ -133,6 +135,23 @@ class CompiledNetwork : public torch_model::Network {
       throw PluginError(DPL_ERR_INVALID_ARGUMENT,
                         "package " + description_.file + ": AOTInductor cannot load its " +
                             program + " program: " + error.what_without_backtrace());
+    }
+  }
+
+  // BatchNorm over a batch of one value per channel (BatchNorm1d and one sample) divides by zero
+  // for its unbiased running variance: eager PyTorch refuses such a batch ("Expected more than 1
+  // value per channel when training"), the compiled step writes NaN into running_var and trains
+  // on. A step of one sample that left a buffer not finite is refused as PyTorch refuses it.
+  void RefuseBuffersNotFiniteAfterOneSample() const {
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+      const torch::Tensor& buffer = buffers_[i];
+      if (!buffer.is_floating_point() || torch::isfinite(buffer).all().item<bool>()) continue;
+      throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                        "package " + description_.file + ": a training batch of one sample made " +
+                            "its buffer " + description_.buffers[i].name +
+                            " not finite (BatchNorm needs more than one value per channel in " +
+                            "training, as PyTorch says); choose a --batch-size that leaves no " +
+                            "rank a batch of one sample, or --drop-last");
     }
   }
 

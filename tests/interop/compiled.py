@@ -80,6 +80,23 @@ class ThroughNumpy(nn.Module):
 '''
 
 
+# A BatchNorm1d after a linear layer: one sample per channel in a batch of one.
+BATCHNORM_SOURCE = '''\
+import torch.nn as nn
+
+
+class LinearBatchNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 16, bias=False)
+        self.bn = nn.BatchNorm1d(16)
+        self.fc2 = nn.Linear(16, 10)
+
+    def forward(self, x):
+        return self.fc2(self.bn(self.fc1(x.flatten(1))).relu())
+'''
+
+
 def packages(directory=None):
     """(name, compile_model.py arguments) of every package; the module files go to `directory`."""
     directory = directory or os.path.join(os.path.expanduser("~"), ".cache", "dpl", "test-modules")
@@ -87,6 +104,9 @@ def packages(directory=None):
     convnet = os.path.join(directory, "convnet_without_dropout.py")
     with open(convnet, "w") as out:
         out.write(CONVNET_SOURCE)
+    batchnorm = os.path.join(directory, "linear_batchnorm.py")
+    with open(batchnorm, "w") as out:
+        out.write(BATCHNORM_SOURCE)
     gpt = ["--module", os.path.join(TOOLS, "gpt_model.py") + ":GPT", "--input-shape",
            str(GPT_SIZES["block"]), "--token-ids", str(GPT_SIZES["vocab"])]
     sizes = '{"vocab": 256, "block": 32, "layers": 2, "heads": 4, "dim": 64'
@@ -98,6 +118,7 @@ def packages(directory=None):
         ("gpt_dropout", gpt + ["--kwargs", sizes + ', "dropout": 0.1}']),
         ("resnet18", ["--module", "torchvision.models:resnet18", "--kwargs",
                       '{"num_classes": 10}', "--input-shape", "3,32,32"]),
+        ("batchnorm1d", ["--module", batchnorm + ":LinearBatchNorm", "--input-shape", "1,28,28"]),
     ]
 
 

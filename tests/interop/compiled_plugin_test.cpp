@@ -152,6 +152,24 @@ TEST_F(CompiledPlugin, AnyBatchSizeTrainsAndMicroStepsAccumulate) {
   EXPECT_TRUE(std::isfinite(evaluation.loss_sum));
 }
 
+// A batch of one sample through BatchNorm1d: PyTorch refuses it in training, and so does the
+// compiled step instead of writing NaN into running_var; two samples train.
+TEST_F(CompiledPlugin, ABatchOfOneThroughBatchNorm1dIsRefusedAsPyTorchRefusesIt) {
+  const std::string package = CompiledFixture("batchnorm1d.pt2");
+  const std::string options = "file=" + package;
+  Model model(Plugin("compiled"), Config(options.c_str()));
+  const Batch pair(2, 1), single(1, 2);
+  EXPECT_TRUE(std::isfinite(dpl_test::TrainStep(model, pair)));
+  float loss = NAN;
+  EXPECT_EQ(model.plugin().train_step(model.get(), &single.input, &single.target, &loss),
+            DPL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(model.plugin().last_error()),
+            "model \"compiled\": package " + package +
+                ": a training batch of one sample made its buffer bn.running_var not finite "
+                "(BatchNorm needs more than one value per channel in training, as PyTorch says); "
+                "choose a --batch-size that leaves no rank a batch of one sample, or --drop-last");
+}
+
 // tools/compile_model.py on modules torch.export cannot take: the reason, and the file and line.
 TEST_F(CompiledPlugin, TheToolRefusesWhatTorchExportCannotTakeNamingTheLine) {
   char pattern[] = "/tmp/dpl-compiled-refused-XXXXXX";
