@@ -11,6 +11,9 @@
 namespace dpl::training {
 namespace {
 
+// A write that ends within this many seconds of the next checkpoint's step is not worth a line.
+constexpr double kWaitWorthSaying = 0.01;
+
 // Note [A writer at low priority]: the write's own CPU work (the zip records' CRC-32, the copies
 // into the page cache) taken at the priority of the training threads preempts one of them now
 // and then, and a step's parallel regions wait for their slowest thread, so a write cost several
@@ -47,20 +50,19 @@ CheckpointWriter::~CheckpointWriter() {
 
 Status CheckpointWriter::WaitIdle(int64_t due_step) {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (busy_ && says_waits_) {
-    log::Warning("the checkpoint of step " + std::to_string(busy_step_) +
-                 " is still being written as step " + std::to_string(due_step) +
-                 "'s is due: training waits for it (a write takes longer than --checkpoint-every " +
-                 "steps train; checkpoint less often, or onto a faster disk)");
-  }
   const auto waited_from = std::chrono::steady_clock::now();
   const bool waited = busy_;
+  const int64_t written_step = busy_step_;
   if (waited) SetNice(writer_thread_, training_nice_);  // Note [A writer at low priority]
   changed_.wait(lock, [&] { return !busy_; });
-  if (waited && says_waits_) {
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - waited_from).count();
-    log::Info("training waited " + log::Duration(seconds) + " for the checkpoint before");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - waited_from).count();
+  if (waited && says_waits_ && seconds >= kWaitWorthSaying) {
+    log::Warning("the checkpoint of step " + std::to_string(written_step) +
+                 " was still being written as step " + std::to_string(due_step) +
+                 "'s came due: training waited " + log::Duration(seconds) +
+                 " for it (a write takes longer than --checkpoint-every steps train; checkpoint "
+                 "less often, or onto a faster disk)");
   }
   return std::exchange(failed_, Status::Ok());
 }

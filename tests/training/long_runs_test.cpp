@@ -148,8 +148,8 @@ TEST_F(LongRunTest, ACheckpointDueWhileTheOneBeforeIsWrittenWaitsForItAndSaysSo)
   RunResult first = RunLauncher(args + "--max-steps 4");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   EXPECT_TRUE(Contains(first.output,
-                       "the checkpoint of step 1 is still being written as step 2's "
-                       "is due: training waits for it"))
+                       "the checkpoint of step 1 was still being written as step 2's "
+                       "came due: training waited "))
       << first.output;
   EXPECT_TRUE(Contains(first.output, "checkpoint of step 4: " + checkpoints +
                                          "/checkpoint-0000000004.pt (written in "))
