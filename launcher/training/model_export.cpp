@@ -25,7 +25,8 @@ Status ExportModel(Model& model, ParameterPlacement& placement, const std::strin
         Status::Io("renaming " + temporary + " to " + path + " failed: " + std::strerror(errno));
   }
   if (!saved.ok()) std::remove(temporary.c_str());
-  return saved;
+  // The plugin names the file it wrote, this temporary (or its own beside it): say which export.
+  return saved.ok() ? saved : saved.WithContext("exporting the model to " + path);
 }
 
 }  // namespace dpl::training

@@ -224,8 +224,12 @@ void Reporter::OnTrainingEnd(int64_t steps, int64_t samples, float loss,
   if (!rank0()) return;
   const double total = SecondsSinceStart();
   if (samples == 0) {  // resumed at its end: there is no loss of this run to report
+    const bool past = config_.max_steps > 0 && steps > config_.max_steps;
     log::Info("training done: nothing was left to train (the run resumed at step " +
-              std::to_string(steps) + ", its end)");
+              std::to_string(steps) +
+              (past ? ", past --max-steps " + std::to_string(config_.max_steps) +
+                          "; give a larger --max-steps to train on)"
+                    : ", its end)"));
     return;
   }
   char line[200];
