@@ -56,7 +56,7 @@ std::string TensorText(const dpl_sample_tensor& tensor) {
 Result<std::unique_ptr<DataSplit>> DataSplit::Open(const DatasetPlugin& plugin,
                                                    const TrainingConfig& config, int32_t split,
                                                    int threads) {
-  std::unique_ptr<DataSplit> data(new DataSplit(plugin, config.data_dir));
+  std::unique_ptr<DataSplit> data(new DataSplit(plugin, config.data_dir, split));
   dpl_dataset_config dataset_config{};
   dataset_config.struct_size = sizeof dataset_config;
   dataset_config.path = config.data_dir.c_str();
@@ -111,7 +111,10 @@ bool DataSplit::IsClassification() const {
 }
 
 std::string DataSplit::Describe() const {
-  return "the " + plugin_.label.name + " data at " + path_;
+  const std::string data = "the " + plugin_.label.name + " data at " + path_;
+  if (split_ == DPL_DATASET_SPLIT_VALIDATION) return data + " (its validation split)";
+  if (split_ == DPL_DATASET_SPLIT_TEST) return data + " (its test split)";
+  return data;
 }
 
 Status DataSplit::Fill(const int64_t* indices, int64_t epoch, const DLTensor& input,

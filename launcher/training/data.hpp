@@ -50,7 +50,8 @@ class DataSplit {
   int64_t SampleElements() const { return ElementsOf(info_.input); }
   // Whether a sample is float32 with one int64 class label (what model ABI v1..v3 takes).
   bool IsClassification() const;
-  // "the cifar10 data at /data" for messages.
+  // "the cifar10 data at /data" for messages; a split other than the training split is named
+  // ("... (its validation split)"), as plugins may decide its shape apart (channels=auto).
   std::string Describe() const;
 
   // Writes samples `indices[0..n)` of `epoch` (n = input.shape[0] = target.shape[0]) to `input`
@@ -59,13 +60,14 @@ class DataSplit {
   Status Fill(const int64_t* indices, int64_t epoch, const DLTensor& input, const DLTensor& target);
 
  private:
-  DataSplit(const DatasetPlugin& plugin, std::string path)
-      : plugin_(plugin), path_(std::move(path)) {}
+  DataSplit(const DatasetPlugin& plugin, std::string path, int32_t split)
+      : plugin_(plugin), path_(std::move(path)), split_(split) {}
   Status Call(const char* function, dpl_status status) const;
   Status CheckInfo() const;
 
   DatasetPlugin plugin_;
   std::string path_;
+  int32_t split_;
   dpl_dataset* instance_ = nullptr;
   dpl_dataset_info info_{};
   std::vector<int64_t> sample_shape_;

@@ -99,8 +99,11 @@ TEST_F(DataSplitTest, TokenWindowsAreTypedAndFilled) {
 TEST_F(DataSplitTest, AModelOfImagesAndLabelsRefusesTokenData) {
   WriteIds("train.bin", 41, 0);
   WriteIds("val.bin", 21, 0);
-  auto data = OpenTrainingData(Plugin("tokens"), Config("tokens", "block=4"), 1);
+  TrainingConfig config = Config("tokens", "block=4");
+  config.eval_every = 1;  // opens the validation split too
+  auto data = OpenTrainingData(Plugin("tokens"), config, 1);
   ASSERT_TRUE(data.ok()) << data.status().message();
+  ASSERT_NE(data->validation, nullptr);
   const int64_t shape[] = {4};
   const Status refused = CheckDataFitsModel(*data->train, "mlp", 1, shape, 64);
   EXPECT_EQ(refused.code(), DPL_ERR_INVALID_ARGUMENT);
@@ -110,6 +113,13 @@ TEST_F(DataSplitTest, AModelOfImagesAndLabelsRefusesTokenData) {
                 dir_.string() +
                 " has samples of int64 (4) with targets of int64 (4); use data that fits the "
                 "model or another --model");
+  // Other splits are named: a plugin may decide their shape apart from the training split's.
+  EXPECT_EQ(CheckDataFitsModel(*data->validation, "mlp", 1, shape, 64).message(),
+            "wrong sample type: the model 'mlp' takes float32 samples with one int64 label each, "
+            "but the tokens data at " +
+                dir_.string() +
+                " (its validation split) has samples of int64 (4) with targets of int64 (4); use "
+                "data that fits the model or another --model");
 }
 
 TEST_F(DataSplitTest, ImagesAreFloat32WithOneLabelAndTheirTestPartValidates) {
