@@ -102,10 +102,22 @@ inline std::vector<uint8_t> ReadRecord(const torch_files::ZipReader& zip,
   return std::move(bytes).value();
 }
 
+// Opens the package and reads each stored record once against its CRC-32: a damaged byte of a
+// compiled program (its shared library) would otherwise load and train wrong, or crash the
+// worker with no word of the file. A package is a few megabytes; reading it costs milliseconds.
 inline std::unique_ptr<torch_files::ZipReader> OpenPackage(const std::string& file) {
   Result<std::unique_ptr<torch_files::ZipReader>> zip = torch_files::ZipReader::Open(file);
   if (!zip.ok()) {
     throw PluginError(zip.status().code(), "package " + zip.status().message());
+  }
+  for (const torch_files::ZipRecord& record : (*zip)->records()) {
+    if (record.method != 0) continue;  // a compressed record is the loader's to check
+    const Result<std::vector<uint8_t>> bytes = (*zip)->Read(record);
+    if (!bytes.ok()) {
+      throw PluginError(bytes.status().code(),
+                        "package " + bytes.status().message() +
+                            " (make it again with tools/compile_model.py --no-cache)");
+    }
   }
   return std::move(zip).value();
 }

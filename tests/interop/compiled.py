@@ -19,6 +19,7 @@
 """
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import zipfile
@@ -158,6 +159,22 @@ def altered(source, output, key, value):
             new.writestr(entry.filename, data)
 
 
+def damaged(source, output):
+    """A copy of package `source` with one byte of its largest record (a compiled program's shared
+    library) flipped: the record's CRC-32 no longer holds."""
+    shutil.copyfile(source, output)
+    with zipfile.ZipFile(output) as archive:
+        record = max(archive.infolist(), key=lambda info: info.file_size)
+    with open(output, "r+b") as f:
+        f.seek(record.header_offset + 26)
+        name_length, extra_length = struct.unpack("<HH", f.read(4))
+        at = record.header_offset + 30 + name_length + extra_length + record.file_size // 2
+        f.seek(at)
+        byte = f.read(1)[0]
+        f.seek(at)
+        f.write(bytes([byte ^ 0xFF]))
+
+
 def write_data(directory):
     os.makedirs(os.path.join(directory, "mnist"))
     for prefix, count in (("train", TRAIN_SAMPLES), ("t10k", TEST_SAMPLES)):
@@ -184,6 +201,7 @@ def write(directory):
     altered(convnet, os.path.join(directory, "lacking_isa.pt2"), "cpu_needs",
             "avx2 fma3 amx_fp16 avx10_2")
     altered(convnet, os.path.join(directory, "other_format.pt2"), "format", "99")
+    damaged(convnet, os.path.join(directory, "damaged.pt2"))
     write_data(directory)
 
 

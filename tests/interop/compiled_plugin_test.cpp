@@ -120,6 +120,15 @@ TEST_F(CompiledPlugin, AnotherFormatOrAFileThatIsNoPackageIsRefused) {
   dpl_model_config_v4 config = Config("");
   EXPECT_NE(CreateStatus(Plugin("compiled"), config, &message), DPL_OK);
   EXPECT_TRUE(Contains(message, "option \"file\" is missing")) << message;
+  // One byte of a compiled program flipped: refused at create, not loaded to train wrong.
+  const std::string damaged = Refusal("damaged.pt2");
+  EXPECT_TRUE(Contains(damaged, "package " + CompiledFixture("damaged.pt2") + ": record "))
+      << damaged;
+  EXPECT_TRUE(Contains(damaged,
+                       " fails its CRC-32 check: the file is corrupt; write it again or "
+                       "use a good copy (make it again with tools/compile_model.py "
+                       "--no-cache)"))
+      << damaged;
 }
 
 // One package, batches of 1, 5 and 16 samples; the gradients of two micro-steps after one
