@@ -74,8 +74,8 @@ std::vector<std::string> ExpandBraceRanges(const std::string& pattern) {
       std::stoll(last) - std::stoll(first) >= int64_t(kMaxShards)) {
     throw PluginError(DPL_ERR_INVALID_ARGUMENT,
                       "the shard pattern \"" + pattern +
-                          "\" has a malformed brace range; write {FIRST..LAST} with FIRST <= "
-                          "LAST, e.g. train-{000000..000146}.tar");
+                          "\" has a malformed brace range; write {FIRST..LAST} of two numbers "
+                          "with FIRST <= LAST, e.g. train-{000000..000146}.tar");
   }
   const bool padded = first.size() == last.size() || (first.size() > 1 && first[0] == '0');
   const size_t width = padded ? std::max(first.size(), last.size()) : 0;

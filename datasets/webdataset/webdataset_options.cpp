@@ -153,7 +153,7 @@ WebDatasetOptions ReadWebDatasetOptions(const support::KeyValueOptions& options)
   read.threads = int(options.GetInt("threads", 0));
   Require(read.threads >= 0 && read.threads <= kMaxThreads,
           "option \"threads\" (decoding threads) must be 1 to " + std::to_string(kMaxThreads) +
-              ", got " + std::to_string(read.threads));
+              ", or 0 for the worker's own (the default), got " + std::to_string(read.threads));
   const std::vector<const char*> image_only = {"label",    "mean",   "std",        "flip",
                                                "channels", "size",   "train_crop", "scale",
                                                "ratio",    "resize", "classes"};

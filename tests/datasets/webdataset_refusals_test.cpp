@@ -92,7 +92,8 @@ TEST_F(WebDatasetRefusalTest, PatternsNameTheirShardsAndOneThatMatchesNothingIsR
                   "); check the pattern and --data-dir"));
   EXPECT_EQ(Refusal("shards=train/shard-{3..1}.tar"),
             Error("the shard pattern \"" + Path("train/shard-{3..1}.tar") +
-                  "\" has a malformed brace range; write {FIRST..LAST} with FIRST <= LAST, e.g. "
+                  "\" has a malformed brace range; write {FIRST..LAST} of two numbers with "
+                  "FIRST <= LAST, e.g. "
                   "train-{000000..000146}.tar"));
   // A link to a shard is one; a link whose target is gone is refused, in a folder or a pattern.
   fs::create_symlink(Path("train/shard-000000.tar"), Path("train/shard-000003.tar"));
