@@ -2,10 +2,8 @@
 // name the right root cause and leave no process behind.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
-#include <sys/wait.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/shell_capture.hpp"
 #include "training/checkpoint.hpp"
 #include "training_jobs.hpp"
 
@@ -371,16 +370,13 @@ TEST_F(JobFailuresTest, AStoppedWorkerIsKilledAtOnce) {
 // a full disk, here /dev/full) it says so once and the job does not end with 0, as the program's
 // own print would fail.
 TEST_F(JobFailuresTest, AProgramsOutputThatCannotBeWrittenFailsTheJob) {
-  const std::string command = std::string(DPL_TEST_LAUNCHER) +
-                              " --master-port 0 --num-processes 2 -- sh -c 'echo hello' "
-                              "2>&1 >/dev/full";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status << "\n" << output;
+  int exit_code = -1;
+  const std::string output =
+      testing::Capture(std::string(DPL_TEST_LAUNCHER) +
+                           " --master-port 0 --num-processes 2 -- sh -c 'echo hello' 2>&1 "
+                           ">/dev/full",
+                       &exit_code);
+  EXPECT_EQ(exit_code, 1) << output;
   EXPECT_EQ(Occurrences(output,
                         "error: cannot write to standard output (No space left on "
                         "device): what the programs print from here on is lost"),

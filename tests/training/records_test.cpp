@@ -160,27 +160,37 @@ std::vector<std::string> Lines(const std::string& path) {
   return lines;
 }
 
+// Rank 0's reporter writing `config`'s metrics into `folder`, logging every `log_interval`
+// batches, started on an epoch of 4 batches; null (and a failed expectation) when it cannot be.
+std::unique_ptr<Reporter> StartedReporter(TrainingConfig& config, const Folder& folder,
+                                          int log_interval) {
+  config.metrics_file = folder / "metrics.jsonl";
+  config.log_interval = log_interval;
+  config.progress = false;
+  Result<std::unique_ptr<Reporter>> reporter = Reporter::Create(config, 0);
+  EXPECT_TRUE(reporter.ok()) << reporter.status().message();
+  if (!reporter.ok()) return nullptr;
+  (*reporter)->OnRunStart(StepPlan(config, 4));
+  (*reporter)->StartEpoch();
+  return std::move(*reporter);
+}
+
 // Rank 0's metrics file holds a line per logged batch, one per epoch and one per evaluation.
 TEST(Reporter, RankZerosMetricsHoldTheStepsTheEpochAndTheEvaluation) {
   Folder folder;
   TrainingConfig config;
-  config.metrics_file = folder / "metrics.jsonl";
-  config.log_interval = 2;
-  config.progress = false;
   {
-    Result<std::unique_ptr<Reporter>> reporter = Reporter::Create(config, 0);
-    ASSERT_TRUE(reporter.ok()) << reporter.status().message();
-    (*reporter)->OnRunStart(StepPlan(config, 4));
-    (*reporter)->StartEpoch();
+    std::unique_ptr<Reporter> reporter = StartedReporter(config, folder, 2);
+    ASSERT_NE(reporter, nullptr);
     StepProfile profile;
     for (int64_t batch = 1; batch <= 4; ++batch) {
-      (*reporter)->StartBatch(batch);
-      (*reporter)->OnBatch({0, batch, 4, batch, 0.5f * float(batch), batch * 8, 0.1}, profile);
+      reporter->StartBatch(batch);
+      reporter->OnBatch({0, batch, 4, batch, 0.5f * float(batch), batch * 8, 0.1}, profile);
     }
-    const std::vector<double> totals = (*reporter)->EpochLossTotals();
+    const std::vector<double> totals = reporter->EpochLossTotals();
     EXPECT_EQ(totals, (std::vector<double>{5.0, 4.0}));
-    (*reporter)->OnEpochEnd(0, 32, {9.0, 8.0});  // two ranks' sums
-    (*reporter)->OnEvaluation({false, false, 6.0, 12.0, 9.0, 0.0, -1});
+    reporter->OnEpochEnd(0, 32, {9.0, 8.0});  // two ranks' sums
+    reporter->OnEvaluation({false, false, 6.0, 12.0, 9.0, 0.0, -1});
   }
   const std::vector<std::string> lines = Lines(config.metrics_file);
   ASSERT_EQ(lines.size(), 4u);
@@ -198,22 +208,16 @@ TEST(Reporter, RankZerosMetricsHoldTheStepsTheEpochAndTheEvaluation) {
 TEST(Reporter, WithGradientAccumulationALineIsAStepsWithItsMeanLoss) {
   Folder folder;
   TrainingConfig config;
-  config.metrics_file = folder / "metrics.jsonl";
-  config.log_interval = 1;
   config.grad_accum = 2;
-  config.progress = false;
   {
-    Result<std::unique_ptr<Reporter>> reporter = Reporter::Create(config, 0);
-    ASSERT_TRUE(reporter.ok()) << reporter.status().message();
-    (*reporter)->OnRunStart(StepPlan(config, 4));
-    (*reporter)->StartEpoch();
+    std::unique_ptr<Reporter> reporter = StartedReporter(config, folder, 1);
+    ASSERT_NE(reporter, nullptr);
     StepProfile profile;
     for (int64_t batch = 1; batch <= 4; ++batch) {
       const int64_t steps_done = batch / 2;  // a step ends at every second micro-batch
       const double learning_rate = (batch + 1) / 2 == 1 ? 0.1 : 0.05;
-      (*reporter)->StartBatch(steps_done);
-      (*reporter)->OnBatch({0, batch, 4, steps_done, float(batch), batch * 8, learning_rate},
-                           profile);
+      reporter->StartBatch(steps_done);
+      reporter->OnBatch({0, batch, 4, steps_done, float(batch), batch * 8, learning_rate}, profile);
     }
   }
   const std::vector<std::string> lines = Lines(config.metrics_file);
