@@ -201,7 +201,8 @@ void AddOptimizerFlags(TableRows add) {
       "SGD momentum, 0 <= m < 1 (default 0)");
   add(Section::kTraining, ChangesTheMath(),
       Integer<int>("grad-accum", "K", 1, Constant<kMaxGradAccum>, In<&TrainingConfig::grad_accum>),
-      "micro-batches per optimizer step, 1..1024 (default 1)");
+      "micro-batches per optimizer step, 1..1024 (default 1); each micro-batch is --batch-size "
+      "samples, so a step takes K x --batch-size");
   add(Section::kPrecision,
       SameOnEveryMachine("the gradients' format on the wire; a checkpoint holds float32 state"),
       Choice<training::WireFormat>("grad-compression", "KIND", training::WireFormatNames,
