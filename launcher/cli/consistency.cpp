@@ -110,6 +110,12 @@ Status CheckConsistency(const Options& options) {
         " is an elastic job, which falls back on its newest checkpoint when its workers cannot "
         "regroup in place: give --checkpoint-dir (and --checkpoint-every N)");
   }
+  // A launcher's own --resume (a restart gives its workers one of its own, with or without a
+  // folder: a selftest has none).
+  if (options.command == Command::kTrain && options.training.resume &&
+      options.training.checkpoint_dir.empty() && !options.runs_program()) {
+    return Status::InvalidArgument("--resume needs --checkpoint-dir (the folder to resume from)");
+  }
   if (options.command != Command::kWorker && options.machine_id > 0 && options.master_port == 0 &&
       options.store.empty() && options.hostfile.empty()) {
     return Status::InvalidArgument(

@@ -183,6 +183,12 @@ Status CheckOutputsWritable(const cli::Options& options, int machine_id, bool re
   }
   if (machine_id != 0) return Status::Ok();  // rank 0 writes the rest, on machine 0
   DPL_RETURN_IF_ERROR(RefuseSharedFiles(training));
+  // Rank 0 reads --init-from after every plugin loaded; a file it cannot read fails now.
+  if (!training.init_from.empty() && ::access(training.init_from.c_str(), R_OK) != 0) {
+    return Status::InvalidArgument("--init-from " + training.init_from + ": " +
+                                   std::strerror(errno) +
+                                   "; name a state dict file (torch.save of {name: tensor})");
+  }
   if (!training.metrics_file.empty()) {
     DPL_RETURN_IF_ERROR(CheckFile("metrics", training.metrics_file));
   }

@@ -203,6 +203,8 @@ TEST_F(OptionsTest, SyntaxErrors) {
             "unknown flag -m: put the module after --: launcher -- python3 -m MODULE");
   EXPECT_EQ(ErrorOf({"-v"}), "unknown flag -v; see launcher --help");
   EXPECT_EQ(ErrorOf({"--resume=yes"}), "--resume takes no value; see launcher --help");
+  // Refused where it is read, not by the workers once every plugin has loaded.
+  EXPECT_EQ(ErrorOf({"--resume"}), "--resume needs --checkpoint-dir (the folder to resume from)");
   EXPECT_EQ(ErrorOf({"--epochs"}), "--epochs needs a value; see launcher --help");
   EXPECT_EQ(ErrorOf({"--epochs", "1", "--epochs", "2"}),
             "--epochs was given more than once; give it once");

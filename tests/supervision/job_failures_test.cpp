@@ -228,6 +228,10 @@ TEST_F(JobFailuresTest, UnwritableOutputsAreRefusedBeforeAnyWorkerStarts) {
       {{"--log-dir", missing + "/logs"},
        "--log-dir " + missing + "/logs: its parent folder " + missing +
            " does not exist; create it first"},
+      {{"--init-from", missing + "/model.pt"},
+       "--init-from " + missing +
+           "/model.pt: No such file or directory; name a state dict file (torch.save of {name: "
+           "tensor})"},
   };
   ExpectRefusedBeforeAnyWorkerStarts(cases);
   EXPECT_FALSE(std::filesystem::exists(missing));
