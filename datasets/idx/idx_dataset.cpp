@@ -233,6 +233,12 @@ struct IdxTraits : dpl::datasets::TransformAndClassesTraits {
                     std::to_string(labels.size()) + " labels");
     }
     if (images.count == 0) throw Invalid(images_path + ": holds no images");
+    if (request.split == DPL_DATASET_SPLIT_VALIDATION) {
+      // An idx set (MNIST, Fashion-MNIST) has train and test files only: say what validation
+      // (--eval-every, --export-best, --early-stop-patience) selects on.
+      request.log.Info("the validation split is the test files (" + images_path +
+                       "): idx data has no validation part of its own");
+    }
     const int64_t classes = dpl::datasets::CountClasses(labels, options.classes, labels_path);
     dpl::datasets::SampleTransform transform(
         options.transform, {{kDefaultMean}, {kDefaultStd}}, {1, images.rows, images.columns},

@@ -188,6 +188,21 @@ TEST_F(IdxCacheTest, HoldsTheInflatedFilesAndServesTheNextOpen) {
   EXPECT_TRUE(log_.lines.empty());
 }
 
+// An idx set has train and test files only: its validation split is the test files, and it says
+// so (--eval-every, --export-best and --early-stop-patience select on them).
+TEST_F(IdxCacheTest, TheValidationSplitIsTheTestFilesAndSaysSo) {
+  WriteGz(Path("t10k-images-idx3-ubyte.gz"), IdxImages(3, 4, 3));
+  WriteGz(Path("t10k-labels-idx1-ubyte.gz"), IdxLabels(3));
+  Settings settings = Cached();
+  settings.split = DPL_DATASET_SPLIT_VALIDATION;
+  Dataset dataset("idx", settings);
+  ASSERT_TRUE(dataset.ok()) << dataset.error();
+  ASSERT_EQ(log_.lines.size(), 1u);
+  EXPECT_EQ(log_.lines[0], "I: dataset \"idx\": the validation split is the test files (" +
+                               Path("t10k-images-idx3-ubyte.gz") +
+                               "): idx data has no validation part of its own");
+}
+
 // 64-bit FNV-1a (the published algorithm, http://www.isthe.com/chongo/tech/comp/fnv/).
 uint64_t Fnv1a64(const std::string& text) {
   uint64_t hash = 0xcbf29ce484222325ull;
