@@ -53,8 +53,10 @@ Status ParseReal(const std::string& label, const std::string& text, const std::s
   errno = 0;
   char* rest = nullptr;
   const double value = std::strtod(text.c_str(), &rest);
+  // strtod also reads C's hexadecimal floats (0x10 is 16), which no one means by a rate.
+  const bool hexadecimal = text.find_first_of("xX") != std::string::npos;
   if (text.empty() || rest != text.c_str() + text.size() || errno == ERANGE ||
-      !std::isfinite(value)) {
+      !std::isfinite(value) || hexadecimal) {
     return Status::InvalidArgument(label + " must be a number " + range + " (got " + Quoted(text) +
                                    ")");
   }

@@ -122,6 +122,7 @@ TEST_F(OptionsTest, RangeErrorsNameFlagAndRange) {
             "--seed must be an integer between 0 and 18446744073709551615 (got '-3')");
   EXPECT_EQ(ErrorOf({"--lr", "0"}), "--lr must be greater than 0 (got 0)");
   EXPECT_EQ(ErrorOf({"--lr", "fast"}), "--lr must be a number greater than 0 (got 'fast')");
+  EXPECT_EQ(ErrorOf({"--lr", "0x10"}), "--lr must be a number greater than 0 (got '0x10')");
   EXPECT_EQ(ErrorOf({"--momentum", "1"}), "--momentum must be at least 0 and less than 1 (got 1)");
   EXPECT_EQ(ErrorOf({"--grad-accum", "0"}), "--grad-accum must be between 1 and 1024 (got 0)");
   EXPECT_EQ(ErrorOf({"--bucket-cap-mb", "0"}),
