@@ -122,11 +122,15 @@ std::string Joined(const std::vector<std::string>& names) {
 FolderListing ListImageFolder(const std::string& path, const std::string& split) {
   FolderListing listing;
   listing.split_folder = path + "/" + split;
+  // ImageNet's layout (and tools/make_shards.py's, webdataset's) calls the held-out split val/.
+  if (split == "test" && !IsDirectory(listing.split_folder) && IsDirectory(path + "/val")) {
+    listing.split_folder = path + "/val";
+  }
   if (!IsDirectory(listing.split_folder)) {
     throw PluginError(DPL_ERR_NOT_FOUND,
                       "missing data folder: " + listing.split_folder +
                           "; pass --data-dir with a folder holding train/<class>/<image> and "
-                          "test/<class>/<image> (.png, .jpg or .jpeg)");
+                          "test/<class>/<image> or val/<class>/<image> (.png, .jpg or .jpeg)");
   }
   listing.classes = ClassFolders(listing.split_folder);
   if (listing.classes.empty()) {

@@ -367,7 +367,7 @@ TEST_F(DataJobTest, AMissingDataFolderIsRefusedWithTheFlagToPass) {
        "data folder: " +
            missing +
            "/train; pass --data-dir with a folder holding train/<class>/<image> "
-           "and test/<class>/<image> (.png, .jpg or .jpeg)"},
+           "and test/<class>/<image> or val/<class>/<image> (.png, .jpg or .jpeg)"},
       {"idx",
        "create failed with DPL_ERR_NOT_FOUND: dataset \"idx\": missing data file: looked "
        "for " +

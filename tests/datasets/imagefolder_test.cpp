@@ -100,6 +100,11 @@ TEST_F(ImageFolderTest, TheTestSplitHasTheSameClasses) {
   const Batch batch = dataset.FillAll(4);
   EXPECT_EQ(batch.labels, (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(AsPilBytes(dataset, batch), reference.pixels);
+  // ImageNet's layout names it val/: read when there is no test/.
+  std::filesystem::rename(Path("test"), Path("val"));
+  Dataset from_val("imagefolder", settings);
+  ASSERT_TRUE(from_val.ok()) << from_val.error();
+  EXPECT_EQ(AsPilBytes(from_val, from_val.FillAll(4)), reference.pixels);
 }
 
 TEST_F(ImageFolderTest, ResizeIsPilsBilinearUpAndDown) {
@@ -231,7 +236,7 @@ TEST_F(ImageFolderTest, FoldersThatAreRefused) {
   EXPECT_EQ(Refusal(At(), DPL_ERR_NOT_FOUND),
             Error("missing data folder: " + Path("train") +
                   "; pass --data-dir with a folder holding train/<class>/<image> and "
-                  "test/<class>/<image> (.png, .jpg or .jpeg)"));
+                  "test/<class>/<image> or val/<class>/<image> (.png, .jpg or .jpeg)"));
   std::filesystem::create_directories(Path("train"));
   EXPECT_EQ(Refusal(At()),
             Error(Path("train") + ": holds no class folder (train/<class>/<image>)"));
