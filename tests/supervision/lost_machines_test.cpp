@@ -124,6 +124,9 @@ TEST_F(LostMachinesTest, AMachineThatLeavesBeforeItsAttemptBeginsIsLostToo) {
     std::this_thread::sleep_for(10ms);
   }
   ASSERT_TRUE(Contains(leaving->Output(), "this is machine 1 (")) << leaving->Output();
+  // It takes its slot of attempt 0 right after it claims its id, a moment later on a loaded
+  // machine; killed before that, it would never have been a member. The join grace is 5 s.
+  std::this_thread::sleep_for(1s);
   ASSERT_EQ(kill(-leaving->pid(), SIGKILL), 0);  // within the join grace: a member of attempt 0
   leaving->Wait(5s);
   const auto status = machine0->Wait(90s);
