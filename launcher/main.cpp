@@ -1,8 +1,6 @@
 // launcher: the dpl host program. Dispatches to the listing of plugins, the launcher role (store,
 // rendezvous, spawning and supervising workers) or the worker role. Every error is printed as
 // one clear line and turns into a non-zero exit; no exception escapes.
-#include <sys/resource.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +10,7 @@
 
 #include "cli/options.hpp"
 #include "common/log.hpp"
+#include "common/open_files.hpp"
 #include "dpl/dpl.h"
 #include "plugin_host/plugin_host.hpp"
 #include "supervision/launcher.hpp"
@@ -24,22 +23,12 @@ int Fail(const dpl::Status& status) {
   return 1;
 }
 
-// Machine 0's store holds a connection per worker of the job, and a worker keeps every WebDataset
-// shard of its splits open (one pread a sample), so a job or a data set of a thousand would pass
-// the usual soft limit of 1024 open files ("Too many open files"). Every launcher, and so every
-// worker and program it starts, raises the soft limit to the hard one, as `ulimit -n` could.
-void RaiseOpenFileLimit() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == limit.rlim_max) return;
-  limit.rlim_cur = limit.rlim_max;
-  (void)::setrlimit(RLIMIT_NOFILE, &limit);
-}
-
 int Run(int argc, const char* const* argv) {
 #ifdef DPL_BUILD_PLUGIN_DIR
   dpl::plugin_host::SetBuildTreePluginDir(DPL_BUILD_PLUGIN_DIR);
 #endif
-  RaiseOpenFileLimit();
+  // Every launcher, and so every worker and program it starts (common/open_files.hpp).
+  dpl::RaiseOpenFileLimit();
   auto options = dpl::cli::ParseCommandLine(argc, argv);
   if (!options.ok()) return Fail(options.status());
   switch (options->command) {

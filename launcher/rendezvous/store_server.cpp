@@ -39,7 +39,6 @@
 // are close-on-exec too (PrepareStoreConnection).
 #include <fcntl.h>
 #include <pthread.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -54,6 +53,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "common/open_files.hpp"
 #include "rendezvous/log_limiter.hpp"
 #include "rendezvous/store.hpp"
 #include "rendezvous/store_common.hpp"
@@ -101,14 +101,6 @@ int RememberListeningSocket(int fd) {
 
 void ForgetListeningSocket(int slot) {
   if (slot >= 0) g_listening_sockets[size_t(slot)].store(0);
-}
-
-// Note [Deadlines and dead peers]: a soft limit below the hard one only refuses connections.
-void RaiseDescriptorLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
-  limit.rlim_cur = limit.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &limit);
 }
 
 std::vector<uint8_t> Reply(Op op, const std::string& message = "") {
@@ -201,7 +193,7 @@ Status StoreServerImpl::Bind() {
   if (!error) acceptor_.set_option(tcp::acceptor::reuse_address(true), error);
   if (!error) acceptor_.bind(endpoint, error);
   if (!error) acceptor_.listen(asio::socket_base::max_listen_connections, error);
-  RaiseDescriptorLimit();
+  RaiseOpenFileLimit();  // Note [Deadlines and dead peers]: a low soft limit refuses connections
   if (error) {
     return Status::Error("cannot serve the rendezvous store on " + where + ": " + error.message() +
                          (error == asio::error::address_in_use
