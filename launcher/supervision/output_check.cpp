@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "common/output_file.hpp"
+#include "dpl/support/options.hpp"
 #include "training/checkpoint.hpp"
 
 namespace dpl::supervision {
@@ -117,16 +118,15 @@ Status RefuseAnEarlierRunsCheckpoints(const std::string& folder) {
 }
 
 // The file a model plugin reads, where its options name one (file=, as the compiled and the
-// torchscript plugins take it); "" when they do not.
+// torchscript plugins take it); "" when they do not, or when they are malformed (the plugin then
+// says what is wrong with them).
 std::string ModelFileOf(const std::string& model_options) {
-  size_t begin = 0;
-  while (begin <= model_options.size()) {
-    const size_t end = std::min(model_options.find(',', begin), model_options.size());
-    const std::string entry = model_options.substr(begin, end - begin);
-    if (entry.rfind("file=", 0) == 0) return entry.substr(5);
-    begin = end + 1;
+  try {
+    const support::KeyValueOptions options(model_options.c_str(), "--model-options");
+    return options.GetString("file", "");
+  } catch (const support::PluginError&) {
+    return "";
   }
-  return "";
 }
 
 // Whether two paths name one file, existing or not (links followed, "./" and ".." resolved).
