@@ -122,10 +122,19 @@ std::string TimePrefix() {
   return "";
 }
 
+namespace {
+
+// One log line of this process, stamped and prefixed; g_mutex held.
+void WriteLocked(dpl_log_level level, const std::string& message) {
+  EmitLocked(TimePrefix() + g_prefix + (g_prefix.empty() ? "" : " ") + LevelTag(level) + message);
+}
+
+}  // namespace
+
 void Write(dpl_log_level level, const std::string& message) {
   if (level < g_min_level) return;
   std::lock_guard<std::mutex> lock(g_mutex);
-  EmitLocked(TimePrefix() + g_prefix + (g_prefix.empty() ? "" : " ") + LevelTag(level) + message);
+  WriteLocked(level, message);
 }
 
 void WriteLine(const std::string& line) {
@@ -140,9 +149,9 @@ void WriteOutputLine(const std::string& line) {
   std::clearerr(stdout);
   if (error == EPIPE || g_output_error != 0) return;
   g_output_error = error;
-  EmitLocked(TimePrefix() + g_prefix + (g_prefix.empty() ? "" : " ") + LevelTag(DPL_LOG_ERROR) +
-             "cannot write to standard output (" + std::strerror(error) +
-             "): what the programs print from here on is lost");
+  WriteLocked(DPL_LOG_ERROR, std::string("cannot write to standard output (") +
+                                 std::strerror(error) +
+                                 "): what the programs print from here on is lost");
 }
 
 int StandardOutputError() {
