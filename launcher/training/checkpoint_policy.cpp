@@ -4,12 +4,14 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "common/log.hpp"
 #include "training/buffers.hpp"
 #include "training/checkpoint.hpp"
 #include "training/checkpoint_folder.hpp"
+#include "training/lr_schedule.hpp"
 #include "training/number_text.hpp"
 
 namespace dpl::training {
@@ -109,6 +111,43 @@ Status CheckTrainingSamples(const CheckpointState& state, int64_t samples,
   return Status::Ok();
 }
 
+// Note [A schedule drawn anew on resume]: a cosine or linear schedule draws its curve over the
+// run's optimizer steps, which a resumed run may change (a larger --max-steps, more epochs): the
+// rate then goes on from the new curve's value at the checkpoint's step, a jump from where the run
+// left it. Training longer is a fair wish, so the jump is said with both rates, not refused.
+constexpr const char* kScheduleStepsKey = "lr schedule steps";
+
+bool ScheduleDependsOnLength(const LrScheduleOptions& options) {
+  return options.kind == LrScheduleKind::kCosine || options.kind == LrScheduleKind::kLinear;
+}
+
+// The rate a schedule over `total_steps` gives at `step`, or none where it cannot.
+std::optional<double> RateAt(const TrainingConfig& config, int64_t total_steps, int64_t step) {
+  Result<LrSchedule> schedule =
+      LrSchedule::Create(config.lr_schedule, config.optimizer.learning_rate, total_steps);
+  if (!schedule.ok() || !schedule->Restore(step).ok()) return std::nullopt;
+  return schedule->learning_rate();
+}
+
+void WarnOfARedrawnSchedule(const CheckpointState& state, const TrainingConfig& config,
+                            int64_t steps, const std::string& path) {
+  for (const auto& [key, value] : state.options) {
+    if (key != kScheduleStepsKey || value == std::to_string(steps)) continue;
+    const std::optional<double> then = RateAt(config, std::stoll(value), state.global_step);
+    const std::optional<double> now = RateAt(config, steps, state.global_step);
+    const std::string rates =
+        then && now ? ": the learning rate of step " + std::to_string(state.global_step) + " is " +
+                          NumberText(*now) + " where the run left it at " + NumberText(*then)
+                    : "";
+    log::Warning("checkpoint " + path + " was written under --lr-schedule " +
+                 NameOf(LrScheduleNames(), config.lr_schedule.kind) + " over " + value +
+                 " optimizer steps, and this run's schedule spans " + std::to_string(steps) +
+                 rates +
+                 " (the curve is drawn anew over the new length; keep --max-steps and "
+                 "the data as they were to go on along the old one)");
+  }
+}
+
 // Copies the checkpoint's tensor `name` into `out` (`bytes` long), checking shape and dtype.
 Status Restore(const std::map<std::string, const TorchTensor*>& tensors, const std::string& name,
                TorchDtype dtype, const std::vector<int64_t>& shape, void* out, size_t bytes,
@@ -196,12 +235,14 @@ Status RestoreOptimizer(const CheckpointState& state, const ParameterPlacement& 
 }  // namespace
 
 CheckpointPolicy::CheckpointPolicy(const TrainingConfig& config, int rank, int world_size,
-                                   ValidationState& validation, int64_t training_samples)
+                                   ValidationState& validation, int64_t training_samples,
+                                   int64_t schedule_steps)
     : config_(config),
       rank_(rank),
       world_size_(world_size),
       validation_(validation),
       training_samples_(training_samples),
+      schedule_steps_(ScheduleDependsOnLength(config.lr_schedule) ? schedule_steps : -1),
       writer_(rank == 0) {}
 
 bool CheckpointPolicy::DueAfter(int64_t global_step) const {
@@ -227,6 +268,9 @@ Result<TrainingPosition> CheckpointPolicy::Resume(Model& model, ParameterPlaceme
   DPL_ASSIGN_OR_RETURN(CheckpointState state, ReadCheckpoint(newest));
   DPL_RETURN_IF_ERROR(CheckOptions(state, config_, newest));
   DPL_RETURN_IF_ERROR(CheckTrainingSamples(state, training_samples_, newest));
+  if (rank_ == 0 && schedule_steps_ >= 0) {
+    WarnOfARedrawnSchedule(state, config_, schedule_steps_, newest);
+  }
   DPL_ASSIGN_OR_RETURN(const TrainingPosition position,
                        Apply(state, newest, model, placement, optimizer));
   if (rank_ == 0) {
@@ -395,6 +439,9 @@ Result<CheckpointState> CheckpointPolicy::Capture(const TrainingPosition& positi
   }
   if (training_samples_ >= 0) {
     state.options.emplace_back(kTrainingSamplesKey, std::to_string(training_samples_));
+  }
+  if (schedule_steps_ >= 0) {
+    state.options.emplace_back(kScheduleStepsKey, std::to_string(schedule_steps_));
   }
   for (const HostParameter& p : placement.parameters()) {
     state.model.push_back({p.name, FloatTensor(p.value, p.elements, ShapeOf(p.model_value))});

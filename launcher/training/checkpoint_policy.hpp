@@ -45,9 +45,13 @@ class CheckpointPolicy {
   // Checkpoints carry `validation` (validation while training), and Resume restores it from a
   // checkpoint that has one; it outlives the policy. `training_samples`, the training set's size
   // (-1: not known), is recorded in each checkpoint and checked by Resume (Note [The training
-  // set of a resumed run] in checkpoint_policy.cpp).
+  // set of a resumed run] in checkpoint_policy.cpp). `schedule_steps`, the optimizer steps the
+  // learning-rate schedule spans (-1: not known), is recorded too where the schedule's curve
+  // depends on it, and a resume that draws it anew is warned of (Note [A schedule drawn anew on
+  // resume]).
   CheckpointPolicy(const TrainingConfig& config, int rank, int world_size,
-                   ValidationState& validation, int64_t training_samples = -1);
+                   ValidationState& validation, int64_t training_samples = -1,
+                   int64_t schedule_steps = -1);
 
   // With --resume, restores the newest checkpoint into the host values (the placement hands them
   // to the model), the model's buffers and random state, the optimizer and the loss scaler, and
@@ -104,6 +108,7 @@ class CheckpointPolicy {
   int world_size_;
   ValidationState& validation_;
   int64_t training_samples_;
+  int64_t schedule_steps_;   // -1 where the schedule's curve does not depend on the run's length
   int64_t saved_step_ = -1;  // the step of the last checkpoint written or resumed from
   CheckpointWriter writer_;  // last: its thread ends before the rest goes
 };

@@ -183,9 +183,9 @@ Status Trainer::Setup(const ModelPlugin& model_plugin, const LocalGroup& local) 
   DPL_ASSIGN_OR_RETURN(step_, PlaceParameters(*model_, collectives_, settings));
   DPL_ASSIGN_OR_RETURN(feed_,
                        BatchFeed::Create(*model_, *data_.train, config_, identity_, local_batch));
-  DPL_RETURN_IF_ERROR(CreateRecords());
   progress_.plan =
       StepPlan(config_, StepPlan::BatchesPerEpoch(feed_->samples_per_rank(), local_batch));
+  DPL_RETURN_IF_ERROR(CreateRecords());
   DPL_RETURN_IF_ERROR(AddOptimizer(
       config_, progress_.plan, *model_, identity_.rank, identity_.threads, &step_,
       PartKeepingOf(config_, step_, local.local_world_size, settings.keeps_live_state)));
@@ -205,7 +205,8 @@ Status Trainer::Setup(const ModelPlugin& model_plugin, const LocalGroup& local) 
 Status Trainer::CreateRecords() {
   DPL_ASSIGN_OR_RETURN(records_.reporter, Reporter::Create(config_, identity_.rank));
   records_.checkpoints = std::make_unique<CheckpointPolicy>(
-      config_, identity_.rank, identity_.world_size, records_.validation, data_.train->count());
+      config_, identity_.rank, identity_.world_size, records_.validation, data_.train->count(),
+      progress_.plan.RunSteps());
   records_.stragglers = std::make_unique<StragglerCheck>(step_times_, identity_.rank,
                                                          identity_.world_size, config_.stragglers);
   return Status::Ok();

@@ -380,10 +380,11 @@ TEST(GradientWireTest, AutoSendsThePrecisionsFormatBetweenMachinesOnly) {
 TEST_F(ConvnetPrecisionTest, ResumeInsideWarmupAndCosineMatchesAStraightRun) {
   if (!PluginBuilt("libdpl_backend_tcp.so")) GTEST_SKIP() << "tcp not built";
   const std::string straight = Folder("straight"), resumed = Folder("resumed");
-  const std::string args = Job() +
-                           "--backend tcp --precision bf16 --optimizer sgd --lr 0.05 "
-                           "--momentum 0.9 --weight-decay 0.0005 --clip-grad-norm 0.5 "
-                           "--lr-schedule cosine --warmup-steps 6 --log-interval 1 --max-steps 16 ";
+  const std::string flags = Job() +
+                            "--backend tcp --precision bf16 --optimizer sgd --lr 0.05 "
+                            "--momentum 0.9 --weight-decay 0.0005 --clip-grad-norm 0.5 "
+                            "--lr-schedule cosine --warmup-steps 6 --log-interval 1 ";
+  const std::string args = flags + "--max-steps 16 ";
   RunResult full = RunLauncher(args + "--checkpoint-every 4 --checkpoint-dir " + dir_ +
                                "/straight-checkpoints --metrics " + dir_ +
                                "/straight.jsonl --dump-parameters " + straight);
@@ -414,6 +415,17 @@ TEST_F(ConvnetPrecisionTest, ResumeInsideWarmupAndCosineMatchesAStraightRun) {
             std::vector<double>(rates.begin() + 11, rates.end()));
   EXPECT_LT(rates[0], rates[5]) << "warming up";
   EXPECT_GT(rates[6], rates[15]) << "annealing";
+  EXPECT_FALSE(Contains(middle.output + last.output, "drawn anew")) << middle.output;
+
+  // Note [A schedule drawn anew on resume]: another --max-steps redraws the cosine: said.
+  ASSERT_TRUE(fs::remove(checkpoints + "/checkpoint-0000000016.pt"));
+  RunResult longer = RunLauncher(flags + "--max-steps 12 --resume --checkpoint-dir " + checkpoints);
+  ASSERT_EQ(longer.exit_code, 0) << longer.output;
+  EXPECT_TRUE(Contains(longer.output,
+                       "checkpoint-0000000011.pt was written under --lr-schedule cosine over 16 "
+                       "optimizer steps, and this run's schedule spans 12: the learning rate of "
+                       "step 11 is "))
+      << longer.output;
 }
 
 TEST_F(ConvnetPrecisionTest, Fp16OnTheCpuIsRefusedWithTheReason) {
