@@ -241,6 +241,12 @@ void Reporter::OnTrainingEnd(int64_t steps, int64_t samples, float loss,
   log::Info(profile.Describe());
 }
 
+void Reporter::SayWhereRecordsAre() const {
+  if (!rank0()) return;
+  if (metrics_) log::Info("the metrics are in " + config_.metrics_file);
+  if (tensorboard_) log::Info("TensorBoard's events are in " + config_.tensorboard_dir);
+}
+
 void Reporter::OnEvaluation(const EvaluationReport& report) {
   if (!rank0()) return;
   const double count = report.elements;

@@ -96,6 +96,9 @@ class Reporter {
   void OnEpochEnd(int64_t epoch, int64_t samples, const std::vector<double>& loss_totals);
   void OnTrainingEnd(int64_t steps, int64_t samples, float loss, const StepProfile& profile);
   void OnEvaluation(const EvaluationReport& report);
+  // At the run's very end (rank 0): where the metrics and TensorBoard's events are, beside the
+  // exported model the trainer names, for the files whose writing did not fail on the way.
+  void SayWhereRecordsAre() const;
   // Rank 0, at step `step`: a rank named a straggler or no longer one.
   void OnStraggler(int64_t step, const StragglerEvent& event);
 

@@ -262,6 +262,7 @@ Status Trainer::Finish() {
   if (config_.evaluate) DPL_RETURN_IF_ERROR(Evaluate());
   DPL_RETURN_IF_ERROR(step_.reducer->Detach());
   DPL_RETURN_IF_ERROR(Export());
+  records_.reporter->SayWhereRecordsAre();
   return DumpParameters();
 }
 

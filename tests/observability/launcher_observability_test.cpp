@@ -306,6 +306,11 @@ TEST_F(LauncherObservabilityTest, MetricsAndTensorBoardHoldEveryLoggedStepEpochA
       RunCommand(Launcher("--num-processes 2 --model mlp --max-steps 30 --metrics " + metrics +
                           " --tensorboard " + board + " --lr 0.25"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
+  // The end of the log says where both are.
+  EXPECT_NE(run.output.find("the metrics are in " + metrics + "\n"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("TensorBoard's events are in " + board + "\n"), std::string::npos)
+      << run.output;
   const CommandRun lines = Inspect("metrics " + metrics);
   ASSERT_EQ(lines.exit_code, 0) << lines.output;
   const MetricsSeen seen = ReadMetrics(lines.output);
