@@ -315,7 +315,7 @@ ShardIndex::ShardIndex(SharedBytes bytes) : bytes_(std::move(bytes)) {
 
 ShardIndex ShardIndex::Load(const ShardFile& shard, const SampleLayout& layout,
                             const InputInspector& inspect, const std::string& cache_dir,
-                            const Logger& log) {
+                            const Logger& log, std::string* cache_failure) {
   const std::string key = "webdataset index v2|" + SourceKey(shard.path()) + "|" + layout.Text() +
                           "|" + layout.input_reading;
   const uint64_t key_hash = StableHash(key);
@@ -354,9 +354,7 @@ ShardIndex ShardIndex::Load(const ShardFile& shard, const SampleLayout& layout,
         return ShardIndex(SharedBytes(std::move(mapped), data, size));
       }
     } catch (const PluginError& error) {
-      log.Warning(std::string("data cache: ") + error.what() +
-                  "; the index stays in memory and the next run indexes the shard again "
-                  "(--data-cache none turns the cache off)");
+      *cache_failure = error.what();
     }
   }
   const uint8_t* data = bytes->data();

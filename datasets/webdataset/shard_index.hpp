@@ -80,13 +80,15 @@ class ShardIndex {
  public:
   // The index of `shard` for `layout` (Note [Shard index]): read from the cache folder when it
   // has this shard's entry, else built (each input member through `inspect`, each label read)
-  // and written there; an entry that is damaged is rebuilt with a warning to `log`. Throws
+  // and written there; an entry that is damaged is rebuilt with a warning to `log`. An entry
+  // that cannot be written leaves the index in memory and says why in `*cache_failure` (the
+  // caller warns once for all shards). Throws
   // PluginError(DPL_ERR_INVALID_ARGUMENT) naming the shard, the key and the member for a sample
   // without its input or its label, a key whose input or label appears twice, or a label that is
   // not an integer or is negative.
   static ShardIndex Load(const ShardFile& shard, const SampleLayout& layout,
                          const InputInspector& inspect, const std::string& cache_dir,
-                         const Logger& log);
+                         const Logger& log, std::string* cache_failure);
 
   int64_t count() const { return count_; }
   const IndexRecord& record(int64_t sample) const { return records_[sample]; }

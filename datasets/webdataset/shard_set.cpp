@@ -1,6 +1,8 @@
 #include "shard_set.hpp"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "common/parallel.hpp"
 #include "dpl/support/error.hpp"
@@ -9,16 +11,38 @@ namespace dpl::datasets::webdataset {
 
 using support::PluginError;
 
+namespace {
+
+// One warning for every shard whose index could not be cached: an unwritable --data-cache fails
+// alike for each of 1,500 shards.
+void WarnOfCacheFailures(const std::vector<std::string>& failures, const Logger& log) {
+  const auto first = std::find_if(failures.begin(), failures.end(),
+                                  [](const std::string& failure) { return !failure.empty(); });
+  if (first == failures.end()) return;
+  const auto count = std::count_if(failures.begin(), failures.end(),
+                                   [](const std::string& failure) { return !failure.empty(); });
+  log.Warning(
+      "data cache: " + *first +
+      (count > 1 ? " (and likewise for " + std::to_string(count - 1) + " more shards)"
+                 : std::string()) +
+      "; the indexes stay in memory and the next run indexes the shards again (--data-cache "
+      "none turns the cache off)");
+}
+
+}  // namespace
+
 ShardSet::ShardSet(const std::vector<std::string>& paths, const SampleLayout& layout,
                    const InputInspector& inspect, const std::string& cache_dir, const Logger& log,
                    int threads) {
   shards_.resize(paths.size());
+  std::vector<std::string> cache_failures(paths.size());
   ParallelFor(threads, int64_t(paths.size()), [&](int64_t s) {
     Shard& shard = shards_[size_t(s)];
     shard.file = std::make_unique<ShardFile>(paths[size_t(s)]);
     shard.index = std::make_unique<ShardIndex>(
-        ShardIndex::Load(*shard.file, layout, inspect, cache_dir, log));
+        ShardIndex::Load(*shard.file, layout, inspect, cache_dir, log, &cache_failures[size_t(s)]));
   });
+  WarnOfCacheFailures(cache_failures, log);
   starts_.assign(1, 0);
   for (const Shard& shard : shards_) starts_.push_back(starts_.back() + shard.index->count());
 }

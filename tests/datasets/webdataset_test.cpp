@@ -136,6 +136,30 @@ TEST_F(WebDatasetTest, ConcurrentOpensShareTheCacheAndAChangedShardIsIndexedAgai
             std::vector<int64_t>(batches[0].labels.begin() + 7, batches[0].labels.begin() + 14));
 }
 
+// A cache that cannot be written costs each shard its index file, said once for all the shards.
+TEST_F(WebDatasetTest, AnUnwritableCacheIsWarnedOfOnceForAllShards) {
+  Writer("webdataset " + dir_);
+  WriteBytes(Path("not-a-folder"), {1});
+  Settings settings = Split(DPL_DATASET_SPLIT_TRAIN);
+  settings.cache_dir = Path("not-a-folder/cache");
+  LogLines log;
+  settings.log = &log;
+  Dataset dataset("webdataset", settings);
+  ASSERT_TRUE(dataset.ok()) << dataset.error();
+  EXPECT_EQ(dataset.Info().count, 20);
+  std::vector<std::string> warnings;
+  for (const std::string& line : log.lines) {
+    if (line.rfind("W: ", 0) == 0) warnings.push_back(line);
+  }
+  ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(log.lines);
+  EXPECT_NE(warnings[0].find("data cache: cannot create " + Path("not-a-folder")),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find(" (and likewise for 2 more shards); the indexes stay in memory"),
+            std::string::npos)
+      << warnings[0];
+}
+
 TEST_F(WebDatasetTest, ReadsTarsOfGnuTarPaxAndUstarWithLongNamesDotsAndFolders) {
   Writer("formats " + dir_);
   Dataset dataset("webdataset", Split(DPL_DATASET_SPLIT_TRAIN));
