@@ -154,7 +154,7 @@ std::string ReadJsonIntegerField(const std::string& text, const std::string& fie
       for (;;) {
         const std::string key = reader.String();
         reader.Expect(':');
-        if (key == field && !found) {
+        if (key == field) {  // Python's json.loads, and so WebDataset, keeps the last
           found = true;
           found_is_string = reader.Peek('"');
           if (found_is_string) {

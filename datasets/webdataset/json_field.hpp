@@ -11,7 +11,8 @@ namespace dpl::datasets::webdataset {
 // Reads top-level field `field` of the JSON object `text` as an integer (a number without a
 // fraction or exponent, or with a fraction of zeros: 3 and 3.0). Returns "" and sets *value, or
 // says what is wrong ("has no field \"label\"", "is not a JSON object", "field \"label\" is
-// \"cat\", not an integer").
+// \"cat\", not an integer"). A field given twice is read from its last, as Python's json.loads
+// reads it.
 std::string ReadJsonIntegerField(const std::string& text, const std::string& field, int64_t* value);
 
 }  // namespace dpl::datasets::webdataset

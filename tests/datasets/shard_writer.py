@@ -130,8 +130,11 @@ def write_webdataset(root):
                 data = encoded(image, fmt, **options)
                 label = (i * 3) % 5
                 key = f"{split}{i:06d}"
-                sink.write({"__key__": key, extension: data, "cls": label,
-                            "json": {"label": label, "note": "a \"quoted\", {text}"}})
+                fields = {"label": label, "note": "a \"quoted\", {text}"}
+                if i % 2:  # a field twice, as hand-written JSON may have: json.loads takes the last
+                    fields = ('{"label": %d, "note": "x", "label": %d}' % ((label + 1) % 5, label)
+                              ).encode()
+                sink.write({"__key__": key, extension: data, "cls": label, "json": fields})
                 pixels.write(numpy.asarray(Image.open(io.BytesIO(data)).convert("RGB")).tobytes())
                 listing.write(f"{key} {label}\n")
 
