@@ -71,10 +71,13 @@ RecordFile OpenRecords(const std::string& path, int64_t first_sample,
   const int64_t size = int64_t(records.file->size());
   if (size == 0) throw Invalid(path + ": holds no records");
   if (size % kRecordBytes != 0) {
-    throw Invalid(path + ": truncated: its " + std::to_string(size) + " bytes are " +
-                  std::to_string(size / kRecordBytes) + " records of " +
-                  std::to_string(kRecordBytes) + " bytes (a label byte and 3x32x32 pixels) and " +
-                  std::to_string(size % kRecordBytes) + " bytes more");
+    const int64_t whole = size / kRecordBytes;
+    throw Invalid(
+        path + ": not a whole number of records: its " + std::to_string(size) + " bytes are " +
+        std::to_string(whole) + (whole == 1 ? " record" : " records") + " of " +
+        std::to_string(kRecordBytes) + " bytes (a label byte and 3x32x32 pixels) and " +
+        std::to_string(size % kRecordBytes) + (size % kRecordBytes == 1 ? " byte" : " bytes") +
+        " more (a copy cut short, or bytes added to it); download the set again");
   }
   records.records = size / kRecordBytes;
   for (int64_t r = 0; r < records.records; ++r) {

@@ -200,8 +200,16 @@ TEST_F(Cifar10Test, BadFiles) {
   records.resize(records.size() - 5);
   WriteBytes(Path("data_batch_2.bin"), records);
   EXPECT_EQ(Refusal(At()), "dataset \"cifar10\": " + Path("data_batch_2.bin") +
-                               ": truncated: its 6141 bytes are 1 records of 3073 bytes (a label "
-                               "byte and 3x32x32 pixels) and 3068 bytes more");
+                               ": not a whole number of records: its 6141 bytes are 1 record of "
+                               "3073 bytes (a label byte and 3x32x32 pixels) and 3068 bytes more "
+                               "(a copy cut short, or bytes added to it); download the set again");
+  records = Records(0, 2);
+  records.push_back(0);  // one byte added: not "truncated"
+  WriteBytes(Path("data_batch_2.bin"), records);
+  EXPECT_EQ(Refusal(At()), "dataset \"cifar10\": " + Path("data_batch_2.bin") +
+                               ": not a whole number of records: its 6147 bytes are 2 records of "
+                               "3073 bytes (a label byte and 3x32x32 pixels) and 1 byte more (a "
+                               "copy cut short, or bytes added to it); download the set again");
   WriteBytes(Path("data_batch_2.bin"), {});
   EXPECT_EQ(Refusal(At()),
             "dataset \"cifar10\": " + Path("data_batch_2.bin") + ": holds no records");
