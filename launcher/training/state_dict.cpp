@@ -1,7 +1,12 @@
 #include "training/state_dict.hpp"
 
 #include <cstring>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
 
+#include "common/log.hpp"
 #include "dpl/torch_files/torch_archive.hpp"
 
 namespace dpl::training {
@@ -23,6 +28,35 @@ Status WriteParameterStateDict(const std::string& path, const ParameterPlacement
   }
   return WriteTorchArchive(path, TorchValue::OrderedDict(std::move(entries)));
 }
+
+namespace {
+
+// The entries of a state dict that are not the model's parameters (a buffer, which this path does
+// not read, or another model's tensor) are named, as the SDK's load_state names what it ignores:
+// a file of another model that happens to hold every parameter's name is then seen.
+void WarnOfUnreadEntries(const std::string& path, const torch_files::TorchDict& state,
+                         const ParameterPlacement& placement) {
+  std::set<std::string> parameters;
+  for (const HostParameter& p : placement.parameters()) parameters.insert(p.name);
+  std::vector<std::string> unread;
+  for (const torch_files::TorchDictEntry& entry : state.entries()) {
+    const std::string* name = std::get_if<std::string>(&entry.key);
+    if (name == nullptr || parameters.count(*name) == 0) {
+      unread.push_back(torch_files::TorchDictKeyRepr(entry.key));
+    }
+  }
+  if (unread.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < unread.size() && i < 5; ++i) names += (i ? ", " : "") + unread[i];
+  if (unread.size() > 5) names += ", ...";
+  log::Warning(path + " holds " + std::to_string(unread.size()) +
+               (unread.size() == 1 ? " entry that is" : " entries that are") +
+               " not the model's parameters, not read: " + names +
+               " (--init-from reads the parameters of this model; buffers start as the model "
+               "makes them)");
+}
+
+}  // namespace
 
 Status ReadParameterStateDict(const std::string& path, ParameterPlacement& placement) {
   DPL_ASSIGN_OR_RETURN(TorchValue root, ReadTorchArchive(path));
@@ -49,6 +83,7 @@ Status ReadParameterStateDict(const std::string& path, ParameterPlacement& place
     }
     std::memcpy(p.value, tensor->data.data(), p.elements * sizeof(float));
   }
+  WarnOfUnreadEntries(path, *state.AsDict(), placement);
   return placement.ValuesChanged();
 }
 

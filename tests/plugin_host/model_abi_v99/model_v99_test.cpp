@@ -19,6 +19,7 @@
 #include <fstream>
 #include <string>
 
+#include "dpl/torch_files/torch_archive.hpp"
 #include "model_abi_v99/model_v99_adapter.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "support/idx_writer.hpp"
@@ -163,6 +164,35 @@ TEST_F(ModelAbiV99Test, TrainsThroughTheWorkersTrainingLoop) {
   EXPECT_EQ(checkpoint->model[0].name, "fc.weight");
   EXPECT_EQ(checkpoint->model[1].name, "fc.bias");
   EXPECT_TRUE(fs::is_regular_file(Config().export_file));
+}
+
+// --init-from through the host's state dict (the plugin has no state files of its own): what the
+// file holds beyond the model's parameters is named, not silently dropped.
+TEST_F(ModelAbiV99Test, InitFromNamesTheEntriesItDoesNotRead) {
+  ASSERT_TRUE(Train(Config()).ok());
+  auto exported = torch_files::ReadTorchArchive(Config().export_file);
+  ASSERT_TRUE(exported.ok()) << exported.status().message();
+  torch_files::TorchValue::Entries entries;
+  for (const auto& entry : exported->AsDict()->entries())
+    entries.emplace_back(entry.key, entry.value);
+  entries.emplace_back(
+      std::string("bn.running_mean"),
+      torch_files::TorchValue::Tensor(torch_files::TorchTensor::Of<float>({1}, {0.f})));
+  const std::string file = (dir_ / "with-a-buffer.pt").string();
+  ASSERT_TRUE(
+      torch_files::WriteTorchArchive(file, torch_files::TorchValue::OrderedDict(std::move(entries)))
+          .ok());
+  training::TrainingConfig config = Config();
+  config.init_from = file;
+  config.checkpoint_dir = (dir_ / "fine-tuned").string();
+  ::testing::internal::CaptureStderr();
+  const Status trained = Train(config);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(trained.ok()) << trained.message();
+  EXPECT_NE(log.find(file + " holds 1 entry that is not the model's parameters, not read: "
+                            "'bn.running_mean' (--init-from reads"),
+            std::string::npos)
+      << log;
 }
 
 TEST_F(ModelAbiV99Test, WhatItLacksIsRefusedByCapability) {
