@@ -473,8 +473,8 @@ Status Trainer::Export() const {
 Status Trainer::DumpParameters() const {
   if (config_.dump_parameters_dir.empty()) return Status::Ok();
   DPL_RETURN_IF_ERROR(step_.placement->RefreshHostValues());
-  const std::string path =
-      config_.dump_parameters_dir + "/rank-" + std::to_string(identity_.rank) + ".bin";
+  const std::string stem = config_.dump_parameters_dir + "/rank-" + std::to_string(identity_.rank);
+  const std::string path = stem + ".bin";
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   for (const HostParameter& p : step_.placement->parameters()) {
     out.write(reinterpret_cast<const char*>(p.value), std::streamsize(p.elements * sizeof(float)));
@@ -484,9 +484,7 @@ Status Trainer::DumpParameters() const {
     return Status::Io("--dump-parameters: cannot write " + path +
                       "; create the folder first and check its permissions");
   }
-  return WriteBufferBytes(*model_, config_.dump_parameters_dir + "/rank-" +
-                                       std::to_string(identity_.rank) + ".buffers.bin")
-      .WithContext("--dump-parameters");
+  return WriteBufferBytes(*model_, stem + ".buffers.bin").WithContext("--dump-parameters");
 }
 
 }  // namespace
