@@ -100,6 +100,22 @@ Status CheckExport(const std::string& flag, const std::string& file) {
   return CheckFile(flag, *resolved);
 }
 
+// --metrics /dev/stdout would be the worker's standard output, which the launcher relays into its
+// log (on its standard error, each line stamped): nothing would reach the launcher's standard
+// output, so `--metrics /dev/stdout | jq` read nothing. Refused with what works instead.
+Status RefuseStandardStreams(const std::string& flag, const std::string& file) {
+  for (const char* stream : {"/dev/stdout", "/dev/stderr", "/dev/fd/1", "/dev/fd/2",
+                             "/proc/self/fd/1", "/proc/self/fd/2", "-"}) {
+    if (file != stream) continue;
+    return Status::InvalidArgument(
+        Named(flag, file) +
+        "a worker's standard streams are the launcher's log relay, so the lines would come "
+        "stamped into the log, not onto the launcher's standard output; name a file and read it "
+        "as it grows (tail -f FILE)");
+  }
+  return Status::Ok();
+}
+
 // Note [A fresh run and an earlier run's checkpoints]: a run without --resume writes its
 // checkpoints under the same names as any earlier run in the folder (checkpoint-<step>.pt), so it
 // would overwrite some of that run's checkpoints, retention would remove others, and what is left
@@ -190,6 +206,7 @@ Status CheckOutputsWritable(const cli::Options& options, int machine_id, bool re
                                    "; name a state dict file (torch.save of {name: tensor})");
   }
   if (!training.metrics_file.empty()) {
+    DPL_RETURN_IF_ERROR(RefuseStandardStreams("metrics", training.metrics_file));
     DPL_RETURN_IF_ERROR(CheckFile("metrics", training.metrics_file));
   }
   const std::pair<const char*, const std::string*> exports[] = {

@@ -218,6 +218,10 @@ TEST_F(JobFailuresTest, UnwritableOutputsAreRefusedBeforeAnyWorkerStarts) {
        "--metrics " + missing + "/m.jsonl: the folder " + missing +
            " does not exist; create it first"},
       {{"--metrics", dir_}, "--metrics " + dir_ + ": this is a folder; name a file"},
+      {{"--metrics", "/dev/stdout"},
+       "--metrics /dev/stdout: a worker's standard streams are the launcher's log relay, so the "
+       "lines would come stamped into the log, not onto the launcher's standard output; name a "
+       "file and read it as it grows (tail -f FILE)"},
       {{"--dump-parameters", missing},
        "--dump-parameters " + missing + ": no such folder; create it first"},
       {{"--dump-parameters", file}, "--dump-parameters " + file + ": this is a file, not a folder"},
