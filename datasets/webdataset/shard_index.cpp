@@ -316,7 +316,7 @@ ShardIndex::ShardIndex(SharedBytes bytes) : bytes_(std::move(bytes)) {
 ShardIndex ShardIndex::Load(const ShardFile& shard, const SampleLayout& layout,
                             const InputInspector& inspect, const std::string& cache_dir,
                             const Logger& log, std::string* cache_failure) {
-  const std::string key = "webdataset index v2|" + SourceKey(shard.path()) + "|" + layout.Text() +
+  const std::string key = "webdataset index v3|" + SourceKey(shard.path()) + "|" + layout.Text() +
                           "|" + layout.input_reading;
   const uint64_t key_hash = StableHash(key);
   const std::string entry =

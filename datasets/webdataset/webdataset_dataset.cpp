@@ -5,10 +5,12 @@
 // member with one pread and decodes it on the plugin's threads (image_sample.hpp: crop, resize,
 // flip and normalisation on the fly, drawn per (seed, epoch, sample index)), or cuts token ids
 // (token_sample.hpp).
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/image_decode.hpp"
 #include "common/labels.hpp"
 #include "common/parallel.hpp"
 #include "common/plugin.hpp"
@@ -36,6 +38,35 @@ using dpl::datasets::webdataset::WebDatasetOptions;
 using dpl::support::PluginError;
 using dpl::support::Require;
 
+// Note [A JPEG cut short]: a JPEG whose data stops early keeps its whole header, so the index
+// took it and the fill failed only once a crop reached its missing rows, perhaps epochs into a
+// run. Pillow refuses such a file when it loads it; here the index does. A JPEG ends with its EOI
+// marker (FF D9); one that does not is decoded whole, once, at indexing (bytes after the marker,
+// which some cameras append, decode fine and are kept, as Pillow keeps them), and refused naming
+// its member when it does not decode.
+void RefuseJpegCutShort(const dpl::datasets::webdataset::ShardFile& shard, const TarMember& member,
+                        const std::string& what) {
+  uint8_t tail[2] = {0, 0};
+  if (member.size >= 2) {
+    if (member.head_size == member.size) {
+      std::copy(member.head + member.size - 2, member.head + member.size, tail);
+    } else {
+      shard.ReadSome(member.data_offset + member.size - 2, 2, tail);
+    }
+  }
+  if (tail[0] == 0xFF && tail[1] == 0xD9) return;
+  std::vector<uint8_t> whole(size_t(member.size));
+  shard.ReadSome(member.data_offset, whole.size(), whole.data());
+  try {
+    dpl::datasets::images::DecodeImage(what, whole.data(), whole.size());
+  } catch (const PluginError& error) {
+    throw PluginError(DPL_ERR_INVALID_ARGUMENT,
+                      std::string(error.what()) +
+                          " (its data stops before its end: write the shard again from a whole "
+                          "copy of the image, or leave the sample out)");
+  }
+}
+
 // Reads an image member's header when its shard is indexed: from the start of its data, or,
 // when the header lies further in (large metadata before a JPEG's frame), from all of it.
 InputInfo InspectImage(const dpl::datasets::webdataset::ShardFile& shard, const TarMember& member,
@@ -52,6 +83,7 @@ InputInfo InspectImage(const dpl::datasets::webdataset::ShardFile& shard, const 
     shard.ReadSome(member.data_offset, whole.size(), whole.data());
     header = wds::ReadImageHeaderOf(what, format, whole.data(), whole.size());
   }
+  if (format == wds::ImageFormat::kJpeg) RefuseJpegCutShort(shard, member, what);
   InputInfo info;
   info.data_offset = member.data_offset;
   info.data_size = member.size;

@@ -11,7 +11,8 @@
                                          DIR/reference.txt
     shard_writer.py broken DIR CASE      DIR/train/shard.tar (and val/) with one fault: truncated,
                                          unlabelled, gzipped, unreadable-image, duplicate-key,
-                                         two-inputs, label-12, truncated-jpeg
+                                         two-inputs, label-12, truncated-jpeg, or not a fault:
+                                         trailing-bytes (data after a JPEG's end marker)
     shard_writer.py sized DIR            DIR/{train,val}/sized.tar: noise images of several sizes
                                          (PNG, and one JPEG)
     shard_writer.py torchvision DIR SPLIT SIZE RESIZE SEED EPOCH FLIP
@@ -201,6 +202,8 @@ def write_broken(root, case):
         members[2] = ("001.jpg", b"GIF89a not a jpeg")
     elif case == "truncated-jpeg":  # its header whole, its scan cut short
         members[2] = ("001.jpg", image[:len(image) * 3 // 4])
+    elif case == "trailing-bytes":  # data after the end marker, as some cameras append
+        members[2] = ("001.jpg", image + b"appended after the end marker")
     elif case == "duplicate-key":
         members.append(("001.jpg", encoded(noise_image(8, 8, 7), "JPEG")))
     elif case == "two-inputs":
