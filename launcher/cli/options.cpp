@@ -375,6 +375,9 @@ Result<Options> ParseCommandLine(int argc, const char* const* argv) {
       FirstLine(cluster, overridden, options, std::vector<std::string>(argv, argv + argc));
   if (cluster.requeued && !options.training.checkpoint_dir.empty()) options.training.resume = true;
   for (const auto& entry : given) options.given_flags.push_back(entry.first);
+  if (auto config = given.find("config"); config != given.end()) {
+    options.config_file = config->second.values.front();
+  }
   // The recipe's rate is Adadelta's; Adam's and AdamW's is torch.optim's (0.5 diverges there).
   auto& optimizer = options.training.optimizer;
   if (!options.Given("lr") && (optimizer.kind == training::OptimizerKind::kAdam ||

@@ -86,6 +86,7 @@ struct Options {
 
   // What the cluster's environment gave, for the launcher's first line ("" when nothing).
   std::string cluster_environment;
+  std::string config_file;  // --config: read by the parser; kept so that no output replaces it
   // The flags the command line or the config file gave (names without dashes), for decisions
   // that depend on whether a value is a default (--hostfile takes the processes from its slots).
   std::vector<std::string> given_flags;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <string>
 #include <utility>
@@ -155,10 +156,41 @@ bool SameFile(const std::string& a, const std::string& b) {
   return error ? a == b : canonical_a == canonical_b;
 }
 
+// Whether `path` names a file that exists inside `folder`, at any depth (links followed).
+bool IsFileInside(const std::string& path, const std::string& folder) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (folder.empty() || !fs::is_regular_file(path, error)) return false;
+  const fs::path file = fs::canonical(path, error);
+  if (error) return false;
+  const fs::path root = fs::canonical(folder, error);
+  if (error) return false;
+  const auto [root_end, file_at] =
+      std::mismatch(root.begin(), root.end(), file.begin(), file.end());
+  return root_end == root.end() && file_at != file.end();
+}
+
+// Whether the file is what `flag` wrote in an earlier run (a run whose data folder is also where
+// it writes, `--data-dir .`): a zip archive as torch.save writes for a model, dpl's JSON lines of
+// metrics, Chrome's trace object. None of the data plugins reads such a file.
+bool IsEarlierOutput(const std::string& flag, const std::string& path) {
+  char head[16] = {};
+  std::ifstream(path, std::ios::binary).read(head, sizeof head);
+  const std::string start(head, sizeof head);
+  if (flag == "--export" || flag == "--export-best") return start.rfind("PK\x03\x04", 0) == 0;
+  if (flag == "--metrics") return start.rfind("{\"kind\": ", 0) == 0;
+  if (flag == "--trace") return start.rfind("{\"traceEvents\"", 0) == 0;
+  return false;
+}
+
 // Note [One file, one flag]: two outputs given one file overwrite each other (the best model
-// replaced by the final one, the metrics by the trace, with exit 0), and an output given the file
-// the run reads (--init-from, the model's package) replaces it: refused before anything runs.
-Status RefuseSharedFiles(const training::TrainingConfig& training) {
+// replaced by the final one, the metrics by the trace, with exit 0), and an output given a file
+// the run reads (--init-from, the model's package, the --config file, a file of --data-dir)
+// replaces it: refused before anything runs. A user's data set lost to `--export
+// DATA/train-images-idx3-ubyte.gz` cannot be had back; an earlier run's output in the data's
+// folder may be written again.
+Status RefuseSharedFiles(const cli::Options& options) {
+  const training::TrainingConfig& training = options.training;
   struct NamedFile {
     std::string flag;
     std::string path;
@@ -169,7 +201,8 @@ Status RefuseSharedFiles(const training::TrainingConfig& training) {
                              {"--export", training.export_file, true},
                              {"--export-best", training.export_best_file, true},
                              {"--init-from", training.init_from, false},
-                             {"--model-options file=", ModelFileOf(training.model_options), false}};
+                             {"--model-options file=", ModelFileOf(training.model_options), false},
+                             {"--config", options.config_file, false}};
   for (size_t i = 0; i < std::size(files); ++i) {
     for (size_t j = i + 1; j < std::size(files); ++j) {
       const NamedFile& a = files[i];
@@ -182,6 +215,14 @@ Status RefuseSharedFiles(const training::TrainingConfig& training) {
                                      ": " + what + "; give " + (b.written ? b.flag : a.flag) +
                                      " another file");
     }
+  }
+  for (const NamedFile& file : files) {
+    if (!file.written || !IsFileInside(file.path, training.data_dir)) continue;
+    if (IsEarlierOutput(file.flag, file.path)) continue;
+    return Status::InvalidArgument(file.flag + " " + file.path + " is a file of --data-dir " +
+                                   training.data_dir + ", which the run reads: writing " +
+                                   file.flag + " there would replace it; give " + file.flag +
+                                   " a file outside the data");
   }
   return Status::Ok();
 }
@@ -198,7 +239,7 @@ Status CheckOutputsWritable(const cli::Options& options, int machine_id, bool re
         CheckFolder("dump-parameters", training.dump_parameters_dir, MissingFolder::kRefused));
   }
   if (machine_id != 0) return Status::Ok();  // rank 0 writes the rest, on machine 0
-  DPL_RETURN_IF_ERROR(RefuseSharedFiles(training));
+  DPL_RETURN_IF_ERROR(RefuseSharedFiles(options));
   // Rank 0 reads --init-from after every plugin loaded; a file it cannot read fails now.
   if (!training.init_from.empty() && ::access(training.init_from.c_str(), R_OK) != 0) {
     return Status::InvalidArgument("--init-from " + training.init_from + ": " +

@@ -241,11 +241,19 @@ TEST_F(JobFailuresTest, UnwritableOutputsAreRefusedBeforeAnyWorkerStarts) {
   EXPECT_FALSE(std::filesystem::exists(missing));
 }
 
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 // Note [One file, one flag] in launcher/supervision/output_check.cpp: one file for two outputs,
-// or for an output and what the run reads, however the paths are spelled.
+// or for an output and what the run reads (a file of the data among them), however the paths are
+// spelled.
 TEST_F(JobFailuresTest, OneFileForTwoFlagsIsRefusedBeforeAnyWorkerStarts) {
-  const std::string model = dir_ + "/model.pt";
+  const std::string model = dir_ + "/model.pt", config = dir_ + "/run.cfg";
+  const std::string labels = dir_ + "/train-labels-idx1-ubyte";
   std::ofstream(model) << "a model";
+  std::ofstream(config) << "max-steps = 1\n";
   const std::vector<std::pair<Args, std::string>> cases = {
       {{"--export", dir_ + "/e.pt", "--export-best", dir_ + "/./e.pt", "--eval-every", "2"},
        "--export and --export-best name the same file, " + dir_ +
@@ -257,10 +265,33 @@ TEST_F(JobFailuresTest, OneFileForTwoFlagsIsRefusedBeforeAnyWorkerStarts) {
       {{"--init-from", model, "--export", model},
        "--export and --init-from name the same file, " + model +
            ": the run would replace the file it reads; give --export another file"},
+      {{"--config", config, "--metrics", config},
+       "--metrics and --config name the same file, " + config +
+           ": the run would replace the file it reads; give --metrics another file"},
+      {{"--export", labels},
+       "--export " + labels + " is a file of --data-dir " + dir_ +
+           ", which the run reads: writing --export there would replace it; give --export a file "
+           "outside the data"},
   };
+  const std::string labels_before = ReadWhole(labels);
   ExpectRefusedBeforeAnyWorkerStarts(cases);
-  std::ifstream kept(model);
-  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "a model");
+  EXPECT_EQ(ReadWhole(model), "a model");
+  EXPECT_EQ(ReadWhole(config), "max-steps = 1\n");
+  EXPECT_EQ(ReadWhole(labels), labels_before);
+
+  // An earlier run's export in the data's folder (--data-dir .) is written again.
+  const std::string exported = dir_ + "/exported.pt";
+  const auto run = [&](const std::string& name) {
+    Args args = Job("tcp", "mlp", 2, {"--master-port", "0", "--max-steps", "1"});
+    args.insert(args.end(), {"--export", exported});
+    LauncherProcess job(args, OutputPath(name));
+    const auto status = job.Wait(60s);
+    return std::make_pair(status, job.Output());
+  };
+  const auto first = run("export-first");
+  ASSERT_TRUE(ExitedWith(first.first, 0)) << first.second;
+  const auto again = run("export-again");
+  EXPECT_TRUE(ExitedWith(again.first, 0)) << again.second;
 }
 
 // A small tmpfs mounted for the test (root only), unmounted at the end.
