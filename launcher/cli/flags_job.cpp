@@ -161,6 +161,10 @@ void AddMachineFlags(TableRows add) {
       NotForwarded(Text("ssh-options", "\"ARGS\"", EmptyText::kAllowed, In<&Options::ssh_options>)),
       "more arguments for ssh to the hosts of --hostfile (\"-p 2222 -i KEY\"); ssh runs in batch "
       "mode");
+  add(Section::kOutputs, MayDiffer("what this machine's launcher says"),
+      Switch("no-flag-warnings", SwitchSets::kTrue, In<&Options::no_flag_warnings>),
+      "do not warn of flags given that change nothing in this job (--hostfile's launchers get it: "
+      "the runner warns once)");
   add(Section::kClusters, MayDiffer("how this machine's launcher is stopped"),
       NotForwarded(Switch("exit-with-stdin", SwitchSets::kTrue, In<&Options::exit_with_stdin>)),
       "stop the job when standard input closes (--hostfile starts the launchers of other hosts "

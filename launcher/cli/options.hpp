@@ -78,9 +78,10 @@ struct Options {
   bool attempt_of_elastic_job = false;
 
   // One command for many machines: --hostfile starts a launcher on every host it lists.
-  std::string hostfile;          // --hostfile FILE (DeepSpeed's `HOST slots=N` lines)
-  std::string ssh_options;       // --ssh-options "..." for the ssh of every remote host
-  bool exit_with_stdin = false;  // --exit-with-stdin: stop when standard input closes
+  std::string hostfile;           // --hostfile FILE (DeepSpeed's `HOST slots=N` lines)
+  std::string ssh_options;        // --ssh-options "..." for the ssh of every remote host
+  bool exit_with_stdin = false;   // --exit-with-stdin: stop when standard input closes
+  bool no_flag_warnings = false;  // --no-flag-warnings: FlagsWithoutEffect is not logged
   // --preflight: the link test (worker/link_test.hpp) before the first step, warning of slow links.
   bool preflight = false;
 

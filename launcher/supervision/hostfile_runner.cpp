@@ -131,6 +131,7 @@ Result<std::vector<Machine>> PlanMachines(const cli::Options& options,
   DPL_ASSIGN_OR_RETURN(auto ssh_options, cluster::SplitSshOptions(options.ssh_options));
   cli::Options machine_options = options;
   machine_options.hostfile.clear();
+  machine_options.no_flag_warnings = true;  // RunLauncher warned here, of the flags given
   // One clock stamps every machine's lines: this runner's, as it relays them PrintLine.
   machine_options.log_time = log::TimeFormat::kNone;
   machine_options.num_machines = machine_options.min_machines = static_cast<int>(hosts.size());

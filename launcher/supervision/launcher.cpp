@@ -250,12 +250,17 @@ int RunFixedJob(const cli::Options& options, Joined& joined) {
 int RunLauncher(const cli::Options& options) {
   log::StartElapsedClock();
   log::SetTimeFormat(options.log_time);
-  if (!options.hostfile.empty()) return RunHostfile(options);
   const bool known_id = options.machine_id != cli::kAutoMachineId;
-  log::SetPrefix("[launcher " + (known_id ? std::to_string(options.machine_id) : "?") + "]");
+  log::SetPrefix(!options.hostfile.empty()
+                     ? "[hostfile]"
+                     : "[launcher " + (known_id ? std::to_string(options.machine_id) : "?") + "]");
+  // Once, by the launcher the user started: the hostfile's launchers get every flag spelt out.
+  if (!options.no_flag_warnings) {
+    for (const std::string& ignored : cli::FlagsWithoutEffect(options)) log::Warning(ignored);
+  }
+  if (!options.hostfile.empty()) return RunHostfile(options);
   WarnIfTheStoreIsOpen(options);
   if (!options.cluster_environment.empty()) log::Info(options.cluster_environment);
-  for (const std::string& ignored : cli::FlagsWithoutEffect(options)) log::Warning(ignored);
   if (options.exit_with_stdin) StopWhenStdinCloses();
   if (known_id) {
     Status valid = rendezvous::ValidateShape(

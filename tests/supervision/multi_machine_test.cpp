@@ -258,11 +258,17 @@ TEST_F(MultiMachineTest, AHostfileOfThisMachinesAddressesRunsBothHereAndStopsBot
   const std::string hostfile = job.path() + "/hosts";
   std::ofstream(hostfile) << "127.0.0.1 slots=1\n127.0.0.2 slots=1\n";
   const std::string port = std::to_string(FreePort());
-  LauncherProcess runner(Concat(job.Training(20), {"--hostfile", hostfile, "--master-port", port}),
+  LauncherProcess runner(Concat(job.Training(20), {"--hostfile", hostfile, "--master-port", port,
+                                                   "--lr-gamma", "0.5"}),
                          OutputPath("runner"));
   const auto status = runner.Wait(60s);
   const std::string output = runner.Output();
   ASSERT_TRUE(ExitedWith(status, 0)) << Describe(status) << output;
+  // The flag given that changes nothing is warned of once, by the runner; the launchers it starts
+  // get every flag spelt out, and warn of none.
+  EXPECT_TRUE(Contains(output, "[hostfile] warning: --lr-step-size and --lr-gamma have no effect"))
+      << output;
+  EXPECT_EQ(output.find("has no effect"), output.rfind("has no effect")) << output;
   EXPECT_TRUE(Contains(output,
                        "[hostfile] starting 2 machines: machine 0 (127.0.0.1) here, machine "
                        "1 (127.0.0.2) here"))
