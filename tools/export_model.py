@@ -259,14 +259,17 @@ def export_and_check(args):
                                                                dtype=torch.float64),
                                                     atol=1e-3):
             options += ",loss=cross_entropy"
+    else:
+        summary += ("; forward not run (no --input-shape): if it returns logits, not "
+                    "log-probabilities, add ,loss=cross_entropy to the --model-options below")
     return summary, options
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output", help="the TorchScript file to write")
-    parser.add_argument("--module", help="MODULE:CLASS of the torch.nn.Module to export "
-                                         "(default: the recipe's ConvNet)")
+    parser.add_argument("--module", help="MODULE:CLASS or FILE.py:CLASS of the torch.nn.Module "
+                                         "to export (default: the recipe's ConvNet)")
     parser.add_argument("--kwargs", help="constructor arguments as a JSON object")
     parser.add_argument("--trace", action="store_true",
                         help="torch.jit.trace instead of torch.jit.script")

@@ -139,7 +139,7 @@ def plot(runs, out, title):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split(".\n")[0] + ".")  # 1st sentence
     parser.add_argument("metrics", nargs="+", help="JSON-lines files written by --metrics")
     parser.add_argument("--out", default="metrics.png", help="PNG to write (default metrics.png)")
     parser.add_argument("--title", default="training run")
