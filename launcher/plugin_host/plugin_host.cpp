@@ -213,6 +213,20 @@ Result<LoadedPlugin> ChooseBackend(const Discovery& discovery, const std::string
       JoinNames(discovery.search_path) + "); pass --backend <name> or --plugin-dir");
 }
 
+// What a backend of an older ABI lacks, and what that costs ("" when it lacks nothing).
+std::string BackendLacks(const LoadedPlugin& plugin) {
+  const std::pair<BackendCapability, const char*> features[] = {
+      {BackendCapability::kAbort,
+       "abort (a collective blocked on a lost peer ends only at --backend-timeout)"},
+      {BackendCapability::kReduceScatter, "reduce_scatter (made of allreduce, at its traffic)"},
+      {BackendCapability::kSendReceive, "send_receive (one rank's bytes go by an allgather)"}};
+  std::string lacks;
+  for (const auto& [capability, what] : features) {
+    if (!plugin.backend->Has(capability)) lacks += std::string(lacks.empty() ? "" : ", ") + what;
+  }
+  return lacks;
+}
+
 std::string FormatPluginList(const Discovery& discovery) {
   std::vector<std::vector<std::string>> rows = {{"KIND", "NAME", "VERSION", "ABI", "PATH"}};
   for (const auto& plugin : discovery.plugins) {
@@ -234,6 +248,14 @@ std::string FormatPluginList(const Discovery& discovery) {
         if (i + 1 < row.size()) text << std::string(widths[i] - row[i].size() + 2, ' ');
       }
       text << "\n";
+    }
+  }
+  for (const auto& plugin : discovery.plugins) {
+    if (plugin.kind != DPL_PLUGIN_KIND_BACKEND || plugin.backend == nullptr) continue;
+    const std::string lacks = BackendLacks(plugin);
+    if (!lacks.empty()) {
+      text << "backend " << plugin.name << " (ABI v" << plugin.abi_version << ") lacks " << lacks
+           << "\n";
     }
   }
   if (!discovery.refused.empty()) {

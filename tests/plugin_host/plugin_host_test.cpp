@@ -365,6 +365,12 @@ TEST_F(PluginHostTest, PluginListShowsTableAndRefusals) {
   EXPECT_NE(text.find("model    testmodel  0.0.2    v1   " + kGood + "/libtestgood_model.so\n"),
             std::string::npos)
       << text;
+  // An older backend ABI: what it lacks, and what that costs.
+  EXPECT_NE(text.find("backend testgood (ABI v1) lacks abort (a collective blocked on a lost peer "
+                      "ends only at --backend-timeout), reduce_scatter (made of allreduce, at its "
+                      "traffic), send_receive (one rank's bytes go by an allgather)\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("refused:\n  " + kBroken +
                       "/libabi0.so: backend plugin ABI v0 is older than this launcher supports"),
             std::string::npos)
