@@ -27,9 +27,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
+#include "common/log.hpp"
 #include "rendezvous/etcd_gateway.hpp"
 #include "rendezvous/etcd_lease.hpp"
 #include "rendezvous/store.hpp"
@@ -147,6 +149,7 @@ class EtcdStoreClient final : public StoreClient {
     return lost.empty() ? Status::Ok() : Status::Communication(lost);
   }
 
+  Status ClearEndedJob(Clock::time_point deadline);
   Result<std::vector<StoredKey>> Read(const std::vector<std::string>& full_keys, int64_t* revision);
   Result<std::vector<std::string>> AwaitKeys(const std::vector<std::string>& keys,
                                              std::chrono::milliseconds timeout);
@@ -164,8 +167,40 @@ class EtcdStoreClient final : public StoreClient {
   uint64_t add_sequence_ = 0;  // guarded by mutex_
 };
 
+// Note [A token used again]: a job's keys outlive it by the lease's time to live, and a launcher
+// that connected within it adopted the ended job's lease (and renewed it, so the keys never went)
+// and joined the ended job: a requeued preempted job failed with the old job's end, and a new
+// job under a finished one's token exited 0 having trained nothing. A launcher that finds the
+// end recorded revokes the lease the end key carries -- that job's, never a newer one -- once
+// kEndReadGrace has passed (the ended job's coordinator gives its waiting launchers as long to
+// read the end), and the new job starts on a lease of its own.
+constexpr auto kEndReadGrace = std::chrono::milliseconds(2500);
+
+Status EtcdStoreClient::ClearEndedJob(Clock::time_point deadline) {
+  if (options_.ended_job_key.empty()) return Status::Ok();
+  DPL_ASSIGN_OR_RETURN(
+      auto answer,
+      gateway_.Call("/v3/kv/range", "{" + etcd::KeyField(Full(options_.ended_job_key)) + "}",
+                    deadline, Retry::kAlways));
+  // A counter: its launchers read it (adding 0, which makes it) while the job runs.
+  const auto& kvs = answer.Items("kvs");
+  const auto count = kvs.empty() ? std::nullopt : etcd::Base64Decode(kvs[0].Text("value"));
+  if (!count || std::atoll(count->c_str()) <= 0) return Status::Ok();
+  const int64_t ended_lease = kvs[0].Integer("lease");
+  if (ended_lease == 0) return Status::Ok();
+  log::Info("the job under this --job-token in " + gateway_.Describe() +
+            " has ended; its keys are cleared for this new job");
+  std::this_thread::sleep_for(kEndReadGrace);
+  // A lease already gone (another launcher of the new job revoked it) is what is wanted.
+  (void)gateway_.Call("/v3/lease/revoke", "{\"ID\":\"" + std::to_string(ended_lease) + "\"}",
+                      deadline, Retry::kAlways);
+  return Status::Ok();
+}
+
 Status EtcdStoreClient::Connect() {
   const auto deadline = Clock::now() + options_.connect_timeout;
+  DPL_RETURN_IF_ERROR(ClearEndedJob(deadline).WithContext("joining the job's store in " +
+                                                          gateway_.Describe() + " (--store)"));
   const std::string shared_key =
       options_.key_lifetime == KeyLifetime::kJob ? prefix_ + "lease" : std::string();
   auto lease = etcd::EtcdLease::Obtain(options_.etcd_endpoints, shared_key, options_.etcd_lease_ttl,

@@ -75,6 +75,8 @@ Result<bool> MachinesWaiting(StoreClient& client, int attempt);
 // success. It returns once the launchers that took a slot of `waiting_attempt` have seen the end
 // (Note [Elastic membership]).
 Status EndElasticJob(StoreClient& client, const std::string& failure, int waiting_attempt);
+// The counter EndElasticJob adds to first: above 0, the job under its token has ended.
+inline constexpr const char* kJobEndKey = "job/end/count";
 
 // What changed from `before` to `now`: "machine 2 (node9 10.0.0.9 pid 77) left; machine 3
 // (node4 10.0.0.4 pid 81) joined"; "" when nothing did.

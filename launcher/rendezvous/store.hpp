@@ -86,6 +86,10 @@ struct StoreClientOptions {
   // etcd only: the lease's time to live, in whole seconds, and whose lease the keys carry.
   std::chrono::milliseconds etcd_lease_ttl = kDefaultEtcdLeaseTtl;
   KeyLifetime key_lifetime = KeyLifetime::kJob;
+  // etcd, a launcher's client: the counter (as the client names keys) that is above 0 when the
+  // job under this token has ended; found so when the client connects, that job's lease is
+  // revoked and a new one taken (Note [A token used again] in etcd_store.cpp). "": none.
+  std::string ended_job_key;
 };
 
 // A blocking client of either store. Thread-safe (calls are serialised). A server that closed

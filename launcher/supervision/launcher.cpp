@@ -15,6 +15,7 @@
 #include "common/log.hpp"
 #include "observability/trace_file.hpp"
 #include "rendezvous/join.hpp"
+#include "rendezvous/membership.hpp"
 #include "rendezvous/store.hpp"
 #include "rendezvous/store_location.hpp"
 #include "supervision/attempt.hpp"
@@ -165,6 +166,7 @@ Result<Joined> StartAndJoin(const cli::Options& options) {
   joined.client_options.port = joined.port;
   joined.client_options.etcd_endpoints = store.etcd_endpoints;
   joined.client_options.job_token = options.job_token;
+  joined.client_options.ended_job_key = rendezvous::kJobEndKey;
   joined.client_options.connect_timeout = options.rendezvous_timeout;
   // Machine 0 out of reach stops this machine within --backend-timeout, as a silent peer does.
   joined.client_options.call_timeout =

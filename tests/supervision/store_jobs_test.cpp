@@ -162,6 +162,34 @@ TEST_F(StoreJobsTest, AnElasticJobInEtcdFinishesOnMachinesOneAndTwoWhenMachineZe
   EXPECT_TRUE(std::filesystem::exists(checkpoints + "/checkpoint-0000000400.pt")) << output1;
 }
 
+// Note [A token used again] in launcher/rendezvous/etcd_store.cpp: the same elastic job started
+// again at once, under its token, while the keys of the one that finished still live in etcd,
+// trains as a new job (it joined the ended one and exited 0 having trained nothing).
+TEST_F(StoreJobsTest, AJobStartedAgainAtOnceUnderItsTokenTrainsAnew) {
+  if (!EtcdCluster::Installed()) GTEST_SKIP() << rendezvous::testing::kNoEtcd;
+  EtcdCluster cluster(1);
+  ASSERT_TRUE(cluster.started()) << cluster.error();
+  const Args store = {"--store",    cluster.Url(),          "--job-token",
+                      "used-twice", "--rendezvous-timeout", "30"};
+  for (const char* run : {"first", "again"}) {
+    SCOPED_TRACE(run);
+    Args job = store;
+    job.insert(job.end(), {"--checkpoint-dir", dir_ + "/checkpoints-" + run});
+    const auto machine = [&](int id) {
+      return WithValue(WithValue(Machine(id, job), "--num-machines", "2:3"), "--batch-size", "12");
+    };
+    LauncherProcess machine0(machine(0), OutputPath(std::string(run) + "-m0"));
+    LauncherProcess machine1(machine(1), OutputPath(std::string(run) + "-m1"));
+    const auto status0 = machine0.Wait(90s);
+    const auto status1 = machine1.Wait(30s);
+    EXPECT_TRUE(ExitedWith(status0, 0)) << Describe(status0) << machine0.Output();
+    EXPECT_TRUE(ExitedWith(status1, 0)) << Describe(status1) << machine1.Output();
+    EXPECT_TRUE(Contains(machine0.Output(), "[rank 0] training done: 5 steps"))
+        << machine0.Output() << machine1.Output();
+    EXPECT_FALSE(Contains(machine1.Output(), "finished without this machine")) << machine1.Output();
+  }
+}
+
 TEST_F(StoreJobsTest, ALauncherRefusesAStoreItCannotUseNamingIt) {
   LauncherProcess unknown(Machine(0, {"--store", "consul://127.0.0.1:8500"}), OutputPath("kind"));
   EXPECT_TRUE(ExitedWith(unknown.Wait(30s), 1)) << unknown.Output();
