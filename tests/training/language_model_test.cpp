@@ -295,4 +295,26 @@ TEST_F(LanguageModelTest, AResumeOnATrainingSetOfAnotherSizeIsRefused) {
   const RunResult same = RunLauncher(Job() + common + "--max-steps 4 --resume");
   EXPECT_EQ(same.exit_code, 0) << same.output;
 }
+
+// A newest checkpoint that cannot be read (a copy cut short) is refused, saying how to go on from
+// the one before it, which then resumes.
+TEST_F(LanguageModelTest, AnUnreadableNewestCheckpointNamesTheOneBefore) {
+  const std::string checkpoints = Folder("checkpoints");
+  const std::string common = "--batch-size 16 --no-eval --checkpoint-dir " + checkpoints + " ";
+  const RunResult run = RunLauncher(Job() + common + "--max-steps 4 --checkpoint-every 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string newest = checkpoints + "/checkpoint-0000000004.pt";
+  fs::resize_file(newest, fs::file_size(newest) / 2);
+  const RunResult refused = RunLauncher(Job() + common + "--max-steps 6 --resume");
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_TRUE(Contains(refused.output, "; to resume from the one before it, " + checkpoints +
+                                           "/checkpoint-0000000002.pt (step 2), move " + newest +
+                                           " out of " + checkpoints))
+      << refused.output;
+  fs::rename(newest, Path("unreadable.pt"));
+  const RunResult resumed = RunLauncher(Job() + common + "--max-steps 6 --resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_TRUE(Contains(resumed.output, "resumed from " + checkpoints + "/checkpoint-0000000002.pt"))
+      << resumed.output;
+}
 }  // namespace
