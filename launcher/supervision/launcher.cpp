@@ -247,20 +247,25 @@ int RunFixedJob(const cli::Options& options, Joined& joined) {
   }
 }
 
-}  // namespace
-
-int RunLauncher(const cli::Options& options) {
+// The log's clock and prefix, and the flags given that change nothing: warned of once, by the
+// launcher the user started (the hostfile's launchers get every flag spelt out).
+void StartLog(const cli::Options& options) {
   log::StartElapsedClock();
   log::SetTimeFormat(options.log_time);
   const bool known_id = options.machine_id != cli::kAutoMachineId;
   log::SetPrefix(!options.hostfile.empty()
                      ? "[hostfile]"
                      : "[launcher " + (known_id ? std::to_string(options.machine_id) : "?") + "]");
-  // Once, by the launcher the user started: the hostfile's launchers get every flag spelt out.
-  if (!options.no_flag_warnings) {
-    for (const std::string& ignored : cli::FlagsWithoutEffect(options)) log::Warning(ignored);
-  }
+  if (options.no_flag_warnings) return;
+  for (const std::string& ignored : cli::FlagsWithoutEffect(options)) log::Warning(ignored);
+}
+
+}  // namespace
+
+int RunLauncher(const cli::Options& options) {
+  StartLog(options);
   if (!options.hostfile.empty()) return RunHostfile(options);
+  const bool known_id = options.machine_id != cli::kAutoMachineId;
   WarnIfTheStoreIsOpen(options);
   if (!options.cluster_environment.empty()) log::Info(options.cluster_environment);
   if (options.exit_with_stdin) StopWhenStdinCloses();
