@@ -1,5 +1,6 @@
 #include "supervision/elastic_job.hpp"
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -121,6 +122,32 @@ rendezvous::ElasticOptions AttemptElasticOptions(const rendezvous::ElasticOption
   return options;
 }
 
+// After an attempt that did not regroup: the launcher's exit code where the job ends here
+// (preempted, done, failed for good), or none where it restarts.
+std::optional<int> EndOfJob(const cli::Options& options, Joined& joined, const AttemptEnd& end,
+                            bool coordinator, int attempt, int restarts) {
+  const Status& result = end.status;
+  if (end.preempted) {
+    if (coordinator) {
+      (void)rendezvous::EndElasticJob(*joined.client, "the job was preempted", attempt + 1);
+    }
+    return EndPreempted();
+  }
+  if (result.ok()) return EndElastic(joined, Status::Ok(), coordinator, attempt + 1);
+  if (!MayRestart(end, restarts, options.max_restarts)) {
+    return EndElastic(joined, result.WithContext("job failed"), coordinator, attempt + 1);
+  }
+  // Another attempt meets in the store: one gone (machine 0's, with its machine) ends the job
+  // here, rather than say it restarts and fail at once.
+  if (const auto store = rendezvous::MachinesWaiting(*joined.client, attempt + 1); !store.ok()) {
+    return EndElastic(
+        joined,
+        result.WithContext("job failed, and cannot restart (" + store.status().message() + ")"),
+        coordinator, attempt + 1);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int RunElasticJob(const cli::Options& options, Joined& joined) {
@@ -162,21 +189,13 @@ int RunElasticJob(const cli::Options& options, Joined& joined) {
                    " regroups, its workers running: " + end.regroup_why);
       continue;
     }
-    const Status& result = end.status;
     const bool coordinator = joined_attempt->index == 0;
-    if (end.preempted) {
-      if (coordinator) {
-        (void)rendezvous::EndElasticJob(*joined.client, "the job was preempted", attempt + 1);
-      }
-      return EndPreempted();
-    }
-    if (result.ok()) return EndElastic(joined, Status::Ok(), coordinator, attempt + 1);
-    if (!MayRestart(end, restarts, options.max_restarts)) {
-      return EndElastic(joined, result.WithContext("job failed"), coordinator, attempt + 1);
+    if (auto exit_code = EndOfJob(options, joined, end, coordinator, attempt, restarts)) {
+      return *exit_code;
     }
     ForgetLostMembers(*joined.client, attempt, join.previous, end.lost_machines, &join.gone);
     ++restarts;
-    log::Warning(result.message());
+    log::Warning(end.status.message());
     log::Warning("restarting the job (restart " + std::to_string(restarts) + " of " +
                  std::to_string(options.max_restarts) + ") with the machines that are left");
   }

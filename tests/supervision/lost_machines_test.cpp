@@ -140,6 +140,29 @@ TEST_F(LostMachinesTest, AMachineThatLeavesBeforeItsAttemptBeginsIsLostToo) {
 
 // A machine beyond the job's most (MAX) waits for a place; when the job ends first, it ends with
 // it, exit 0, instead of finding the store gone between two looks (Note [Elastic membership]).
+// With the built-in store, machine 0's launcher holds the job's store: killed, the job ends with
+// it. The survivors say so, and that they cannot restart, instead of "restarting the job" and
+// failing in the same millisecond.
+TEST_F(LostMachinesTest, TheJobEndsWithMachineZerosStoreWithoutClaimingARestart) {
+  const std::string holds = dir_ + "/holds", checkpoints = dir_ + "/checkpoints";
+  ::mkdir(holds.c_str(), 0755);
+  ::mkdir(checkpoints.c_str(), 0755);
+  const Args args = KilledMachinesJob(holds, checkpoints);
+  for (int i = 0; i < 3; ++i) Start(args);
+  LauncherProcess* machine0 = MachineZero();
+  ASSERT_NE(machine0, nullptr);
+  ASSERT_EQ(ReachMoment("checkpoint", holds, checkpoints), "") << machine0->Output();
+  ASSERT_EQ(kill(-machine0->pid(), SIGKILL), 0);
+  for (auto& launcher : launchers_) {
+    if (launcher.get() == machine0) continue;
+    const auto status = launcher->Wait(90s);
+    const std::string output = launcher->Output();
+    EXPECT_TRUE(ExitedWith(status, 1)) << Describe(status) << output;
+    EXPECT_TRUE(Contains(output, "job failed, and cannot restart (")) << output;
+    EXPECT_FALSE(Contains(output, "restarting the job")) << output;
+  }
+}
+
 TEST_F(LostMachinesTest, AMachineBeyondTheMostEndsWithTheJob) {
   const std::string holds = dir_ + "/holds";
   ::mkdir(holds.c_str(), 0755);
