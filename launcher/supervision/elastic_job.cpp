@@ -1,5 +1,6 @@
 #include "supervision/elastic_job.hpp"
 
+#include <chrono>
 #include <optional>
 #include <set>
 #include <string>
@@ -15,6 +16,8 @@
 
 namespace dpl::supervision {
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 std::string ListMembers(const std::vector<rendezvous::Member>& members) {
   std::string list;
@@ -86,13 +89,26 @@ void ForgetLostMembers(rendezvous::StoreClient& client, int attempt,
   }
 }
 
+// Note [A preemption while the machines meet]: a preemption asked while this launcher waits for
+// an attempt (a regroup after a lost machine, the job's start) does not end the wait: the attempt
+// forms and its workers write the preemption's checkpoint at their first step boundary, as the
+// other machines' do. Ending the wait instead left the others waiting for this machine until the
+// rendezvous timeout, and no checkpoint of the step was written. Past kPreemptionJoinWait without
+// an attempt, the launcher stops.
+constexpr auto kPreemptionJoinWait = std::chrono::seconds(10);
+
 rendezvous::ElasticOptions ElasticOptionsOf(const cli::Options& options) {
   rendezvous::ElasticOptions elastic;
   elastic.min_machines = options.min_machines;
   elastic.max_machines = options.num_machines;
   elastic.join_grace = options.join_grace;
   elastic.timeout = options.rendezvous_timeout;
-  elastic.stop_requested = [] { return StopSignal() != 0 || PreemptionSignal() != 0; };
+  elastic.stop_requested = [asked = std::optional<Clock::time_point>()]() mutable {
+    if (StopSignal() != 0) return true;
+    if (PreemptionSignal() == 0) return false;
+    if (!asked) asked = Clock::now();
+    return Clock::now() - *asked > kPreemptionJoinWait;
+  };
   return elastic;
 }
 

@@ -268,6 +268,31 @@ TEST_F(ShrinkInPlaceTest, TwoMachinesLostAtOnceFallBackToTheNewestCheckpoint) {
   EXPECT_TRUE(Contains(output, "resumed from")) << output;
 }
 
+// Note [A preemption while the machines meet] in launcher/supervision/elastic_job.cpp: a launcher
+// asked to preempt while it waits for the job's machines (two of at least three here) keeps
+// waiting; the third comes, the attempt forms, its workers write the preemption's checkpoint at
+// their first step boundary, and every launcher exits 75. (It ended its wait at once, exit 1, and
+// the others waited out the rendezvous timeout.)
+TEST_F(ShrinkInPlaceTest, APreemptionWhileTheMachinesMeetIsCarriedOut) {
+  const Args args = WithValue(KilledMachinesJob(), "--num-machines", "3:4");
+  Start(args);
+  LauncherProcess* waiting = Start(args);
+  const auto deadline = Clock::now() + 30s;
+  while (!Contains(waiting->Output(), "this is machine") && Clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  std::this_thread::sleep_for(500ms);  // in its wait for the third machine
+  ASSERT_EQ(kill(waiting->pid(), SIGTERM), 0);
+  std::this_thread::sleep_for(1s);
+  Start(args);
+  for (auto& launcher : launchers_) {
+    const auto status = launcher->Wait(60s);
+    EXPECT_TRUE(ExitedWith(status, 75)) << Describe(status) << launcher->Output();
+  }
+  EXPECT_TRUE(Contains(waiting->Output(), "a preemption was asked by signal 15 (SIGTERM)"))
+      << waiting->Output();
+}
+
 // A machine that comes while two train is trained in at a step boundary with the state of the
 // running workers, which keep their processes.
 TEST_F(ShrinkInPlaceTest, AMachineThatComesIsTrainedInFromTheRunningWorkers) {
