@@ -244,6 +244,31 @@ std::string MachineName(StoreClient& client, int id) {
   return name.ok() ? FromBytes(*name) : std::string();
 }
 
+Status RecordRefusal(StoreClient& client, int id, const std::string& why) {
+  if (id >= 0)
+    DPL_RETURN_IF_ERROR(client.Set("job/refused/id/" + std::to_string(id), ToBytes(why)));
+  DPL_ASSIGN_OR_RETURN(const int64_t order, client.Add("job/refused/count", 1));
+  return client.Set("job/refused/" + std::to_string(order - 1), ToBytes(why));
+}
+
+Result<std::vector<std::string>> ReadRefusals(StoreClient& client, int64_t from, int64_t* next) {
+  DPL_ASSIGN_OR_RETURN(const int64_t count, client.Add("job/refused/count", 0));
+  std::vector<std::string> refusals;
+  *next = from;
+  for (int64_t i = from; i < count; ++i) {
+    // Counted before written: one not written yet is read at the next look.
+    auto why = client.Get("job/refused/" + std::to_string(i), 0ms);
+    if (!why.ok()) break;
+    refusals.push_back(FromBytes(*why));
+    *next = i + 1;
+  }
+  return refusals;
+}
+
+bool WasRefused(StoreClient& client, int id) {
+  return client.Get("job/refused/id/" + std::to_string(id), 0ms).ok();
+}
+
 std::string AttemptPrefix(int attempt) {
   return "attempt/" + std::to_string(attempt) + "/";
 }

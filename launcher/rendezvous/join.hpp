@@ -65,6 +65,15 @@ Result<bool> JobRunsWithoutMachineZero(StoreClient& client, int num_machines);
 // The name machine `id` joined with (LauncherJoin::machine_name), or "" when unknown.
 std::string MachineName(StoreClient& client, int id);
 
+// Note [Refused launchers]: a launcher the join refused (a flag that differs, an id taken) records
+// why, so that machine 0 says it rather than wait out the rendezvous timeout in silence, or call
+// the machine one that never reached the store. `id` is the machine's, -1 when it had none.
+Status RecordRefusal(StoreClient& client, int id, const std::string& why);
+// The refusals recorded from the `from`-th on (counting from 0); `*next` gets where to go on.
+Result<std::vector<std::string>> ReadRefusals(StoreClient& client, int64_t from, int64_t* next);
+// Whether the launcher of machine `id` was refused.
+bool WasRefused(StoreClient& client, int id);
+
 // The key prefix of one attempt of the job, e.g. "attempt/0/".
 std::string AttemptPrefix(int attempt);
 // The environment variable in which a launcher tells its workers their attempt's number.

@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/log.hpp"
 #include "rendezvous/join.hpp"
 #include "rendezvous/liveness.hpp"
 #include "rendezvous/store_beat.hpp"
@@ -155,6 +156,31 @@ std::string TooFewMachines(int present, int attempt, const ElasticOptions& optio
          " s (--rendezvous-timeout)";
 }
 
+// Note [Refused launchers] (join.hpp): the coordinator warns of each refusal as it comes (a
+// look a second), and names them again if too few machines came.
+class RefusalWatch {
+ public:
+  explicit RefusalWatch(StoreClient& client) : client_(client) {}
+  void Poll() {
+    if (Clock::now() < next_look_) return;
+    next_look_ = Clock::now() + kRefusalLook;
+    auto refusals = ReadRefusals(client_, next_, &next_);
+    if (!refusals.ok()) return;  // the store's trouble shows in the next call that needs it
+    for (const std::string& refusal : *refusals) {
+      log::Warning(refusal);
+      said_ += (said_.empty() ? "; " : ", ") + refusal;
+    }
+  }
+  const std::string& Said() const { return said_; }
+
+ private:
+  static constexpr auto kRefusalLook = std::chrono::seconds(1);
+  StoreClient& client_;
+  int64_t next_ = 0;
+  Clock::time_point next_look_ = Clock::now();
+  std::string said_;
+};
+
 // The coordinator's side (Note [Elastic membership]).
 Result<Attempt> CoordinateAttempt(StoreClient& client, const AttemptJoin& join,
                                   LivenessWatch& watch, const ElasticOptions& options) {
@@ -162,10 +188,12 @@ Result<Attempt> CoordinateAttempt(StoreClient& client, const AttemptJoin& join,
   const auto deadline = Clock::now() + options.timeout;
   std::vector<Slot> joined;  // every slot taken so far; machine_id -1 for one never written
   auto last_change = Clock::now();
+  RefusalWatch refusals(client);
   for (;;) {
     if (options.stop_requested && options.stop_requested()) {
       return Status::Error("stopped while machines joined attempt " + std::to_string(join.attempt));
     }
+    refusals.Poll();
     DPL_ASSIGN_OR_RETURN(auto came, ReadNewSlots(client, prefix, &joined));
     if (came) last_change = Clock::now();
     int present = 1;  // the coordinator
@@ -177,7 +205,7 @@ Result<Attempt> CoordinateAttempt(StoreClient& client, const AttemptJoin& join,
       return CloseAttempt(client, prefix, join.self, joined, options.max_machines);
     }
     if (Clock::now() >= deadline) {
-      return Status::Timeout(TooFewMachines(present, join.attempt, options));
+      return Status::Timeout(TooFewMachines(present, join.attempt, options) + refusals.Said());
     }
     std::this_thread::sleep_for(kPollInterval);
   }

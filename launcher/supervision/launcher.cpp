@@ -197,12 +197,14 @@ Result<Joined> StartAndJoin(const cli::Options& options) {
     join.settings.push_back({name, value});
   auto id = rendezvous::JoinAsLauncher(*joined.client, join, options.rendezvous_timeout);
   if (!id.ok()) {
-    // A fixed job cannot run without this machine: stop it everywhere. An elastic one goes on.
+    // A fixed job cannot run without this machine: stop it everywhere. An elastic one goes on,
+    // and its coordinator says why this one is not there.
+    const std::string who = join.machine_id ? "machine " + std::to_string(*join.machine_id)
+                                            : "machine " + joined.machine_name;
+    const std::string why = who + " could not join: " + id.status().message();
+    (void)rendezvous::RecordRefusal(*joined.client, join.machine_id.value_or(-1), why);
     if (!options.elastic()) {
-      const std::string who = join.machine_id ? "machine " + std::to_string(*join.machine_id)
-                                              : "machine " + joined.machine_name;
-      (void)rendezvous::PublishFailure(*joined.client, rendezvous::AttemptPrefix(0),
-                                       who + " could not join: " + id.status().message());
+      (void)rendezvous::PublishFailure(*joined.client, rendezvous::AttemptPrefix(0), why);
     }
     return id.status();
   }
@@ -215,6 +217,7 @@ Result<Joined> StartAndJoin(const cli::Options& options) {
 void NameMachinesThatNeverJoined(const cli::Options& options, Joined& joined) {
   for (int id = 1; id < options.num_machines; ++id) {
     if (!rendezvous::MachineName(*joined.client, id).empty()) continue;
+    if (rendezvous::WasRefused(*joined.client, id)) continue;  // the failure said why
     log::Error("machine " + std::to_string(id) + " never joined: no launcher of it (--machine-id " +
                std::to_string(id) + " or auto) reached the store at " + options.master_addr + ":" +
                std::to_string(joined.port) + "; start it, or check its --master-addr and " +

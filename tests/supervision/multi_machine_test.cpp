@@ -62,6 +62,8 @@ TEST_P(SettingsAtTheJoinTest, ADifferentValueOnAnotherMachineIsRefused) {
   EXPECT_TRUE(Contains(machine1.Output(), "[launcher 1] error: " + message)) << machine1.Output();
   EXPECT_TRUE(Contains(machine0.Output(), "machine 1 could not join: " + message))
       << machine0.Output();
+  // It reached the store: not "never joined".
+  EXPECT_FALSE(Contains(machine0.Output(), "machine 1 never joined")) << machine0.Output();
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -213,6 +215,27 @@ TEST_F(MultiMachineTest, TorchrunsEnvironmentStartsAJobWithoutRendezvousFlags) {
 }
 
 #ifdef DPL_TEST_HAVE_TCP_AND_MLP
+// Note [Refused launchers] in launcher/rendezvous/join.hpp: an elastic job goes on without a
+// machine the join refused, and its machine 0 says why at once, and again if too few came.
+TEST_F(MultiMachineTest, AnElasticJobsMachineZeroSaysWhyAMachineWasRefused) {
+  JobFolder job;
+  const Args args = Concat(job.Training(300),
+                           {"--num-machines", "2:3", "--master-port", std::to_string(FreePort()),
+                            "--checkpoint-dir", job.path() + "/checkpoints", "--join-grace", "1",
+                            "--rendezvous-timeout", "6", "--machine-id"});
+  LauncherProcess machine0(Concat(args, {"0", "--checkpoint-every", "20"}), OutputPath("m0"));
+  LauncherProcess machine1(Concat(args, {"1", "--checkpoint-every", "30"}), OutputPath("m1"));
+  const auto status1 = machine1.Wait(20s);
+  const auto status0 = machine0.Wait(20s);
+  EXPECT_TRUE(ExitedWith(status1, 1)) << Describe(status1) << machine1.Output();
+  EXPECT_TRUE(ExitedWith(status0, 1)) << Describe(status0) << machine0.Output();
+  const std::string why =
+      "machine 1 could not join: --checkpoint-every differs between machines: this machine "
+      "(--machine-id 1) has 30, machine 0 has 20";
+  EXPECT_TRUE(Contains(machine0.Output(), "[launcher 0] warning: " + why)) << machine0.Output();
+  EXPECT_TRUE(Contains(machine0.Output(), "(--rendezvous-timeout); " + why)) << machine0.Output();
+}
+
 TEST_F(MultiMachineTest, AnElasticJobThatLosesAMachineFinishesOnTheOthersFromTheCheckpoint) {
   JobFolder job;
   const std::string checkpoints = job.path() + "/checkpoints";
