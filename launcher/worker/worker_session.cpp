@@ -288,14 +288,17 @@ int Train(AttemptSeat seat, const plugin_host::Discovery& discovery, int cuda_de
     if (!order.ok() || order->stop) {
       return FailFast(trained, std::move(*collectives), seat.backend, std::move(step_times));
     }
-    log::Info("the job regroups (" + order->why + "): this worker goes on in attempt " +
-              std::to_string(order->attempt) + " on " + std::to_string(order->machines) +
-              " machines, after: " + trained.message());
+    const int rank_before = seat.identity.rank;
     step_times.reset();
     collectives->reset();
     Status seated = TakeNewSeat(*order, discovery, cuda_devices, client, &seat);
     if (seated.ok()) seated = observed.Regroup(seat.identity, seat.prefix);
     if (!seated.ok()) return Fail(seated);
+    // Said under the new rank, which the launcher's relay expects (the old one gave the line two).
+    log::Info("the job regroups (" + order->why + "): this worker (rank " +
+              std::to_string(rank_before) + " before) goes on in attempt " +
+              std::to_string(order->attempt) + " on " + std::to_string(order->machines) +
+              " machines, after: " + trained.message());
   }
 }
 
