@@ -76,6 +76,15 @@ struct Options {
   // Set on the options of one attempt (supervision's AttemptOptions) of an elastic job: its
   // machines are the attempt's members, every one of which has joined it.
   bool attempt_of_elastic_job = false;
+  // And its launchers' --machine-id by place (the place gives the ranks; messages name the id a
+  // user gave). Empty: a fixed job's places are its ids.
+  std::vector<int> machine_ids_by_place;
+  // The id of the machine at `place`, for messages.
+  int MachineIdAt(int place) const {
+    return place >= 0 && place < static_cast<int>(machine_ids_by_place.size())
+               ? machine_ids_by_place[static_cast<size_t>(place)]
+               : place;
+  }
 
   // One command for many machines: --hostfile starts a launcher on every host it lists.
   std::string hostfile;           // --hostfile FILE (DeepSpeed's `HOST slots=N` lines)

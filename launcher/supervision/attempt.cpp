@@ -64,8 +64,9 @@ void WriteTrace(rendezvous::StoreClient& client, const std::string& prefix, int 
 }  // namespace
 
 cli::Options AttemptOptions(const cli::Options& options, const Joined& joined, int machines,
-                            int place) {
+                            int place, std::vector<int> machine_ids_by_place) {
   cli::Options attempt = options;
+  attempt.machine_ids_by_place = std::move(machine_ids_by_place);
   attempt.attempt_of_elastic_job = options.elastic();
   attempt.num_machines = machines;
   attempt.min_machines = machines;
@@ -120,7 +121,8 @@ AttemptEnd RunAttempt(const cli::Options& attempt_options, Joined& joined, int a
     WriteTrace(*joined.client, prefix, shape.world_size(), trace_file);
   }
   log::Info("all " + std::to_string(shape.num_processes) + " workers of machine " +
-            std::to_string(shape.machine_id) + (end.preempted ? " stopped" : " finished"));
+            std::to_string(attempt_options.MachineIdAt(shape.machine_id)) +
+            (end.preempted ? " stopped" : " finished"));
   return end;
 }
 

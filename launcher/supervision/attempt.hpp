@@ -30,9 +30,10 @@ struct Joined {
 // cause instead of "lost the rendezvous store".
 inline constexpr std::chrono::seconds kFailureDeliveryTimeout{3};
 
-// The options of one attempt: its machines, this machine's place among them, the store's port.
+// The options of one attempt: its machines, this machine's place among them, the store's port;
+// for an elastic job, its members' ids by place.
 cli::Options AttemptOptions(const cli::Options& options, const Joined& joined, int machines,
-                            int place);
+                            int place, std::vector<int> machine_ids_by_place = {});
 
 class Supervisor;
 

@@ -196,8 +196,11 @@ int RunElasticJob(const cli::Options& options, Joined& joined) {
     }
     LogMembership(options, attempt, join.previous, joined_attempt->members, regrouping);
     join.previous = joined_attempt->members;
-    const cli::Options attempt_options = AttemptOptions(
-        options, joined, static_cast<int>(join.previous.size()), joined_attempt->index);
+    std::vector<int> ids;
+    for (const rendezvous::Member& member : join.previous) ids.push_back(member.machine_id);
+    const cli::Options attempt_options =
+        AttemptOptions(options, joined, static_cast<int>(join.previous.size()),
+                       joined_attempt->index, std::move(ids));
     const AttemptEnd end = RunAttempt(attempt_options, joined, attempt, &regrouping);
     if (end.regrouped) {
       ForgetLostMembers(*joined.client, attempt, join.previous, end.lost_machines, &join.gone);

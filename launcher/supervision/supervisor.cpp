@@ -243,7 +243,7 @@ Status Supervisor::FailedAfterPeer(const Worker& first) {
     const std::vector<int> silent = SilentMachines(*beats_before, *beats_after, shape_.machine_id);
     if (!silent.empty()) {
       RecordLost(silent);
-      return Failed(DescribeVanished(silent, Describe(first, FailureRole::kAfterPeer)));
+      return Failed(DescribeVanished(IdsOf(silent), Describe(first, FailureRole::kAfterPeer)));
     }
   }
   return Failed(Describe(first, FailureRole::kRootCause));
@@ -292,13 +292,19 @@ std::optional<Status> Supervisor::LostMachine() {
   const bool never_began = std::any_of(
       lost->begin(), lost->end(), [this](int machine) { return machines_->NeverBegan(machine); });
   if (regroup_max_machines_ > 0 && !never_began) {
-    return Regroup(DescribeLostInPlace(*lost, silence));
+    return Regroup(DescribeLostInPlace(IdsOf(*lost), silence));
   }
   // This machine's workers still wait to connect to the lost one's ranks: restarted, not regrouped.
-  return Failed(DescribeLost(*lost) +
+  return Failed(DescribeLost(IdsOf(*lost)) +
                 (never_began ? " (it never began this attempt: its launcher left before its "
                                "workers started)"
                              : ""));
+}
+
+std::vector<int> Supervisor::IdsOf(const std::vector<int>& places) const {
+  std::vector<int> ids;
+  for (int place : places) ids.push_back(options_.MachineIdAt(place));
+  return ids;
 }
 
 void Supervisor::RecordLost(const std::vector<int>& machines) {

@@ -126,6 +126,9 @@ class Supervisor {
   // Whether another launcher called the attempt's regroup (then regrouping()), or, on the machine
   // at place 0, a machine waits to join and the job has room for it (then it calls it).
   Result<bool> RegroupCalled();
+  // The machines at `places` as messages name them: their --machine-id (an elastic attempt's
+  // places follow the join order).
+  std::vector<int> IdsOf(const std::vector<int>& places) const;
   // Records `machines` as lost: in the store for the next attempt, and for the stall picture.
   void RecordLost(const std::vector<int>& machines);
   std::string StoppedBySignal() const;

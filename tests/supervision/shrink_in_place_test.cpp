@@ -293,6 +293,31 @@ TEST_F(ShrinkInPlaceTest, APreemptionWhileTheMachinesMeetIsCarriedOut) {
       << waiting->Output();
 }
 
+// Messages name a machine by its --machine-id, not by its place in the attempt (the join order):
+// machine 2, which joined second, is "machine 2" when it vanishes.
+TEST_F(ShrinkInPlaceTest, ALostMachineIsNamedByItsIdNotItsPlace) {
+  const Args args = KilledMachinesJob();
+  const auto with_id = [&](const std::string& id) {
+    Args given = args;
+    given.insert(given.end(), {"--machine-id", id});
+    return given;
+  };
+  LauncherProcess* machine0 = Start(with_id("0"));
+  LauncherProcess* second = Start(with_id("2"));
+  std::this_thread::sleep_for(300ms);
+  Start(with_id("1"));
+  while (StepCounts(dir_ + "/metrics.jsonl").size() < 10 && !machine0->Wait(0s)) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(Contains(machine0->Output(), "machine 1 (vm")) << machine0->Output();
+  ASSERT_EQ(kill(-second->pid(), SIGKILL), 0);
+  const auto status = machine0->Wait(90s);
+  const std::string output = machine0->Output();
+  EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << output;
+  EXPECT_TRUE(Contains(output, "regroups, its workers running: machine 2 vanished")) << output;
+  EXPECT_FALSE(Contains(output, "machine 1 vanished")) << output;
+}
+
 // A machine that comes while two train is trained in at a step boundary with the state of the
 // running workers, which keep their processes.
 TEST_F(ShrinkInPlaceTest, AMachineThatComesIsTrainedInFromTheRunningWorkers) {
