@@ -301,24 +301,6 @@ std::optional<Status> Supervisor::LostMachine() {
                              : ""));
 }
 
-std::vector<int> Supervisor::IdsOf(const std::vector<int>& places) const {
-  std::vector<int> ids;
-  for (int place : places) ids.push_back(options_.MachineIdAt(place));
-  return ids;
-}
-
-void Supervisor::RecordLost(const std::vector<int>& machines) {
-  lost_machines_ = machines;
-  (void)RecordLostMachines(client_, prefix_, machines);
-  for (int machine : machines) {
-    std::vector<int> ranks;
-    for (int local = 0; local < shape_.num_processes; ++local) {
-      ranks.push_back(machine * shape_.num_processes + local);
-    }
-    stalls_.MarkGone(machine, std::move(ranks));
-  }
-}
-
 std::optional<Status> Supervisor::ProgramFailureElsewhere() {
   if (!program_ || shape_.num_machines == 1) return std::nullopt;
   auto failure = rendezvous::CheckFailure(client_, prefix_);

@@ -1,6 +1,6 @@
 // Note [Shrink in place] (training/live_state.hpp), the supervisor's part: an attempt of an
 // elastic job ends with its workers running when a machine is lost or one waits to join, and the
-// same supervisor goes on with them in the next attempt.
+// same supervisor goes on with them in the next attempt. And what it records of lost machines.
 #include <chrono>
 
 #include "rendezvous/membership.hpp"
@@ -66,6 +66,24 @@ Status Supervisor::Continue(const cli::Options& options, const rendezvous::JobSh
     heartbeat_ = std::make_unique<Heartbeat>(client_, prefix_, shape_.machine_id);
   }
   return Status::Ok();
+}
+
+std::vector<int> Supervisor::IdsOf(const std::vector<int>& places) const {
+  std::vector<int> ids;
+  for (int place : places) ids.push_back(options_.MachineIdAt(place));
+  return ids;
+}
+
+void Supervisor::RecordLost(const std::vector<int>& machines) {
+  lost_machines_ = machines;
+  (void)RecordLostMachines(client_, prefix_, machines);
+  for (int machine : machines) {
+    std::vector<int> ranks;
+    for (int local = 0; local < shape_.num_processes; ++local) {
+      ranks.push_back(machine * shape_.num_processes + local);
+    }
+    stalls_.MarkGone(machine, std::move(ranks));
+  }
 }
 
 }  // namespace dpl::supervision
