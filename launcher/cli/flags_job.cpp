@@ -191,7 +191,8 @@ void AddMachineFlags(TableRows add) {
 void AddPluginFlags(TableRows add) {
   add(Section::kJob,
       MayDiffer("read by the parser; the flags in the file are classified themselves"),
-      ConfigFile(), "read more flags from FILE (`name = value` lines; names without the leading dashes, with - "
+      ConfigFile(),
+      "read more flags from FILE (`name = value` lines; names without the leading dashes, with - "
       "or _)");
   add(Section::kJob, MayDiffer("where this machine finds its plugins"), PluginDirs(),
       "folder searched first for plugins (repeatable); then $DPL_PLUGIN_PATH, then the install's");

@@ -396,8 +396,9 @@ TEST_F(DataJobTest, ABrokenFileIsRefusedNamingTheFileAndTheProblem) {
   fs::resize_file(png, 100);
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"cifar10", "dataset \"cifar10\": " + cifar +
-                      "/data_batch_3.bin: truncated: its 5000 bytes are 1 records of 3073 bytes "
-                      "(a label byte and 3x32x32 pixels) and 1927 bytes more"},
+                      "/data_batch_3.bin: not a whole number of records: its 5000 bytes are 1 "
+                      "record of 3073 bytes (a label byte and 3x32x32 pixels) and 1927 bytes "
+                      "more (a copy cut short, or bytes added to it); download the set again"},
       {"npy", "dataset \"npy\": " + npy +
                   "/x.npy: truncated: the header declares shape (256, 4, 10) of '<f4' (40960 "
                   "bytes of data) but 29872 bytes follow it"},
