@@ -13,6 +13,7 @@
 #include "training/live_state.hpp"
 #include "training/model_export.hpp"
 #include "training/model_setup.hpp"
+#include "training/placement_choice.hpp"
 #include "training/precision.hpp"
 #include "training/replica_check.hpp"
 #include "training/reporter.hpp"
@@ -69,8 +70,6 @@ class Trainer {
 
  private:
   // How the parameters are placed and summed: the flags, and this machine's workers.
-  PlacementSettings ChoosePlacement(const LocalGroup& local) const;
-  void SayWhatAutoChose(const PlacementSettings& settings, const LocalGroup& local) const;
   Status Setup(const ModelPlugin& model_plugin, const LocalGroup& local);
   Status CreateRecords();
   Status Start();
@@ -86,6 +85,7 @@ class Trainer {
   Status TrainEpoch(int64_t epoch);
   Status TrainBatch(int64_t epoch, int64_t batch);
   Status Publish();
+  void Commit(int64_t epoch, int64_t batch);
   Status AfterStep(int64_t epoch, int64_t batch);
   Status StopIfPreempted(int64_t epoch);
   Status Finish();
@@ -137,46 +137,11 @@ void Trainer::KeepLiveState() {
   KeepLiveStateOf(Live(), progress_.committed, live_);
 }
 
-PlacementSettings Trainer::ChoosePlacement(const LocalGroup& local) const {
-  PlacementSettings settings;
-  settings.rank = identity_.rank;
-  settings.world_size = identity_.world_size;
-  settings.mirror_parameters = config_.mirror_parameters;
-  settings.wire = ResolveGradientWire(config_.precision, config_.grad_compression,
-                                      /*across_machines=*/local.machines > 1);
-  settings.bucket_cap_bytes = config_.bucket_cap_bytes;
-  settings.device = config_.device;
-  settings.local_reduce = config_.local_reduce;
-  settings.offload_optimizer = config_.offload_optimizer;
-  settings.optimizer = config_.optimizer.kind;
-  settings.local = local;
-  settings.keeps_live_state = live_ != nullptr;
-  settings.shard_optimizer = ParameterPlacement::ShardsOptimizer(config_.shard_optimizer, settings);
-  if (identity_.rank == 0) SayWhatAutoChose(settings, local);
-  return settings;
-}
-
-// Rank 0's word on the choices of `auto` flags that differ from what the flag's name suggests.
-void Trainer::SayWhatAutoChose(const PlacementSettings& settings, const LocalGroup& local) const {
-  if (settings.shard_optimizer && config_.shard_optimizer == OptimizerSharding::kAuto) {
-    log::Info("each of this machine's " + std::to_string(local.local_world_size) +
-              " workers keeps the optimizer state of its part of the parameters (--shard-optimizer "
-              "auto; off keeps the whole state in each)");
-  }
-  if (settings.wire.float32_on_one_machine) {
-    const std::string precision = NameOf(PrecisionNames(), config_.precision);
-    log::Info(
-        "the gradients are summed in float32 on this one machine (--grad-compression auto "
-        "sends " +
-        precision + " buckets only between machines; with --local-reduce backend, " +
-        "--grad-compression " + precision + " sends them here too)");
-  }
-}
-
 Status Trainer::Setup(const ModelPlugin& model_plugin, const LocalGroup& local) {
   DPL_ASSIGN_OR_RETURN(const int local_batch,
                        PerRankBatchSize(config_.batch_size, identity_.world_size));
-  const PlacementSettings settings = ChoosePlacement(local);
+  const PlacementSettings settings =
+      ChoosePlacement(config_, identity_, local, /*keeps_live_state=*/live_ != nullptr);
   DPL_RETURN_IF_ERROR(ParameterPlacement::CheckSupported(model_plugin, settings));
   DPL_RETURN_IF_ERROR(CheckPrecisionSupported(model_plugin, config_.precision));
   DPL_ASSIGN_OR_RETURN(model_, CreateModelForData(model_plugin, config_, identity_, data_));
@@ -318,12 +283,22 @@ Status Trainer::TrainBatch(int64_t epoch, int64_t batch) {
     DPL_RETURN_IF_ERROR(step_.optimizer->Step(p.position.global_step, factor).status());
     p.profile.Lap(StepPhase::kOptimizer);
     DPL_RETURN_IF_ERROR(Publish());
-    DPL_RETURN_IF_ERROR(AfterStep(epoch, batch));
+    Commit(epoch, batch);
   }
+  // Reported once committed, before the checks after it, whose collectives a lost peer may fail:
+  // a committed step the regroup goes on from is in the log and the metrics.
   records_.reporter->OnBatch({epoch, batch + 1, p.plan.batches_per_epoch(), p.position.global_step,
                               loss, p.epoch_samples, step_.optimizer->learning_rate()},
                              p.profile);
-  return Status::Ok();
+  return optimizer_step ? AfterStep(epoch, batch) : Status::Ok();
+}
+
+// The optimizer step of batch `batch` of `epoch` is done on this rank: the run's position moves.
+void Trainer::Commit(int64_t epoch, int64_t batch) {
+  TrainingPosition& position = progress_.position;
+  ++position.global_step;
+  progress_.committed = PositionAfter(epoch, batch, position.global_step);
+  progress_.profile.CountStep();
 }
 
 // The model computes with the updated values, every rank's part of them, its gradients zeroed.
@@ -337,9 +312,6 @@ Status Trainer::Publish() {
 // checkpoint it is due, and a preemption.
 Status Trainer::AfterStep(int64_t epoch, int64_t batch) {
   TrainingPosition& position = progress_.position;
-  ++position.global_step;
-  progress_.committed = PositionAfter(epoch, batch, position.global_step);
-  progress_.profile.CountStep();
   // Note [Stragglers]: this rank's compute is its batches read and their forward+backward.
   const StepProfile& profile = progress_.profile;
   for (const StragglerEvent& event : records_.stragglers->AfterStep(
