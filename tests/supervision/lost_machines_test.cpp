@@ -47,15 +47,23 @@ class LostMachinesTest : public ElasticJobTest {
     args.push_back("--restart-workers");  // the restart path; shrink_in_place_test.cpp the other
     return args;
   }
+
+  // Three machines of KilledMachinesJob (its folders made, its flags in `*args`): machine 0, the
+  // store's, or null.
+  LauncherProcess* StartThreeMachines(const std::string& holds, const std::string& checkpoints,
+                                      Args* args) {
+    ::mkdir(holds.c_str(), 0755);
+    ::mkdir(checkpoints.c_str(), 0755);
+    *args = KilledMachinesJob(holds, checkpoints);
+    for (int i = 0; i < 3; ++i) Start(*args);
+    return MachineZero();
+  }
 };
 
 TEST_F(LostMachinesTest, EachOfTenKillsOfMachineTwoRestartsTheSurvivorsWithin10s) {
   const std::string holds = dir_ + "/holds", checkpoints = dir_ + "/checkpoints";
-  ::mkdir(holds.c_str(), 0755);
-  ::mkdir(checkpoints.c_str(), 0755);
-  const Args args = KilledMachinesJob(holds, checkpoints);
-  for (int i = 0; i < 3; ++i) Start(args);
-  LauncherProcess* machine0 = MachineZero();
+  Args args;
+  LauncherProcess* machine0 = StartThreeMachines(holds, checkpoints, &args);
   ASSERT_NE(machine0, nullptr);
   const std::vector<std::string> moments = {"forward",    "backward",  "reported", "optimizer",
                                             "checkpoint", "forward",   "backward", "reported",
@@ -145,11 +153,8 @@ TEST_F(LostMachinesTest, AMachineThatLeavesBeforeItsAttemptBeginsIsLostToo) {
 // failing in the same millisecond.
 TEST_F(LostMachinesTest, TheJobEndsWithMachineZerosStoreWithoutClaimingARestart) {
   const std::string holds = dir_ + "/holds", checkpoints = dir_ + "/checkpoints";
-  ::mkdir(holds.c_str(), 0755);
-  ::mkdir(checkpoints.c_str(), 0755);
-  const Args args = KilledMachinesJob(holds, checkpoints);
-  for (int i = 0; i < 3; ++i) Start(args);
-  LauncherProcess* machine0 = MachineZero();
+  Args args;
+  LauncherProcess* machine0 = StartThreeMachines(holds, checkpoints, &args);
   ASSERT_NE(machine0, nullptr);
   ASSERT_EQ(ReachMoment("checkpoint", holds, checkpoints), "") << machine0->Output();
   ASSERT_EQ(kill(-machine0->pid(), SIGKILL), 0);
