@@ -320,8 +320,17 @@ Status Supervisor::StoreLost(const Status& error) {
 }
 
 std::string Supervisor::StoppedBySignal() const {
-  return "the launcher of machine " + std::to_string(shape_.machine_id) +
-         " was stopped by signal " + SignalName(StopSignal());
+  const int signal_number = StopSignal();
+  // A scheduler's signal stops a run that writes no checkpoints at once (Note [Stop and
+  // preemption signals]): that nothing was saved is said, and what would have saved it.
+  const bool saved_nothing = signal_number != SIGINT && !program_ &&
+                             options_.command == cli::Command::kTrain &&
+                             options_.training.checkpoint_dir.empty();
+  return "the launcher of machine " + std::to_string(options_.MachineIdAt(shape_.machine_id)) +
+         " was stopped by signal " + SignalName(signal_number) +
+         (saved_nothing ? " (the run writes no checkpoints, so nothing was saved; with "
+                          "--checkpoint-dir, SIGTERM and SIGUSR1 checkpoint the step and exit 75)"
+                        : "");
 }
 
 // Note [A raising rank is the root cause]: a program's worker says nothing of why it failed, so

@@ -209,6 +209,22 @@ TEST_F(JobFailuresTest, ResumingAtMaxStepsTrainsNoStep) {
   }
 }
 
+// Note [Stop and preemption signals]: a scheduler's SIGTERM stops a run without checkpoints at
+// once; the failure says that nothing was saved and what would have saved it.
+TEST_F(JobFailuresTest, ASigtermToARunWithoutCheckpointsSaysNothingWasSaved) {
+  LauncherProcess job(Job("tcp", "mlp", 1, {"--master-port", "0", "--max-steps", "1000000"}),
+                      OutputPath("sigterm"));
+  ASSERT_TRUE(WaitForWorkers(job.pid(), 1, 30s)) << job.Output();
+  ASSERT_EQ(kill(job.pid(), SIGTERM), 0);
+  const auto status = job.Wait(30s);
+  EXPECT_TRUE(ExitedWith(status, 1)) << Describe(status) << job.Output();
+  EXPECT_TRUE(Contains(job.Output(),
+                       "the launcher of machine 0 was stopped by signal 15 (SIGTERM) (the run "
+                       "writes no checkpoints, so nothing was saved; with --checkpoint-dir, "
+                       "SIGTERM and SIGUSR1 checkpoint the step and exit 75)"))
+      << job.Output();
+}
+
 // Note [Outputs checked first] in launcher/supervision/output_check.hpp.
 TEST_F(JobFailuresTest, UnwritableOutputsAreRefusedBeforeAnyWorkerStarts) {
   const std::string file = dir_ + "/train-labels-idx1-ubyte";
