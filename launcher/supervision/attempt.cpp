@@ -131,6 +131,25 @@ bool MayRestart(const AttemptEnd& end, int restarts_done, int max_restarts) {
          end.worth_restarting;
 }
 
+// Note [A preemption instead of a restart]: a failure that --max-restarts would restart, when a
+// preemption was asked meanwhile (a scheduler takes the machines back while a worker had just
+// died), ends the job as a preemption does, exit 75: the restart would have gone on from the
+// newest checkpoint, and so does the requeued job with --resume. It failed with exit 1, and a
+// requeue that keys on 75 gave up a job it could go on with.
+std::optional<int> PreemptedInsteadOfRestart(const AttemptEnd& end, int restarts_done,
+                                             int max_restarts) {
+  if (PreemptionSignal() == 0 || StopSignal() != 0 || restarts_done >= max_restarts ||
+      !end.worth_restarting || end.status.ok()) {
+    return std::nullopt;
+  }
+  log::Warning(end.status.message());
+  log::Info("a preemption was asked by signal " + SignalName(PreemptionSignal()) +
+            " while the job would restart after that failure: it stops here (exit code " +
+            std::to_string(protocol::kPreemptedExitCode) +
+            "); the same command with --resume continues from the newest checkpoint");
+  return protocol::kPreemptedExitCode;
+}
+
 int Fail(const Status& status) {
   log::Error(status.message());
   return 1;

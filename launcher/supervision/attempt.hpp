@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,10 @@ AttemptEnd RunAttempt(const cli::Options& attempt_options, Joined& joined, int a
 // Whether a failed attempt may be tried again: restarts left, worth it, and no stop or
 // preemption asked.
 bool MayRestart(const AttemptEnd& end, int restarts_done, int max_restarts);
+// Note [A preemption instead of a restart] in attempt.cpp: the launcher's exit code (75) where
+// a failure that would restart meets a preemption asked meanwhile; none otherwise.
+std::optional<int> PreemptedInsteadOfRestart(const AttemptEnd& end, int restarts_done,
+                                             int max_restarts);
 
 // Logs `status` as an error; returns the launcher's exit code for it, 1.
 int Fail(const Status& status);

@@ -150,6 +150,12 @@ std::optional<int> EndOfJob(const cli::Options& options, Joined& joined, const A
     return EndPreempted();
   }
   if (result.ok()) return EndElastic(joined, Status::Ok(), coordinator, attempt + 1);
+  if (auto code = PreemptedInsteadOfRestart(end, restarts, options.max_restarts)) {
+    if (coordinator) {
+      (void)rendezvous::EndElasticJob(*joined.client, "the job was preempted", attempt + 1);
+    }
+    return *code;
+  }
   if (!MayRestart(end, restarts, options.max_restarts)) {
     return EndElastic(joined, result.WithContext("job failed"), coordinator, attempt + 1);
   }

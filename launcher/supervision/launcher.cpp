@@ -234,6 +234,7 @@ int RunFixedJob(const cli::Options& options, Joined& joined) {
     const Status& result = end.status;
     if (end.preempted) return EndPreempted();
     if (result.ok()) return 0;
+    if (auto code = PreemptedInsteadOfRestart(end, attempt, options.max_restarts)) return *code;
     if (!MayRestart(end, attempt, options.max_restarts)) {
       if (joined.machine_id == 0 && options.num_machines > 1) {
         WaitForOtherMachinesToEnd(*joined.client, rendezvous::AttemptPrefix(attempt),

@@ -225,6 +225,25 @@ TEST_F(JobFailuresTest, ASigtermToARunWithoutCheckpointsSaysNothingWasSaved) {
       << job.Output();
 }
 
+// Note [A preemption instead of a restart] in launcher/supervision/attempt.cpp: a worker dies, and
+// the scheduler's SIGTERM comes before the restart: the job ends as preempted (75), which a
+// requeue resumes from the newest checkpoint, not as failed (1).
+TEST_F(JobFailuresTest, APreemptionDuringARestartEndsTheJobAsPreempted) {
+  LauncherProcess job(Job("tcp", "mlp", 2,
+                          {"--master-port", "0", "--max-steps", "1000000", "--max-restarts", "2",
+                           "--checkpoint-dir", dir_ + "/checkpoints", "--checkpoint-every", "5"}),
+                      OutputPath("preempted-restart"));
+  const std::string first = dir_ + "/checkpoints/checkpoint-0000000005.pt";
+  for (int i = 0; i < 6000 && !std::filesystem::exists(first); ++i) usleep(10000);
+  ASSERT_TRUE(std::filesystem::exists(first)) << job.Output();
+  const pid_t rank1 = WorkerWithRank(job.pid(), 1);
+  ASSERT_GT(rank1, 0) << job.Output();
+  ASSERT_EQ(kill(rank1, SIGKILL), 0);
+  ASSERT_EQ(kill(job.pid(), SIGTERM), 0);
+  const auto status = job.Wait(60s);
+  EXPECT_TRUE(ExitedWith(status, 75)) << Describe(status) << job.Output();
+}
+
 // Note [Outputs checked first] in launcher/supervision/output_check.hpp.
 TEST_F(JobFailuresTest, UnwritableOutputsAreRefusedBeforeAnyWorkerStarts) {
   const std::string file = dir_ + "/train-labels-idx1-ubyte";
