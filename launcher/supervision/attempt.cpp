@@ -97,6 +97,7 @@ AttemptEnd RunAttempt(const cli::Options& attempt_options, Joined& joined, int a
     if (end.status.ok()) end.status = supervisor->Supervise();
     end.worth_restarting = supervisor->WorthRestarting();
     end.preempted = supervisor->preempted();
+    end.left = supervisor->left();
     end.lost_machines = supervisor->lost_machines();
     if (end.status.ok() && supervisor->regrouping()) {
       end.regrouped = true;

@@ -55,6 +55,7 @@ struct AttemptEnd {
   std::string regroup_why;
   bool worth_restarting = true;    // false when a restart would fail the same way
   bool preempted = false;          // Ok, and its workers stopped for a preemption
+  bool left = false;               // a stop signal took this machine out of an elastic job
   std::vector<int> lost_machines;  // places of the machines it found vanished
 };
 

@@ -143,6 +143,8 @@ rendezvous::ElasticOptions AttemptElasticOptions(const rendezvous::ElasticOption
 std::optional<int> EndOfJob(const cli::Options& options, Joined& joined, const AttemptEnd& end,
                             bool coordinator, int attempt, int restarts) {
   const Status& result = end.status;
+  // Note [Leaving an elastic job] in supervisor.cpp: the job is not this launcher's to end.
+  if (end.left) return Fail(result);
   if (end.preempted) {
     if (coordinator) {
       (void)rendezvous::EndElasticJob(*joined.client, "the job was preempted", attempt + 1);

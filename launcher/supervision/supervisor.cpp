@@ -96,8 +96,9 @@ Supervisor::Supervisor(const cli::Options& options, rendezvous::StoreClient& cli
 Supervisor::~Supervisor() {
   StopAll();
   // However the attempt ended here, this launcher is alive and knows it: its silence from now on
-  // is no sign of a vanished machine, and machine 0 need not wait for it.
-  if (heartbeat_) heartbeat_->Finish();
+  // is no sign of a vanished machine, and machine 0 need not wait for it. One that left the job
+  // is gone, as a vanished one is, and the others go on without it.
+  if (heartbeat_ && !left_) heartbeat_->Finish();
 }
 
 Result<Supervisor::LogFiles> Supervisor::OpenLogFiles() const {
@@ -188,7 +189,7 @@ Status Supervisor::Supervise() {
   for (;;) {
     PumpOutput(100);
     ReapExited();
-    if (StopSignal() != 0) return Failed(StoppedBySignal());
+    if (StopSignal() != 0) return Stopped();
     if (PreemptionSignal() != 0) {
       if (std::optional<Status> ended = Preempting()) return *ended;
     }
@@ -227,7 +228,7 @@ Status Supervisor::FailedAfterPeer(const Worker& first) {
   while (std::chrono::steady_clock::now() - start < kHeartbeatSilence) {
     PumpOutput(20);
     ReapExited();
-    if (StopSignal() != 0) return Failed(StoppedBySignal());
+    if (StopSignal() != 0) return Stopped();
     if (const Worker* failed = FirstFailed(FailureKind::kOwn)) {
       return Failed(Describe(*failed, FailureRole::kRootCause));
     }

@@ -50,6 +50,9 @@ class Supervisor {
   // After Supervise returned Ok: whether the workers stopped for a preemption (Note [Preemption]
   // in training/preemption.cpp) rather than at the end of the training.
   bool preempted() const { return preempted_; }
+  // Whether a stop signal took this machine out of its elastic job (Note [Leaving an elastic
+  // job] in supervisor.cpp): no failure was published, and the job goes on without it.
+  bool left() const { return left_; }
   // The places of the machines this attempt lost (their launchers vanished), as far as this
   // launcher found them (Note [Lost machines] in heartbeat.hpp).
   const std::vector<int>& lost_machines() const { return lost_machines_; }
@@ -132,6 +135,9 @@ class Supervisor {
   // Records `machines` as lost: in the store for the next attempt, and for the stall picture.
   void RecordLost(const std::vector<int>& machines);
   std::string StoppedBySignal() const;
+  // A stop signal's end of the attempt: the job's failure, or in an elastic job this machine's
+  // leaving it.
+  Status Stopped();
   enum class FailureKind { kOwn, kAny };  // kOwn: not a peer failure
   const Worker* FirstFailed(FailureKind kind) const;
   // An exited worker's place among this attempt's failures: its exit, or the start of its
@@ -169,6 +175,7 @@ class Supervisor {
   std::string regroup_why_;
   std::optional<std::chrono::steady_clock::time_point> preemption_deadline_;
   bool preempted_ = false;
+  bool left_ = false;
   // Declared last: destroyed after ~Supervisor stopped the workers, so it beats until then.
   std::unique_ptr<Heartbeat> heartbeat_;
 };

@@ -1,6 +1,7 @@
 // Note [Shrink in place] (training/live_state.hpp), the supervisor's part: an attempt of an
 // elastic job ends with its workers running when a machine is lost or one waits to join, and the
-// same supervisor goes on with them in the next attempt. And what it records of lost machines.
+// same supervisor goes on with them in the next attempt. And what it records of lost machines,
+// and how its own machine leaves the job.
 #include <chrono>
 
 #include "rendezvous/membership.hpp"
@@ -84,6 +85,22 @@ void Supervisor::RecordLost(const std::vector<int>& machines) {
     }
     stalls_.MarkGone(machine, std::move(ranks));
   }
+}
+
+// Note [Leaving an elastic job]: a stop signal to the launcher of one machine of an elastic job
+// (Ctrl-C in its terminal; a scheduler's SIGTERM where no checkpoint is written) takes that
+// machine out of the job, as torchrun's agents do: its workers stop, no failure is published and
+// its beat ends unfinished, so the other machines find it gone and go on without it (in place,
+// where they may). Publishing a failure made them fail and restart from the newest checkpoint,
+// which cost more than a machine that vanished. A fixed job cannot go on without the machine:
+// there the stop fails the job everywhere.
+Status Supervisor::Stopped() {
+  if (!options_.attempt_of_elastic_job) return Failed(StoppedBySignal());
+  StopAll();
+  left_ = true;
+  return Status::Error(StoppedBySignal() +
+                       ": this machine leaves the job, which goes on without it where enough "
+                       "machines are left");
 }
 
 }  // namespace dpl::supervision

@@ -293,6 +293,34 @@ TEST_F(ShrinkInPlaceTest, APreemptionWhileTheMachinesMeetIsCarriedOut) {
       << waiting->Output();
 }
 
+// Note [Leaving an elastic job] in launcher/supervision/supervisor_regroup.cpp: Ctrl-C in one
+// machine's terminal (SIGINT to its process group) takes that machine out; the others go on in
+// place, as after a kill, instead of failing and restarting from the newest checkpoint.
+TEST_F(ShrinkInPlaceTest, CtrlCOnOneMachineLetsTheOthersGoOnInPlace) {
+  const Args args = KilledMachinesJob();
+  for (int i = 0; i < 3; ++i) Start(args);
+  LauncherProcess* machine0 = MachineZero();
+  ASSERT_NE(machine0, nullptr);
+  LauncherProcess* leaving = LauncherOfRank(2, 60s);
+  ASSERT_NE(leaving, nullptr) << machine0->Output();
+  while (StepCounts(dir_ + "/metrics.jsonl").size() < 10 && !machine0->Wait(0s)) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(kill(-leaving->pid(), SIGINT), 0);
+  const auto left = leaving->Wait(30s);
+  EXPECT_TRUE(ExitedWith(left, 1)) << Describe(left) << leaving->Output();
+  EXPECT_TRUE(Contains(leaving->Output(), "this machine leaves the job")) << leaving->Output();
+  for (auto& launcher : launchers_) {
+    if (launcher.get() == leaving) continue;
+    const auto status = launcher->Wait(90s);
+    EXPECT_TRUE(ExitedWith(status, 0)) << Describe(status) << launcher->Output();
+  }
+  const std::string output = machine0->Output();
+  EXPECT_TRUE(Contains(output, "the job continues on 2 machines (was 3) in place")) << output;
+  EXPECT_FALSE(Contains(output, "restarting the job")) << output;
+  ExpectSameReplicas(2);
+}
+
 // Messages name a machine by its --machine-id, not by its place in the attempt (the join order):
 // machine 2, which joined second, is "machine 2" when it vanishes.
 TEST_F(ShrinkInPlaceTest, ALostMachineIsNamedByItsIdNotItsPlace) {
