@@ -43,7 +43,6 @@ constexpr auto kPollInterval = 50ms;
 constexpr auto kListWait = 200ms;     // a member looks at the job's end this often
 constexpr auto kSlotWait = 2s;        // a launcher writes its slot right after it takes it
 constexpr auto kEndMessageWait = 2s;  // machine 0 writes the message right after the count
-constexpr const char* kJobEndCount = kJobEndKey;
 constexpr const char* kJobEndMessage = "job/end/message";
 constexpr const char* kJobEndSeen = "job/end/seen";
 constexpr auto kEndSeenWait = 2s;  // a waiting launcher looks every kListWait
@@ -84,7 +83,7 @@ Result<Slot> DecodeSlot(const std::string& text) {
 }
 
 Result<std::optional<std::string>> JobEnd(StoreClient& client) {
-  DPL_ASSIGN_OR_RETURN(auto count, client.Add(kJobEndCount, 0));
+  DPL_ASSIGN_OR_RETURN(auto count, client.Add(kJobEndKey, 0));
   if (count == 0) return std::optional<std::string>();
   auto message = client.Get(kJobEndMessage, kEndMessageWait);
   if (!message.ok()) return std::optional<std::string>("the job ended");
@@ -306,7 +305,7 @@ Result<bool> MachinesWaiting(StoreClient& client, int attempt) {
 }
 
 Status EndElasticJob(StoreClient& client, const std::string& failure, int waiting_attempt) {
-  DPL_ASSIGN_OR_RETURN(auto order, client.Add(kJobEndCount, 1));
+  DPL_ASSIGN_OR_RETURN(auto order, client.Add(kJobEndKey, 1));
   if (order != 1) return Status::Ok();
   DPL_RETURN_IF_ERROR(client.Set(kJobEndMessage, ToBytes(failure)));
   const auto deadline = Clock::now() + kEndSeenWait;

@@ -143,20 +143,17 @@ rendezvous::ElasticOptions AttemptElasticOptions(const rendezvous::ElasticOption
 std::optional<int> EndOfJob(const cli::Options& options, Joined& joined, const AttemptEnd& end,
                             bool coordinator, int attempt, int restarts) {
   const Status& result = end.status;
-  // Note [Leaving an elastic job] in supervisor.cpp: the job is not this launcher's to end.
+  // Note [Leaving an elastic job] in supervisor_regroup.cpp: the job is not this launcher's to end.
   if (end.left) return Fail(result);
-  if (end.preempted) {
+  if (result.ok() && !end.preempted) return EndElastic(joined, result, coordinator, attempt + 1);
+  const std::optional<int> preempted =
+      end.preempted ? EndPreempted()
+                    : PreemptedInsteadOfRestart(end, restarts, options.max_restarts);
+  if (preempted) {
     if (coordinator) {
       (void)rendezvous::EndElasticJob(*joined.client, "the job was preempted", attempt + 1);
     }
-    return EndPreempted();
-  }
-  if (result.ok()) return EndElastic(joined, Status::Ok(), coordinator, attempt + 1);
-  if (auto code = PreemptedInsteadOfRestart(end, restarts, options.max_restarts)) {
-    if (coordinator) {
-      (void)rendezvous::EndElasticJob(*joined.client, "the job was preempted", attempt + 1);
-    }
-    return *code;
+    return preempted;
   }
   if (!MayRestart(end, restarts, options.max_restarts)) {
     return EndElastic(joined, result.WithContext("job failed"), coordinator, attempt + 1);

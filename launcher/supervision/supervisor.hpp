@@ -51,7 +51,7 @@ class Supervisor {
   // in training/preemption.cpp) rather than at the end of the training.
   bool preempted() const { return preempted_; }
   // Whether a stop signal took this machine out of its elastic job (Note [Leaving an elastic
-  // job] in supervisor.cpp): no failure was published, and the job goes on without it.
+  // job] in supervisor_regroup.cpp): no failure was published, and the job goes on without it.
   bool left() const { return left_; }
   // The places of the machines this attempt lost (their launchers vanished), as far as this
   // launcher found them (Note [Lost machines] in heartbeat.hpp).
