@@ -269,7 +269,7 @@ std::optional<Status> Supervisor::Preempting() {
     return std::nullopt;
   }
   if (now < *preemption_deadline_) return std::nullopt;
-  return Failed(asked + ", but the workers of machine " + std::to_string(shape_.machine_id) +
+  return Failed(asked + ", but the workers of machine " + std::to_string(MachineId()) +
                 " did not reach a step boundary within " +
                 std::to_string(
                     std::chrono::duration_cast<std::chrono::seconds>(kPreemptionDeadline).count()) +
@@ -316,7 +316,7 @@ Status Supervisor::FailedElsewhere(const std::string& failure) {
 
 Status Supervisor::StoreLost(const Status& error) {
   StopAll();
-  return error.WithContext("machine " + std::to_string(shape_.machine_id) +
+  return error.WithContext("machine " + std::to_string(MachineId()) +
                            " lost the rendezvous store of machine 0 and stopped its workers");
 }
 
@@ -327,8 +327,8 @@ std::string Supervisor::StoppedBySignal() const {
   const bool saved_nothing = signal_number != SIGINT && !program_ &&
                              options_.command == cli::Command::kTrain &&
                              options_.training.checkpoint_dir.empty();
-  return "the launcher of machine " + std::to_string(options_.MachineIdAt(shape_.machine_id)) +
-         " was stopped by signal " + SignalName(signal_number) +
+  return "the launcher of machine " + std::to_string(MachineId()) + " was stopped by signal " +
+         SignalName(signal_number) +
          (saved_nothing ? " (the run writes no checkpoints, so nothing was saved; with "
                           "--checkpoint-dir, SIGTERM and SIGUSR1 checkpoint the step and exit 75)"
                         : "");

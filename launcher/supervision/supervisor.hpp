@@ -130,8 +130,9 @@ class Supervisor {
   // at place 0, a machine waits to join and the job has room for it (then it calls it).
   Result<bool> RegroupCalled();
   // The machines at `places` as messages name them: their --machine-id (an elastic attempt's
-  // places follow the join order).
+  // places follow the join order); and this machine so.
   std::vector<int> IdsOf(const std::vector<int>& places) const;
+  int MachineId() const { return options_.MachineIdAt(shape_.machine_id); }
   // Records `machines` as lost: in the store for the next attempt, and for the stall picture.
   void RecordLost(const std::vector<int>& machines);
   std::string StoppedBySignal() const;
