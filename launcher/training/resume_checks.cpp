@@ -1,5 +1,6 @@
 #include "training/resume_checks.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -65,13 +66,13 @@ Status CheckTrainingSamples(const CheckpointState& state, int64_t samples,
 std::string TheOneBefore(const std::string& folder, const std::string& newest) {
   Result<std::vector<CheckpointFile>> files = ListCheckpointFiles(folder);
   if (!files.ok()) return "";
-  const CheckpointFile* unreadable = nullptr;
-  for (const CheckpointFile& file : *files) {
-    if (file.path == newest) unreadable = &file;
-  }
+  const auto unreadable =
+      std::find_if(files->begin(), files->end(),
+                   [&](const CheckpointFile& file) { return file.path == newest; });
+  if (unreadable == files->end()) return "";
   const CheckpointFile* before = nullptr;
   for (const CheckpointFile& file : *files) {
-    if (file.temporary || unreadable == nullptr || file.step >= unreadable->step) continue;
+    if (file.temporary || file.step >= unreadable->step) continue;
     if (before == nullptr || file.step > before->step) before = &file;
   }
   if (before == nullptr) return "";
@@ -91,7 +92,9 @@ void WarnOfARedrawnSchedule(const CheckpointState& state, const TrainingConfig& 
                             int64_t steps, const std::string& path) {
   for (const auto& [key, value] : state.options) {
     if (key != kScheduleStepsKey || value == std::to_string(steps)) continue;
-    const std::optional<double> then = RateAt(config, std::stoll(value), state.global_step);
+    // strtoll, not stoll: a checkpoint's text that is no number gives no rate, not an exception.
+    const int64_t then_steps = std::strtoll(value.c_str(), nullptr, 10);
+    const std::optional<double> then = RateAt(config, then_steps, state.global_step);
     const std::optional<double> now = RateAt(config, steps, state.global_step);
     const std::string rates =
         then && now ? ": the learning rate of step " + std::to_string(state.global_step) + " is " +
