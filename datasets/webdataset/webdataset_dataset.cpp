@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/image_decode.hpp"
@@ -45,20 +46,28 @@ using dpl::support::Require;
 // which some cameras append, decode fine and are kept, as Pillow keeps them), and refused naming
 // its member when it does not decode.
 void RefuseJpegCutShort(const dpl::datasets::webdataset::ShardFile& shard, const TarMember& member,
-                        const std::string& what) {
+                        const std::string& what, std::vector<uint8_t> whole) {
+  // The member's bytes are read from the shard at most once: its head may hold all of them, and
+  // InspectImage may have read them (`whole`, else empty).
+  const uint8_t* bytes = member.head_size == member.size ? member.head
+                         : whole.empty()                 ? nullptr
+                                                         : whole.data();
   uint8_t tail[2] = {0, 0};
   if (member.size >= 2) {
-    if (member.head_size == member.size) {
-      std::copy(member.head + member.size - 2, member.head + member.size, tail);
+    if (bytes != nullptr) {
+      std::copy(bytes + member.size - 2, bytes + member.size, tail);
     } else {
       shard.ReadSome(member.data_offset + member.size - 2, 2, tail);
     }
   }
   if (tail[0] == 0xFF && tail[1] == 0xD9) return;
-  std::vector<uint8_t> whole(size_t(member.size));
-  shard.ReadSome(member.data_offset, whole.size(), whole.data());
+  if (bytes == nullptr) {
+    whole.resize(size_t(member.size));
+    shard.ReadSome(member.data_offset, whole.size(), whole.data());
+    bytes = whole.data();
+  }
   try {
-    dpl::datasets::images::DecodeImage(what, whole.data(), whole.size());
+    dpl::datasets::images::DecodeImage(what, bytes, size_t(member.size));
   } catch (const PluginError& error) {
     throw PluginError(DPL_ERR_INVALID_ARGUMENT,
                       std::string(error.what()) +
@@ -75,15 +84,16 @@ InputInfo InspectImage(const dpl::datasets::webdataset::ShardFile& shard, const 
   const std::string what = shard.path() + ": member " + member.name;
   const wds::ImageFormat format = wds::ImageFormatOf(what, member.head, member.head_size);
   dpl::datasets::images::ImageHeader header;
+  std::vector<uint8_t> whole;  // the member's bytes, when its head is not enough
   try {
     header = wds::ReadImageHeaderOf(what, format, member.head, member.head_size);
   } catch (const PluginError&) {
     if (member.head_size == member.size) throw;
-    std::vector<uint8_t> whole(size_t(member.size));
+    whole.resize(size_t(member.size));
     shard.ReadSome(member.data_offset, whole.size(), whole.data());
     header = wds::ReadImageHeaderOf(what, format, whole.data(), whole.size());
   }
-  if (format == wds::ImageFormat::kJpeg) RefuseJpegCutShort(shard, member, what);
+  if (format == wds::ImageFormat::kJpeg) RefuseJpegCutShort(shard, member, what, std::move(whole));
   InputInfo info;
   info.data_offset = member.data_offset;
   info.data_size = member.size;
