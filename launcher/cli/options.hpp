@@ -74,11 +74,12 @@ struct Options {
   std::chrono::milliseconds stall_warning = kDefaultStallWarning;
   bool elastic() const { return min_machines < num_machines; }
   // Set on the options of one attempt (supervision's AttemptOptions) of an elastic job: its
-  // machines are the attempt's members, every one of which has joined it.
-  bool attempt_of_elastic_job = false;
-  // And its launchers' --machine-id by place (the place gives the ranks; messages name the id a
-  // user gave). Empty: a fixed job's places are its ids.
+  // members' --machine-id by place (the place gives the ranks; messages name the id a user gave).
+  // Empty for a fixed job, whose places are its ids.
   std::vector<int> machine_ids_by_place;
+  // Whether these are an elastic attempt's options: its machines are the attempt's members, every
+  // one of which has joined it.
+  bool attempt_of_elastic_job() const { return !machine_ids_by_place.empty(); }
   // The id of the machine at `place`, for messages.
   int MachineIdAt(int place) const {
     return place >= 0 && place < static_cast<int>(machine_ids_by_place.size())

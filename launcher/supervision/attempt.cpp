@@ -67,7 +67,6 @@ cli::Options AttemptOptions(const cli::Options& options, const Joined& joined, i
                             int place, std::vector<int> machine_ids_by_place) {
   cli::Options attempt = options;
   attempt.machine_ids_by_place = std::move(machine_ids_by_place);
-  attempt.attempt_of_elastic_job = options.elastic();
   attempt.num_machines = machines;
   attempt.min_machines = machines;
   attempt.machine_id = place;

@@ -32,7 +32,7 @@ struct Joined {
 inline constexpr std::chrono::seconds kFailureDeliveryTimeout{3};
 
 // The options of one attempt: its machines, this machine's place among them, the store's port;
-// for an elastic job, its members' ids by place.
+// for an elastic job, its members' ids by place (none for a fixed job).
 cli::Options AttemptOptions(const cli::Options& options, const Joined& joined, int machines,
                             int place, std::vector<int> machine_ids_by_place = {});
 

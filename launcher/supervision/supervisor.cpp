@@ -67,8 +67,8 @@ bool Succeeded(int wait_status) {
 // A fixed job's machines may still be coming when its attempt starts; an elastic attempt's are
 // its members.
 MachineWatch::Joining JoiningOf(const cli::Options& options) {
-  return options.attempt_of_elastic_job ? MachineWatch::Joining::kAllJoined
-                                        : MachineWatch::Joining::kByClaimedId;
+  return options.attempt_of_elastic_job() ? MachineWatch::Joining::kAllJoined
+                                          : MachineWatch::Joining::kByClaimedId;
 }
 
 // A worker that stopped for a preemption did what it was asked: no failure.

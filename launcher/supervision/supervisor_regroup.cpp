@@ -95,7 +95,7 @@ void Supervisor::RecordLost(const std::vector<int>& machines) {
 // which cost more than a machine that vanished. A fixed job cannot go on without the machine:
 // there the stop fails the job everywhere.
 Status Supervisor::Stopped() {
-  if (!options_.attempt_of_elastic_job) return Failed(StoppedBySignal());
+  if (!options_.attempt_of_elastic_job()) return Failed(StoppedBySignal());
   StopAll();
   left_ = true;
   return Status::Error(StoppedBySignal() +
